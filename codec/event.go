@@ -1,0 +1,429 @@
+package codec
+
+// Type is the discriminator of an AG-UI event. The zero value, TypeUnknown, is
+// what a decoder reports for a `type` string that is not one of the 31 of
+// AG-UI 1.0; such an event is dropped with a warning (processing model, X1).
+type Type uint8
+
+// The 31 event types, in the order of the schema's EventType enum.
+const (
+	TypeUnknown Type = iota
+	TypeTextMessageStart
+	TypeTextMessageContent
+	TypeTextMessageEnd
+	TypeTextMessageChunk
+	TypeToolCallStart
+	TypeToolCallArgs
+	TypeToolCallEnd
+	TypeToolCallChunk
+	TypeToolCallResult
+	TypeStateSnapshot
+	TypeStateDelta
+	TypeMessagesSnapshot
+	TypeActivitySnapshot
+	TypeActivityDelta
+	TypeRaw
+	TypeCustom
+	TypeRunStarted
+	TypeRunFinished
+	TypeRunError
+	TypeStepStarted
+	TypeStepFinished
+	TypeReasoningStart
+	TypeReasoningMessageStart
+	TypeReasoningMessageContent
+	TypeReasoningMessageEnd
+	TypeReasoningMessageChunk
+	TypeReasoningEnd
+	TypeReasoningEncryptedValue
+	TypeSubagentStarted
+	TypeSubagentFinished
+	TypeSubagentError
+
+	numTypes
+)
+
+// NumTypes is the number of known event types (31); valid Types are 1..NumTypes.
+const NumTypes = int(numTypes) - 1
+
+var typeNames = [numTypes]string{
+	TypeUnknown:                 "",
+	TypeTextMessageStart:        "TEXT_MESSAGE_START",
+	TypeTextMessageContent:      "TEXT_MESSAGE_CONTENT",
+	TypeTextMessageEnd:          "TEXT_MESSAGE_END",
+	TypeTextMessageChunk:        "TEXT_MESSAGE_CHUNK",
+	TypeToolCallStart:           "TOOL_CALL_START",
+	TypeToolCallArgs:            "TOOL_CALL_ARGS",
+	TypeToolCallEnd:             "TOOL_CALL_END",
+	TypeToolCallChunk:           "TOOL_CALL_CHUNK",
+	TypeToolCallResult:          "TOOL_CALL_RESULT",
+	TypeStateSnapshot:           "STATE_SNAPSHOT",
+	TypeStateDelta:              "STATE_DELTA",
+	TypeMessagesSnapshot:        "MESSAGES_SNAPSHOT",
+	TypeActivitySnapshot:        "ACTIVITY_SNAPSHOT",
+	TypeActivityDelta:           "ACTIVITY_DELTA",
+	TypeRaw:                     "RAW",
+	TypeCustom:                  "CUSTOM",
+	TypeRunStarted:              "RUN_STARTED",
+	TypeRunFinished:             "RUN_FINISHED",
+	TypeRunError:                "RUN_ERROR",
+	TypeStepStarted:             "STEP_STARTED",
+	TypeStepFinished:            "STEP_FINISHED",
+	TypeReasoningStart:          "REASONING_START",
+	TypeReasoningMessageStart:   "REASONING_MESSAGE_START",
+	TypeReasoningMessageContent: "REASONING_MESSAGE_CONTENT",
+	TypeReasoningMessageEnd:     "REASONING_MESSAGE_END",
+	TypeReasoningMessageChunk:   "REASONING_MESSAGE_CHUNK",
+	TypeReasoningEnd:            "REASONING_END",
+	TypeReasoningEncryptedValue: "REASONING_ENCRYPTED_VALUE",
+	TypeSubagentStarted:         "SUBAGENT_STARTED",
+	TypeSubagentFinished:        "SUBAGENT_FINISHED",
+	TypeSubagentError:           "SUBAGENT_ERROR",
+}
+
+// String returns the wire name of t, or "" for TypeUnknown.
+func (t Type) String() string {
+	if t >= numTypes {
+		return ""
+	}
+	return typeNames[t]
+}
+
+// ParseType returns the Type whose wire name is s, or TypeUnknown. The match
+// is exact and case-sensitive, as the protocol is. It does not allocate.
+func ParseType(s string) Type {
+	// A switch on the string compiles to a length-then-compare search, which
+	// beats a map lookup for 31 keys and never allocates.
+	switch s {
+	case "TEXT_MESSAGE_START":
+		return TypeTextMessageStart
+	case "TEXT_MESSAGE_CONTENT":
+		return TypeTextMessageContent
+	case "TEXT_MESSAGE_END":
+		return TypeTextMessageEnd
+	case "TEXT_MESSAGE_CHUNK":
+		return TypeTextMessageChunk
+	case "TOOL_CALL_START":
+		return TypeToolCallStart
+	case "TOOL_CALL_ARGS":
+		return TypeToolCallArgs
+	case "TOOL_CALL_END":
+		return TypeToolCallEnd
+	case "TOOL_CALL_CHUNK":
+		return TypeToolCallChunk
+	case "TOOL_CALL_RESULT":
+		return TypeToolCallResult
+	case "STATE_SNAPSHOT":
+		return TypeStateSnapshot
+	case "STATE_DELTA":
+		return TypeStateDelta
+	case "MESSAGES_SNAPSHOT":
+		return TypeMessagesSnapshot
+	case "ACTIVITY_SNAPSHOT":
+		return TypeActivitySnapshot
+	case "ACTIVITY_DELTA":
+		return TypeActivityDelta
+	case "RAW":
+		return TypeRaw
+	case "CUSTOM":
+		return TypeCustom
+	case "RUN_STARTED":
+		return TypeRunStarted
+	case "RUN_FINISHED":
+		return TypeRunFinished
+	case "RUN_ERROR":
+		return TypeRunError
+	case "STEP_STARTED":
+		return TypeStepStarted
+	case "STEP_FINISHED":
+		return TypeStepFinished
+	case "REASONING_START":
+		return TypeReasoningStart
+	case "REASONING_MESSAGE_START":
+		return TypeReasoningMessageStart
+	case "REASONING_MESSAGE_CONTENT":
+		return TypeReasoningMessageContent
+	case "REASONING_MESSAGE_END":
+		return TypeReasoningMessageEnd
+	case "REASONING_MESSAGE_CHUNK":
+		return TypeReasoningMessageChunk
+	case "REASONING_END":
+		return TypeReasoningEnd
+	case "REASONING_ENCRYPTED_VALUE":
+		return TypeReasoningEncryptedValue
+	case "SUBAGENT_STARTED":
+		return TypeSubagentStarted
+	case "SUBAGENT_FINISHED":
+		return TypeSubagentFinished
+	case "SUBAGENT_ERROR":
+		return TypeSubagentError
+	}
+	return TypeUnknown
+}
+
+// Field names one top-level property of an event. Event.Has reports which
+// optional fields were present on the wire, so that absent and zero-valued
+// stay distinct ("absent means absent", envelope.md §3).
+type Field uint8
+
+// Event fields. The set is the union over all 31 event types; which ones an
+// event of a given Type may carry is fixed by the schema (fields.json).
+const (
+	FieldType Field = iota
+	FieldTimestamp
+	FieldRawEvent
+	FieldMetadata
+	FieldSubagentRunID
+	FieldThreadID
+	FieldRunID
+	FieldParentRunID
+	FieldProtocolVersion
+	FieldInput
+	FieldResult
+	FieldOutcome
+	FieldUsage
+	FieldMessage
+	FieldCode
+	FieldStepName
+	FieldMessageID
+	FieldRole
+	FieldName
+	FieldDelta // string delta of text/args/reasoning, or the patch of STATE_DELTA (see Event.Patch)
+	FieldToolCallID
+	FieldToolCallName
+	FieldParentMessageID
+	FieldContent
+	FieldSnapshot
+	FieldMessages
+	FieldActivityType
+	FieldReplace
+	FieldPatch
+	FieldSubtype
+	FieldEntityID
+	FieldEncryptedValue
+	FieldEncryptedValueType // AG-UI 1.1
+	FieldDescription
+	FieldParentSubagentRunID
+	FieldParentToolCallID
+	FieldEvent
+	FieldSource
+	FieldValue
+
+	numFields
+)
+
+// FieldSet is a bit set of Fields.
+type FieldSet uint64
+
+// Has reports whether f is in s.
+func (s FieldSet) Has(f Field) bool { return s&(1<<f) != 0 }
+
+// With returns s with f added.
+func (s FieldSet) With(f Field) FieldSet { return s | 1<<f }
+
+// Raw is undecoded JSON text: one complete, valid JSON value (object, array,
+// string, number, true, false or null). A nil Raw means the field was absent;
+// a present JSON null is the 4 bytes `null`.
+type Raw []byte
+
+// IsNull reports whether r is the JSON literal null.
+func (r Raw) IsNull() bool { return len(r) == 4 && string(r) == "null" }
+
+// Event is one decoded AG-UI event. It is a flat union: only the fields that
+// the event's Type defines are meaningful, and Has tells which optional ones
+// were present.
+//
+// Lifetime: an Event filled by Decoder.Decode holds views into the input
+// buffer and into the Decoder's own scratch space. Its strings and Raw slices
+// are valid until the next call to Decode or Reset on the same Decoder, or
+// until the input buffer is modified, whichever comes first. A caller that
+// keeps any part longer copies it (Clone, or strings.Clone of one field).
+type Event struct {
+	Type Type
+	// TypeName is the `type` string as it appeared on the wire; for a known
+	// Type it equals Type.String().
+	TypeName string
+	// Fields is the set of top-level fields present on the wire, after
+	// stripping unknown properties and applying compatibility shims.
+	Fields FieldSet
+
+	// Envelope (BaseEvent, Attributable).
+	Timestamp     int64
+	RawEvent      Raw
+	Metadata      Raw // a JSON object when present
+	SubagentRunID string
+
+	// Runs and steps.
+	ThreadID        string
+	RunID           string
+	ParentRunID     string
+	ProtocolVersion string
+	Input           *RunInput // RUN_STARTED.input; nil when absent
+	Result          Raw       // RUN_FINISHED.result, SUBAGENT_FINISHED.result
+	Outcome         *Outcome  // RUN_FINISHED.outcome, SUBAGENT_FINISHED.outcome; nil when absent
+	Usage           []TokenUsage
+	Message         string // RUN_ERROR.message, SUBAGENT_ERROR.message
+	Code            string // RUN_ERROR.code, SUBAGENT_ERROR.code
+	StepName        string
+
+	// Streaming (text, tool calls, reasoning).
+	MessageID       string
+	Role            string
+	Name            string // TEXT_MESSAGE_*.name, CUSTOM.name, SUBAGENT_STARTED.name
+	Delta           string // string deltas; STATE_DELTA's patch is in Patch
+	ToolCallID      string
+	ToolCallName    string
+	ParentMessageID string
+	// Content is TOOL_CALL_RESULT.content (a JSON string or an array of
+	// content parts) or ACTIVITY_SNAPSHOT.content (a JSON object).
+	Content Raw
+
+	// Snapshot–delta.
+	Snapshot     Raw       // STATE_SNAPSHOT.snapshot (any JSON, null allowed)
+	Messages     []Message // MESSAGES_SNAPSHOT.messages
+	ActivityType string
+	Replace      bool // ACTIVITY_SNAPSHOT.replace; true when absent
+	// Patch is STATE_DELTA.delta or ACTIVITY_DELTA.patch, validated; PatchRaw
+	// is the same array as JSON text (unknown ops already removed).
+	Patch    []PatchOp
+	PatchRaw Raw
+
+	// Reasoning.
+	Subtype            string // "message" or "tool-call"
+	EntityID           string
+	EncryptedValue     string
+	EncryptedValueType string // AG-UI 1.1
+
+	// Subagents.
+	Description         string
+	ParentSubagentRunID string
+	ParentToolCallID    string
+
+	// Passthrough.
+	RawPayload Raw    // RAW.event (any JSON, null allowed)
+	Source     string // RAW.source
+	Value      Raw    // CUSTOM.value (any JSON, null allowed)
+}
+
+// Has reports whether field f was present on the wire.
+func (e *Event) Has(f Field) bool { return e.Fields.Has(f) }
+
+// Message is one AG-UI message of any of the seven roles, as it appears in
+// MESSAGES_SNAPSHOT.messages and RunAgentInput.messages. Which fields are
+// meaningful depends on Role (messages.md §1); Fields tells which were present.
+//
+// Lifetime: as Event — valid until the next Decode or Reset of the Decoder
+// that produced it.
+type Message struct {
+	Fields             FieldSet // uses the Msg* constants below
+	ID                 string
+	Role               string
+	Content            Raw // string, or array of content parts (user, tool), or object (activity)
+	Name               string
+	ToolCallID         string // tool
+	Error              string // tool
+	ActivityType       string // activity
+	ToolCalls          []ToolCall
+	EncryptedValue     string
+	EncryptedValueType string // AG-UI 1.1
+	SubagentRunID      string
+	Metadata           Raw
+}
+
+// Presence bits for Message.Fields.
+const (
+	MsgContent Field = iota
+	MsgName
+	MsgToolCallID
+	MsgError
+	MsgActivityType
+	MsgToolCalls
+	MsgEncryptedValue
+	MsgEncryptedValueType
+	MsgSubagentRunID
+	MsgMetadata
+)
+
+// Has reports whether field f (one of the Msg* constants) was present.
+func (m *Message) Has(f Field) bool { return m.Fields.Has(f) }
+
+// ToolCall is an entry of AssistantMessage.toolCalls.
+type ToolCall struct {
+	Fields             FieldSet // uses the TC* constants below
+	ID                 string
+	Name               string // function.name
+	Arguments          string // function.arguments
+	EncryptedValue     string
+	EncryptedValueType string // AG-UI 1.1
+	Metadata           Raw
+}
+
+// Presence bits for ToolCall.Fields.
+const (
+	TCEncryptedValue Field = iota
+	TCEncryptedValueType
+	TCMetadata
+)
+
+// Has reports whether field f (one of the TC* constants) was present.
+func (t *ToolCall) Has(f Field) bool { return t.Fields.Has(f) }
+
+// PatchOp is one RFC 6902 operation, validated: Op is one of add, remove,
+// replace, move, copy, test (operations with any other op are removed by the
+// decoder with a warning); Path and From are JSON Pointers as written (still
+// ~0/~1-escaped; syntax already checked).
+type PatchOp struct {
+	Op    OpKind
+	Path  string
+	From  string // move, copy
+	Value Raw    // add, replace, test; nil when absent
+	// Raw is the whole operation object, extra members included (they are
+	// data under RFC 6902 §4 and are preserved when the patch is re-encoded).
+	Raw Raw
+}
+
+// OpKind is an RFC 6902 operation.
+type OpKind uint8
+
+// The six RFC 6902 operations.
+const (
+	OpAdd OpKind = iota + 1
+	OpRemove
+	OpReplace
+	OpMove
+	OpCopy
+	OpTest
+)
+
+// Outcome is RUN_FINISHED.outcome or SUBAGENT_FINISHED.outcome after
+// validation and stripping.
+type Outcome struct {
+	Type string // "success", "interrupt", "cancelled" (run); "success", "suspended" (subagent)
+	// Raw is the outcome object as JSON (stripped of unknown members).
+	Raw Raw
+}
+
+// TokenUsage is one entry of a `usage` array. Absent counts are -1.
+type TokenUsage struct {
+	Provider, Model       string
+	InputTokens           int64
+	OutputTokens          int64
+	TotalTokens           int64
+	ReasoningTokens       int64
+	CachedInputTokens     int64
+	CacheWriteInputTokens int64
+}
+
+// RunInput is a RunAgentInput (run-input.md) as carried by RUN_STARTED.input
+// or given to a reducer as its starting point.
+type RunInput struct {
+	Fields          FieldSet
+	ThreadID        string
+	RunID           string
+	ParentRunID     string
+	ProtocolVersion string
+	State           Raw // nil when absent
+	Messages        []Message
+	// Raw is the whole input object as JSON (stripped of unknown members).
+	Raw Raw
+}
