@@ -1,0 +1,243 @@
+package auth
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	testKey = []byte("0123456789abcdef-test-key")
+	t0      = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+)
+
+func mustMint(t *testing.T, key []byte, c Claims) string {
+	t.Helper()
+	tok, err := Mint(key, c)
+	if err != nil {
+		t.Fatalf("Mint: %v", err)
+	}
+	return tok
+}
+
+func TestMintVerifyRoundTrip(t *testing.T) {
+	give := Claims{Tenant: "acme", Threads: []string{"t-1", "run-*"}, Expiry: t0.Add(time.Hour).Unix(), IssuedAt: t0.Unix()}
+	tok := mustMint(t, testKey, give)
+	got, err := Verify(testKey, tok, t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if got.Tenant != give.Tenant || got.Expiry != give.Expiry || got.IssuedAt != give.IssuedAt ||
+		strings.Join(got.Threads, ",") != "t-1,run-*" {
+		t.Fatalf("claims = %+v, want %+v", got, give)
+	}
+	// The header is the standard HS256 JWT header, so jwt tooling can read it.
+	h, _, _ := strings.Cut(tok, ".")
+	if h != "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" {
+		t.Fatalf("header = %q", h)
+	}
+}
+
+// forge builds a token with an arbitrary header and payload, signed with key.
+func forge(header, payload string, key []byte) string {
+	signed := b64.EncodeToString([]byte(header)) + "." + b64.EncodeToString([]byte(payload))
+	return signed + "." + b64.EncodeToString(sign(key, signed))
+}
+
+func TestVerifyFailures(t *testing.T) {
+	valid := mustMint(t, testKey, Claims{Tenant: "acme", Expiry: t0.Add(time.Minute).Unix()})
+	h, rest, _ := strings.Cut(valid, ".")
+	p, s, _ := strings.Cut(rest, ".")
+	otherPayload := b64.EncodeToString([]byte(`{"tenant":"evil","exp":9999999999}`))
+	goodPayload := `{"tenant":"acme","exp":9999999999}`
+	tests := []struct {
+		name string
+		give string
+		key  []byte
+		now  time.Time
+		want error
+	}{
+		{"expired exactly at exp", valid, testKey, time.Unix(t0.Add(time.Minute).Unix(), 0), ErrExpired},
+		{"expired later", valid, testKey, t0.Add(time.Hour), ErrExpired},
+		{"wrong key", valid, []byte("another-key-of-16+bytes"), t0, ErrSignature},
+		{"payload swapped", h + "." + otherPayload + "." + s, testKey, t0, ErrSignature},
+		{"signature truncated", h + "." + p + "." + s[:len(s)-4], testKey, t0, ErrSignature},
+		{"signature of other token", h + "." + p + "." + b64.EncodeToString(make([]byte, 32)), testKey, t0, ErrSignature},
+		{"empty", "", testKey, t0, ErrMalformed},
+		{"one part", "abc", testKey, t0, ErrMalformed},
+		{"two parts", h + "." + p, testKey, t0, ErrMalformed},
+		{"four parts", valid + ".x", testKey, t0, ErrMalformed},
+		{"empty signature", h + "." + p + ".", testKey, t0, ErrMalformed},
+		{"header not base64", "!!." + p + "." + s, testKey, t0, ErrMalformed},
+		{"header not json", b64.EncodeToString([]byte("nope")) + "." + p + "." + s, testKey, t0, ErrMalformed},
+		{"signature not base64", h + "." + p + ".***", testKey, t0, ErrMalformed},
+		{"too long", strings.Repeat("a", MaxTokenLen+1), testKey, t0, ErrMalformed},
+		{"claims not json", forge(header, "not json", testKey), testKey, t0, ErrMalformed},
+		{"claims without tenant", forge(header, `{"exp":9999999999}`, testKey), testKey, t0, ErrMalformed},
+		{"claims without exp", forge(header, `{"tenant":"acme"}`, testKey), testKey, t0, ErrMalformed},
+		{"alg none", forge(`{"alg":"none","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"alg none unsigned", b64.EncodeToString([]byte(`{"alg":"none"}`)) + "." + b64.EncodeToString([]byte(goodPayload)) + ".x", testKey, t0, ErrAlgorithm},
+		{"alg RS256", forge(`{"alg":"RS256","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"alg HS512", forge(`{"alg":"HS512","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"header reordered", forge(`{"typ":"JWT","alg":"HS256"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"short key", valid, []byte("short"), t0, ErrShortKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Verify(tt.key, tt.give, tt.now)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Verify error = %v, want %v", err, tt.want)
+			}
+			if c.Tenant != "" {
+				t.Fatalf("claims leaked on error: %+v", c)
+			}
+			if !strings.HasPrefix(err.Error(), "auth: ") {
+				t.Fatalf("error %q lacks package prefix", err)
+			}
+		})
+	}
+}
+
+func TestMintErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		key  []byte
+		give Claims
+		want error
+	}{
+		{"short key", []byte("123456789012345"), Claims{Tenant: "a", Expiry: 1}, ErrShortKey},
+		{"no tenant", testKey, Claims{Expiry: 1}, ErrClaims},
+		{"no expiry", testKey, Claims{Tenant: "a"}, ErrClaims},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Mint(tt.key, tt.give); !errors.Is(err, tt.want) {
+				t.Fatalf("Mint error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		p, s string
+		want bool
+	}{
+		{"*", "", true},
+		{"*", "anything.at/all", true},
+		{"t1", "t1", true},
+		{"t1", "t10", false},
+		{"t*", "t10", true},
+		{"run-*-x", "run-abc-x", true},
+		{"run-*-x", "run-abc-y", false},
+		{"*a*b*", "xxaxxbxx", true},
+		{"*a*b*", "xxbxxaxx", false},
+		{"a**", "a", true},
+		{"", "", true},
+		{"", "a", false},
+		{"a.b", "a.b", true},
+		{"a.b", "a*b", false},
+		{strings.Repeat("*a", 50), strings.Repeat("a", 1000), true},
+		{strings.Repeat("*a", 50) + "b", strings.Repeat("a", 1000), false},
+	}
+	for _, tt := range tests {
+		if got := Match(tt.p, tt.s); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.p, tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestClaimsThreads(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    []string
+		thread  string
+		allows  bool
+		allThrs bool
+	}{
+		{"no patterns", nil, "x", true, true},
+		{"star", []string{"*"}, "x", true, true},
+		{"listed", []string{"a", "b*"}, "bee", true, false},
+		{"not listed", []string{"a", "b*"}, "c", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Claims{Tenant: "t", Threads: tt.give}
+			if got := c.AllowsThread(tt.thread); got != tt.allows {
+				t.Errorf("AllowsThread = %v, want %v", got, tt.allows)
+			}
+			if got := c.AllThreads(); got != tt.allThrs {
+				t.Errorf("AllThreads = %v, want %v", got, tt.allThrs)
+			}
+		})
+	}
+}
+
+func TestFromRequest(t *testing.T) {
+	tests := []struct {
+		name   string
+		url    string
+		header string
+		want   string
+		wantOK bool
+	}{
+		{"bearer", "/x", "Bearer abc", "abc", true},
+		{"bearer case", "/x", "bearer abc", "abc", true},
+		{"basic is not a token", "/x?access_token=q", "Basic abc", "", false},
+		{"empty bearer", "/x", "Bearer ", "", false},
+		{"query", "/x?access_token=q1", "", "q1", true},
+		{"header wins", "/x?access_token=q1", "Bearer h1", "h1", true},
+		{"none", "/x", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", tt.url, nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			got, ok := FromRequest(r)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("FromRequest = %q, %v; want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func FuzzVerify(f *testing.F) {
+	f.Add(mustMintF(f))
+	f.Add("a.b.c")
+	f.Add("")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(header)) + ".e30.")
+	f.Fuzz(func(t *testing.T, tok string) {
+		c, err := Verify(testKey, tok, t0)
+		if err == nil {
+			// Only a correctly signed token can verify: re-signing its
+			// signed part must give the same signature.
+			i := strings.LastIndexByte(tok, '.')
+			if b64.EncodeToString(sign(testKey, tok[:i])) != tok[i+1:] || c.Tenant == "" {
+				t.Fatalf("accepted a token not signed by the key: %q", tok)
+			}
+		}
+	})
+}
+
+func mustMintF(f *testing.F) string {
+	tok, err := Mint(testKey, Claims{Tenant: "acme", Expiry: t0.Add(time.Hour).Unix()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return tok
+}
+
+func BenchmarkVerify(b *testing.B) {
+	tok, _ := Mint(testKey, Claims{Tenant: "acme", Threads: []string{"t*"}, Expiry: t0.Add(time.Hour).Unix()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Verify(testKey, tok, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
