@@ -1,0 +1,392 @@
+package jsondoc
+
+import (
+	"strings"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// NOTE: Apply runs ops in order against the live tree and logs, for every
+// mutation, the record that reverses it. On the first failure the log is
+// replayed backwards, which restores every pointer, member link and raw
+// text exactly, so the document is byte-identical to before. Splitting a
+// container is not logged: it changes representation, not value, and the
+// container keeps its raw text until it is really modified.
+
+type undoKind uint8
+
+const (
+	undoRoot      undoKind = iota // d.root = val
+	undoRaw                       // n.raw = raw
+	undoMemberVal                 // m.val = val
+	undoLink                      // n.unlink(m)
+	undoUnlink                    // n.relink(m)
+	undoElemSet                   // n.elems[i] = val
+	undoInsert                    // remove n.elems[i]
+	undoRemove                    // insert val at n.elems[i]
+)
+
+type undoRec struct {
+	kind undoKind
+	i    int
+	n    *node
+	m    *member
+	val  *node
+	raw  []byte
+}
+
+// maxKeptUndo bounds the undo log capacity kept between Apply calls, so
+// one huge patch does not pin a large slice forever.
+const maxKeptUndo = 1024
+
+// Apply applies an RFC 6902 patch atomically: either every op applies, or
+// the document is left exactly as it was (byte-identical AppendJSON) and
+// a *PatchError names the first op that failed and why (errors.Is against
+// the sentinel causes). ops are not retained: values are copied and
+// validated when inserted.
+//
+// Cost per op: O(path depth) lookups (O(1) per object level past
+// indexThreshold members, else a short scan), plus O(size of the op's
+// value), plus, the first time a container is traversed, one scan of its
+// text to split it. Inserting into or removing from the middle of an
+// array moves the elements after it.
+func (d *Doc) Apply(ops []codec.PatchOp) error {
+	d.undo = d.undo[:0]
+	for i := range ops {
+		op := &ops[i]
+		if e := d.applyOne(op); e != nil {
+			d.rollback()
+			d.release()
+			return &PatchError{
+				Index: i, Op: op.Op,
+				Path: strings.Clone(op.Path), From: strings.Clone(op.From),
+				Reason: e.reason, Err: e.err,
+			}
+		}
+	}
+	d.release()
+	return nil
+}
+
+func (d *Doc) release() {
+	clear(d.undo)
+	d.undo = d.undo[:0]
+	if cap(d.undo) > maxKeptUndo {
+		d.undo = nil
+	}
+	d.clearStack()
+}
+
+func (d *Doc) clearStack() {
+	clear(d.stack)
+	d.stack = d.stack[:0]
+}
+
+func (d *Doc) applyOne(op *codec.PatchOp) *opError {
+	if !checkPointer(op.Path) {
+		return fail(ErrInvalidPointer, "path %q", op.Path)
+	}
+	switch op.Op {
+	case codec.OpAdd, codec.OpReplace:
+		v, e := valueNode(op)
+		if e != nil {
+			return e
+		}
+		if op.Op == codec.OpAdd {
+			return d.add(op.Path, v)
+		}
+		return d.replace(op.Path, v)
+	case codec.OpRemove:
+		_, e := d.remove(op.Path)
+		return e
+	case codec.OpMove:
+		return d.move(op.From, op.Path)
+	case codec.OpCopy:
+		return d.copy(op.From, op.Path)
+	case codec.OpTest:
+		if op.Value == nil {
+			return fail(ErrBadOp, "test without value")
+		}
+		return d.test(op.Path, op.Value)
+	}
+	return fail(ErrBadOp, "unknown op kind %d", op.Op)
+}
+
+// valueNode copies and validates an add/replace value: the one copy of
+// bytes that came from the caller's (reused) event buffer.
+func valueNode(op *codec.PatchOp) (*node, *opError) {
+	if op.Value == nil {
+		return nil, fail(ErrBadOp, "%s without value", OpName(op.Op))
+	}
+	b, err := ingest(op.Value)
+	if err != nil {
+		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
+	}
+	return rawNode(b), nil
+}
+
+// walk resolves every token of p but the last, leaving the containers it
+// went through (root first, parent last) on d.stack. p must not be "".
+func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
+	d.clearStack()
+	cur := d.rootNode()
+	i := 0
+	for {
+		tok, next := nextToken(p, i)
+		if cur.kind != KindObject && cur.kind != KindArray {
+			return nil, "", fail(ErrNotContainer, "%s at %q is not a container", cur.kind, p[:i])
+		}
+		cur.ensureSplit()
+		d.stack = append(d.stack, cur)
+		if next == len(p) {
+			return cur, tok, nil
+		}
+		child, e := cur.child(tok)
+		if e != nil {
+			e.reason += " at " + quoteStr(p[:next])
+			return nil, "", e
+		}
+		cur = child
+		i = next
+	}
+}
+
+// child returns the existing child named by tok in split container c.
+func (c *node) child(tok string) (*node, *opError) {
+	if c.kind == KindObject {
+		m := c.find(tok)
+		if m == nil {
+			return nil, fail(ErrNotFound, "no member %q", tok)
+		}
+		return m.val, nil
+	}
+	i, e := parseIndex(tok, len(c.elems), false)
+	if e != nil {
+		return nil, e
+	}
+	return c.elems[i], nil
+}
+
+// get returns the existing value at p.
+func (d *Doc) get(p string) (*node, *opError) {
+	if p == "" {
+		return d.rootNode(), nil
+	}
+	parent, tok, e := d.walk(p)
+	if e != nil {
+		return nil, e
+	}
+	n, e := parent.child(tok)
+	if e != nil {
+		e.reason += " at " + quoteStr(p)
+	}
+	return n, e
+}
+
+// markDirty drops the raw text of every container on d.stack: they are
+// about to change below or at themselves.
+func (d *Doc) markDirty() {
+	for _, n := range d.stack {
+		if n.raw == nil {
+			continue // already dirty (a clean child may sit below a dirty parent, so no early exit)
+		}
+		d.undo = append(d.undo, undoRec{kind: undoRaw, n: n, raw: n.raw})
+		n.raw = nil
+	}
+}
+
+func (d *Doc) setRoot(v *node) {
+	d.undo = append(d.undo, undoRec{kind: undoRoot, val: d.root})
+	d.root = v
+}
+
+func (d *Doc) add(p string, v *node) *opError {
+	if p == "" {
+		d.setRoot(v)
+		return nil
+	}
+	parent, tok, e := d.walk(p)
+	if e != nil {
+		return e
+	}
+	if parent.kind == KindObject {
+		d.markDirty()
+		if m := parent.find(tok); m != nil {
+			d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+			m.val = v
+			return nil
+		}
+		m := &member{key: strings.Clone(tok), val: v}
+		parent.link(m)
+		d.undo = append(d.undo, undoRec{kind: undoLink, n: parent, m: m})
+		return nil
+	}
+	i, e := parseIndex(tok, len(parent.elems), true)
+	if e != nil {
+		e.reason += " at " + quoteStr(p)
+		return e
+	}
+	d.markDirty()
+	parent.insert(i, v)
+	d.undo = append(d.undo, undoRec{kind: undoInsert, n: parent, i: i})
+	return nil
+}
+
+func (d *Doc) remove(p string) (*node, *opError) {
+	if p == "" {
+		old := d.rootNode()
+		d.setRoot(nullNode()) // RFC-ambiguous; the reference consumer yields null
+		return old, nil
+	}
+	parent, tok, e := d.walk(p)
+	if e != nil {
+		return nil, e
+	}
+	if parent.kind == KindObject {
+		m := parent.find(tok)
+		if m == nil {
+			return nil, fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
+		}
+		d.markDirty()
+		parent.unlink(m)
+		d.undo = append(d.undo, undoRec{kind: undoUnlink, n: parent, m: m})
+		return m.val, nil
+	}
+	i, e := parseIndex(tok, len(parent.elems), false)
+	if e != nil {
+		e.reason += " at " + quoteStr(p)
+		return nil, e
+	}
+	d.markDirty()
+	old := parent.removeAt(i)
+	d.undo = append(d.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
+	return old, nil
+}
+
+func (d *Doc) replace(p string, v *node) *opError {
+	if p == "" {
+		d.setRoot(v)
+		return nil
+	}
+	parent, tok, e := d.walk(p)
+	if e != nil {
+		return e
+	}
+	if parent.kind == KindObject {
+		m := parent.find(tok)
+		if m == nil {
+			return fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
+		}
+		d.markDirty()
+		d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+		m.val = v
+		return nil
+	}
+	i, e := parseIndex(tok, len(parent.elems), false)
+	if e != nil {
+		e.reason += " at " + quoteStr(p)
+		return e
+	}
+	d.markDirty()
+	d.undo = append(d.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
+	parent.elems[i] = v
+	return nil
+}
+
+func (d *Doc) move(from, p string) *opError {
+	if !checkPointer(from) {
+		return fail(ErrInvalidPointer, "from %q", from)
+	}
+	if from == p { // RFC 6902 §4.4: from must exist; moving onto itself is a no-op
+		_, e := d.get(from)
+		return e
+	}
+	// Pointer escaping is canonical, so a textual prefix ending at a '/'
+	// is exactly a token prefix; "" is a prefix of every other pointer.
+	if strings.HasPrefix(p, from+"/") {
+		return fail(ErrMoveIntoChild, "from %q is a proper prefix of path", from)
+	}
+	v, e := d.remove(from)
+	if e != nil {
+		return e
+	}
+	return d.add(p, v)
+}
+
+func (d *Doc) copy(from, p string) *opError {
+	if !checkPointer(from) {
+		return fail(ErrInvalidPointer, "from %q", from)
+	}
+	src, e := d.get(from)
+	if e != nil {
+		return e
+	}
+	// Raw bytes are immutable, so a clean source shares them; a modified
+	// one is written out once into fresh bytes. Either way the copy is a
+	// separate node tree.
+	raw := src.raw
+	if raw == nil {
+		raw = src.appendTo(nil)
+	}
+	return d.add(p, rawNode(raw))
+}
+
+func (d *Doc) test(p string, want []byte) *opError {
+	n, e := d.get(p)
+	if e != nil {
+		return e
+	}
+	got := n.raw
+	if got == nil {
+		d.buf = n.appendTo(d.buf[:0])
+		got = d.buf
+	}
+	eq, err := Equal(got, want)
+	if err != nil {
+		return fail(ErrInvalidJSON, "test value %s", quoteTrunc(want))
+	}
+	if !eq {
+		return fail(ErrTestFailed, "value at %s is %s, not %s", quoteStr(p), quoteTrunc(got), quoteTrunc(want))
+	}
+	return nil
+}
+
+func (d *Doc) rollback() {
+	for k := len(d.undo) - 1; k >= 0; k-- {
+		r := &d.undo[k]
+		switch r.kind {
+		case undoRoot:
+			d.root = r.val
+		case undoRaw:
+			r.n.raw = r.raw
+		case undoMemberVal:
+			r.m.val = r.val
+		case undoLink:
+			r.n.unlink(r.m)
+		case undoUnlink:
+			r.n.relink(r.m)
+		case undoElemSet:
+			r.n.elems[r.i] = r.val
+		case undoInsert:
+			r.n.removeAt(r.i)
+		case undoRemove:
+			r.n.insert(r.i, r.val)
+		}
+	}
+}
+
+func (n *node) insert(i int, v *node) {
+	n.elems = append(n.elems, nil)
+	copy(n.elems[i+1:], n.elems[i:])
+	n.elems[i] = v
+}
+
+func (n *node) removeAt(i int) *node {
+	old := n.elems[i]
+	copy(n.elems[i:], n.elems[i+1:])
+	n.elems[len(n.elems)-1] = nil
+	n.elems = n.elems[:len(n.elems)-1]
+	return old
+}
+
+func quoteStr(s string) string { return "\"" + s + "\"" }

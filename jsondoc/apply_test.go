@@ -1,0 +1,121 @@
+package jsondoc
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    string // document
+		patch   string
+		want    string // document after (semantic), when wantErr is nil
+		wantErr error  // sentinel cause; document must then be byte-identical
+		wantIdx int    // failing op index
+	}{
+		// add
+		{name: "add new member", give: `{"a":1}`, patch: `[{"op":"add","path":"/b","value":2}]`, want: `{"a":1,"b":2}`},
+		{name: "add replaces existing member", give: `{"a":1}`, patch: `[{"op":"add","path":"/a","value":[1]}]`, want: `{"a":[1]}`},
+		{name: "add null value", give: `{}`, patch: `[{"op":"add","path":"/a","value":null}]`, want: `{"a":null}`},
+		{name: "add empty key", give: `{}`, patch: `[{"op":"add","path":"/","value":1}]`, want: `{"":1}`},
+		{name: "add nested", give: `{"a":{"b":{}}}`, patch: `[{"op":"add","path":"/a/b/c","value":true}]`, want: `{"a":{"b":{"c":true}}}`},
+		{name: "add array insert front", give: `[1,2]`, patch: `[{"op":"add","path":"/0","value":0}]`, want: `[0,1,2]`},
+		{name: "add array insert middle", give: `[1,3]`, patch: `[{"op":"add","path":"/1","value":2}]`, want: `[1,2,3]`},
+		{name: "add array index == len appends", give: `{"xs":[1,2,3]}`, patch: `[{"op":"add","path":"/xs/3","value":4}]`, want: `{"xs":[1,2,3,4]}`},
+		{name: "add dash appends", give: `[1]`, patch: `[{"op":"add","path":"/-","value":2}]`, want: `[1,2]`},
+		{name: "add dash to empty array", give: `{"a":[]}`, patch: `[{"op":"add","path":"/a/-","value":{"x":1}}]`, want: `{"a":[{"x":1}]}`},
+		{name: "add at root replaces doc", give: `{"a":1}`, patch: `[{"op":"add","path":"","value":[1]}]`, want: `[1]`},
+		{name: "add index past end fails", give: `{"xs":[1,2,3]}`, patch: `[{"op":"add","path":"/xs/9","value":9}]`, wantErr: ErrBadIndex},
+		{name: "add leading zero fails", give: `[1,2]`, patch: `[{"op":"add","path":"/01","value":9}]`, wantErr: ErrBadIndex},
+		{name: "add negative index fails", give: `[1,2]`, patch: `[{"op":"add","path":"/-1","value":9}]`, wantErr: ErrBadIndex},
+		{name: "add non-numeric token on array fails", give: `[1,2]`, patch: `[{"op":"add","path":"/x","value":9}]`, wantErr: ErrBadIndex},
+		{name: "add missing parent fails", give: `{}`, patch: `[{"op":"add","path":"/a/b","value":1}]`, wantErr: ErrNotFound},
+		{name: "add through scalar fails", give: `{"a":1}`, patch: `[{"op":"add","path":"/a/b","value":1}]`, wantErr: ErrNotContainer},
+		{name: "add into string root fails", give: `"s"`, patch: `[{"op":"add","path":"/a","value":1}]`, wantErr: ErrNotContainer},
+		{name: "add into null root fails", give: `null`, patch: `[{"op":"add","path":"/a","value":1}]`, wantErr: ErrNotContainer},
+		{name: "add huge index fails", give: `[1]`, patch: `[{"op":"add","path":"/99999999999999999999999","value":9}]`, wantErr: ErrBadIndex},
+		// remove
+		{name: "remove member", give: `{"a":1,"b":2}`, patch: `[{"op":"remove","path":"/a"}]`, want: `{"b":2}`},
+		{name: "remove element", give: `{"xs":[1,2,3]}`, patch: `[{"op":"remove","path":"/xs/0"}]`, want: `{"xs":[2,3]}`},
+		{name: "remove last element", give: `[1,2,3]`, patch: `[{"op":"remove","path":"/2"}]`, want: `[1,2]`},
+		{name: "remove root yields null", give: `{"a":1}`, patch: `[{"op":"remove","path":""}]`, want: `null`},
+		{name: "remove missing member fails", give: `{"a":1}`, patch: `[{"op":"remove","path":"/b"}]`, wantErr: ErrNotFound},
+		{name: "remove index == len fails", give: `[1,2]`, patch: `[{"op":"remove","path":"/2"}]`, wantErr: ErrBadIndex},
+		{name: "remove dash fails", give: `[1,2]`, patch: `[{"op":"remove","path":"/-"}]`, wantErr: ErrBadIndex},
+		{name: "remove with extra value member applies", give: `{"a":1,"b":2}`, patch: `[{"op":"remove","path":"/a","value":"leftover"},{"op":"add","path":"/c","value":3,"x-note":"ignored"}]`, want: `{"b":2,"c":3}`},
+		// replace
+		{name: "replace member", give: `{"a":1,"b":2}`, patch: `[{"op":"replace","path":"/a","value":"x"}]`, want: `{"a":"x","b":2}`},
+		{name: "replace element", give: `[1,2]`, patch: `[{"op":"replace","path":"/1","value":{"k":[]}}]`, want: `[1,{"k":[]}]`},
+		{name: "replace root with scalar", give: `{"a":1}`, patch: `[{"op":"replace","path":"","value":42}]`, want: `42`},
+		{name: "replace missing member fails", give: `{"a":1}`, patch: `[{"op":"replace","path":"/b","value":1}]`, wantErr: ErrNotFound},
+		{name: "replace leading zero fails", give: `{"xs":[1,2,3]}`, patch: `[{"op":"replace","path":"/xs/01","value":9}]`, wantErr: ErrBadIndex},
+		{name: "replace dash fails", give: `{"xs":[1]}`, patch: `[{"op":"replace","path":"/xs/-","value":9}]`, wantErr: ErrBadIndex},
+		// move
+		{name: "move member", give: `{"a":{"x":1},"b":{}}`, patch: `[{"op":"move","from":"/a/x","path":"/b/y"}]`, want: `{"a":{},"b":{"y":1}}`},
+		{name: "move element within array", give: `[1,2,3,4]`, patch: `[{"op":"move","from":"/1","path":"/3"}]`, want: `[1,3,4,2]`},
+		{name: "move to same location is a no-op", give: `{"a":1}`, patch: `[{"op":"move","from":"/a","path":"/a"}]`, want: `{"a":1}`},
+		{name: "move to same missing location fails", give: `{"a":1}`, patch: `[{"op":"move","from":"/b","path":"/b"}]`, wantErr: ErrNotFound},
+		{name: "move into own child fails", give: `{"a":{"c":1}}`, patch: `[{"op":"move","from":"/a","path":"/a/c"}]`, wantErr: ErrMoveIntoChild},
+		{name: "move root into child fails", give: `{"a":{}}`, patch: `[{"op":"move","from":"","path":"/a/b"}]`, wantErr: ErrMoveIntoChild},
+		{name: "move to sibling with common prefix applies", give: `{"a":1}`, patch: `[{"op":"move","from":"/a","path":"/ab"}]`, want: `{"ab":1}`},
+		{name: "move missing from fails", give: `{}`, patch: `[{"op":"move","from":"/x","path":"/y"}]`, wantErr: ErrNotFound},
+		{name: "move to root", give: `{"a":{"b":1}}`, patch: `[{"op":"move","from":"/a","path":""}]`, want: `{"b":1}`},
+		{name: "move to bad target restores source", give: `{"a":1}`, patch: `[{"op":"move","from":"/a","path":"/x/y"}]`, wantErr: ErrNotFound},
+		// copy
+		{name: "copy member", give: `{"a":{"x":[1]}}`, patch: `[{"op":"copy","from":"/a","path":"/b"}]`, want: `{"a":{"x":[1]},"b":{"x":[1]}}`},
+		{name: "copy is deep", give: `{"a":{"x":[1]}}`, patch: `[{"op":"copy","from":"/a","path":"/b"},{"op":"add","path":"/b/x/-","value":2}]`, want: `{"a":{"x":[1]},"b":{"x":[1,2]}}`},
+		{name: "copy of modified subtree is deep", give: `{"a":{"x":[1]}}`, patch: `[{"op":"add","path":"/a/x/-","value":2},{"op":"copy","from":"/a","path":"/b"},{"op":"remove","path":"/a/x"}]`, want: `{"a":{},"b":{"x":[1,2]}}`},
+		{name: "copy root into child", give: `{"a":1}`, patch: `[{"op":"copy","from":"","path":"/b"}]`, want: `{"a":1,"b":{"a":1}}`},
+		{name: "copy missing from fails", give: `{}`, patch: `[{"op":"copy","from":"/x","path":"/y"}]`, wantErr: ErrNotFound},
+		// test
+		{name: "test equal number forms", give: `{"a":1}`, patch: `[{"op":"test","path":"/a","value":1.0}]`, want: `{"a":1}`},
+		{name: "test exponent form", give: `{"a":100}`, patch: `[{"op":"test","path":"/a","value":1e2}]`, want: `{"a":100}`},
+		{name: "test object unordered", give: `{"a":{"x":1,"y":[1,"s"]}}`, patch: `[{"op":"test","path":"/a","value":{"y":[1,"s"],"x":1}}]`, want: `{"a":{"x":1,"y":[1,"s"]}}`},
+		{name: "test root", give: `[1,2]`, patch: `[{"op":"test","path":"","value":[1,2]}]`, want: `[1,2]`},
+		{name: "test string escapes", give: `{"a":"\u0041\/"}`, patch: `[{"op":"test","path":"/a","value":"A/"}]`, want: `{"a":"A/"}`},
+		{name: "test modified subtree", give: `{"a":{"x":1}}`, patch: `[{"op":"add","path":"/a/y","value":2},{"op":"test","path":"/a","value":{"y":2,"x":1}}]`, want: `{"a":{"x":1,"y":2}}`},
+		{name: "test unequal fails", give: `{"a":1}`, patch: `[{"op":"test","path":"/a","value":2}]`, wantErr: ErrTestFailed},
+		{name: "test string vs number fails", give: `{"a":"1"}`, patch: `[{"op":"test","path":"/a","value":1}]`, wantErr: ErrTestFailed},
+		{name: "test null vs missing fails", give: `{}`, patch: `[{"op":"test","path":"/a","value":null}]`, wantErr: ErrNotFound},
+		{name: "test array order matters", give: `[1,2]`, patch: `[{"op":"test","path":"","value":[2,1]}]`, wantErr: ErrTestFailed},
+		// pointer escapes and odd names
+		{name: "escaped slash and tilde", give: `{"a/b":1,"m~n":2}`, patch: `[{"op":"replace","path":"/a~1b","value":10},{"op":"replace","path":"/m~0n","value":20}]`, want: `{"a/b":10,"m~n":20}`},
+		{name: "tilde-zero-one is tilde-one", give: `{"~1":1}`, patch: `[{"op":"remove","path":"/~01"}]`, want: `{}`},
+		{name: "proto-like names are data", give: `{"constructor":{"prototype":{"v":1}}}`, patch: `[{"op":"replace","path":"/constructor/prototype/v","value":2},{"op":"add","path":"/__proto__","value":{"p":1}}]`, want: `{"constructor":{"prototype":{"v":2}},"__proto__":{"p":1}}`},
+		{name: "escaped key in document", give: `{"\u00e9":1}`, patch: `[{"op":"replace","path":"/é","value":2}]`, want: `{"é":2}`},
+		{name: "new key needing escapes", give: `{}`, patch: `[{"op":"add","path":"/q\"\\\n","value":1}]`, want: `{"q\"\\\n":1}`},
+		{name: "numeric key on object", give: `{"0":1}`, patch: `[{"op":"replace","path":"/0","value":2}]`, want: `{"0":2}`},
+		// atomicity
+		{name: "second op fails, first undone", give: `{"count":1}`, patch: `[{"op":"replace","path":"/count","value":99},{"op":"remove","path":"/missing"}]`, wantErr: ErrNotFound, wantIdx: 1},
+		{name: "failing test after many ops", give: `{"a":[1,2],"b":{"c":1}}`, patch: `[{"op":"add","path":"/a/0","value":0},{"op":"remove","path":"/b/c"},{"op":"move","from":"/a/2","path":"/b/d"},{"op":"copy","from":"/b","path":"/e"},{"op":"replace","path":"","value":3},{"op":"test","path":"","value":4}]`, wantErr: ErrTestFailed, wantIdx: 5},
+		{name: "empty patch is a no-op", give: `{"a":1}`, patch: `[]`, want: `{"a":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, tt.give)
+			before := string(d.AppendJSON(nil))
+			err := d.Apply(mustPatch(t, tt.patch))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
+				}
+				assertJSON(t, d, tt.want)
+				return
+			}
+			var pe *PatchError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Apply error = %v, want *PatchError", err)
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Apply error = %v, want cause %v", err, tt.wantErr)
+			}
+			if pe.Index != tt.wantIdx {
+				t.Fatalf("PatchError.Index = %d, want %d (%v)", pe.Index, tt.wantIdx, err)
+			}
+			if after := string(d.AppendJSON(nil)); after != before {
+				t.Fatalf("failed patch changed the document:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}

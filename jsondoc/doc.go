@@ -1,0 +1,67 @@
+// Package jsondoc keeps one mutable JSON document and patches it with RFC
+// 6902 JSON Patch in time proportional to the patch, not to the document.
+//
+// Its one job: hold a thread's agent state or an activity message's
+// content, apply STATE_DELTA / ACTIVITY_DELTA patches to it atomically, and
+// write it out as compact JSON. It also provides Equal, the semantic JSON
+// equality the project's tests compare with.
+//
+// It does not decode patches (codec does: ops arrive as codec.PatchOp with
+// syntax already checked and unknown ops already dropped), does not decide
+// what a failing patch means for a run (the reducer warns and keeps the
+// prior value, patterns.md §4.3), and does not merge recursively.
+//
+// # Lazy parsing
+//
+// Every byte entering a Doc (Parse, Set, MergeShallow, an op's value) is
+// validated with sonic.Valid and copied once into a private compact buffer.
+// Nothing is decoded then: the value is a single raw node over that text.
+// A container is split into child nodes only when a patch path goes
+// through it, and only one level: its children start raw. So a 10 MB
+// snapshot costs one validation pass and one copy; the first delta
+// touching /a/b scans the root's text once to find its members and the
+// text of /a once; later deltas along known paths cost O(depth).
+//
+// Invariants, per node:
+//   - a scalar is always raw; numbers keep their literal text, so nothing
+//     is lost to float64 round-tripping;
+//   - a container is raw, split, or both; when both, the raw text is still
+//     exactly its value ("clean"), and AppendJSON writes it verbatim;
+//   - modifying anything under a container clears the raw text of every
+//     container on the path (O(depth)); unaffected siblings stay raw;
+//   - raw bytes are never written after creation, so nodes (and copies
+//     made by the copy op or Clone) may share them.
+//
+// Objects keep members in insertion order in a linked list (a replaced
+// member keeps its place; an object over 16 members also gets a name
+// index). Duplicate names in parsed text resolve as JSON.parse does: the
+// last value wins at the first name's place. Unmodified text keeps its
+// duplicates verbatim, so any last-wins reader sees the same value.
+//
+// # Atomicity
+//
+// Apply mutates in place and logs for each mutation the record that
+// reverses it (old root, old member value, unlinked member, removed
+// element, cleared raw text). If an op fails the log is replayed backwards
+// and the document is byte-identical to before: no deep copy is ever
+// taken. Splitting is not logged, as it does not change the value.
+//
+// # Sonic
+//
+// Sonic is used for validation only (sonic.Valid, SIMD on amd64). Its
+// lazy ast.Node was considered: it also parses on demand, but it does not
+// keep an undo log (atomicity would need a copy of every touched
+// container), its object edits reorder or tombstone members, and its
+// serialisation of a modified node re-encodes numbers and strings; the
+// exact-output and O(patch) rollback contract is simpler to keep in a
+// small tree of our own. Finding value boundaries in already-validated
+// compact text needs no validation, so a plain Go scanner does it.
+//
+// # Concurrency
+//
+// A Doc is not safe for concurrent use, including concurrent reads:
+// AppendJSON, Len and Get may split containers. The reducer owns each Doc
+// from one goroutine (DESIGN.md contract 1). Distinct Docs share nothing
+// mutable and may be used from different goroutines; Equal and the
+// pointer helpers are pure functions.
+package jsondoc

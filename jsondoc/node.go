@@ -1,0 +1,250 @@
+package jsondoc
+
+// NOTE: this file holds the tree. A node is a JSON value that is either
+// raw (its compact text, never modified in place) or split (children built)
+// or both: a split container keeps its raw text until something below it
+// changes, so a path that was only read, or a patch that failed and was
+// undone, costs nothing when the document is written out again.
+
+// Kind is the JSON type of a value.
+type Kind uint8
+
+// The six JSON kinds. The zero Kind is null, matching the zero Doc.
+const (
+	KindNull Kind = iota
+	KindBool
+	KindNumber
+	KindString
+	KindArray
+	KindObject
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNull:
+		return "null"
+	case KindBool:
+		return "boolean"
+	case KindNumber:
+		return "number"
+	case KindString:
+		return "string"
+	case KindArray:
+		return "array"
+	case KindObject:
+		return "object"
+	}
+	return "invalid"
+}
+
+// indexThreshold is the member count above which an object gets a map
+// from name to member; below it a linear scan of the list is cheaper.
+const indexThreshold = 16
+
+// nodeOverhead approximates the heap cost of one node (or member) for Size.
+const nodeOverhead = 64
+
+// node is one JSON value.
+//
+// Invariants:
+//   - scalars always have raw and are never split;
+//   - a container with split == false has raw and no children;
+//   - a split container with raw != nil is clean: raw is exactly the
+//     compact encoding of its children (modulo duplicate names, which raw
+//     keeps and the children resolve last-wins);
+//   - raw bytes are immutable once created, so nodes may share them.
+type node struct {
+	kind  Kind
+	split bool
+	raw   []byte
+
+	elems []*node // array children
+
+	first, last *member // object members in insertion order
+	n           int     // member count
+	index       map[string]*member
+}
+
+// member is one name/value pair of an object, in a doubly linked list so
+// that removal and its undo are O(1) and a replaced value keeps its place.
+type member struct {
+	key        string
+	keyRaw     []byte // the name's original literal, quotes included; nil for names set by a patch
+	val        *node
+	prev, next *member
+}
+
+var nullRaw = []byte("null")
+
+func rawNode(raw []byte) *node { return &node{kind: kindOf(raw), raw: raw} }
+
+func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
+
+// ensureSplit builds n's children from its raw text, once. It is a change
+// of representation only, so Apply does not log it for undo.
+func (n *node) ensureSplit() {
+	if n.split || (n.kind != KindArray && n.kind != KindObject) {
+		return
+	}
+	n.split = true
+	b := n.raw
+	i := 1 // past '{' or '['
+	if n.kind == KindArray {
+		for b[i] != ']' {
+			j := skipValue(b, i)
+			n.elems = append(n.elems, rawNode(b[i:j:j]))
+			i = j
+			if b[i] == ',' {
+				i++
+			}
+		}
+		return
+	}
+	for b[i] != '}' {
+		k := skipString(b, i)
+		keyLit := b[i:k:k]
+		i = k + 1 // past ':'
+		j := skipValue(b, i)
+		val := rawNode(b[i:j:j])
+		key := decodeString(keyLit)
+		if m := n.find(key); m != nil {
+			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
+		} else {
+			n.link(&member{key: key, keyRaw: keyLit, val: val})
+		}
+		i = j
+		if b[i] == ',' {
+			i++
+		}
+	}
+}
+
+// find returns the member named key, building the index when the object
+// has grown past indexThreshold.
+func (n *node) find(key string) *member {
+	if n.index != nil {
+		return n.index[key]
+	}
+	if n.n > indexThreshold {
+		n.index = make(map[string]*member, n.n)
+		for m := n.first; m != nil; m = m.next {
+			n.index[m.key] = m
+		}
+		return n.index[key]
+	}
+	for m := n.first; m != nil; m = m.next {
+		if m.key == key {
+			return m
+		}
+	}
+	return nil
+}
+
+// link appends m at the end of the member list.
+func (n *node) link(m *member) {
+	m.prev, m.next = n.last, nil
+	if n.last == nil {
+		n.first = m
+	} else {
+		n.last.next = m
+	}
+	n.last = m
+	n.n++
+	if n.index != nil {
+		n.index[m.key] = m
+	}
+}
+
+// unlink removes m from the list but leaves m.prev and m.next as they were,
+// so relink can put it back while every later change has been undone.
+func (n *node) unlink(m *member) {
+	if m.prev == nil {
+		n.first = m.next
+	} else {
+		m.prev.next = m.next
+	}
+	if m.next == nil {
+		n.last = m.prev
+	} else {
+		m.next.prev = m.prev
+	}
+	n.n--
+	if n.index != nil {
+		delete(n.index, m.key)
+	}
+}
+
+// relink undoes unlink(m). Valid only in LIFO order.
+func (n *node) relink(m *member) {
+	if m.prev == nil {
+		n.first = m
+	} else {
+		m.prev.next = m
+	}
+	if m.next == nil {
+		n.last = m
+	} else {
+		m.next.prev = m
+	}
+	n.n++
+	if n.index != nil {
+		n.index[m.key] = m
+	}
+}
+
+// appendTo appends n's compact JSON: raw text when clean, else children.
+func (n *node) appendTo(dst []byte) []byte {
+	if n.raw != nil {
+		return append(dst, n.raw...)
+	}
+	if n.kind == KindArray {
+		dst = append(dst, '[')
+		for i, e := range n.elems {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = e.appendTo(dst)
+		}
+		return append(dst, ']')
+	}
+	dst = append(dst, '{')
+	for m := n.first; m != nil; m = m.next {
+		if m != n.first {
+			dst = append(dst, ',')
+		}
+		if m.keyRaw != nil {
+			dst = append(dst, m.keyRaw...)
+		} else {
+			dst = appendQuoted(dst, m.key)
+		}
+		dst = append(dst, ':')
+		dst = m.val.appendTo(dst)
+	}
+	return append(dst, '}')
+}
+
+// size approximates n's memory: its text plus a per-node overhead. A
+// clean node's children are views of its text, so only dirty nodes (those
+// on a path that changed) are descended into.
+func (n *node) size() int {
+	if n.raw != nil {
+		return len(n.raw) + nodeOverhead*(1+len(n.elems)+n.n)
+	}
+	s := nodeOverhead
+	for _, e := range n.elems {
+		s += e.size()
+	}
+	for m := n.first; m != nil; m = m.next {
+		s += len(m.key) + 4 + m.val.size()
+	}
+	return s
+}
+
+// length is the number of children of a container, 0 for a scalar.
+func (n *node) length() int {
+	n.ensureSplit()
+	if n.kind == KindArray {
+		return len(n.elems)
+	}
+	return n.n
+}

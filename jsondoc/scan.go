@@ -1,0 +1,190 @@
+package jsondoc
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/bytedance/sonic"
+)
+
+// ingest validates raw as exactly one JSON value and returns a private,
+// compact copy of it: the one copy every byte entering a Doc goes through.
+// After ingest the scanners below may assume valid JSON with no
+// insignificant whitespace, which is what lets them stay branch-light.
+func ingest(raw []byte) ([]byte, error) {
+	if !sonic.Valid(raw) {
+		return nil, errInvalidJSON(raw)
+	}
+	return compactAppend(make([]byte, 0, len(raw)), raw), nil
+}
+
+// compactAppend appends src, which must be valid JSON, to dst without the
+// whitespace between tokens. Strings are copied in runs found with
+// bytes.IndexByte, so string-heavy documents move at memmove speed.
+func compactAppend(dst, src []byte) []byte {
+	start := 0 // first byte of src not yet copied
+	i := 0
+	for i < len(src) {
+		switch c := src[i]; c {
+		case ' ', '\t', '\n', '\r':
+			dst = append(dst, src[start:i]...)
+			i++
+			for i < len(src) && isSpace(src[i]) {
+				i++
+			}
+			start = i
+		case '"':
+			i = skipString(src, i)
+		default:
+			i++
+		}
+	}
+	return append(dst, src[start:]...)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skipString returns the index just past the string literal starting at
+// b[i] == '"'. b must be valid JSON: a quote preceded by an even number of
+// backslashes closes the string.
+func skipString(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 { // unreachable on validated input; stop at the end
+			return len(b)
+		}
+		q := i + j
+		k := q
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (q-k)%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+// skipValue returns the index just past the compact, valid JSON value that
+// starts at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	case 't', 'n':
+		return i + 4
+	case 'f':
+		return i + 5
+	default: // number
+		for i < len(b) && isNumberByte(b[i]) {
+			i++
+		}
+		return i
+	}
+}
+
+func isNumberByte(c byte) bool {
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// kindOf classifies a valid JSON value by its first byte.
+func kindOf(raw []byte) Kind {
+	switch raw[0] {
+	case '{':
+		return KindObject
+	case '[':
+		return KindArray
+	case '"':
+		return KindString
+	case 't', 'f':
+		return KindBool
+	case 'n':
+		return KindNull
+	default:
+		return KindNumber
+	}
+}
+
+// decodeString returns the Go string a JSON string literal (quotes
+// included) denotes. Literals without escapes, the common case, cost one
+// allocation; escaped ones go through encoding/json, which maps invalid
+// surrogates to U+FFFD exactly as it does everywhere else in Go.
+func decodeString(lit []byte) string {
+	body := lit[1 : len(lit)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body)
+	}
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return string(body) // unreachable on validated input
+	}
+	return s
+}
+
+// hasEscape reports whether a string literal needs decoding to compare.
+func hasEscape(lit []byte) bool { return bytes.IndexByte(lit, '\\') >= 0 }
+
+// appendQuoted appends s as a JSON string literal. Only what JSON requires
+// is escaped (quote, backslash, control characters); invalid UTF-8 becomes
+// U+FFFD so the output is always valid JSON.
+func appendQuoted(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, "\ufffd"...)
+				i++
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
