@@ -234,10 +234,16 @@ func (r Raw) IsNull() bool { return len(r) == 4 && string(r) == "null" }
 // were present.
 //
 // Lifetime: an Event filled by Decoder.Decode holds views into the input
-// buffer and into the Decoder's own scratch space. Its strings and Raw slices
-// are valid until the next call to Decode or Reset on the same Decoder, or
-// until the input buffer is modified, whichever comes first. A caller that
-// keeps any part longer copies it (Clone, or strings.Clone of one field).
+// buffer and into the Decoder's own scratch space (sonic's CopyString is
+// off). Its strings, Raw slices and slices are valid until the next Decode or
+// Reset of the Decoder, and only while the input buffer is not modified. A
+// caller that keeps any part longer copies it (Clone, or strings.Clone of
+// one field).
+//
+// Strings are the unescaped JSON text. A lone UTF-16 surrogate escape
+// ("\ud83d") is kept as its 3-byte WTF-8 form, so that two deltas carrying
+// the halves of one astral character concatenate into a sequence that
+// AppendString writes back as that character (see appendUnescaped).
 type Event struct {
 	Type Type
 	// TypeName is the `type` string as it appeared on the wire; for a known
@@ -312,8 +318,10 @@ func (e *Event) Has(f Field) bool { return e.Fields.Has(f) }
 // MESSAGES_SNAPSHOT.messages and RunAgentInput.messages. Which fields are
 // meaningful depends on Role (messages.md §1); Fields tells which were present.
 //
-// Lifetime: as Event — valid until the next Decode or Reset of the Decoder
-// that produced it.
+// Content keeps the JSON text: a string literal (quotes and escapes
+// included), an array of content parts, or an object (activity).
+//
+// Lifetime: as Event — valid until the next Decode or Reset of the Decoder.
 type Message struct {
 	Fields             FieldSet // uses the Msg* constants below
 	ID                 string
@@ -424,6 +432,25 @@ type RunInput struct {
 	ProtocolVersion string
 	State           Raw // nil when absent
 	Messages        []Message
+	// Tools, Context and Resume are the validated arrays as JSON (stripped of
+	// unknown members and of resume entries with an unknown status);
+	// ForwardedProps is any non-null JSON. Each is nil when absent.
+	Tools          Raw
+	Context        Raw
+	ForwardedProps Raw
+	Resume         Raw
 	// Raw is the whole input object as JSON (stripped of unknown members).
 	Raw Raw
 }
+
+// Presence bits for RunInput.Fields (the required threadId, runId and
+// messages have none).
+const (
+	InProtocolVersion Field = iota
+	InParentRunID
+	InState
+	InTools
+	InContext
+	InForwardedProps
+	InResume
+)

@@ -1,0 +1,687 @@
+package codec
+
+// NOTE: structure of this file. Decode finds the event's `type` (fast path:
+// it is the first member, as every SDK writes it; otherwise the members are
+// collected once and the last `type` wins, as in JSON.parse), then reads each
+// member straight into the Event in one pass (event field), then checks what
+// only the whole event can tell (required fields, closed string sets,
+// protocolVersion). Nested objects are in nested.go.
+
+import "strings"
+
+// Decoder decodes AG-UI events. Its zero value is ready to use; reuse one
+// Decoder for many events (its scratch space and slices are recycled). A
+// Decoder is not safe for concurrent use: give each goroutine its own.
+//
+// Everything a Decode hands out (the Event's strings, Raw slices and
+// slices, Warnings) is valid until the next Decode or Reset of the Decoder.
+// sonic's CopyString is off: no string is copied except those with escape
+// sequences, which are unescaped once into the Decoder's scratch.
+type Decoder struct {
+	data    []byte
+	scratch []byte
+
+	warnStore []Error
+	warns     []*Error
+
+	members []member
+	msgs    []Message
+	tcs     []ToolCall
+	ops     []PatchOp
+	usage   []TokenUsage
+	input   RunInput
+	outcome Outcome
+
+	typ     Type
+	restart bool
+}
+
+// member is one name/value pair of an object being decoded.
+type member struct {
+	key          string
+	kpos         int // offset of the name's opening quote
+	vstart, vend int
+	val          Raw  // the value, possibly cleaned (stripped) into scratch
+	dirty        bool // val differs from the input text
+	drop         bool // removed from the cleaned object
+}
+
+// Reset releases what the Decoder retains of the last Decode; every view it
+// handed out becomes invalid (and, under the tcpoison tag, visibly poisoned).
+// It keeps its buffers for reuse.
+func (d *Decoder) Reset() {
+	poison(d.scratch[:cap(d.scratch)])
+	d.scratch = d.scratch[:0]
+	d.data = nil
+	clear(d.warnStore)
+	d.warnStore = d.warnStore[:0]
+	d.warns = d.warns[:0]
+	d.members = d.members[:0]
+	clear(d.msgs)
+	d.msgs = d.msgs[:0]
+	clear(d.tcs)
+	d.tcs = d.tcs[:0]
+	clear(d.ops)
+	d.ops = d.ops[:0]
+	d.usage = d.usage[:0]
+	d.input = RunInput{}
+	d.outcome = Outcome{}
+	d.typ = TypeUnknown
+	d.restart = false
+}
+
+// Warnings returns the strip and shim warnings of the last Decode, in input
+// order. They are valid until the next Decode or Reset of the Decoder (the
+// *Error values themselves own their memory; the slice is reused).
+func (d *Decoder) Warnings() []*Error { return d.warns }
+
+// warn records a warning (verdict Strip or Ignore) about the value at pos.
+func (d *Decoder) warn(k Kind, v Verdict, pos int, field, detail string) {
+	e := d.errAt(k, v, pos, field, detail)
+	e.Type = d.typ
+	e.TypeName = d.typ.String()
+	d.warnStore = append(d.warnStore, *e)
+	d.warns = append(d.warns, nil)
+	// warnStore may have moved: repoint every entry.
+	for i := range d.warns {
+		d.warns[i] = &d.warnStore[i]
+	}
+}
+
+// prefixWarns prefixes the field path of the warnings recorded since from.
+func (d *Decoder) prefixWarns(from int, seg string) {
+	for i := from; i < len(d.warnStore); i++ {
+		d.warnStore[i].prefixField(seg)
+	}
+}
+
+// Decode decodes and validates one event (one JSON object) into ev, which is
+// overwritten. The Event is valid until the next Decode or Reset of the
+// Decoder, and only as long as data is not modified; sonic's CopyString is
+// off (strings without escapes are views into data).
+//
+// On success Decode returns nil; Warnings lists what was stripped. Otherwise
+// it returns an *Error whose Verdict is Drop (an event of unknown type, or
+// one whose required closed-set value is unrecognised: remove it, warn) or
+// Fatal (invalid JSON, or a malformed known value: reject the stream). After
+// an error ev holds no usable data except ev.Type.
+func (d *Decoder) Decode(data []byte, ev *Event) error {
+	d.Reset()
+	d.data = data
+	*ev = Event{}
+	if err := d.decodeEvent(ev); err != nil {
+		if err.Type == TypeUnknown && err.TypeName == "" {
+			err.Type = ev.Type
+			if ev.Type != TypeUnknown {
+				err.TypeName = ev.Type.String()
+			} else {
+				err.TypeName = strings.Clone(ev.TypeName)
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+func (d *Decoder) decodeEvent(ev *Event) *Error {
+	b := d.data
+	i := skipWS(b, 0)
+	if i >= len(b) {
+		return d.syntax(i, "empty input")
+	}
+	if b[i] != '{' {
+		if b[i] == '[' || b[i] == '"' || b[i] == 'n' || b[i] == 't' || b[i] == 'f' || b[i] == '-' || b[i] >= '0' && b[i] <= '9' {
+			if _, err := d.skip(i, 0); err != nil {
+				return err
+			}
+			return d.errAt(KindWrongType, Fatal, i, "", "an event must be a JSON object, not "+valueKind(b[i]))
+		}
+		return d.syntax(i, "expected '{'")
+	}
+	obj := i
+	j := skipWS(b, i+1)
+	var err *Error
+	if j < len(b) && b[j] == '"' {
+		var key string
+		var k int
+		key, k, err = d.str(j)
+		if err != nil {
+			return err
+		}
+		if key == "type" {
+			if k, err = d.expect(k, ':'); err != nil {
+				return err
+			}
+			if k, err = d.typeValue(ev, k); err != nil {
+				return err
+			}
+			if ev.Type == TypeUnknown {
+				return d.unknownType(ev, obj)
+			}
+			end, err := d.members1(ev, k)
+			if err != nil {
+				return err
+			}
+			if !d.restart {
+				return d.finish(ev, end)
+			}
+			// A second, different `type`: start over and let the last one win.
+			d.restart = false
+			*ev = Event{}
+			d.warnStore, d.warns = d.warnStore[:0], d.warns[:0]
+		}
+	}
+	return d.collectEvent(ev, obj)
+}
+
+// typeValue reads the value of `type` at k.
+func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
+	k = skipWS(d.data, k)
+	if k >= len(d.data) {
+		return k, d.syntax(k, "unexpected end of input")
+	}
+	if d.data[k] != '"' {
+		end, err := d.skip(k, 0)
+		if err != nil {
+			return end, err
+		}
+		if d.data[k] == 'n' {
+			return k, d.errAt(KindNull, Fatal, k, "type", "type must be a string")
+		}
+		return k, d.errAt(KindWrongType, Fatal, k, "type", "type must be a string, not "+valueKind(d.data[k]))
+	}
+	s, end, err := d.str(k)
+	if err != nil {
+		return end, err
+	}
+	ev.TypeName = s
+	ev.Type = ParseType(s)
+	ev.Fields = ev.Fields.With(FieldType)
+	d.typ = ev.Type
+	return end, nil
+}
+
+// unknownType validates the rest of the object (bytes that are not JSON are
+// fatal whatever the type says) and returns the Drop verdict.
+func (d *Decoder) unknownType(ev *Event, obj int) *Error {
+	end, err := d.skip(obj, 0)
+	if err != nil {
+		return err
+	}
+	if err := d.trailing(end); err != nil {
+		return err
+	}
+	e := d.errAt(KindUnknownType, Drop, obj, "type", "event type "+quote(s2b(ev.TypeName))+" is not one of the 31 of AG-UI 1.0")
+	e.Type = TypeUnknown
+	e.TypeName = strings.Clone(ev.TypeName)
+	if e.TypeName == "" {
+		e.TypeName = `""`
+	}
+	return e
+}
+
+func (d *Decoder) trailing(end int) *Error {
+	if end = skipWS(d.data, end); end != len(d.data) {
+		return d.syntax(end, "trailing data after the event")
+	}
+	return nil
+}
+
+// members1 reads the members after `type` in one pass; k is just after the
+// type's value. It returns the offset after the closing brace.
+func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
+	b := d.data
+	for {
+		k = skipWS(b, k)
+		if k >= len(b) {
+			return k, d.syntax(k, "unterminated object")
+		}
+		if b[k] == '}' {
+			return k + 1, nil
+		}
+		if b[k] != ',' {
+			return k, d.syntax(k, "expected ',' or '}'")
+		}
+		k = skipWS(b, k+1)
+		if k >= len(b) || b[k] != '"' {
+			return k, d.syntax(k, "expected a member name")
+		}
+		kpos := k
+		key, next, err := d.str(k)
+		if err != nil {
+			return next, err
+		}
+		if k, err = d.expect(next, ':'); err != nil {
+			return k, err
+		}
+		if k, err = d.field(ev, key, kpos, k); err != nil {
+			return k, err
+		}
+		if d.restart {
+			return k, nil
+		}
+	}
+}
+
+// collectObject scans the object at i, pushing its members on d.members
+// (values validated, not interpreted). It returns the offset after the
+// object, the index of its first member and the member count.
+func (d *Decoder) collectObject(i int) (int, int, int, *Error) {
+	b := d.data
+	base := len(d.members)
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '{' {
+		return i, base, 0, d.syntax(i, "expected '{'")
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, base, 0, nil
+	}
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return i, base, 0, d.syntax(i, "expected a member name")
+		}
+		kpos := i
+		key, next, err := d.str(i)
+		if err != nil {
+			return next, base, 0, err
+		}
+		if i, err = d.expect(next, ':'); err != nil {
+			return i, base, 0, err
+		}
+		vs := skipWS(b, i)
+		if i, err = d.skip(vs, 1); err != nil {
+			return i, base, 0, err
+		}
+		d.members = append(d.members, member{key: key, kpos: kpos, vstart: vs, vend: i, val: b[vs:i]})
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, base, 0, d.syntax(i, "unterminated object")
+		}
+		if b[i] == '}' {
+			return i + 1, base, len(d.members) - base, nil
+		}
+		if b[i] != ',' {
+			return i, base, 0, d.syntax(i, "expected ',' or '}'")
+		}
+		i++
+	}
+}
+
+// find returns the index of the last member named key in [base, base+n), or -1.
+func (d *Decoder) find(base, n int, key string) int {
+	for k := base + n - 1; k >= base; k-- {
+		if d.members[k].key == key {
+			return k
+		}
+	}
+	return -1
+}
+
+// collectEvent is the slow path: `type` is not the first member.
+func (d *Decoder) collectEvent(ev *Event, obj int) *Error {
+	end, base, n, err := d.collectObject(obj)
+	if err != nil {
+		return err
+	}
+	if err := d.trailing(end); err != nil {
+		return err
+	}
+	t := d.find(base, n, "type")
+	if t < 0 {
+		return d.errAt(KindMissingField, Fatal, obj, "type", "every event needs a type")
+	}
+	if _, err := d.typeValue(ev, d.members[t].vstart); err != nil {
+		return err
+	}
+	if ev.Type == TypeUnknown {
+		return d.unknownType(ev, obj)
+	}
+	for k := base; k < base+n; k++ {
+		m := d.members[k]
+		if m.key == "type" {
+			continue
+		}
+		if _, err := d.field(ev, m.key, m.kpos, m.vstart); err != nil {
+			return err
+		}
+	}
+	d.members = d.members[:base]
+	return d.finish(ev, -1)
+}
+
+// field reads the value at i of the member named key into ev and returns the
+// offset after the value.
+func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
+	b := d.data
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return i, d.syntax(i, "unexpected end of input, expected a value")
+	}
+	f, ok := fieldByName(key)
+	if !ok || !typeSpecs[ev.Type].allowed.Has(f) {
+		end, err := d.skip(i, 0)
+		if err != nil {
+			return end, err
+		}
+		d.warn(KindUnknownField, Strip, kpos, strings.Clone(key), "not a property of "+ev.Type.String())
+		return end, nil
+	}
+	c := b[i]
+	name := fieldNames[f]
+	if c == 'n' {
+		end, err := d.literal(i, "null")
+		if err != nil {
+			return end, err
+		}
+		return end, d.null(ev, f, i)
+	}
+	switch f {
+	case FieldType:
+		if c != '"' {
+			return d.wrongType(i, name, "string")
+		}
+		s, end, err := d.str(i)
+		if err == nil && s != ev.TypeName {
+			d.restart = true
+		}
+		return end, err
+	case FieldTimestamp:
+		if c != '-' && (c < '0' || c > '9') {
+			return d.wrongType(i, name, "integer")
+		}
+		v, end, err := d.integer(i, -maxSafeInt, name)
+		ev.Timestamp = v
+		ev.Fields = ev.Fields.With(f)
+		return end, err
+	case FieldRawEvent, FieldResult, FieldSnapshot, FieldEvent, FieldValue:
+		end, err := d.skip(i, 0)
+		if err != nil {
+			return end, err
+		}
+		r := Raw(b[i:end:end])
+		switch f {
+		case FieldRawEvent:
+			ev.RawEvent = r
+		case FieldResult:
+			ev.Result = r
+		case FieldSnapshot:
+			ev.Snapshot = r
+		case FieldEvent:
+			ev.RawPayload = r
+		case FieldValue:
+			ev.Value = r
+		}
+		ev.Fields = ev.Fields.With(f)
+		return end, nil
+	case FieldMetadata:
+		if c != '{' {
+			return d.wrongType(i, name, "object")
+		}
+		end, err := d.skip(i, 0)
+		ev.Metadata = b[i:end:end]
+		ev.Fields = ev.Fields.With(f)
+		return end, err
+	case FieldReplace:
+		var end int
+		var err *Error
+		switch c {
+		case 't':
+			end, err = d.literal(i, "true")
+			ev.Replace = true
+		case 'f':
+			end, err = d.literal(i, "false")
+			ev.Replace = false
+		default:
+			return d.wrongType(i, name, "boolean")
+		}
+		ev.Fields = ev.Fields.With(f)
+		return end, err
+	case FieldInput:
+		if c != '{' {
+			return d.wrongType(i, name, "object")
+		}
+		in := &d.input
+		*in = RunInput{}
+		end, err := d.runInput(i, in)
+		if err != nil {
+			return end, err.prefixField(name)
+		}
+		ev.Input = in
+		ev.Fields = ev.Fields.With(f)
+		return end, nil
+	case FieldOutcome:
+		if c != '{' {
+			return d.wrongType(i, name, "object")
+		}
+		w := len(d.warnStore)
+		o := &d.outcome
+		end, keep, err := d.outcomeValue(i, o, ev.Type == TypeSubagentFinished)
+		if err != nil {
+			return end, err.prefixField(name)
+		}
+		d.prefixWarns(w, name)
+		if keep {
+			ev.Outcome = o
+			ev.Fields = ev.Fields.With(f)
+		} else {
+			ev.Outcome = nil
+			ev.Fields &^= 1 << f
+		}
+		return end, nil
+	case FieldUsage:
+		if c != '[' {
+			return d.wrongType(i, name, "array")
+		}
+		w := len(d.warnStore)
+		end, err := d.usageValue(i, ev)
+		if err != nil {
+			return end, err.prefixField(name)
+		}
+		d.prefixWarns(w, name)
+		ev.Fields = ev.Fields.With(f)
+		return end, nil
+	case FieldMessages:
+		if c != '[' {
+			return d.wrongType(i, name, "array")
+		}
+		w := len(d.warnStore)
+		msgs, _, end, err := d.messages(i)
+		if err != nil {
+			return end, err.prefixField(name)
+		}
+		d.prefixWarns(w, name)
+		ev.Messages = msgs
+		ev.Fields = ev.Fields.With(f)
+		return end, nil
+	case FieldContent:
+		w := len(d.warnStore)
+		var r Raw
+		var end int
+		var err *Error
+		if ev.Type == TypeActivitySnapshot {
+			if c != '{' {
+				return d.wrongType(i, name, "object")
+			}
+			end, err = d.skip(i, 0)
+			r = b[i:end:end]
+		} else {
+			r, end, err = d.contentValue(i, true)
+		}
+		if err != nil {
+			return end, err.prefixField(name)
+		}
+		d.prefixWarns(w, name)
+		ev.Content = r
+		ev.Fields = ev.Fields.With(f)
+		return end, nil
+	case FieldPatch:
+		return d.patchField(ev, f, i)
+	case FieldDelta:
+		if ev.Type == TypeStateDelta {
+			return d.patchField(ev, f, i)
+		}
+	}
+	// Every remaining field is a string.
+	if c != '"' {
+		return d.wrongType(i, name, "string")
+	}
+	s, end, err := d.str(i)
+	*ev.strField(f) = s
+	ev.Fields = ev.Fields.With(f)
+	return end, err
+}
+
+func (d *Decoder) patchField(ev *Event, f Field, i int) (int, *Error) {
+	name := fieldNames[f]
+	if d.data[i] != '[' {
+		return d.wrongType(i, name, "array (JSON Patch)")
+	}
+	w := len(d.warnStore)
+	ops, raw, end, err := d.patch(i)
+	if err != nil {
+		return end, err.prefixField(name)
+	}
+	d.prefixWarns(w, name)
+	ev.Patch, ev.PatchRaw = ops, raw
+	ev.Fields = ev.Fields.With(f)
+	return end, nil
+}
+
+// wrongType validates the value at i (so that bad JSON is still reported as
+// a syntax error) and returns a fatal wrong-type error.
+func (d *Decoder) wrongType(i int, field, want string) (int, *Error) {
+	end, err := d.skip(i, 0)
+	if err != nil {
+		return end, err
+	}
+	return end, d.errAt(KindWrongType, Fatal, i, field, "want "+want+", got "+valueKind(d.data[i]))
+}
+
+// null handles `"field": null` on the event: data for the required any-JSON
+// payloads, absent plus a warning for the versioning.md §4 shims, fatal
+// otherwise (envelope.md §3).
+func (d *Decoder) null(ev *Event, f Field, i int) *Error {
+	name := fieldNames[f]
+	switch f {
+	case FieldSnapshot:
+		ev.Snapshot, ev.Fields = d.data[i:i+4:i+4], ev.Fields.With(f)
+		return nil
+	case FieldEvent:
+		ev.RawPayload, ev.Fields = d.data[i:i+4:i+4], ev.Fields.With(f)
+		return nil
+	case FieldValue:
+		ev.Value, ev.Fields = d.data[i:i+4:i+4], ev.Fields.With(f)
+		return nil
+	case FieldRawEvent:
+		ev.RawEvent, ev.Fields = nil, ev.Fields&^(1<<f)
+		d.warn(KindLegacyNull, Strip, i, name, "rawEvent: null is a retired shape; omit the field")
+		return nil
+	case FieldResult:
+		ev.Result, ev.Fields = nil, ev.Fields&^(1<<f)
+		d.warn(KindLegacyNull, Strip, i, name, "result: null is a retired shape; omit the field")
+		return nil
+	case FieldOutcome:
+		if ev.Type == TypeRunFinished {
+			ev.Outcome, ev.Fields = nil, ev.Fields&^(1<<f)
+			d.warn(KindLegacyNull, Strip, i, name, "outcome: null is a retired shape; omit the field")
+			return nil
+		}
+	case FieldParentMessageID:
+		if ev.Type == TypeToolCallStart || ev.Type == TypeToolCallChunk {
+			ev.ParentMessageID, ev.Fields = "", ev.Fields&^(1<<f)
+			d.warn(KindLegacyNull, Strip, i, name, "parentMessageId: null is a retired shape; omit the field")
+			return nil
+		}
+	}
+	return d.errAt(KindNull, Fatal, i, name, "an absent value must be omitted, not null")
+}
+
+// finish checks what needs the whole event. end is the offset after the
+// object (or -1 when trailing data was already checked).
+func (d *Decoder) finish(ev *Event, end int) *Error {
+	if end >= 0 {
+		if err := d.trailing(end); err != nil {
+			return err
+		}
+	}
+	sp := &typeSpecs[ev.Type]
+	if miss := sp.required &^ ev.Fields; miss != 0 {
+		for f := Field(0); f < numFields; f++ {
+			if miss.Has(f) {
+				return d.errAt(KindMissingField, Fatal, 0, fieldNames[f], "required by "+ev.Type.String())
+			}
+		}
+	}
+	switch ev.Type {
+	case TypeTextMessageStart, TypeTextMessageChunk:
+		if ev.Has(FieldRole) {
+			switch ev.Role {
+			case "developer", "system", "assistant", "user":
+			case "tool", "activity", "reasoning":
+				return d.errAt(KindBadValue, Fatal, 0, "role", "role "+quote(s2b(ev.Role))+" is not a text message role")
+			default:
+				// An unrecognised member of a closed string set in an
+				// optional position: strip it (processing.md §2 nuance).
+				d.warn(KindUnknownValue, Strip, 0, "role", "unrecognised role "+quote(s2b(ev.Role))+" removed (reads as assistant)")
+				ev.Role, ev.Fields = "", ev.Fields&^(1<<FieldRole)
+			}
+		}
+	case TypeReasoningMessageStart:
+		if ev.Role != "reasoning" {
+			return d.errAt(KindBadValue, Fatal, 0, "role", "REASONING_MESSAGE_START role must be \"reasoning\", got "+quote(s2b(ev.Role)))
+		}
+	case TypeToolCallResult:
+		if ev.Has(FieldRole) && ev.Role != "tool" {
+			return d.errAt(KindBadValue, Fatal, 0, "role", "TOOL_CALL_RESULT role must be \"tool\", got "+quote(s2b(ev.Role)))
+		}
+	case TypeReasoningEncryptedValue:
+		if ev.Subtype != "message" && ev.Subtype != "tool-call" {
+			// Required position: the containing value (the event) goes.
+			return d.errAt(KindUnknownValue, Drop, 0, "subtype", "unrecognised subtype "+quote(s2b(ev.Subtype))+"; event removed")
+		}
+	case TypeActivitySnapshot:
+		if !ev.Has(FieldReplace) {
+			ev.Replace = true
+		}
+	case TypeRunStarted:
+		if ev.Has(FieldProtocolVersion) && !versionKnown(ev.ProtocolVersion) {
+			d.warn(KindNewerVersion, Ignore, 0, "protocolVersion", "producer declares "+quote(s2b(ev.ProtocolVersion))+"; this consumer speaks 1.1")
+		}
+	}
+	return nil
+}
+
+// OurProtocolVersion is the AG-UI version this codec implements (1.0 plus
+// the optional 1.1 field encryptedValueType).
+const OurProtocolVersion = "1.1"
+
+// versionKnown reports whether v is MAJOR.MINOR with MAJOR.MINOR <= 1.1.
+// Uninterpretable declarations are handled like newer ones (versioning.md §5).
+func versionKnown(v string) bool {
+	dot := strings.IndexByte(v, '.')
+	if dot <= 0 || dot == len(v)-1 {
+		return false
+	}
+	major, ok1 := digits(v[:dot])
+	minor, ok2 := digits(v[dot+1:])
+	if !ok1 || !ok2 {
+		return false
+	}
+	return major < 1 || major == 1 && minor <= 1
+}
+
+func digits(s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n < 1<<20 {
+			n = n*10 + int(c-'0')
+		}
+	}
+	return n, true
+}

@@ -1,0 +1,262 @@
+package codec
+
+// fieldNames are the wire names of the event fields. FieldDelta is "delta"
+// (a string, or STATE_DELTA's patch) and FieldEvent is RAW's "event".
+var fieldNames = [numFields]string{
+	FieldType:                "type",
+	FieldTimestamp:           "timestamp",
+	FieldRawEvent:            "rawEvent",
+	FieldMetadata:            "metadata",
+	FieldSubagentRunID:       "subagentRunId",
+	FieldThreadID:            "threadId",
+	FieldRunID:               "runId",
+	FieldParentRunID:         "parentRunId",
+	FieldProtocolVersion:     "protocolVersion",
+	FieldInput:               "input",
+	FieldResult:              "result",
+	FieldOutcome:             "outcome",
+	FieldUsage:               "usage",
+	FieldMessage:             "message",
+	FieldCode:                "code",
+	FieldStepName:            "stepName",
+	FieldMessageID:           "messageId",
+	FieldRole:                "role",
+	FieldName:                "name",
+	FieldDelta:               "delta",
+	FieldToolCallID:          "toolCallId",
+	FieldToolCallName:        "toolCallName",
+	FieldParentMessageID:     "parentMessageId",
+	FieldContent:             "content",
+	FieldSnapshot:            "snapshot",
+	FieldMessages:            "messages",
+	FieldActivityType:        "activityType",
+	FieldReplace:             "replace",
+	FieldPatch:               "patch",
+	FieldSubtype:             "subtype",
+	FieldEntityID:            "entityId",
+	FieldEncryptedValue:      "encryptedValue",
+	FieldEncryptedValueType:  "encryptedValueType",
+	FieldDescription:         "description",
+	FieldParentSubagentRunID: "parentSubagentRunId",
+	FieldParentToolCallID:    "parentToolCallId",
+	FieldEvent:               "event",
+	FieldSource:              "source",
+	FieldValue:               "value",
+}
+
+// String returns the wire name of an event field.
+func (f Field) String() string {
+	if f < numFields {
+		return fieldNames[f]
+	}
+	return ""
+}
+
+// fieldByName maps a wire name to its Field; ok is false for names no event
+// declares. Exact, case-sensitive match (envelope.md §7 note 1).
+func fieldByName(s string) (Field, bool) {
+	switch s {
+	case "type":
+		return FieldType, true
+	case "timestamp":
+		return FieldTimestamp, true
+	case "rawEvent":
+		return FieldRawEvent, true
+	case "metadata":
+		return FieldMetadata, true
+	case "subagentRunId":
+		return FieldSubagentRunID, true
+	case "threadId":
+		return FieldThreadID, true
+	case "runId":
+		return FieldRunID, true
+	case "parentRunId":
+		return FieldParentRunID, true
+	case "protocolVersion":
+		return FieldProtocolVersion, true
+	case "input":
+		return FieldInput, true
+	case "result":
+		return FieldResult, true
+	case "outcome":
+		return FieldOutcome, true
+	case "usage":
+		return FieldUsage, true
+	case "message":
+		return FieldMessage, true
+	case "code":
+		return FieldCode, true
+	case "stepName":
+		return FieldStepName, true
+	case "messageId":
+		return FieldMessageID, true
+	case "role":
+		return FieldRole, true
+	case "name":
+		return FieldName, true
+	case "delta":
+		return FieldDelta, true
+	case "toolCallId":
+		return FieldToolCallID, true
+	case "toolCallName":
+		return FieldToolCallName, true
+	case "parentMessageId":
+		return FieldParentMessageID, true
+	case "content":
+		return FieldContent, true
+	case "snapshot":
+		return FieldSnapshot, true
+	case "messages":
+		return FieldMessages, true
+	case "activityType":
+		return FieldActivityType, true
+	case "replace":
+		return FieldReplace, true
+	case "patch":
+		return FieldPatch, true
+	case "subtype":
+		return FieldSubtype, true
+	case "entityId":
+		return FieldEntityID, true
+	case "encryptedValue":
+		return FieldEncryptedValue, true
+	case "encryptedValueType":
+		return FieldEncryptedValueType, true
+	case "description":
+		return FieldDescription, true
+	case "parentSubagentRunId":
+		return FieldParentSubagentRunID, true
+	case "parentToolCallId":
+		return FieldParentToolCallID, true
+	case "event":
+		return FieldEvent, true
+	case "source":
+		return FieldSource, true
+	case "value":
+		return FieldValue, true
+	}
+	return 0, false
+}
+
+func set(fs ...Field) FieldSet {
+	var s FieldSet
+	for _, f := range fs {
+		s = s.With(f)
+	}
+	return s
+}
+
+// typeSpec is the schema of one event type (fields.json): which fields it
+// declares and which of them are required.
+type typeSpec struct {
+	allowed, required FieldSet
+}
+
+var (
+	baseFields = set(FieldType, FieldTimestamp, FieldRawEvent, FieldMetadata)
+	attrFields = baseFields.With(FieldSubagentRunID)
+)
+
+func spec(base FieldSet, required []Field, optional ...Field) typeSpec {
+	r := set(required...)
+	return typeSpec{allowed: base | r | set(optional...), required: r.With(FieldType)}
+}
+
+type fl = []Field
+
+// typeSpecs is read-only after package initialisation.
+var typeSpecs = [numTypes]typeSpec{
+	TypeTextMessageStart:        spec(attrFields, fl{FieldMessageID}, FieldRole, FieldName),
+	TypeTextMessageContent:      spec(attrFields, fl{FieldMessageID, FieldDelta}),
+	TypeTextMessageEnd:          spec(attrFields, fl{FieldMessageID}),
+	TypeTextMessageChunk:        spec(attrFields, nil, FieldMessageID, FieldRole, FieldDelta, FieldName),
+	TypeToolCallStart:           spec(attrFields, fl{FieldToolCallID, FieldToolCallName}, FieldParentMessageID),
+	TypeToolCallArgs:            spec(attrFields, fl{FieldToolCallID, FieldDelta}),
+	TypeToolCallEnd:             spec(attrFields, fl{FieldToolCallID}),
+	TypeToolCallChunk:           spec(attrFields, nil, FieldToolCallID, FieldToolCallName, FieldParentMessageID, FieldDelta),
+	TypeToolCallResult:          spec(attrFields, fl{FieldMessageID, FieldToolCallID, FieldContent}, FieldRole),
+	TypeStateSnapshot:           spec(attrFields, fl{FieldSnapshot}),
+	TypeStateDelta:              spec(attrFields, fl{FieldDelta}),
+	TypeMessagesSnapshot:        spec(baseFields, fl{FieldMessages}),
+	TypeActivitySnapshot:        spec(attrFields, fl{FieldMessageID, FieldActivityType, FieldContent}, FieldReplace),
+	TypeActivityDelta:           spec(attrFields, fl{FieldMessageID, FieldActivityType, FieldPatch}),
+	TypeRaw:                     spec(attrFields, fl{FieldEvent}, FieldSource),
+	TypeCustom:                  spec(attrFields, fl{FieldName, FieldValue}),
+	TypeRunStarted:              spec(baseFields, fl{FieldThreadID, FieldRunID}, FieldProtocolVersion, FieldParentRunID, FieldInput),
+	TypeRunFinished:             spec(baseFields, fl{FieldThreadID, FieldRunID}, FieldResult, FieldOutcome, FieldUsage),
+	TypeRunError:                spec(baseFields, fl{FieldMessage}, FieldCode, FieldUsage),
+	TypeStepStarted:             spec(attrFields, fl{FieldStepName}),
+	TypeStepFinished:            spec(attrFields, fl{FieldStepName}),
+	TypeReasoningStart:          spec(attrFields, fl{FieldMessageID}),
+	TypeReasoningMessageStart:   spec(attrFields, fl{FieldMessageID, FieldRole}),
+	TypeReasoningMessageContent: spec(attrFields, fl{FieldMessageID, FieldDelta}),
+	TypeReasoningMessageEnd:     spec(attrFields, fl{FieldMessageID}),
+	TypeReasoningMessageChunk:   spec(attrFields, nil, FieldMessageID, FieldDelta),
+	TypeReasoningEnd:            spec(attrFields, fl{FieldMessageID}),
+	TypeReasoningEncryptedValue: spec(attrFields, fl{FieldSubtype, FieldEntityID, FieldEncryptedValue}, FieldEncryptedValueType),
+	TypeSubagentStarted:         spec(baseFields, fl{FieldSubagentRunID, FieldName}, FieldDescription, FieldParentSubagentRunID, FieldParentToolCallID, FieldParentMessageID),
+	TypeSubagentFinished:        spec(baseFields, fl{FieldSubagentRunID}, FieldResult, FieldOutcome),
+	TypeSubagentError:           spec(baseFields, fl{FieldSubagentRunID, FieldMessage}, FieldCode),
+}
+
+// Allowed reports whether events of type t declare field f (fields.json).
+func (t Type) Allowed(f Field) bool { return t < numTypes && typeSpecs[t].allowed.Has(f) }
+
+// Required reports whether events of type t require field f.
+func (t Type) Required(f Field) bool { return t < numTypes && typeSpecs[t].required.Has(f) }
+
+// strField returns the address of the string field f of e, or nil when f is
+// not a string field.
+func (e *Event) strField(f Field) *string {
+	switch f {
+	case FieldSubagentRunID:
+		return &e.SubagentRunID
+	case FieldThreadID:
+		return &e.ThreadID
+	case FieldRunID:
+		return &e.RunID
+	case FieldParentRunID:
+		return &e.ParentRunID
+	case FieldProtocolVersion:
+		return &e.ProtocolVersion
+	case FieldMessage:
+		return &e.Message
+	case FieldCode:
+		return &e.Code
+	case FieldStepName:
+		return &e.StepName
+	case FieldMessageID:
+		return &e.MessageID
+	case FieldRole:
+		return &e.Role
+	case FieldName:
+		return &e.Name
+	case FieldDelta:
+		return &e.Delta
+	case FieldToolCallID:
+		return &e.ToolCallID
+	case FieldToolCallName:
+		return &e.ToolCallName
+	case FieldParentMessageID:
+		return &e.ParentMessageID
+	case FieldActivityType:
+		return &e.ActivityType
+	case FieldSubtype:
+		return &e.Subtype
+	case FieldEntityID:
+		return &e.EntityID
+	case FieldEncryptedValue:
+		return &e.EncryptedValue
+	case FieldEncryptedValueType:
+		return &e.EncryptedValueType
+	case FieldDescription:
+		return &e.Description
+	case FieldParentSubagentRunID:
+		return &e.ParentSubagentRunID
+	case FieldParentToolCallID:
+		return &e.ParentToolCallID
+	case FieldSource:
+		return &e.Source
+	}
+	return nil
+}

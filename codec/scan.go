@@ -1,0 +1,427 @@
+package codec
+
+// NOTE: this file is the JSON scanner under the Decoder: whitespace, strings
+// (views or unescaped once into scratch), numbers, and skipping (= fully
+// validating) arbitrary values. It works on d.data by offset and never
+// allocates except to build an *Error.
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	sonicutf8 "github.com/bytedance/sonic/utf8"
+)
+
+// maxDepth bounds nesting inside open payloads so that hostile input cannot
+// exhaust the stack of the recursive skipper.
+const maxDepth = 10000
+
+// maxSafeInt is 2^53−1, the bound of timestamps and token counts.
+const maxSafeInt = 1<<53 - 1
+
+// simdUTF8Min is the string length from which sonic's SIMD UTF-8 validator
+// beats unicode/utf8 (measured in BenchmarkUTF8Validate).
+const simdUTF8Min = 64
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// syntax builds a fatal syntax error at offset pos.
+func (d *Decoder) syntax(pos int, detail string) *Error {
+	return d.errAt(KindSyntax, Fatal, pos, "", detail)
+}
+
+// errAt builds an *Error quoting the input from pos.
+func (d *Decoder) errAt(k Kind, v Verdict, pos int, field, detail string) *Error {
+	e := &Error{Kind: k, Verdict: v, Field: field, Detail: detail, Offset: pos}
+	if pos >= 0 && pos < len(d.data) {
+		end := pos + maxQuote + 1
+		if end > len(d.data) {
+			end = len(d.data)
+		}
+		e.Quote = quote(d.data[pos:end])
+	}
+	return e
+}
+
+// expect checks that b[i] (after whitespace) is c and returns the offset
+// after it.
+func (d *Decoder) expect(i int, c byte) (int, *Error) {
+	i = skipWS(d.data, i)
+	if i >= len(d.data) {
+		return i, d.syntax(i, "unexpected end of input, expected '"+string(c)+"'")
+	}
+	if d.data[i] != c {
+		return i, d.syntax(i, "expected '"+string(c)+"'")
+	}
+	return i + 1, nil
+}
+
+// scanString validates the string starting at the quote at i. It returns
+// the end offset (after the closing quote) and whether the body has escapes.
+func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
+	b := d.data
+	start := i + 1
+	j := start
+	ascii := true
+	for {
+		// Fast path: plain ASCII bytes.
+		for j < len(b) {
+			c := b[j]
+			if c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
+				break
+			}
+			j++
+		}
+		if j >= len(b) {
+			return j, esc, d.syntax(i, "unterminated string")
+		}
+		c := b[j]
+		switch {
+		case c == '"':
+			if !ascii && !validUTF8(b[start:j]) {
+				return j, esc, d.syntax(i, "string is not valid UTF-8")
+			}
+			return j + 1, esc, nil
+		case c == '\\':
+			esc = true
+			if j+1 >= len(b) {
+				return j, esc, d.syntax(j, "unterminated escape")
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) || !isHex4(b[j+2:j+6]) {
+					return j, esc, d.syntax(j, "bad \\u escape")
+				}
+				j += 6
+			default:
+				return j, esc, d.syntax(j, "bad escape")
+			}
+		case c < 0x20:
+			return j, esc, d.syntax(j, "control character in string")
+		default:
+			ascii = false
+			j++
+		}
+	}
+}
+
+func validUTF8(b []byte) bool {
+	if len(b) >= simdUTF8Min {
+		return sonicutf8.Validate(b)
+	}
+	return utf8.Valid(b)
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b[:4] {
+		if !isHex(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f'
+}
+
+func hexVal(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c <= '9':
+			r = r<<4 | rune(c-'0')
+		default:
+			r = r<<4 | rune(c|0x20-'a'+10)
+		}
+	}
+	return r
+}
+
+// str decodes the JSON string at i (which must start with a quote). Without
+// escapes the result is a view into the input; with escapes it is unescaped
+// once into the Decoder's scratch. Either way it is valid until the next
+// Decode or Reset of the Decoder.
+func (d *Decoder) str(i int) (string, int, *Error) {
+	end, esc, err := d.scanString(i)
+	if err != nil {
+		return "", end, err
+	}
+	if !esc {
+		return b2s(d.data[i+1 : end-1]), end, nil
+	}
+	start := len(d.scratch)
+	d.scratch = appendUnescaped(d.scratch, d.data[i+1:end-1])
+	return b2s(d.scratch[start:]), end, nil
+}
+
+// appendUnescaped appends the unescaped form of a validated JSON string body.
+//
+// Surrogates: a \uD8xx\uDCxx pair becomes the 4-byte UTF-8 sequence of its
+// code point. A lone surrogate escape (legal JSON, produced when a producer
+// splits an astral character across two deltas) becomes the 3-byte WTF-8
+// encoding of the surrogate itself, not U+FFFD: concatenating the two deltas
+// then yields the two halves side by side, which AppendString re-joins into
+// the right character exactly as JavaScript string concatenation does
+// (envelope.md §7 note 4). sonic's unquote would replace each half with
+// U+FFFD, which is why it is not used here.
+func appendUnescaped(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] != '\\' {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
+			continue
+		}
+		switch s[i+1] {
+		case '"':
+			dst = append(dst, '"')
+		case '\\':
+			dst = append(dst, '\\')
+		case '/':
+			dst = append(dst, '/')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hexVal(s[i+2:])
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+				if r2 := hexVal(s[i+2:]); r2 >= 0xDC00 && r2 < 0xE000 {
+					dst = utf8.AppendRune(dst, 0x10000+(r-0xD800)<<10+(r2-0xDC00))
+					i += 6
+					continue
+				}
+			}
+			if r >= 0xD800 && r < 0xE000 {
+				dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+			} else {
+				dst = utf8.AppendRune(dst, r)
+			}
+			continue
+		}
+		i += 2
+	}
+	return dst
+}
+
+// skip validates the JSON value at i (after optional whitespace) and returns
+// the offset just after it.
+func (d *Decoder) skip(i, depth int) (int, *Error) {
+	b := d.data
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return i, d.syntax(i, "unexpected end of input, expected a value")
+	}
+	switch c := b[i]; c {
+	case '"':
+		end, _, err := d.scanString(i)
+		return end, err
+	case '{':
+		if depth >= maxDepth {
+			return i, d.syntax(i, "nesting too deep")
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
+		for {
+			i = skipWS(b, i)
+			if i >= len(b) || b[i] != '"' {
+				return i, d.syntax(i, "expected a member name")
+			}
+			end, _, err := d.scanString(i)
+			if err != nil {
+				return end, err
+			}
+			if i, err = d.expect(end, ':'); err != nil {
+				return i, err
+			}
+			if i, err = d.skip(i, depth+1); err != nil {
+				return i, err
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, d.syntax(i, "unterminated object")
+			}
+			if b[i] == '}' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return i, d.syntax(i, "expected ',' or '}'")
+			}
+			i++
+		}
+	case '[':
+		if depth >= maxDepth {
+			return i, d.syntax(i, "nesting too deep")
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, nil
+		}
+		for {
+			var err *Error
+			if i, err = d.skip(i, depth+1); err != nil {
+				return i, err
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, d.syntax(i, "unterminated array")
+			}
+			if b[i] == ']' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return i, d.syntax(i, "expected ',' or ']'")
+			}
+			i++
+		}
+	case 't':
+		return d.literal(i, "true")
+	case 'f':
+		return d.literal(i, "false")
+	case 'n':
+		return d.literal(i, "null")
+	default:
+		if c == '-' || '0' <= c && c <= '9' {
+			end, _ := scanNumber(b, i)
+			if end < 0 {
+				return i, d.syntax(i, "bad number")
+			}
+			return end, nil
+		}
+		return i, d.syntax(i, "unexpected character")
+	}
+}
+
+func (d *Decoder) literal(i int, lit string) (int, *Error) {
+	if len(d.data)-i < len(lit) || string(d.data[i:i+len(lit)]) != lit {
+		return i, d.syntax(i, "bad literal")
+	}
+	return i + len(lit), nil
+}
+
+// scanNumber scans a JSON number at i. It returns the end offset (-1 when
+// the text is not a JSON number) and whether it is written as a plain integer
+// (no fraction, no exponent).
+func scanNumber(b []byte, i int) (int, bool) {
+	plain := true
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i >= len(b) {
+		return -1, false
+	}
+	if b[i] == '0' {
+		i++
+	} else if '1' <= b[i] && b[i] <= '9' {
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	} else {
+		return -1, false
+	}
+	if i < len(b) && b[i] == '.' {
+		plain = false
+		i++
+		s := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return -1, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		plain = false
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		s := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return -1, false
+		}
+	}
+	return i, plain
+}
+
+// integer reads the JSON number at i as an integer in [lo, 2^53−1]. JSON
+// Schema counts 1000.0 and 1e3 as the integer 1000 (envelope.md §2), so
+// non-plain spellings are accepted when their value is integral.
+func (d *Decoder) integer(i int, lo int64, field string) (int64, int, *Error) {
+	b := d.data
+	end, plain := scanNumber(b, i)
+	if end < 0 {
+		return 0, i, d.syntax(i, "bad number")
+	}
+	txt := b2s(b[i:end])
+	var v int64
+	if plain && len(txt) <= 17 {
+		n, err := strconv.ParseInt(txt, 10, 64)
+		if err != nil {
+			return 0, i, d.syntax(i, "bad number")
+		}
+		v = n
+	} else if plain {
+		return 0, i, d.errAt(KindOutOfRange, Fatal, i, field, "integer out of range")
+	} else {
+		f, err := strconv.ParseFloat(txt, 64)
+		if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+			return 0, i, d.errAt(KindOutOfRange, Fatal, i, field, "not an integer")
+		}
+		if f > maxSafeInt || f < -maxSafeInt {
+			return 0, i, d.errAt(KindOutOfRange, Fatal, i, field, "integer out of range")
+		}
+		v = int64(f)
+	}
+	if v > maxSafeInt || v < lo {
+		return 0, i, d.errAt(KindOutOfRange, Fatal, i, field, "integer out of range")
+	}
+	return v, end, nil
+}
+
+// valueKind names the JSON type of the value starting at b[i] for messages.
+func valueKind(c byte) string {
+	switch c {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
