@@ -14,41 +14,48 @@ var opKinds = map[string]codec.OpKind{
 	"move": codec.OpMove, "copy": codec.OpCopy, "test": codec.OpTest,
 }
 
-// decodePatch turns a JSON patch into codec ops. ok is false when the
-// patch is malformed in a way the codec would reject (unknown op, missing
-// or mistyped member, bad pointer).
+// decodePatch turns a JSON patch into codec ops the way the codec does:
+// ops with an unknown "op" are dropped and counted; ok is false when the
+// patch is malformed (missing or mistyped member, bad pointer), which the
+// codec rejects as fatal.
 func decodePatch(raw []byte) (ops []codec.PatchOp, ok bool) {
+	ops, dropped, ok := decodePatchDropping(raw)
+	return ops, ok && dropped == 0
+}
+
+func decodePatchDropping(raw []byte) (ops []codec.PatchOp, dropped int, ok bool) {
 	var items []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, false
+		return nil, 0, false
 	}
 	for _, it := range items {
 		var op codec.PatchOp
 		var name string
 		if json.Unmarshal(it["op"], &name) != nil {
-			return nil, false
+			return nil, 0, false
 		}
 		k, known := opKinds[name]
 		if !known {
-			return nil, false
+			dropped++
+			continue
 		}
 		op.Op = k
 		if json.Unmarshal(it["path"], &op.Path) != nil || !checkPointer(op.Path) {
-			return nil, false
+			return nil, 0, false
 		}
 		if k == codec.OpMove || k == codec.OpCopy {
 			if json.Unmarshal(it["from"], &op.From) != nil || !checkPointer(op.From) {
-				return nil, false
+				return nil, 0, false
 			}
 		}
 		if v, has := it["value"]; has {
 			op.Value = codec.Raw(v)
 		} else if k == codec.OpAdd || k == codec.OpReplace || k == codec.OpTest {
-			return nil, false
+			return nil, 0, false
 		}
 		ops = append(ops, op)
 	}
-	return ops, true
+	return ops, dropped, true
 }
 
 func mustPatch(t testing.TB, s string) []codec.PatchOp {

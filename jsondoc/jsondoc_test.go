@@ -1,0 +1,380 @@
+package jsondoc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     string
+		want     string // exact AppendJSON output
+		wantKind Kind
+		wantErr  bool
+	}{
+		{name: "object compacted", give: " { \"a\" : [ 1 , 2 ] ,\n\t\"b\" : \"x y\" } ", want: `{"a":[1,2],"b":"x y"}`, wantKind: KindObject},
+		{name: "string keeps inner whitespace and escapes", give: `"a \" \\ \n b"`, want: `"a \" \\ \n b"`, wantKind: KindString},
+		{name: "number text preserved", give: `12345678901234567890.123456789e-3`, want: `12345678901234567890.123456789e-3`, wantKind: KindNumber},
+		{name: "null", give: `null`, want: `null`, wantKind: KindNull},
+		{name: "true", give: ` true `, want: `true`, wantKind: KindBool},
+		{name: "empty array", give: `[ ]`, want: `[]`, wantKind: KindArray},
+		{name: "duplicate names kept verbatim", give: `{"a":1,"a":2}`, want: `{"a":1,"a":2}`, wantKind: KindObject},
+		{name: "empty input", give: ``, wantErr: true},
+		{name: "two values", give: `1 2`, wantErr: true},
+		{name: "trailing comma", give: `[1,]`, wantErr: true},
+		{name: "bare word", give: `nul`, wantErr: true},
+		{name: "unterminated string", give: `"abc`, wantErr: true},
+		{name: "leading zero number", give: `01`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Parse([]byte(tt.give))
+			if tt.wantErr {
+				if !errors.Is(err, ErrInvalidJSON) {
+					t.Fatalf("Parse error = %v, want ErrInvalidJSON", err)
+				}
+				if !strings.HasPrefix(err.Error(), "jsondoc: ") {
+					t.Fatalf("error %q lacks package prefix", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := string(d.AppendJSON(nil)); got != tt.want {
+				t.Fatalf("AppendJSON = %s, want %s", got, tt.want)
+			}
+			if d.Kind() != tt.wantKind {
+				t.Fatalf("Kind = %v, want %v", d.Kind(), tt.wantKind)
+			}
+		})
+	}
+}
+
+// TestParseCopies poisons the caller's buffer after Parse and after Apply
+// (STYLE practice 5): the Doc must not keep views into either.
+func TestParseCopies(t *testing.T) {
+	buf := []byte(`{"a":{"b":[1,2]},"c":"s"}`)
+	d, err := Parse(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`[{"op":"add","path":"/a/b/-","value":{"k":"v"}},{"op":"add","path":"/new","value":"n"}]`)
+	ops := mustPatch(t, string(patch))
+	if err := d.Apply(ops); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = '#'
+	}
+	for i := range ops {
+		for j := range ops[i].Value {
+			ops[i].Value[j] = '#'
+		}
+	}
+	assertJSON(t, d, `{"a":{"b":[1,2,{"k":"v"}]},"c":"s","new":"n"}`)
+}
+
+func TestAppendJSONOrderAndAppend(t *testing.T) {
+	d := mustParse(t, `{"a":1,"b":2,"c":3}`)
+	if err := d.Apply(mustPatch(t, `[{"op":"replace","path":"/b","value":20},{"op":"add","path":"/a","value":10},{"op":"add","path":"/d","value":4},{"op":"remove","path":"/c"},{"op":"add","path":"/c","value":30}]`)); err != nil {
+		t.Fatal(err)
+	}
+	got := string(d.AppendJSON([]byte("prefix:")))
+	if want := `prefix:{"a":10,"b":20,"d":4,"c":30}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestDuplicateNames(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  string
+		patch string
+		want  string // exact output
+	}{
+		{"last wins at first place once modified", `{"a":1,"b":2,"a":3}`, `[{"op":"add","path":"/c","value":4}]`, `{"a":3,"b":2,"c":4}`},
+		{"test sees last value", `{"a":1,"a":3}`, `[{"op":"test","path":"/a","value":3}]`, `{"a":1,"a":3}`},
+		{"replace the duplicated name", `{"a":1,"a":3}`, `[{"op":"replace","path":"/a","value":5}]`, `{"a":5}`},
+		{"nested duplicates untouched while clean", `{"x":{"a":1,"a":2},"y":0}`, `[{"op":"replace","path":"/y","value":1}]`, `{"x":{"a":1,"a":2},"y":1}`},
+		{"escaped duplicate resolves as the same name", `{"a":1,"\u0061":2}`, `[{"op":"add","path":"/b","value":0}]`, `{"a":2,"b":0}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, tt.give)
+			if err := d.Apply(mustPatch(t, tt.patch)); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(d.AppendJSON(nil)); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFailedPatchByteIdentical covers what a semantic comparison cannot:
+// after a failure the text is exactly what it was, even where splitting
+// would have normalised it (duplicate names) or where the failed patch
+// had modified, removed and re-added deep in the tree first.
+func TestFailedPatchByteIdentical(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  string
+		patch string
+	}{
+		{"duplicates split by a failing path", `{"a":{"x":1,"x":2},"a":{"y":[1,1]}}`, `[{"op":"add","path":"/a/y/-","value":2},{"op":"remove","path":"/a/nope"}]`},
+		{"remove then re-add same name", `{"a":1,"b":2,"c":3}`, `[{"op":"remove","path":"/b"},{"op":"add","path":"/b","value":9},{"op":"remove","path":"/a"},{"op":"test","path":"/c","value":0}]`},
+		{"array churn", `[[1,2,3],[4]]`, `[{"op":"move","from":"/0/0","path":"/1/0"},{"op":"remove","path":"/0/1"},{"op":"copy","from":"/1","path":"/-"},{"op":"add","path":"/9","value":0}]`},
+		{"root replaced then failure", `{"big":[1,2,3]}`, `[{"op":"replace","path":"","value":{"a":1}},{"op":"remove","path":"/a"},{"op":"remove","path":"/a"}]`},
+		{"root removed then failure", `[1]`, `[{"op":"remove","path":""},{"op":"add","path":"/x","value":1}]`},
+		{"many members past the index threshold", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}`,
+			`[{"op":"remove","path":"/k3"},{"op":"add","path":"/k99","value":1},{"op":"move","from":"/k0","path":"/k17"},{"op":"test","path":"/k3","value":3}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, tt.give)
+			before := string(d.AppendJSON(nil))
+			if err := d.Apply(mustPatch(t, tt.patch)); err == nil {
+				t.Fatal("patch applied, want failure")
+			}
+			if got := string(d.AppendJSON(nil)); got != before {
+				t.Fatalf("got %s, want %s", got, before)
+			}
+			// And the document still works normally afterwards.
+			if err := d.Apply(mustPatch(t, `[{"op":"test","path":"","value":`+before+`}]`)); err != nil {
+				t.Fatalf("document inconsistent after rollback: %v", err)
+			}
+		})
+	}
+}
+
+func TestMergeShallow(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    string // "" means the zero Doc
+		merge   string
+		want    string // exact output
+		wantErr error
+	}{
+		{name: "zero doc becomes object", give: "", merge: `{"a":1}`, want: `{"a":1}`},
+		{name: "null becomes object", give: `null`, merge: `{"a":1}`, want: `{"a":1}`},
+		{name: "last write wins, position kept", give: `{"a":1,"b":2}`, merge: `{"a":{"x":1},"c":3}`, want: `{"a":{"x":1},"b":2,"c":3}`},
+		{name: "no recursion", give: `{"a":{"x":1,"y":2}}`, merge: `{"a":{"z":3}}`, want: `{"a":{"z":3}}`},
+		{name: "null values are data", give: `{"a":1}`, merge: `{"a":null}`, want: `{"a":null}`},
+		{name: "duplicate names in source: last wins", give: `{}`, merge: `{"a":1,"a":2}`, want: `{"a":2}`},
+		{name: "empty source is a no-op", give: `{"a":1}`, merge: `{}`, want: `{"a":1}`},
+		{name: "source whitespace compacted", give: `{}`, merge: ` { "a" : [ 1 ] } `, want: `{"a":[1]}`},
+		{name: "array source rejected", give: `{"a":1}`, merge: `[1]`, wantErr: ErrNotObject, want: `{"a":1}`},
+		{name: "null source rejected", give: `{"a":1}`, merge: `null`, wantErr: ErrNotObject, want: `{"a":1}`},
+		{name: "invalid source rejected", give: `{"a":1}`, merge: `{"a":`, wantErr: ErrInvalidJSON, want: `{"a":1}`},
+		{name: "array target rejected", give: `[1]`, merge: `{"a":1}`, wantErr: ErrNotObject, want: `[1]`},
+		{name: "string target rejected", give: `"s"`, merge: `{"a":1}`, wantErr: ErrNotObject, want: `"s"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &Doc{}
+			if tt.give != "" {
+				d = mustParse(t, tt.give)
+			}
+			err := d.MergeShallow([]byte(tt.merge))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("MergeShallow error = %v, want %v", err, tt.wantErr)
+			}
+			if got := string(d.AppendJSON(nil)); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMergeShallowThenPatch(t *testing.T) {
+	d := &Doc{}
+	src := []byte(`{"a":{"b":1}}`)
+	if err := d.MergeShallow(src); err != nil {
+		t.Fatal(err)
+	}
+	copy(src, strings.Repeat("#", len(src))) // must not be retained
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"/a/c","value":2}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(d.AppendJSON(nil)), `{"a":{"b":1,"c":2}}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestZeroDoc(t *testing.T) {
+	var d Doc
+	if d.Kind() != KindNull || d.Len() != 0 || string(d.AppendJSON(nil)) != "null" {
+		t.Fatalf("zero Doc is %v %d %s, want null", d.Kind(), d.Len(), d.AppendJSON(nil))
+	}
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"/a","value":1}]`)); !errors.Is(err, ErrNotContainer) {
+		t.Fatalf("add into null: %v, want ErrNotContainer", err)
+	}
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"","value":{"a":1}}]`)); err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, &d, `{"a":1}`)
+	d.Reset()
+	if string(d.AppendJSON(nil)) != "null" {
+		t.Fatal("Reset did not make the Doc null")
+	}
+}
+
+func TestSet(t *testing.T) {
+	d := mustParse(t, `{"a":1}`)
+	if err := d.Set([]byte(`[1,`)); !errors.Is(err, ErrInvalidJSON) {
+		t.Fatalf("Set(invalid) = %v, want ErrInvalidJSON", err)
+	}
+	if got := string(d.AppendJSON(nil)); got != `{"a":1}` {
+		t.Fatalf("failed Set changed the doc: %s", got)
+	}
+	buf := []byte(`[ 1, 2 ]`)
+	if err := d.Set(buf); err != nil {
+		t.Fatal(err)
+	}
+	buf[1] = '#'
+	if got := string(d.AppendJSON(nil)); got != `[1,2]` || d.Kind() != KindArray || d.Len() != 2 {
+		t.Fatalf("after Set: %s kind %v len %d", got, d.Kind(), d.Len())
+	}
+}
+
+func TestLenSizeKind(t *testing.T) {
+	tests := []struct {
+		give     string
+		wantLen  int
+		wantKind Kind
+	}{
+		{`{"a":1,"b":[1,2]}`, 2, KindObject},
+		{`[1,[2,3],{}]`, 3, KindArray},
+		{`"str"`, 0, KindString},
+		{`-1.5e3`, 0, KindNumber},
+		{`false`, 0, KindBool},
+	}
+	for _, tt := range tests {
+		d := mustParse(t, tt.give)
+		if d.Len() != tt.wantLen || d.Kind() != tt.wantKind {
+			t.Errorf("%s: Len %d Kind %v, want %d %v", tt.give, d.Len(), d.Kind(), tt.wantLen, tt.wantKind)
+		}
+		if s := d.Size(); s < len(tt.give) {
+			t.Errorf("%s: Size %d below the text size", tt.give, s)
+		}
+	}
+	// Size grows with content added and shrinks when it is removed.
+	d := mustParse(t, `{"a":[]}`)
+	s0 := d.Size()
+	big := `"` + strings.Repeat("x", 10000) + `"`
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"/a/-","value":`+big+`}]`)); err != nil {
+		t.Fatal(err)
+	}
+	s1 := d.Size()
+	if s1 < s0+10000 {
+		t.Fatalf("Size after adding 10000 bytes: %d -> %d", s0, s1)
+	}
+	if err := d.Apply(mustPatch(t, `[{"op":"remove","path":"/a/0"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if s2 := d.Size(); s2 > s0+1000 {
+		t.Fatalf("Size after removing: %d (start %d)", s2, s0)
+	}
+}
+
+func TestClone(t *testing.T) {
+	d := mustParse(t, `{"a":[1,2]}`)
+	c1 := d.Clone() // clean source
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"/a/-","value":3}]`)); err != nil {
+		t.Fatal(err)
+	}
+	c2 := d.Clone() // modified source
+	if err := d.Apply(mustPatch(t, `[{"op":"remove","path":"/a"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, c1, `{"a":[1,2]}`)
+	assertJSON(t, c2, `{"a":[1,2,3]}`)
+	assertJSON(t, d, `{}`)
+	var z Doc
+	assertJSON(t, z.Clone(), `null`)
+}
+
+func TestGet(t *testing.T) {
+	d := mustParse(t, `{"a":{"b":[10,{"c":"x"}]},"m~n":1}`)
+	tests := []struct {
+		ptr     string
+		want    string
+		wantErr error
+	}{
+		{"", `{"a":{"b":[10,{"c":"x"}]},"m~n":1}`, nil},
+		{"/a/b/1/c", `"x"`, nil},
+		{"/a/b/0", `10`, nil},
+		{"/m~0n", `1`, nil},
+		{"/a/b/2", ``, ErrBadIndex},
+		{"/a/b/-", ``, ErrBadIndex},
+		{"/a/x", ``, ErrNotFound},
+		{"/a/b/0/z", ``, ErrNotContainer},
+		{"a", ``, ErrInvalidPointer},
+		{"/~2", ``, ErrInvalidPointer},
+	}
+	for _, tt := range tests {
+		got, err := d.Get(nil, tt.ptr)
+		if !errors.Is(err, tt.wantErr) {
+			t.Errorf("Get(%q) error = %v, want %v", tt.ptr, err, tt.wantErr)
+			continue
+		}
+		if string(got) != tt.want {
+			t.Errorf("Get(%q) = %s, want %s", tt.ptr, got, tt.want)
+		}
+	}
+}
+
+func TestPatchErrorFields(t *testing.T) {
+	d := mustParse(t, `{"a":[1]}`)
+	err := d.Apply(mustPatch(t, `[{"op":"test","path":"/a/0","value":1},{"op":"move","from":"/a","path":"/a/0/x"}]`))
+	var pe *PatchError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v is not a *PatchError", err)
+	}
+	if pe.Index != 1 || pe.Op != codec.OpMove || pe.Path != "/a/0/x" || pe.From != "/a" || !errors.Is(err, ErrMoveIntoChild) {
+		t.Fatalf("PatchError = %+v", pe)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "jsondoc: op 1 (move ") || !strings.Contains(msg, "move into own child") {
+		t.Fatalf("message %q", msg)
+	}
+}
+
+// TestApplyDefensive covers ops the codec never produces: the applier
+// still refuses them cleanly instead of corrupting the document.
+func TestApplyDefensive(t *testing.T) {
+	tests := []struct {
+		name    string
+		op      codec.PatchOp
+		wantErr error
+	}{
+		{"path without leading slash", codec.PatchOp{Op: codec.OpAdd, Path: "a", Value: codec.Raw(`1`)}, ErrInvalidPointer},
+		{"bad escape", codec.PatchOp{Op: codec.OpRemove, Path: "/a~"}, ErrInvalidPointer},
+		{"bad from", codec.PatchOp{Op: codec.OpMove, From: "x", Path: "/a"}, ErrInvalidPointer},
+		{"bad copy from", codec.PatchOp{Op: codec.OpCopy, From: "/~3", Path: "/a"}, ErrInvalidPointer},
+		{"add without value", codec.PatchOp{Op: codec.OpAdd, Path: "/a"}, ErrBadOp},
+		{"replace without value", codec.PatchOp{Op: codec.OpReplace, Path: "/a"}, ErrBadOp},
+		{"test without value", codec.PatchOp{Op: codec.OpTest, Path: "/a"}, ErrBadOp},
+		{"unknown kind", codec.PatchOp{Op: 0, Path: "/a"}, ErrBadOp},
+		{"invalid value", codec.PatchOp{Op: codec.OpAdd, Path: "/a", Value: codec.Raw(`{"x":`)}, ErrInvalidJSON},
+		{"invalid test value", codec.PatchOp{Op: codec.OpTest, Path: "/a", Value: codec.Raw(`[1`)}, ErrInvalidJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, `{"a":1}`)
+			ops := []codec.PatchOp{{Op: codec.OpAdd, Path: "/b", Value: codec.Raw(`2`)}, tt.op}
+			err := d.Apply(ops)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Apply = %v, want %v", err, tt.wantErr)
+			}
+			if got := string(d.AppendJSON(nil)); got != `{"a":1}` {
+				t.Fatalf("document changed: %s", got)
+			}
+		})
+	}
+}
