@@ -31,6 +31,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 // Header names shared with pipeline/subjects.go (HeaderBatch, HeaderMsgID).
@@ -654,4 +656,11 @@ func (h *timerHeap) Pop() any {
 	old[len(old)-1] = timerEntry{}
 	*h = old[:len(old)-1]
 	return e
+}
+
+// PublishEvent encodes ev (codec.AppendEvent) and publishes it as Publish
+// does, validation included: an Event built by hand can still break a rule
+// that only the decoder checks. ev is not retained.
+func (p *Publisher) PublishEvent(ctx context.Context, tenant, threadID string, ev *codec.Event) (*Future, error) {
+	return p.Publish(ctx, tenant, threadID, codec.AppendEvent(make([]byte, 0, 256), ev))
 }

@@ -1,0 +1,213 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/codec"
+)
+
+// corpusCase is the part of a conformance case these tests use.
+type corpusCase struct {
+	Name             string            `json:"name"`
+	Events           []json.RawMessage `json:"events"`
+	ExpectedError    any               `json:"expectedError"`
+	ExpectedWarnings int               `json:"expectedWarnings"`
+}
+
+// cleanCorpus loads the conformance cases whose every event a conforming
+// consumer accepts without a warning or an error: every one of their events
+// must be accepted by the publisher too.
+func cleanCorpus(t *testing.T) []corpusCase {
+	t.Helper()
+	files, err := filepath.Glob("../../shared/conformance/cases/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance cases (%v)", err)
+	}
+	var out []corpusCase
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c corpusCase
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if c.ExpectedError == nil && c.ExpectedWarnings == 0 && len(c.Events) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// frame renders events in one of PublishStream's input formats.
+func frame(format string, events []json.RawMessage) []byte {
+	var b bytes.Buffer
+	switch format {
+	case "jsonl":
+		for _, ev := range events {
+			var c bytes.Buffer
+			_ = json.Compact(&c, ev)
+			b.Write(c.Bytes())
+			b.WriteByte('\n')
+		}
+	case "array":
+		// Indented, as a recorded file would be: the events keep newlines.
+		out, _ := json.MarshalIndent(events, "", "  ")
+		b.Write(out)
+	case "sse":
+		b.WriteString(": keep-alive\n\n")
+		for i, ev := range events {
+			var c bytes.Buffer
+			_ = json.Compact(&c, ev)
+			b.WriteString("event: message\nid: " + string(rune('a'+i%26)) + "\ndata: ")
+			b.Write(c.Bytes())
+			b.WriteString("\n\n")
+		}
+	}
+	return b.Bytes()
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// TestPublishStreamCorpus publishes each clean conformance stream in each
+// input format and checks that the thread's stored events equal the input,
+// in order.
+func TestPublishStreamCorpus(t *testing.T) {
+	cases := cleanCorpus(t)
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(2*time.Millisecond))
+	ctx := testCtx(t)
+	formats := []string{"jsonl", "array", "sse"}
+	want := map[string][]json.RawMessage{} // thread → events
+	for _, c := range cases {
+		for _, format := range formats {
+			thread := c.Name + " (" + format + ")" // '/', spaces, parentheses: encoded
+			res, err := agent.PublishStream(ctx, p, "conf", thread, bytes.NewReader(frame(format, c.Events)), agent.StreamOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", thread, err)
+			}
+			if res.Format != format || res.Events != len(c.Events) || res.Accepted != len(c.Events) ||
+				res.RejectedCount != 0 || res.FailedCount != 0 {
+				t.Fatalf("%s: result %+v, want all %d events accepted", thread, res, len(c.Events))
+			}
+			want[thread] = c.Events
+		}
+	}
+	got := map[string][][]byte{}
+	for _, m := range readStream(t, env.js) {
+		got[m.thread] = append(got[m.thread], m.events...)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d threads stored, want %d", len(got), len(want))
+	}
+	for thread, evs := range want {
+		if len(got[thread]) != len(evs) {
+			t.Errorf("%s: %d events stored, want %d", thread, len(got[thread]), len(evs))
+			continue
+		}
+		for i, ev := range evs {
+			if !jsonEqual(t, got[thread][i], ev) {
+				t.Errorf("%s: event %d stored as %s, want %s", thread, i, got[thread][i], ev)
+			}
+		}
+	}
+}
+
+// TestPublishStreamErrors: bad events are reported by index and skipped, bad
+// framing stops the stream but keeps what came before, bad names stop it
+// before reading.
+func TestPublishStreamErrors(t *testing.T) {
+	good := func(i int) string { return string(contentEvent("m", i)) }
+	tests := []struct {
+		name         string
+		tenant       string
+		give         string
+		opts         agent.StreamOptions
+		wantErr      error // errors.Is; nil for success
+		wantKind     codec.Kind
+		wantAccepted int
+		wantRejected []int
+		wantCount    int // RejectedCount
+	}{
+		{
+			name:         "invalid events in the middle",
+			give:         good(0) + "\n" + `{"type":"NOPE"}` + "\n" + good(1) + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","delta":"x"}` + "\n" + good(2) + "\n",
+			wantAccepted: 3, wantRejected: []int{1, 3}, wantCount: 2,
+		},
+		{
+			name:         "errors list capped, count exact",
+			give:         strings.Repeat(`{"type":"NOPE"}`+"\n", 5) + good(0),
+			opts:         agent.StreamOptions{MaxErrors: 2},
+			wantAccepted: 1, wantRejected: []int{0, 1}, wantCount: 5,
+		},
+		{
+			name:         "truncated last event",
+			give:         good(0) + "\n" + good(1) + "\n" + `{"type":"TEXT_MESS`,
+			wantErr:      codec.ErrStream, wantKind: codec.KindStream,
+			wantAccepted: 2,
+		},
+		{
+			name:         "event over the size limit",
+			give:         good(0) + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 200) + `"}`,
+			opts:         agent.StreamOptions{MaxEventBytes: 100},
+			wantErr:      codec.ErrTooLarge, wantKind: codec.KindTooLarge,
+			wantAccepted: 1,
+		},
+		{
+			name:    "bad tenant",
+			tenant:  "Not.A.Tenant",
+			give:    good(0),
+			wantErr: agent.ErrBadTenant,
+		},
+	}
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(time.Millisecond))
+	ctx := testCtx(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant := tt.tenant
+			if tenant == "" {
+				tenant = "acme"
+			}
+			res, err := agent.PublishStream(ctx, p, tenant, tt.name, strings.NewReader(tt.give), tt.opts)
+			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			var cerr *codec.Error
+			if tt.wantKind != 0 && (!errors.As(err, &cerr) || cerr.Kind != tt.wantKind) {
+				t.Errorf("error %v, want a codec error of kind %v", err, tt.wantKind)
+			}
+			var idx []int
+			for _, r := range res.Rejected {
+				idx = append(idx, r.Index)
+				if !errors.Is(r.Err, agent.ErrInvalid) {
+					t.Errorf("rejection %d: %v", r.Index, r.Err)
+				}
+			}
+			if res.Accepted != tt.wantAccepted || !reflect.DeepEqual(idx, tt.wantRejected) || res.RejectedCount != tt.wantCount {
+				t.Errorf("accepted %d, rejected %v (%d); want %d, %v (%d)", res.Accepted, idx, res.RejectedCount,
+					tt.wantAccepted, tt.wantRejected, tt.wantCount)
+			}
+		})
+	}
+}
