@@ -161,16 +161,16 @@ func TestPublishStreamErrors(t *testing.T) {
 			wantAccepted: 1, wantRejected: []int{0, 1}, wantCount: 5,
 		},
 		{
-			name:         "truncated last event",
-			give:         good(0) + "\n" + good(1) + "\n" + `{"type":"TEXT_MESS`,
-			wantErr:      codec.ErrStream, wantKind: codec.KindStream,
+			name:    "truncated last event",
+			give:    good(0) + "\n" + good(1) + "\n" + `{"type":"TEXT_MESS`,
+			wantErr: codec.ErrStream, wantKind: codec.KindStream,
 			wantAccepted: 2,
 		},
 		{
-			name:         "event over the size limit",
-			give:         good(0) + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 200) + `"}`,
-			opts:         agent.StreamOptions{MaxEventBytes: 100},
-			wantErr:      codec.ErrTooLarge, wantKind: codec.KindTooLarge,
+			name:    "event over the size limit",
+			give:    good(0) + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 200) + `"}`,
+			opts:    agent.StreamOptions{MaxEventBytes: 100},
+			wantErr: codec.ErrTooLarge, wantKind: codec.KindTooLarge,
 			wantAccepted: 1,
 		},
 		{
