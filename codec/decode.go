@@ -444,10 +444,12 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		}
 		in := &d.input
 		*in = RunInput{}
+		w := len(d.warnStore)
 		end, err := d.runInput(i, in)
 		if err != nil {
 			return end, err.prefixField(name)
 		}
+		d.prefixWarns(w, name)
 		ev.Input = in
 		ev.Fields = ev.Fields.With(f)
 		return end, nil

@@ -341,6 +341,9 @@ func (d *Decoder) message(i int, m *Message) (Raw, bool, *Error) {
 				w := len(d.warnStore)
 				var raw Raw
 				m.ToolCalls, raw, err = d.toolCalls(k)
+				if err != nil && err.Field != "" && err.Field[0] == '[' {
+					err.prefixField("toolCalls")
+				}
 				if err == nil {
 					d.prefixWarns(w, "toolCalls")
 					d.setVal(k, raw)
