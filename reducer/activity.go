@@ -1,0 +1,94 @@
+package reducer
+
+import (
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+// Activity (activity.md). Neither event closes a chunk stream.
+
+// activitySnapshot creates or replaces one activity message. A replacing
+// snapshot (replace absent or true) takes the snapshot's content, type and
+// attribution — becoming unattributed if untagged — and keeps the metadata
+// accumulated so far; replace:false leaves content, type and owner alone.
+// The snapshot's metadata merges in either case (metadata.md §6).
+func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
+	id, tag := e.MessageID, ownerOf(e)
+	ex := t.byID[id]
+	if _, known := t.m.ownActivity[id]; !known || e.Replace {
+		t.m.ownActivity[t.keyFor(ex, id)] = t.internOwner(tag)
+	}
+	switch {
+	case ex == nil:
+		m, err := t.newActivity(e, retain(id), tag)
+		if err != nil {
+			return err
+		}
+		t.appendMessage(m)
+	case ex.role == roleActivity:
+		if e.Replace {
+			if err := ex.doc.Set(e.Content); err != nil {
+				return t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
+			}
+			if ex.activityType != e.ActivityType {
+				ex.activityType = retain(e.ActivityType)
+			}
+			ex.owner = t.internOwner(tag)
+		}
+		mergeMeta(&ex.meta, e.Metadata)
+		t.j.replaced(ex)
+	case e.Replace:
+		// Not specified; the reference turns the message into a fresh
+		// activity message in place (activity.md §4, last paragraph).
+		m, err := t.newActivity(e, ex.id, tag)
+		if err != nil {
+			return err
+		}
+		m.idx = ex.idx
+		t.msgs[ex.idx] = m
+		t.reindex()
+		t.j.replaced(m)
+	}
+	return nil
+}
+
+func (t *Thread) newActivity(e *codec.Event, id string, tag owner) (*message, *ProtocolError) {
+	doc, err := jsondoc.Parse(e.Content)
+	if err != nil {
+		return nil, t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
+	}
+	m := &message{id: id, role: roleActivity, hasContent: true, doc: doc,
+		activityType: retain(e.ActivityType), owner: t.internOwner(tag)}
+	mergeMeta(&m.meta, e.Metadata)
+	return m, nil
+}
+
+// activityDelta patches one activity message's content and re-types it. A
+// tag disagreeing with the owner is fatal (A1); a missing or non-activity
+// target is skipped with a warning (P6); a patch that does not apply is
+// skipped with a warning, the type unchanged (P3). Metadata merges before the
+// patch is tried, as the reference does.
+func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
+	id, tag := e.MessageID, ownerOf(e)
+	if rec, ok := t.m.ownActivity[id]; ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "ACTIVITY_DELTA tagged "+tag.String()+" but activity "+quote(id)+" is owned by "+rec.String())
+	}
+	ex := t.byID[id]
+	if ex == nil {
+		t.warn(WarnActivityMissing, "ACTIVITY_DELTA for unknown message "+quote(id)+"; skipped")
+		return nil
+	}
+	if ex.role != roleActivity {
+		t.warn(WarnActivityNotActive, "ACTIVITY_DELTA for "+ex.role.String()+" message "+quote(id)+"; skipped")
+		return nil
+	}
+	mergeMeta(&ex.meta, e.Metadata)
+	t.j.replaced(ex)
+	if err := ex.doc.Apply(e.Patch); err != nil {
+		return t.patchFailed("activity "+quote(id), err)
+	}
+	if ex.activityType != e.ActivityType {
+		ex.activityType = retain(e.ActivityType)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package reducer
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+// conformanceDir is the shared corpus, read in place (never copied) so that a
+// case added there counts without a code change.
+const corpusRoot = "../../shared/conformance"
+
+// corpusRun is what one stream did to a Thread.
+type corpusRun struct {
+	thread    *Thread
+	warnIdx   []int // input index of every warning (codec and reducer)
+	warnText  []string
+	fatalIdx  int // -1 when the stream was accepted
+	fatal     error
+	eventsFed int
+}
+
+// feed runs raw events through the codec and the reducer the way the
+// pipeline does: codec warnings (strip, shim, drop) are counted with Warn, a
+// codec Fatal with Reject, then Apply. It stops at the first fatal verdict.
+func feed(t *testing.T, thr *Thread, events []json.RawMessage) *corpusRun {
+	t.Helper()
+	out := &corpusRun{thread: thr, fatalIdx: -1}
+	var dec codec.Decoder
+	var ev codec.Event
+	var buf []byte
+	for i, raw := range events {
+		seq := uint64(i + 1)
+		out.eventsFed = i + 1
+		// Decode from a buffer that is poisoned after each event, so that a
+		// view the reducer kept too long shows '#' instead of passing.
+		for j := range buf {
+			buf[j] = '#'
+		}
+		buf = append(buf[:0], raw...)
+		err := dec.Decode(buf, &ev)
+		for _, w := range dec.Warnings() {
+			thr.Warn(seq, CodecWarning(seq, w))
+			out.warnIdx = append(out.warnIdx, i)
+			out.warnText = append(out.warnText, w.Error())
+		}
+		if err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) && ce.Verdict == codec.Drop {
+				thr.Warn(seq, CodecWarning(seq, ce))
+				out.warnIdx = append(out.warnIdx, i)
+				out.warnText = append(out.warnText, ce.Error())
+				continue
+			}
+			thr.Reject(seq, err)
+			out.fatalIdx, out.fatal = i, err
+			return out
+		}
+		res := thr.Apply(seq, &ev)
+		for _, w := range res.Warnings {
+			out.warnIdx = append(out.warnIdx, i)
+			out.warnText = append(out.warnText, w.Message)
+		}
+		if res.Fatal != nil {
+			out.fatalIdx, out.fatal = i, res.Fatal
+			return out
+		}
+	}
+	return out
+}
+
+// corpusCase is a file of conformance/cases.
+type corpusCase struct {
+	Name     string            `json:"name"`
+	Initial  *corpusInitial    `json:"initial"`
+	Events   []json.RawMessage `json:"events"`
+	Expected struct {
+		Messages json.RawMessage `json:"messages"`
+		State    json.RawMessage `json:"state"`
+	} `json:"expected"`
+	ExpectedWarnings       int     `json:"expectedWarnings"`
+	ExpectedWarningIndices []int   `json:"expectedWarningIndices"`
+	ExpectedError          *string `json:"expectedError"`
+	ExpectedErrorIndex     *int    `json:"expectedErrorIndex"`
+}
+
+type corpusInitial struct {
+	Messages json.RawMessage `json:"messages"`
+	State    json.RawMessage `json:"state"`
+}
+
+// startThread returns a Thread starting from initial (nil: empty).
+func startThread(t *testing.T, initial *corpusInitial) *Thread {
+	t.Helper()
+	thr := NewThread("thread-1")
+	if initial == nil {
+		return thr
+	}
+	in := &codec.RunInput{}
+	if len(initial.Messages) > 0 {
+		var dec codec.Decoder
+		msgs, err := dec.DecodeMessages(initial.Messages)
+		if err != nil {
+			t.Fatalf("initial messages: %v", err)
+		}
+		in.Messages = codec.CloneMessages(msgs)
+	}
+	if len(initial.State) > 0 {
+		in.State = codec.Raw(initial.State)
+	}
+	if err := thr.SetInput(in); err != nil {
+		t.Fatalf("SetInput: %v", err)
+	}
+	return thr
+}
+
+func loadJSONFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(corpusRoot, dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance files in %s (err %v)", dir, err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+func TestConformanceCases(t *testing.T) {
+	for _, file := range loadJSONFiles(t, "cases") {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			var c corpusCase
+			readJSON(t, file, &c)
+			r := feed(t, startThread(t, c.Initial), c.Events)
+			checkCase(t, &c, r)
+		})
+	}
+}
+
+func readJSON(t *testing.T, file string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+func checkCase(t *testing.T, c *corpusCase, r *corpusRun) {
+	t.Helper()
+	wantFatal := c.ExpectedError != nil
+	switch {
+	case wantFatal && r.fatalIdx < 0:
+		t.Errorf("want fatal at event %d (%s), stream accepted", *c.ExpectedErrorIndex, *c.ExpectedError)
+	case !wantFatal && r.fatalIdx >= 0:
+		t.Errorf("want no fatal, got one at event %d: %v", r.fatalIdx, r.fatal)
+	case wantFatal && c.ExpectedErrorIndex != nil && r.fatalIdx != *c.ExpectedErrorIndex:
+		t.Errorf("fatal at event %d (%v), want at %d", r.fatalIdx, r.fatal, *c.ExpectedErrorIndex)
+	}
+	if len(r.warnIdx) != c.ExpectedWarnings {
+		t.Errorf("warnings = %d at %v %q, want %d at %v", len(r.warnIdx), r.warnIdx, r.warnText,
+			c.ExpectedWarnings, c.ExpectedWarningIndices)
+	} else if c.ExpectedWarningIndices != nil && !slices.Equal(r.warnIdx, c.ExpectedWarningIndices) {
+		t.Errorf("warning indices = %v, want %v", r.warnIdx, c.ExpectedWarningIndices)
+	}
+	if got := r.thread.Warnings(); got != uint64(len(r.warnIdx)) {
+		t.Errorf("view counts %d warnings, stream produced %d", got, len(r.warnIdx))
+	}
+	jsonEqual(t, "messages", r.thread.AppendMessages(nil), c.Expected.Messages)
+	jsonEqual(t, "state", r.thread.AppendState(nil), c.Expected.State)
+	// The whole view must be valid JSON too.
+	var v map[string]any
+	if err := json.Unmarshal(r.thread.AppendView(nil), &v); err != nil {
+		t.Errorf("view is not JSON: %v", err)
+	}
+}
+
+func jsonEqual(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	eq, err := jsondoc.Equal(got, want)
+	if err != nil {
+		t.Fatalf("%s: %v\ngot  %s\nwant %s", what, err, got, want)
+	}
+	if !eq {
+		t.Errorf("%s differ\ngot  %s\nwant %s", what, got, want)
+	}
+}

@@ -1,0 +1,137 @@
+package reducer
+
+// machine is the run-scoped protocol tracking (patterns.md §1.3): what is
+// open, who owns what, which steps and subagents are active, and the chunk
+// lanes. All of it is reset by RUN_STARTED; RUN_ERROR and a rejection
+// abandon the open sets.
+//
+// Owners are kept per entity kind for the whole run, not only while an item
+// is open (subagents.md §3, "Bookkeeping"), so that reopens and
+// post-close continuations such as REASONING_ENCRYPTED_VALUE can be checked.
+type machine struct {
+	openText   map[string]struct{}
+	openTool   map[string]struct{}
+	openSpan   map[string]struct{} // reasoning spans (REASONING_START)
+	openReason map[string]struct{} // reasoning messages
+
+	ownText     map[string]owner // text, tool-result and other messages
+	ownTool     map[string]owner
+	ownActivity map[string]owner
+	ownReason   map[string]owner // reasoning messages and spans (one map, as the reference)
+
+	steps []step // active steps, in start order
+
+	active map[string]*invocation // active subagent invocations of this run
+	closed map[string]struct{}    // invocations finished or errored in this run
+
+	lanes []lane // open chunk streams, at most one per owner
+}
+
+// step is an open step; steps are matched by name per owner.
+type step struct {
+	owner owner
+	name  string
+}
+
+// laneKind is the kind of item a chunk lane is assembling.
+type laneKind uint8
+
+const (
+	laneText laneKind = iota + 1
+	laneTool
+	laneReasoning
+)
+
+// lane is one owner's open chunk stream (patterns.md §3.4). The opener fields
+// are kept so that continuations repeating them can be checked (S11) and so
+// that the synthesized END carries the opener's attribution.
+type lane struct {
+	owner     owner // the lane's key
+	kind      laneKind
+	id        string // messageId or toolCallId
+	tag       owner  // the opener's own subagentRunId
+	role      string // text: the opener's role ("assistant" when absent)
+	name      string // text: name; tool: toolCallName
+	hasName   bool
+	parent    string // tool: parentMessageId
+	hasParent bool
+}
+
+func (m *machine) init() {
+	m.openText = make(map[string]struct{})
+	m.openTool = make(map[string]struct{})
+	m.openSpan = make(map[string]struct{})
+	m.openReason = make(map[string]struct{})
+	m.ownText = make(map[string]owner)
+	m.ownTool = make(map[string]owner)
+	m.ownActivity = make(map[string]owner)
+	m.ownReason = make(map[string]owner)
+	m.active = make(map[string]*invocation)
+	m.closed = make(map[string]struct{})
+}
+
+// reset forgets everything run-scoped (a new RUN_STARTED).
+func (m *machine) reset() {
+	m.abandon()
+	clear(m.ownText)
+	clear(m.ownTool)
+	clear(m.ownActivity)
+	clear(m.ownReason)
+	clear(m.closed)
+}
+
+// abandon drops every open item, step, active invocation and lane (RUN_ERROR,
+// or a rejection: nothing open is expected to close).
+func (m *machine) abandon() {
+	clear(m.openText)
+	clear(m.openTool)
+	clear(m.openSpan)
+	clear(m.openReason)
+	m.steps = m.steps[:0]
+	clear(m.active)
+	m.lanes = m.lanes[:0]
+}
+
+// stepIndex returns the index of the open step (o, name), or -1.
+func (m *machine) stepIndex(o owner, name string) int {
+	for i := range m.steps {
+		if m.steps[i].owner == o && m.steps[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// laneIndex returns the index of o's lane, or -1.
+func (m *machine) laneIndex(o owner) int {
+	for i := range m.lanes {
+		if m.lanes[i].owner == o {
+			return i
+		}
+	}
+	return -1
+}
+
+// laneHolding returns the index of the lane assembling item id of kind k, or -1.
+func (m *machine) laneHolding(k laneKind, id string) int {
+	for i := range m.lanes {
+		if m.lanes[i].kind == k && m.lanes[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// size approximates the bytes the machine holds.
+func (m *machine) size() int {
+	n := 48 * (len(m.openText) + len(m.openTool) + len(m.openSpan) + len(m.openReason))
+	n += 64 * (len(m.ownText) + len(m.ownTool) + len(m.ownActivity) + len(m.ownReason))
+	return n + 64*(len(m.steps)+len(m.lanes)+len(m.active)+len(m.closed))
+}
+
+// sameOwner reports whether a continuation tagged tag agrees with the
+// recorded owner rec (subagents.md §3): an untagged continuation always
+// agrees; a tagged one must name the same owner, the parent included.
+func sameOwner(tag, rec owner) bool {
+	return !tag.tagged || tag == rec
+}

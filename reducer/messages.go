@@ -1,0 +1,225 @@
+package reducer
+
+import (
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+// appendMessage adds m at the end of the conversation (the point of arrival,
+// messages.md §2) and indexes it and its tool calls.
+func (t *Thread) appendMessage(m *message) {
+	m.idx = len(t.msgs)
+	t.msgs = append(t.msgs, m)
+	t.index(m)
+	t.j.added(m)
+}
+
+// insertMessage puts m at position i, shifting the tail. The tail is short
+// in practice (a tool result lands right after the call's message, near the
+// end), so the cost does not grow with the thread.
+func (t *Thread) insertMessage(i int, m *message) {
+	if i >= len(t.msgs) {
+		t.appendMessage(m)
+		return
+	}
+	t.msgs = append(t.msgs, nil)
+	copy(t.msgs[i+1:], t.msgs[i:])
+	t.msgs[i] = m
+	for k := i; k < len(t.msgs); k++ {
+		t.msgs[k].idx = k
+	}
+	t.index(m)
+	t.j.structural()
+}
+
+// index records m (and its tool calls) in byID and calls unless an earlier
+// message already holds the id: the first in order wins, like Array.find.
+func (t *Thread) index(m *message) {
+	if old, ok := t.byID[m.id]; !ok || old.idx > m.idx {
+		t.byID[m.id] = m
+	}
+	for _, c := range m.toolCalls {
+		t.indexCall(c)
+	}
+}
+
+func (t *Thread) indexCall(c *toolCall) {
+	if old, ok := t.calls[c.id]; !ok || old.msg.idx > c.msg.idx {
+		t.calls[c.id] = c
+	}
+}
+
+// reindex rebuilds byID, calls and idx from msgs (after a MESSAGES_SNAPSHOT or
+// a checkpoint load): O(messages).
+func (t *Thread) reindex() {
+	clear(t.byID)
+	clear(t.calls)
+	for i, m := range t.msgs {
+		m.idx = i
+		if _, ok := t.byID[m.id]; !ok {
+			t.byID[m.id] = m
+		}
+		for _, c := range m.toolCalls {
+			c.msg = m
+			if _, ok := t.calls[c.id]; !ok {
+				t.calls[c.id] = c
+			}
+		}
+	}
+}
+
+// internOwner returns a storable copy of o, sharing the string of the active
+// invocation it names when there is one (so per-message owners cost nothing).
+func (t *Thread) internOwner(o owner) owner {
+	if !o.tagged {
+		return owner{}
+	}
+	if inv, ok := t.m.active[o.id]; ok {
+		return owner{inv.id, true}
+	}
+	return o.retained()
+}
+
+// mergeMeta merges an event's metadata into an item's (metadata.md §3): per
+// key, last write wins, no recursion, nulls kept. raw is copied.
+func mergeMeta(dst **jsondoc.Doc, raw codec.Raw) {
+	if raw == nil {
+		return
+	}
+	if *dst == nil {
+		*dst = new(jsondoc.Doc)
+	}
+	// The codec guarantees an object; a failure would leave the item as it
+	// was, which is the atomic outcome anyway.
+	_ = (*dst).MergeShallow(raw)
+}
+
+// setContent stores a content value (a JSON string or a part array) from
+// the wire into m.
+func setContent(m *message, raw codec.Raw) {
+	m.hasContent = true
+	m.text, m.raw = nil, nil
+	if len(raw) > 0 && raw[0] == '"' {
+		m.text = appendUnquoted(make([]byte, 0, len(raw)-2), raw)
+		return
+	}
+	m.raw = retainBytes(raw)
+}
+
+// appendText appends a delta to a message's string content. Content that is
+// absent or not a string becomes the delta alone, as in the reference
+// ("existing content if it is a string, else empty").
+func (t *Thread) appendText(m *message, delta string) {
+	if !m.hasContent || m.raw != nil || m.doc != nil {
+		m.hasContent, m.raw, m.doc, m.text = true, nil, nil, m.text[:0]
+		t.j.replaced(m)
+	}
+	t.j.appended(m)
+	m.text = append(m.text, delta...)
+}
+
+// newMessage builds a message from a codec message (MESSAGES_SNAPSHOT, run
+// input, RUN_STARTED.input), copying everything it keeps.
+func newMessage(cm *codec.Message) *message {
+	m := &message{id: retain(cm.ID), role: parseRole(cm.Role)}
+	if cm.Has(codec.MsgContent) {
+		if m.role == roleActivity {
+			m.hasContent = true
+			m.doc, _ = jsondoc.Parse(cm.Content)
+		} else {
+			setContent(m, cm.Content)
+		}
+	}
+	if cm.Has(codec.MsgName) {
+		m.name, m.hasName = retain(cm.Name), true
+	}
+	m.toolCallID = retain(cm.ToolCallID)
+	if cm.Has(codec.MsgError) {
+		m.errText, m.hasError = retain(cm.Error), true
+	}
+	m.activityType = retain(cm.ActivityType)
+	if cm.Has(codec.MsgToolCalls) {
+		m.hasToolCalls = true
+		m.toolCalls = make([]*toolCall, len(cm.ToolCalls))
+		for i := range cm.ToolCalls {
+			tc := &cm.ToolCalls[i]
+			c := &toolCall{id: retain(tc.ID), name: retain(tc.Name), args: []byte(tc.Arguments), msg: m}
+			if tc.Has(codec.TCEncryptedValue) {
+				c.encrypted, c.hasEncrypted = retain(tc.EncryptedValue), true
+			}
+			if tc.Has(codec.TCMetadata) {
+				c.meta, _ = jsondoc.Parse(tc.Metadata)
+			}
+			m.toolCalls[i] = c
+		}
+	}
+	if cm.Has(codec.MsgEncryptedValue) {
+		m.encrypted, m.hasEncrypted = retain(cm.EncryptedValue), true
+	}
+	if cm.Has(codec.MsgSubagentRunID) {
+		m.owner = owner{retain(cm.SubagentRunID), true}
+	}
+	if cm.Has(codec.MsgMetadata) {
+		m.meta, _ = jsondoc.Parse(cm.Metadata)
+	}
+	return m
+}
+
+// seedOwner records the owner a message brings (from a snapshot or an
+// echoed input) in the run's owner maps: always when authoritative
+// (MESSAGES_SNAPSHOT), only for unknown ids otherwise (RUN_STARTED.input).
+func (t *Thread) seedOwner(m *message, authoritative bool) {
+	bucket := t.m.ownText
+	switch m.role {
+	case roleReasoning:
+		bucket = t.m.ownReason
+	case roleActivity:
+		bucket = t.m.ownActivity
+	}
+	if _, ok := bucket[m.id]; authoritative || !ok {
+		bucket[m.id] = m.owner
+	}
+	for _, c := range m.toolCalls {
+		if _, ok := t.m.ownTool[c.id]; authoritative || !ok {
+			t.m.ownTool[c.id] = m.owner
+		}
+	}
+}
+
+// appendEchoed appends the messages of RUN_STARTED.input whose ids the view
+// does not hold, in echo order (messages.md §3).
+func (t *Thread) appendEchoed(ms []codec.Message) {
+	for i := range ms {
+		if _, ok := t.byID[ms[i].ID]; ok {
+			t.seedEchoedOwner(&ms[i])
+			continue
+		}
+		m := newMessage(&ms[i])
+		t.appendMessage(m)
+		t.seedOwner(m, false)
+	}
+}
+
+// seedEchoedOwner is seedOwner (not authoritative) for an echoed message the
+// view already holds: only ids without a recorded owner are filled.
+func (t *Thread) seedEchoedOwner(cm *codec.Message) {
+	o := owner{}
+	if cm.Has(codec.MsgSubagentRunID) {
+		o = owner{cm.SubagentRunID, true}
+	}
+	bucket := t.m.ownText
+	switch parseRole(cm.Role) {
+	case roleReasoning:
+		bucket = t.m.ownReason
+	case roleActivity:
+		bucket = t.m.ownActivity
+	}
+	if _, ok := bucket[cm.ID]; !ok {
+		bucket[retain(cm.ID)] = t.internOwner(o)
+	}
+	for i := range cm.ToolCalls {
+		if _, ok := t.m.ownTool[cm.ToolCalls[i].ID]; !ok {
+			t.m.ownTool[retain(cm.ToolCalls[i].ID)] = t.internOwner(o)
+		}
+	}
+}

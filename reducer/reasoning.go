@@ -1,0 +1,148 @@
+package reducer
+
+import "github.com/threadcast/threadcast/codec"
+
+// Reasoning (events.md §D, messages.md §2.4, §2.6). Spans and reasoning
+// messages are checked against separate open sets (S3) but, as in the
+// reference, share one owner map.
+
+// spanStart opens reasoning span id; it builds nothing.
+func (t *Thread) spanStart(id string, tag owner) *ProtocolError {
+	m := &t.m
+	if _, open := m.openSpan[id]; open {
+		return t.violation("S3", "reasoning span "+quote(id)+" is already open; close it with REASONING_END first")
+	}
+	rec, known := m.ownReason[id]
+	if known && !sameOwner(tag, rec) {
+		return t.violation("S7", "reasoning span "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+	}
+	key := retain(id)
+	m.openSpan[key] = struct{}{}
+	if !known {
+		m.ownReason[key] = t.internOwner(tag)
+	}
+	return nil
+}
+
+// spanEnd closes reasoning span id.
+func (t *Thread) spanEnd(id string, tag owner) *ProtocolError {
+	if _, open := t.m.openSpan[id]; !open {
+		return t.violation("S3", "no open reasoning span "+quote(id)+"; open it with REASONING_START first")
+	}
+	if rec, ok := t.m.ownReason[id]; ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "REASONING_END tagged "+tag.String()+" but span "+quote(id)+" is owned by "+rec.String())
+	}
+	delete(t.m.openSpan, id)
+	return nil
+}
+
+// reasoningStart opens (or reopens) reasoning message id.
+func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolError {
+	m := &t.m
+	if _, open := m.openReason[id]; open {
+		return t.violation("S2", "reasoning message "+quote(id)+" is already open; close it with REASONING_MESSAGE_END first")
+	}
+	rec, known := m.ownReason[id]
+	if known && !sameOwner(tag, rec) {
+		return t.violation("S7", "reasoning message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+	}
+	msg := t.byID[id]
+	key := t.keyFor(msg, id)
+	m.openReason[key] = struct{}{}
+	if !known {
+		m.ownReason[key] = t.internOwner(tag)
+	}
+	if msg != nil && msg.role == roleActivity {
+		t.warn(WarnTargetActivity, "REASONING_MESSAGE_START names activity message "+quote(id)+"; ignored")
+		return nil
+	}
+	if msg == nil {
+		msg = &message{id: key, role: roleReasoning, hasContent: true, owner: t.internOwner(tag)}
+		t.appendMessage(msg)
+	}
+	if meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+// reasoningContent appends delta to open reasoning message id.
+func (t *Thread) reasoningContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkReasoningOpen(id, tag); err != nil {
+		return err
+	}
+	msg := t.textTarget(id)
+	if msg == nil {
+		return nil
+	}
+	t.appendText(msg, delta)
+	if meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+// reasoningEnd closes reasoning message id.
+func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkReasoningOpen(id, tag); err != nil {
+		return err
+	}
+	delete(t.m.openReason, id)
+	if msg := t.textTarget(id); msg != nil && meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+func (t *Thread) checkReasoningOpen(id string, tag owner) *ProtocolError {
+	if _, open := t.m.openReason[id]; !open {
+		if _, span := t.m.openSpan[id]; span {
+			return t.violation("S4", quote(id)+" is an open reasoning span, not an open reasoning message; spans open no message")
+		}
+		return t.violation("S1", "no open reasoning message "+quote(id)+"; start it with REASONING_MESSAGE_START first")
+	}
+	if rec, ok := t.m.ownReason[id]; ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "continuation tagged "+tag.String()+" but reasoning message "+quote(id)+" is owned by "+rec.String())
+	}
+	return nil
+}
+
+// encryptedValue stores REASONING_ENCRYPTED_VALUE on the message or tool call
+// it names (messages.md §2.6). Its tag is a continuation of that entity
+// (A1). An unknown entity, or an activity message, is warned about and the
+// value dropped (R1). The event's metadata merges nowhere.
+func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
+	id, tag := e.EntityID, ownerOf(e)
+	var rec owner
+	var known bool
+	if e.Subtype == "tool-call" {
+		rec, known = t.m.ownTool[id]
+	} else if rec, known = t.m.ownText[id]; !known {
+		rec, known = t.m.ownReason[id]
+	}
+	if known && !sameOwner(tag, rec) {
+		return t.violation("A1", "REASONING_ENCRYPTED_VALUE tagged "+tag.String()+" but "+e.Subtype+" "+quote(id)+
+			" is owned by "+rec.String())
+	}
+	if e.Subtype == "tool-call" {
+		c := t.calls[id]
+		if c == nil {
+			t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known tool call "+quote(id)+"; value dropped")
+			return nil
+		}
+		c.encrypted, c.hasEncrypted = retain(e.EncryptedValue), true
+		t.j.replaced(c.msg)
+		return nil
+	}
+	msg := t.byID[id]
+	if msg == nil || msg.role == roleActivity {
+		t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known message "+quote(id)+"; value dropped")
+		return nil
+	}
+	msg.encrypted, msg.hasEncrypted = retain(e.EncryptedValue), true
+	t.j.replaced(msg)
+	return nil
+}

@@ -1,0 +1,113 @@
+package reducer
+
+import "github.com/threadcast/threadcast/codec"
+
+// Text messages (events.md §B, messages.md §2.1). Each function first
+// verifies the sequence rules (open/close, attribution), then changes the
+// view. They serve the explicit events and the chunks expanded in chunks.go.
+
+// textStart opens (or reopens) text message id. roleName "" means absent
+// (read as "assistant"). A message the view already holds continues: its
+// role, name and owner stand (S5, S6).
+func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, meta codec.Raw) *ProtocolError {
+	m := &t.m
+	if _, open := m.openText[id]; open {
+		return t.violation("S2", "text message "+quote(id)+" is already open; close it with TEXT_MESSAGE_END first")
+	}
+	rec, known := m.ownText[id]
+	if known && !sameOwner(tag, rec) {
+		return t.violation("S7", "text message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+	}
+	msg := t.byID[id]
+	key := t.keyFor(msg, id)
+	m.openText[key] = struct{}{}
+	if !known {
+		m.ownText[key] = t.internOwner(tag)
+	}
+	if msg != nil && msg.role == roleActivity {
+		t.warn(WarnTargetActivity, "TEXT_MESSAGE_START names activity message "+quote(id)+"; ignored")
+		return nil
+	}
+	if msg == nil {
+		r := roleAssistant
+		if roleName != "" {
+			r = parseRole(roleName)
+		}
+		msg = &message{id: key, role: r, hasContent: true, owner: t.internOwner(tag)}
+		if hasName {
+			msg.name, msg.hasName = retain(name), true
+		}
+		t.appendMessage(msg)
+	}
+	if meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+// keyFor returns a storable copy of id, sharing msg's id when msg holds it.
+func (t *Thread) keyFor(msg *message, id string) string {
+	if msg != nil {
+		return msg.id
+	}
+	return retain(id)
+}
+
+// textContent appends delta to open text message id.
+func (t *Thread) textContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkTextOpen(id, tag); err != nil {
+		return err
+	}
+	msg := t.textTarget(id)
+	if msg == nil {
+		return nil
+	}
+	t.appendText(msg, delta)
+	if meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+// textEnd closes text message id.
+func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkTextOpen(id, tag); err != nil {
+		return err
+	}
+	delete(t.m.openText, id)
+	msg := t.textTarget(id)
+	if msg != nil && meta != nil {
+		mergeMeta(&msg.meta, meta)
+		t.j.replaced(msg)
+	}
+	return nil
+}
+
+// checkTextOpen verifies a continuation of text message id (S1, A1).
+func (t *Thread) checkTextOpen(id string, tag owner) *ProtocolError {
+	if _, open := t.m.openText[id]; !open {
+		return t.violation("S1", "no open text message "+quote(id)+"; start it with TEXT_MESSAGE_START first")
+	}
+	if rec, ok := t.m.ownText[id]; ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "continuation tagged "+tag.String()+" but text message "+quote(id)+" is owned by "+rec.String())
+	}
+	return nil
+}
+
+// textTarget returns the message a text continuation writes to, or nil with
+// a warning when a MESSAGES_SNAPSHOT dropped it (messages.md §4 edge cases)
+// or it is an activity message.
+func (t *Thread) textTarget(id string) *message {
+	msg := t.byID[id]
+	switch {
+	case msg == nil:
+		t.warn(WarnTargetMissing, "no message "+quote(id)+" to continue (a snapshot dropped it); event skipped")
+		return nil
+	case msg.role == roleActivity:
+		t.warn(WarnTargetActivity, "message "+quote(id)+" is an activity message; event skipped")
+		return nil
+	}
+	return msg
+}

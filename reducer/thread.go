@@ -1,0 +1,337 @@
+package reducer
+
+import (
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+// Thread is one conversation thread's consolidated view plus the protocol
+// machine that judges its events. It is owned by one goroutine: not safe for
+// concurrent use. The zero Thread is not usable; call NewThread or
+// LoadCheckpoint.
+//
+// Invariants (enforced by the methods of this package, relied on by view.go,
+// snapshot.go and checkpoint.go):
+//   - msgs is the message order; msgs[i].idx == i for every i.
+//   - byID maps every message id to the first message in msgs with that id
+//     (ids are unique in a conforming stream; duplicates resolve like the
+//     reference's Array.find).
+//   - calls maps every tool call id to the first tool call with that id,
+//     scanning msgs in order; call.msg is the message holding it.
+//   - seq never decreases.
+//   - phase says which events the lifecycle admits next (patterns.md §1.1);
+//     run-scoped tracking in m is empty unless phase == phaseActive, except
+//     the owner maps, which live until the next RUN_STARTED.
+type Thread struct {
+	threadID string
+	seq      uint64
+
+	msgs  []*message
+	byID  map[string]*message
+	calls map[string]*toolCall
+	state jsondoc.Doc
+
+	runs      []*run
+	subagents []*invocation // every invocation announced, in order
+	warnings  uint64
+	rejection string // reason of the most recent stream rejection; "" if none
+
+	phase phase
+	m     machine
+
+	// cur* describe the event being applied, for error and warning text.
+	curSeq  uint64
+	curType codec.Type
+
+	res Result  // reused: Result.Warnings is valid until the next call
+	j   journal // change journal for the fanout's view mode
+}
+
+// NewThread returns an empty Thread for threadID, whose state is {} (the
+// spec's value for a run input without state).
+func NewThread(threadID string) *Thread {
+	t := &Thread{
+		threadID: retain(threadID),
+		byID:     make(map[string]*message),
+		calls:    make(map[string]*toolCall),
+	}
+	_ = t.state.Set([]byte("{}"))
+	t.m.init()
+	return t
+}
+
+// ThreadID returns the thread's id as given to NewThread.
+func (t *Thread) ThreadID() string { return t.threadID }
+
+// Seq returns the stream sequence of the last event handed to Apply, Reject
+// or Warn (0 before any).
+func (t *Thread) Seq() uint64 { return t.seq }
+
+// Warnings returns how many warnings the thread has counted.
+func (t *Thread) Warnings() uint64 { return t.warnings }
+
+// Rejection returns the reason of the most recent stream rejection, or "".
+func (t *Thread) Rejection() string { return t.rejection }
+
+// Status is where the thread's protocol machine stands.
+type Status uint8
+
+// Statuses. The zero value is StatusIdle.
+const (
+	// StatusIdle: no run yet; the stream must begin with RUN_STARTED or
+	// RUN_ERROR.
+	StatusIdle Status = iota
+	// StatusRunning: a run is active.
+	StatusRunning
+	// StatusFinished: the last run ended with RUN_FINISHED.
+	StatusFinished
+	// StatusErrored: the last run ended with the producer's RUN_ERROR.
+	StatusErrored
+	// StatusRejected: the consumer rejected the stream (a fatal protocol
+	// error); only RUN_STARTED is accepted.
+	StatusRejected
+)
+
+var statusNames = [...]string{"idle", "running", "finished", "errored", "rejected"}
+
+// String returns "idle", "running", "finished", "errored" or "rejected".
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "status(?)"
+}
+
+// Status returns where the protocol machine stands.
+func (t *Thread) Status() Status { return Status(t.phase) }
+
+// phase is Status under the name the machine code uses.
+type phase = Status
+
+const (
+	phaseIdle     = StatusIdle
+	phaseActive   = StatusRunning
+	phaseFinished = StatusFinished
+	phaseErrored  = StatusErrored
+	phaseRejected = StatusRejected
+)
+
+// Result is what Apply reports about one event. It is reused by the Thread:
+// Warnings is valid until the next call on the same Thread.
+type Result struct {
+	// Warnings are the warn-and-skip diagnostics this event produced (each
+	// also counted in the view).
+	Warnings []Warning
+	// Fatal is non-nil when the event was not applied: a *ProtocolError (the
+	// stream is now rejected), or an error wrapping ErrRejected (the stream
+	// was already rejected) or ErrStaleSeq (the event was refused and
+	// nothing was counted).
+	Fatal error
+}
+
+// Warning is one warn-and-skip diagnostic. Code is stable and machine
+// readable; Message is for people.
+type Warning struct {
+	Code    string
+	Seq     uint64
+	Message string
+}
+
+// Warning codes the reducer itself produces. Codec-level warnings passed to
+// Thread.Warn keep their own codes (see CodecWarning).
+const (
+	WarnPatchFailed       = "patch-failed"                 // P3: a well-formed patch did not apply
+	WarnActivityMissing   = "activity-target-missing"      // P6: ACTIVITY_DELTA for no message
+	WarnActivityNotActive = "activity-target-not-activity" // P6: ACTIVITY_DELTA for another role
+	WarnEncryptedUnknown  = "encrypted-target-unknown"     // R1: REASONING_ENCRYPTED_VALUE names nothing usable
+	WarnTargetMissing     = "target-missing"               // content/end for a message a snapshot dropped
+	WarnTargetActivity    = "target-is-activity"           // text/reasoning event naming an activity message
+	WarnToolRenamed       = "tool-call-renamed"            // S6: reopened tool call with another name
+	WarnToolParentRole    = "tool-parent-not-assistant"    // parentMessageId names a non-assistant message
+	WarnUnknownEvent      = "unknown-event-type"           // X1: Apply got TypeUnknown
+)
+
+// message is one message of the view, of any of the seven roles.
+type message struct {
+	id   string
+	role role
+	idx  int // position in Thread.msgs
+
+	// Content: text for string content (decoded, WTF-8 for lone
+	// surrogates), raw for a content-part array (user, tool), doc for an
+	// activity's object. hasContent is false only for an assistant message
+	// that has none (a turn of tool calls only).
+	hasContent bool
+	text       []byte
+	raw        []byte
+	doc        *jsondoc.Doc
+
+	name         string
+	hasName      bool
+	toolCallID   string // tool
+	errText      string // tool
+	hasError     bool
+	activityType string // activity
+	toolCalls    []*toolCall
+	hasToolCalls bool
+	encrypted    string
+	hasEncrypted bool
+	owner        owner
+	meta         *jsondoc.Doc // nil when absent
+
+	jEpoch   uint64 // journal bookkeeping, see journal.go
+	jKind    uint8
+	jTextOff int
+}
+
+// toolCall is one entry of an assistant message's toolCalls.
+type toolCall struct {
+	id           string
+	name         string
+	args         []byte
+	encrypted    string
+	hasEncrypted bool
+	meta         *jsondoc.Doc
+	msg          *message
+}
+
+// role is a message role (messages.md §1).
+type role uint8
+
+const (
+	roleNone role = iota
+	roleUser
+	roleAssistant
+	roleSystem
+	roleDeveloper
+	roleTool
+	roleActivity
+	roleReasoning
+)
+
+var roleNames = [...]string{"", "user", "assistant", "system", "developer", "tool", "activity", "reasoning"}
+
+func (r role) String() string { return roleNames[r] }
+
+func parseRole(s string) role {
+	for i := 1; i < len(roleNames); i++ {
+		if roleNames[i] == s {
+			return role(i)
+		}
+	}
+	return roleNone
+}
+
+// owner is an attribution: the parent agent (tagged == false) or one subagent
+// invocation. The empty string is a legal subagentRunId, hence the flag.
+type owner struct {
+	id     string
+	tagged bool
+}
+
+// ownerOf returns e's attribution as a view into e.
+func ownerOf(e *codec.Event) owner {
+	if e.Has(codec.FieldSubagentRunID) {
+		return owner{e.SubagentRunID, true}
+	}
+	return owner{}
+}
+
+func (o owner) retained() owner { return owner{retain(o.id), o.tagged} }
+
+func (o owner) String() string {
+	if !o.tagged {
+		return "the parent agent"
+	}
+	return "subagent " + quote(o.id)
+}
+
+// run is one RUN_STARTED … RUN_FINISHED | RUN_ERROR bracket.
+type run struct {
+	threadID        string
+	runID           string
+	parentRunID     string
+	hasParent       bool
+	protocolVersion string
+	status          runStatus
+	result          []byte // RUN_FINISHED.result; nil when absent
+	outcome         []byte // RUN_FINISHED.outcome; nil when absent
+	usage           []byte // usage of the terminal event, as JSON; nil when absent
+	errMessage      string // RUN_ERROR.message
+	errCode         string
+	hasError        bool
+	hasCode         bool
+	rejected        bool   // the consumer rejected the stream during this run
+	rejectCode      string // verdict-table row
+	rejectReason    string
+	synthetic       bool // created by a RUN_ERROR that opened no run
+}
+
+type runStatus uint8
+
+const (
+	runRunning runStatus = iota
+	runFinished
+	runInterrupted
+	runCancelled
+	runError
+)
+
+var runStatusNames = [...]string{"running", "finished", "interrupted", "cancelled", "error"}
+
+// invocation is one subagent invocation (subagents.md §7).
+type invocation struct {
+	id                string
+	name              string
+	description       string
+	hasDescription    bool
+	parentSub         string
+	hasParentSub      bool
+	parentToolCall    string
+	hasParentToolCall bool
+	parentMessage     string
+	hasParentMessage  bool
+	run               int // index into Thread.runs
+	status            subStatus
+	result            []byte
+	outcome           []byte
+	errMessage        string
+	errCode           string
+	hasCode           bool
+}
+
+type subStatus uint8
+
+const (
+	subActive subStatus = iota
+	subFinished
+	subSuspended
+	subError
+	subAbandoned
+)
+
+var subStatusNames = [...]string{"active", "finished", "suspended", "error", "abandoned"}
+
+// MemSize approximates the bytes the Thread holds, for eviction decisions.
+// It walks the messages (O(messages), not O(bytes)).
+func (t *Thread) MemSize() int {
+	const perMessage, perCall, perRun = 160, 96, 200
+	n := 512 + t.state.Size() + len(t.runs)*perRun + len(t.subagents)*perRun
+	for _, m := range t.msgs {
+		n += perMessage + len(m.id) + len(m.text) + len(m.raw) + len(m.name) +
+			len(m.toolCallID) + len(m.errText) + len(m.activityType) + len(m.encrypted)
+		if m.doc != nil {
+			n += m.doc.Size()
+		}
+		if m.meta != nil {
+			n += m.meta.Size()
+		}
+		for _, c := range m.toolCalls {
+			n += perCall + len(c.id) + len(c.name) + len(c.args) + len(c.encrypted)
+			if c.meta != nil {
+				n += c.meta.Size()
+			}
+		}
+	}
+	return n + t.m.size()
+}

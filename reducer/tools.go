@@ -1,0 +1,178 @@
+package reducer
+
+import "github.com/threadcast/threadcast/codec"
+
+// Tool calls (events.md §C, messages.md §2.2-2.3).
+
+// toolStart opens (or reopens) tool call id. The call inherits the owner of
+// the message named by parent; a tag disagreeing with it is rejected (A6, as
+// the reference does). Where the spec leaves the holder of the call open
+// (parent absent, unknown, or not an assistant message) the reference's
+// choice is replicated so that views diff cleanly against it.
+func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, meta codec.Raw) *ProtocolError {
+	m := &t.m
+	if _, open := m.openTool[id]; open {
+		return t.violation("S2", "tool call "+quote(id)+" is already open; close it with TOOL_CALL_END first")
+	}
+	var inherited owner
+	hasInherited := false
+	if hasParent {
+		if rec, ok := m.ownText[parent]; ok {
+			if tag.tagged && tag != rec {
+				return t.violation("A6", "tool call "+quote(id)+" tagged "+tag.String()+" but its parent message "+
+					quote(parent)+" is owned by "+rec.String())
+			}
+			inherited, hasInherited = rec, true
+		}
+	}
+	rec, known := m.ownTool[id]
+	if known {
+		if !sameOwner(tag, rec) {
+			return t.violation("S7", "tool call "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+		}
+		if !tag.tagged && hasInherited && inherited != rec {
+			return t.violation("A6", "tool call "+quote(id)+" is owned by "+rec.String()+" but its parent message "+
+				quote(parent)+" is owned by "+inherited.String())
+		}
+	}
+	c := t.calls[id]
+	key := retainOr(c, id)
+	m.openTool[key] = struct{}{}
+	if !known {
+		switch {
+		case tag.tagged:
+			m.ownTool[key] = t.internOwner(tag)
+		case hasInherited:
+			m.ownTool[key] = inherited
+		default:
+			m.ownTool[key] = owner{}
+		}
+	}
+	if c != nil {
+		if c.name != name {
+			t.warn(WarnToolRenamed, "tool call "+quote(id)+" reopened as "+quote(name)+" (was "+quote(c.name)+")")
+			c.name = retain(name)
+		}
+		mergeMeta(&c.meta, meta)
+		t.j.replaced(c.msg)
+		return nil
+	}
+	holder, created := t.callHolder(parent, hasParent, key)
+	if created && tag.tagged && !holder.owner.tagged {
+		holder.owner = t.internOwner(tag)
+	}
+	c = &toolCall{id: key, name: retain(name), msg: holder}
+	mergeMeta(&c.meta, meta)
+	holder.hasToolCalls = true
+	holder.toolCalls = append(holder.toolCalls, c)
+	t.indexCall(c)
+	if !created {
+		t.j.replaced(holder)
+	}
+	return nil
+}
+
+func retainOr(c *toolCall, id string) string {
+	if c != nil {
+		return c.id
+	}
+	return retain(id)
+}
+
+// callHolder returns the assistant message that holds a new tool call,
+// creating it when needed (the reference's resolveOrCreateAssistantMessage).
+// An empty parentMessageId counts as absent there (JavaScript truthiness).
+func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*message, bool) {
+	id := callID
+	if hasParent && parent != "" {
+		ex := t.byID[parent]
+		if ex != nil && ex.role == roleAssistant {
+			return ex, false
+		}
+		if ex != nil {
+			t.warn(WarnToolParentRole, "parentMessageId "+quote(parent)+" names a "+ex.role.String()+
+				" message; the call goes to a new assistant message "+quote(callID))
+		} else {
+			id = retain(parent)
+		}
+	}
+	m := &message{id: id, role: roleAssistant, hasToolCalls: true}
+	t.appendMessage(m)
+	return m, true
+}
+
+// toolArgs appends an argument fragment to open tool call id.
+func (t *Thread) toolArgs(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkToolOpen(id, tag); err != nil {
+		return err
+	}
+	c := t.callTarget(id)
+	if c == nil {
+		return nil
+	}
+	t.j.argsAppended(c)
+	c.args = append(c.args, delta...)
+	mergeMeta(&c.meta, meta)
+	if meta != nil {
+		t.j.replaced(c.msg)
+	}
+	return nil
+}
+
+// toolEnd closes tool call id.
+func (t *Thread) toolEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
+	if err := t.checkToolOpen(id, tag); err != nil {
+		return err
+	}
+	delete(t.m.openTool, id)
+	if c := t.callTarget(id); c != nil && meta != nil {
+		mergeMeta(&c.meta, meta)
+		t.j.replaced(c.msg)
+	}
+	return nil
+}
+
+func (t *Thread) checkToolOpen(id string, tag owner) *ProtocolError {
+	if _, open := t.m.openTool[id]; !open {
+		return t.violation("S1", "no open tool call "+quote(id)+"; start it with TOOL_CALL_START first")
+	}
+	if rec, ok := t.m.ownTool[id]; ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "continuation tagged "+tag.String()+" but tool call "+quote(id)+" is owned by "+rec.String())
+	}
+	return nil
+}
+
+// callTarget returns tool call id, or nil with a warning when a
+// MESSAGES_SNAPSHOT dropped the message holding it.
+func (t *Thread) callTarget(id string) *toolCall {
+	c := t.calls[id]
+	if c == nil {
+		t.warn(WarnTargetMissing, "no tool call "+quote(id)+" to continue (a snapshot dropped it); event skipped")
+	}
+	return c
+}
+
+// toolResult mints the tool message of TOOL_CALL_RESULT (messages.md §2.3),
+// owned by the result's own tag, placed right after the assistant message
+// holding the call (after the results already there), or at the end when no
+// holder is known — the reference's placement.
+func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
+	tag := ownerOf(e)
+	id := e.MessageID
+	key := t.keyFor(t.byID[id], id)
+	t.m.ownText[key] = t.internOwner(tag)
+	msg := &message{id: key, role: roleTool, toolCallID: retain(e.ToolCallID), owner: t.internOwner(tag)}
+	setContent(msg, e.Content)
+	mergeMeta(&msg.meta, e.Metadata)
+	c := t.calls[e.ToolCallID]
+	if c == nil || c.msg.role != roleAssistant {
+		t.appendMessage(msg)
+		return nil
+	}
+	i := c.msg.idx + 1
+	for i < len(t.msgs) && t.msgs[i].role == roleTool {
+		i++
+	}
+	t.insertMessage(i, msg)
+	return nil
+}

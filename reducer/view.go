@@ -1,0 +1,264 @@
+package reducer
+
+import (
+	"strconv"
+)
+
+// View encoders. Each appends into the caller's dst and returns the extended
+// slice; nothing is retained. Messages and state are the exact AG-UI 1.0
+// shapes (messages.md §1): absent optional fields are omitted, never null.
+
+// AppendView appends the view document: a JSON object with threadId, seq,
+// status, messages, state, runs, steps, subagents, warnings and error.
+func (t *Thread) AppendView(dst []byte) []byte {
+	dst = append(dst, `{"threadId":`...)
+	dst = appendString(dst, t.threadID)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, t.seq, 10)
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, t.Status().String())
+	dst = append(dst, `,"messages":`...)
+	dst = t.AppendMessages(dst)
+	dst = append(dst, `,"state":`...)
+	dst = t.AppendState(dst)
+	dst = append(dst, `,"runs":`...)
+	dst = t.appendRuns(dst)
+	dst = append(dst, `,"steps":`...)
+	dst = t.appendSteps(dst)
+	dst = append(dst, `,"subagents":`...)
+	dst = t.appendSubagents(dst)
+	dst = append(dst, `,"warnings":`...)
+	dst = strconv.AppendUint(dst, t.warnings, 10)
+	dst = append(dst, `,"error":`...)
+	if t.rejection == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendString(dst, t.rejection)
+	}
+	return append(dst, '}')
+}
+
+// AppendMessages appends the messages as a JSON array of AG-UI messages: the
+// value a conforming consumer holds after the same events.
+func (t *Thread) AppendMessages(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i, m := range t.msgs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendMessage(dst, m)
+	}
+	return append(dst, ']')
+}
+
+// AppendMessageAt appends message i (0 <= i < MessageCount()) as JSON.
+func (t *Thread) AppendMessageAt(dst []byte, i int) []byte { return appendMessage(dst, t.msgs[i]) }
+
+// AppendTextFrom appends, as a JSON string, the string content of message i
+// from byte offset from on (the text a journal Appended change added).
+func (t *Thread) AppendTextFrom(dst []byte, i, from int) []byte {
+	m := t.msgs[i]
+	if from > len(m.text) {
+		from = len(m.text)
+	}
+	return appendStringBytes(dst, m.text[from:])
+}
+
+// MessageCount returns the number of messages in the view.
+func (t *Thread) MessageCount() int { return len(t.msgs) }
+
+// AppendState appends the agent state as JSON (any JSON value).
+func (t *Thread) AppendState(dst []byte) []byte { return t.state.AppendJSON(dst) }
+
+// appendMessage encodes one message in its role's AG-UI shape.
+func appendMessage(dst []byte, m *message) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, m.id)
+	dst = append(dst, `,"role":"`...)
+	dst = append(dst, m.role.String()...)
+	dst = append(dst, '"')
+	if m.role == roleActivity {
+		dst = append(dst, `,"activityType":`...)
+		dst = appendString(dst, m.activityType)
+	}
+	if m.hasContent {
+		dst = append(dst, `,"content":`...)
+		switch {
+		case m.doc != nil:
+			dst = m.doc.AppendJSON(dst)
+		case m.raw != nil:
+			dst = append(dst, m.raw...)
+		default:
+			dst = appendStringBytes(dst, m.text)
+		}
+	}
+	if m.hasName {
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, m.name)
+	}
+	if m.role == roleTool {
+		dst = append(dst, `,"toolCallId":`...)
+		dst = appendString(dst, m.toolCallID)
+	}
+	if m.hasError {
+		dst = append(dst, `,"error":`...)
+		dst = appendString(dst, m.errText)
+	}
+	if m.hasToolCalls {
+		dst = append(dst, `,"toolCalls":[`...)
+		for i, c := range m.toolCalls {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendToolCall(dst, c)
+		}
+		dst = append(dst, ']')
+	}
+	if m.hasEncrypted {
+		dst = append(dst, `,"encryptedValue":`...)
+		dst = appendString(dst, m.encrypted)
+	}
+	if m.owner.tagged {
+		dst = append(dst, `,"subagentRunId":`...)
+		dst = appendString(dst, m.owner.id)
+	}
+	if m.meta != nil {
+		dst = append(dst, `,"metadata":`...)
+		dst = m.meta.AppendJSON(dst)
+	}
+	return append(dst, '}')
+}
+
+func appendToolCall(dst []byte, c *toolCall) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, c.id)
+	dst = append(dst, `,"type":"function","function":{"name":`...)
+	dst = appendString(dst, c.name)
+	dst = append(dst, `,"arguments":`...)
+	dst = appendStringBytes(dst, c.args)
+	dst = append(dst, '}')
+	if c.hasEncrypted {
+		dst = append(dst, `,"encryptedValue":`...)
+		dst = appendString(dst, c.encrypted)
+	}
+	if c.meta != nil {
+		dst = append(dst, `,"metadata":`...)
+		dst = c.meta.AppendJSON(dst)
+	}
+	return append(dst, '}')
+}
+
+func (t *Thread) appendRuns(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i, r := range t.runs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"runId":`...)
+		dst = appendString(dst, r.runID)
+		dst = append(dst, `,"threadId":`...)
+		dst = appendString(dst, r.threadID)
+		if r.hasParent {
+			dst = append(dst, `,"parentRunId":`...)
+			dst = appendString(dst, r.parentRunID)
+		}
+		if r.protocolVersion != "" {
+			dst = append(dst, `,"protocolVersion":`...)
+			dst = appendString(dst, r.protocolVersion)
+		}
+		dst = append(dst, `,"status":"`...)
+		dst = append(dst, runStatusNames[r.status]...)
+		dst = append(dst, `","verdict":`...)
+		if r.rejected {
+			dst = append(dst, `"rejected","rejection":{"code":`...)
+			dst = appendString(dst, r.rejectCode)
+			dst = append(dst, `,"reason":`...)
+			dst = appendString(dst, r.rejectReason)
+			dst = append(dst, '}')
+		} else {
+			dst = append(dst, `"ok"`...)
+		}
+		dst = appendRaw(dst, `,"result":`, r.result)
+		dst = appendRaw(dst, `,"outcome":`, r.outcome)
+		dst = appendRaw(dst, `,"usage":`, r.usage)
+		if r.hasError {
+			dst = append(dst, `,"error":{"message":`...)
+			dst = appendString(dst, r.errMessage)
+			if r.hasCode {
+				dst = append(dst, `,"code":`...)
+				dst = appendString(dst, r.errCode)
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendRaw(dst []byte, key string, raw []byte) []byte {
+	if raw == nil {
+		return dst
+	}
+	return append(append(dst, key...), raw...)
+}
+
+func (t *Thread) appendSteps(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i, s := range t.m.steps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendString(dst, s.name)
+		if s.owner.tagged {
+			dst = append(dst, `,"subagentRunId":`...)
+			dst = appendString(dst, s.owner.id)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func (t *Thread) appendSubagents(dst []byte) []byte {
+	dst = append(dst, '[')
+	for i, s := range t.subagents {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"subagentRunId":`...)
+		dst = appendString(dst, s.id)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, s.name)
+		dst = appendOpt(dst, `,"description":`, s.description, s.hasDescription)
+		dst = appendOpt(dst, `,"parentSubagentRunId":`, s.parentSub, s.hasParentSub)
+		dst = appendOpt(dst, `,"parentToolCallId":`, s.parentToolCall, s.hasParentToolCall)
+		dst = appendOpt(dst, `,"parentMessageId":`, s.parentMessage, s.hasParentMessage)
+		if s.run >= 0 && s.run < len(t.runs) {
+			dst = append(dst, `,"runId":`...)
+			dst = appendString(dst, t.runs[s.run].runID)
+		}
+		dst = append(dst, `,"status":"`...)
+		dst = append(dst, subStatusNames[s.status]...)
+		dst = append(dst, '"')
+		dst = appendRaw(dst, `,"result":`, s.result)
+		dst = appendRaw(dst, `,"outcome":`, s.outcome)
+		if s.status == subError {
+			dst = append(dst, `,"error":{"message":`...)
+			dst = appendString(dst, s.errMessage)
+			if s.hasCode {
+				dst = append(dst, `,"code":`...)
+				dst = appendString(dst, s.errCode)
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendOpt(dst []byte, key, v string, has bool) []byte {
+	if !has {
+		return dst
+	}
+	return appendString(append(dst, key...), v)
+}
