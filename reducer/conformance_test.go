@@ -193,3 +193,142 @@ func jsonEqual(t *testing.T, what string, got, want []byte) {
 		t.Errorf("%s differ\ngot  %s\nwant %s", what, got, want)
 	}
 }
+
+// officialFixture is a file of conformance/official (the protocol's own
+// fixtures); only the keys a pipeline consumer can show are checked.
+type officialFixture struct {
+	Stream []json.RawMessage `json:"stream"`
+	Input  json.RawMessage   `json:"input"`
+	Expect struct {
+		Outcome      string          `json:"outcome"`
+		MessageCount *int            `json:"messageCount"`
+		Messages     json.RawMessage `json:"messages"`
+		State        json.RawMessage `json:"state"`
+		NoWarnings   bool            `json:"noWarnings"`
+		Warnings     []string        `json:"warnings"`
+		RunError     *string         `json:"runError"`
+	} `json:"expect"`
+}
+
+func TestConformanceOfficial(t *testing.T) {
+	for _, file := range loadJSONFiles(t, "official") {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			var f officialFixture
+			readJSON(t, file, &f)
+			thr := NewThread("official")
+			if len(f.Input) > 0 {
+				var in codec.RunInput
+				if err := codec.DecodeRunInput(f.Input, &in); err != nil {
+					t.Fatalf("input: %v", err)
+				}
+				if err := thr.SetInput(&in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := feed(t, thr, f.Stream)
+			checkOfficial(t, &f, r)
+		})
+	}
+}
+
+func checkOfficial(t *testing.T, f *officialFixture, r *corpusRun) {
+	t.Helper()
+	x := &f.Expect
+	switch x.Outcome {
+	case "completed":
+		if r.fatalIdx >= 0 {
+			t.Errorf("want completed, rejected at event %d: %v", r.fatalIdx, r.fatal)
+		}
+	case "failed":
+		if r.fatalIdx < 0 {
+			t.Errorf("want failed, stream accepted")
+		}
+	default:
+		t.Fatalf("unknown outcome %q", x.Outcome)
+	}
+	if x.NoWarnings && len(r.warnIdx) > 0 {
+		t.Errorf("want no warnings, got %q", r.warnText)
+	}
+	if len(x.Warnings) > 0 && len(r.warnIdx) == 0 {
+		t.Errorf("want warnings (%q), got none", x.Warnings)
+	}
+	var msgs []any
+	if err := json.Unmarshal(r.thread.AppendMessages(nil), &msgs); err != nil {
+		t.Fatalf("messages are not JSON: %v", err)
+	}
+	if x.MessageCount != nil && len(msgs) != *x.MessageCount {
+		t.Errorf("message count = %d, want %d", len(msgs), *x.MessageCount)
+	}
+	if len(x.Messages) > 0 {
+		var want any
+		mustUnmarshal(t, x.Messages, &want)
+		if path, ok := subset(msgs, want); !ok {
+			t.Errorf("messages differ at %s\ngot  %s\nwant %s", path, r.thread.AppendMessages(nil), x.Messages)
+		}
+	}
+	if len(x.State) > 0 {
+		var got, want any
+		mustUnmarshal(t, r.thread.AppendState(nil), &got)
+		mustUnmarshal(t, x.State, &want)
+		if path, ok := subset(got, want); !ok {
+			t.Errorf("state differs at %s\ngot  %s\nwant %s", path, r.thread.AppendState(nil), x.State)
+		}
+	}
+	if x.RunError != nil {
+		var view struct {
+			Runs []struct {
+				Error *struct{ Message string } `json:"error"`
+			} `json:"runs"`
+		}
+		mustUnmarshal(t, r.thread.AppendView(nil), &view)
+		found := false
+		for _, run := range view.Runs {
+			found = found || run.Error != nil && run.Error.Message == *x.RunError
+		}
+		if !found {
+			t.Errorf("no run reports the producer's error %q: %s", *x.RunError, r.thread.AppendView(nil))
+		}
+	}
+}
+
+func mustUnmarshal(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+}
+
+// subset reports whether got matches want the way the official fixtures
+// compare: arrays must have the same length and match element-wise; objects
+// are compared only on the keys want names; scalars must be equal.
+func subset(got, want any) (string, bool) {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok {
+				return "." + k + " (absent)", false
+			}
+			if p, ok := subset(gv, wv); !ok {
+				return "." + k + p, false
+			}
+		}
+		return "", true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return " (array length)", false
+		}
+		for i := range w {
+			if p, ok := subset(g[i], w[i]); !ok {
+				return "[" + itoa(i) + "]" + p, false
+			}
+		}
+		return "", true
+	}
+	return "", got == want
+}
