@@ -35,7 +35,10 @@ type StreamReader struct {
 	mode   byte // 0 undetected, 'j' JSON values, 'a' JSON array, 's' SSE
 	arrSt  byte // array: 0 want element or ']', 1 want ',' or ']', 2 closed
 	max    int
-	ev     []byte // SSE: data of the event being assembled
+	ev     []byte    // SSE: data of the event being assembled
+	evBufs [2][]byte // SSE: alternating assembly buffers, so that a held
+	// event is poisoned (not overwritten by the next one) under tcpoison
+	cur    int
 	hasEv  bool   // SSE: a data line was seen since the last dispatch
 	evLine int    // SSE: line of the first data line of the pending event
 	evOff  int    // SSE: its byte offset
@@ -386,7 +389,9 @@ func (s *StreamReader) readLine() (line []byte, eofLine bool, ok bool, err error
 }
 
 func (s *StreamReader) nextSSE() ([]byte, error) {
-	s.ev = s.ev[:0]
+	s.evBufs[s.cur] = s.ev
+	s.cur ^= 1
+	s.ev = s.evBufs[s.cur][:0]
 	s.hasEv = false
 	for {
 		startLine := s.line
