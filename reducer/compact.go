@@ -1,0 +1,607 @@
+package reducer
+
+// NOTE: structure of this file. A Compactor keeps a pending output window
+// (entries) and, per item the window may still extend, the index of the compactEntry
+// later events can be folded into (heads). Add classifies one event: it either
+// folds into a head, or is appended and becomes (or removes) heads. Flush
+// finalises the window. A light model of the chunk lanes (lanes) runs beside
+// it, because whether an event may move depends on whether its lane has a
+// chunk stream open. The rules, and why each is safe, are on Compactor.
+
+import (
+	"strings"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+// Compactor shortens an AG-UI event stream without changing the view it
+// produces: folding each Flush's output, in order, into a view gives the same
+// messages, state, runs, steps, subagents, verdicts and warning count as
+// folding the events given to Add, in order. Only the stream sequence and
+// what a view never holds (timestamps, rawEvent of folded events, and the
+// metadata of events that have no merge target) differ.
+//
+// What it does, within the window between two Flushes:
+//
+//   - Content deltas of one item (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
+//     REASONING_MESSAGE_CONTENT with the same id and the same attribution)
+//     are joined into the first of them, even when other items' events sit
+//     in between; chunk continuations are joined into the chunk that opened
+//     or last continued the same chunk stream, so a chunked item becomes one
+//     event.
+//   - State events are folded: a STATE_DELTA into the preceding STATE_SNAPSHOT
+//     (applied with jsondoc) or STATE_DELTA (patches concatenated); a
+//     STATE_SNAPSHOT replaces the preceding state event.
+//   - Activity events are folded the same way per activity message: deltas
+//     into a preceding replacing snapshot or delta, a replacing snapshot over
+//     what precedes it.
+//
+// Why it is safe. Add is told the verdict the reducer gave each event on the
+// real view (clean: applied with no warning and no fatal error). Only clean
+// events are folded, and only across clean events that commute with them:
+//
+//   - Merging two patches is atomic-unsafe in general (a failure would skip
+//     both), but both patches are known to have applied, in this order, to
+//     this state, so their concatenation applies to the same result.
+//   - An event never moves across another event touching the same item
+//     (same message, tool call, or the state), nor across RUN_STARTED,
+//     RUN_FINISHED, RUN_ERROR, MESSAGES_SNAPSHOT or any event that was not
+//     clean: those seal the window, and stay exactly where they were.
+//   - Events closing a chunk lane (patterns.md §3.3) are folded away only
+//     when that lane has no chunk stream open, so the closing was a no-op;
+//     joined events must carry identical attribution, so no lane is closed
+//     that was not closed before.
+//   - Metadata merges per key, last write wins, without recursion
+//     (metadata.md §3), so merging the metadata of folded events in order
+//     and then into the item gives the item the same metadata.
+//
+// A Compactor's output may only be followed by the output of the same
+// Compactor: its model of the chunk lanes continues from one Flush to the
+// next.
+//
+// A Compactor is not safe for concurrent use. Events given to Add are copied
+// (the caller may reuse them once Add returns); the events Flush returns own
+// their memory and are never touched by the Compactor again.
+type Compactor struct {
+	entries []compactEntry
+	heads   map[compactKey]int // item -> index into entries it may still fold into
+
+	lanes        map[string]*compactStream // lane key (see compactLaneOf) -> open chunk stream
+	lanesUnknown bool                      // a non-clean event made the lane model unreliable
+	serial       uint64                    // chunk stream counter
+}
+
+// compactKey names what an event builds: a message ('m'), a tool call ('t') or
+// the state ('s').
+type compactKey struct {
+	kind byte
+	id   string
+}
+
+var compactStateKey = compactKey{kind: 's'}
+
+// compactStream is the chunk stream a lane is assembling.
+type compactStream struct {
+	kind   codec.Type // the *_CHUNK type
+	id     string
+	serial uint64
+}
+
+// compactEntry is one pending output event and what has been folded into it.
+type compactEntry struct {
+	ev     *codec.Event
+	stream uint64 // chunk stream serial for chunk entries, 0 otherwise
+
+	delta []byte          // joined deltas, once a second one arrived
+	meta  *jsondoc.Doc    // merged metadata, once a second one arrived
+	doc   *jsondoc.Doc    // folded state snapshot / activity content
+	patch []codec.PatchOp // concatenated patch, once a second one arrived
+}
+
+// NewCompactor returns an empty Compactor.
+func NewCompactor() *Compactor {
+	return &Compactor{
+		heads: make(map[compactKey]int),
+		lanes: make(map[string]*compactStream),
+	}
+}
+
+// Compact returns events compacted for a thread that starts empty (as
+// NewThread makes it): folding the result into a new Thread gives the same
+// view as folding events. To compact for another starting point, use
+// CompactFrom. The returned events own their memory; events are only read.
+func Compact(events []*codec.Event) []*codec.Event {
+	return CompactFrom(nil, events)
+}
+
+// CompactFrom is Compact for a thread that starts from input (as SetInput
+// sets it); nil means an empty thread. The compacted stream is equivalent to
+// events for that starting point: whether a patch applies, or an event is
+// rejected, depends on it.
+func CompactFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
+	t := NewThread("compact")
+	if input != nil {
+		// SetInput fails only on state that is not JSON, which a decoded
+		// RunInput never holds; the thread is then left as it was, which is
+		// what the view would start from too.
+		_ = t.SetInput(input)
+	}
+	c := NewCompactor()
+	for i, ev := range events {
+		c.Add(ev, t.Apply(uint64(i)+1, ev))
+	}
+	return c.Flush(make([]*codec.Event, 0, len(events)/4+1))
+}
+
+// Add takes the next event of the stream and the Result the reducer gave it
+// on the view the compacted output will be folded into (the pipeline passes
+// what its Thread.Apply returned). Only events applied cleanly — no warning,
+// no fatal error — are folded. ev is copied; the caller may reuse it when
+// Add returns.
+func (c *Compactor) Add(ev *codec.Event, res Result) {
+	if res.Fatal != nil || len(res.Warnings) > 0 {
+		c.barrier()
+		c.appendEntry(ev, 0)
+		if res.Fatal != nil || isChunk(ev.Type) {
+			// What a refused event, or a chunk that warned, did to the
+			// chunk lanes is not modelled; until a clean run-level event
+			// resets them, every lane counts as possibly open, which
+			// disables every fold that would drop a lane closure.
+			c.lanesUnknown = true
+			return
+		}
+		// A warned event was admitted, so it closed the lanes it closes
+		// before its handler skipped it (patterns.md §3.3).
+		c.closeLanesOf(ev)
+		return
+	}
+	switch ev.Type {
+	case codec.TypeRunStarted, codec.TypeRunFinished, codec.TypeRunError, codec.TypeMessagesSnapshot:
+		c.barrier()
+		c.closeAllLanes()
+		c.appendEntry(ev, 0)
+
+	case codec.TypeTextMessageContent, codec.TypeReasoningMessageContent:
+		c.addContent(ev, compactKey{'m', ev.MessageID})
+	case codec.TypeToolCallArgs:
+		c.addContent(ev, compactKey{'t', ev.ToolCallID})
+
+	case codec.TypeTextMessageStart, codec.TypeTextMessageEnd,
+		codec.TypeReasoningMessageStart, codec.TypeReasoningMessageEnd:
+		c.drop(compactKey{'m', ev.MessageID})
+		c.closeLane(compactLaneOf(ev))
+		c.appendEntry(ev, 0)
+	case codec.TypeToolCallStart, codec.TypeToolCallEnd:
+		// A TOOL_CALL_START may create or extend its parent message, but
+		// only its toolCalls list, which no foldable event of that message
+		// touches; so message heads survive it.
+		c.drop(compactKey{'t', ev.ToolCallID})
+		c.closeLane(compactLaneOf(ev))
+		c.appendEntry(ev, 0)
+	case codec.TypeToolCallResult:
+		c.drop(compactKey{'m', ev.MessageID})
+		c.drop(compactKey{'t', ev.ToolCallID})
+		c.closeLane(compactLaneOf(ev))
+		c.appendEntry(ev, 0)
+
+	case codec.TypeReasoningStart, codec.TypeReasoningEnd,
+		codec.TypeStepStarted, codec.TypeStepFinished, codec.TypeCustom:
+		c.closeLane(compactLaneOf(ev))
+		c.appendEntry(ev, 0)
+	case codec.TypeSubagentFinished, codec.TypeSubagentError:
+		c.closeLane(compactLaneKey(ev.SubagentRunID))
+		c.appendEntry(ev, 0)
+	case codec.TypeRaw, codec.TypeSubagentStarted, codec.TypeReasoningEncryptedValue:
+		// Close nothing and build nothing a fold could reorder against:
+		// an encrypted value sets a field no foldable event touches.
+		c.appendEntry(ev, 0)
+
+	case codec.TypeStateSnapshot, codec.TypeStateDelta:
+		c.addState(ev)
+	case codec.TypeActivitySnapshot, codec.TypeActivityDelta:
+		c.addActivity(ev)
+
+	case codec.TypeTextMessageChunk, codec.TypeReasoningMessageChunk:
+		c.addChunk(ev, 'm', ev.MessageID)
+	case codec.TypeToolCallChunk:
+		c.addChunk(ev, 't', ev.ToolCallID)
+
+	default:
+		c.barrier()
+		c.appendEntry(ev, 0)
+	}
+}
+
+// Flush appends the compacted events of the window to dst and starts a new
+// window. The events belong to the caller.
+func (c *Compactor) Flush(dst []*codec.Event) []*codec.Event {
+	for i := range c.entries {
+		dst = append(dst, c.entries[i].finish())
+		c.entries[i] = compactEntry{}
+	}
+	c.entries = c.entries[:0]
+	clear(c.heads)
+	return dst
+}
+
+// Pending reports how many events the current window holds.
+func (c *Compactor) Pending() int { return len(c.entries) }
+
+// barrier seals the window: nothing after it folds into anything before it.
+func (c *Compactor) barrier() { clear(c.heads) }
+
+func (c *Compactor) drop(k compactKey) { delete(c.heads, k) }
+
+func (c *Compactor) appendEntry(ev *codec.Event, stream uint64) int {
+	c.entries = append(c.entries, compactEntry{ev: ev.Clone(), stream: stream})
+	return len(c.entries) - 1
+}
+
+// head returns the compactEntry k may fold into, or nil.
+func (c *Compactor) head(k compactKey) *compactEntry {
+	if i, ok := c.heads[k]; ok {
+		return &c.entries[i]
+	}
+	return nil
+}
+
+func (c *Compactor) setHead(k compactKey, i int) {
+	// Keys are stored with the compactEntry's own (copied) id.
+	c.heads[k] = i
+}
+
+// addContent handles an explicit content event of item k.
+func (c *Compactor) addContent(ev *codec.Event, k compactKey) {
+	lane := compactLaneOf(ev)
+	if h := c.head(k); h != nil && !c.laneOpen(lane) && h.ev.Type == ev.Type && h.stream == 0 {
+		// The joined event keeps the head's attribution. Both were clean,
+		// so each tag was absent or the item's owner, and a continuation's
+		// tag builds nothing; ev's only other effect, closing its lane, was
+		// a no-op (the lane is not open).
+		h.appendDelta(ev)
+		h.mergeMeta(ev)
+		return
+	}
+	c.closeLane(lane)
+	i := c.appendEntry(ev, 0)
+	c.setHead(compactKey{k.kind, compactID(c.entries[i].ev, k.kind)}, i)
+}
+
+// addChunk handles a *_CHUNK event: it is resolved to its lane's stream the
+// way chunk expansion does (patterns.md §3.4), and a continuation is folded
+// into the compactEntry that last extended the same stream.
+func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
+	if c.lanesUnknown {
+		c.barrier()
+		c.appendEntry(ev, 0)
+		return
+	}
+	lane, s := c.resolveChunk(ev, id)
+	if s != nil { // continuation
+		if h := c.head(compactKey{kind, s.id}); h != nil && h.stream == s.serial {
+			h.appendChunkDelta(ev)
+			h.mergeMeta(ev)
+			return
+		}
+		i := c.appendEntry(ev, s.serial)
+		c.setHead(compactKey{kind, s.id}, i)
+		return
+	}
+	// Opener: it closes whatever the lane had open and starts a stream.
+	c.serial++
+	i := c.appendEntry(ev, c.serial)
+	owned := compactID(c.entries[i].ev, kind)
+	c.lanes[lane] = &compactStream{kind: ev.Type, id: owned, serial: c.serial}
+	c.setHead(compactKey{kind, owned}, i)
+}
+
+// resolveChunk returns the lane a chunk belongs to and, when it continues
+// that lane's open stream, the stream. It mirrors chunk expansion: a named
+// id continues wherever it is open; a tag names its lane; an untagged
+// id-less chunk continues the parent's stream of its kind, else the sole
+// open stream of its kind.
+func (c *Compactor) resolveChunk(ev *codec.Event, id string) (string, *compactStream) {
+	var lane string
+	tagged := ev.Has(codec.FieldSubagentRunID)
+	switch {
+	case id != "":
+		lane = compactLaneOf(ev)
+		for k, s := range c.lanes {
+			if s.kind == ev.Type && s.id == id {
+				lane = k
+				break
+			}
+		}
+	case tagged:
+		lane = compactLaneOf(ev)
+	default:
+		lane = compactParentLane
+		if s := c.lanes[compactParentLane]; s == nil || s.kind != ev.Type {
+			n := 0
+			for k, s := range c.lanes {
+				if s.kind == ev.Type {
+					lane = k
+					n++
+				}
+			}
+			if n != 1 {
+				lane = compactParentLane
+			}
+		}
+	}
+	if s := c.lanes[lane]; s != nil && s.kind == ev.Type && (id == "" || id == s.id) {
+		return lane, s
+	}
+	return lane, nil
+}
+
+// addState folds STATE_SNAPSHOT and STATE_DELTA.
+func (c *Compactor) addState(ev *codec.Event) {
+	lane := compactLaneOf(ev)
+	if h := c.head(compactStateKey); h != nil && !c.laneOpen(lane) {
+		// On state events the tag is provenance only (subagents.md §5):
+		// its one effect is closing its lane, a no-op here. The head keeps
+		// its own tag, so the lane closing at the head's place stays.
+		if ev.Type == codec.TypeStateSnapshot {
+			// The later snapshot makes whatever h built unobservable.
+			hadTag, tag := h.ev.Has(codec.FieldSubagentRunID), h.ev.SubagentRunID
+			h.replaceWith(ev)
+			h.ev.Fields &^= codec.FieldSet(0).With(codec.FieldSubagentRunID)
+			h.ev.SubagentRunID = ""
+			if hadTag {
+				h.ev.Fields = h.ev.Fields.With(codec.FieldSubagentRunID)
+				h.ev.SubagentRunID = tag
+			}
+			return
+		}
+		switch h.ev.Type {
+		case codec.TypeStateSnapshot:
+			if h.applyToDoc(h.ev.Snapshot, ev.Patch) {
+				h.mergeMeta(ev)
+				return
+			}
+		case codec.TypeStateDelta:
+			h.appendPatch(ev)
+			h.mergeMeta(ev)
+			return
+		}
+	}
+	c.closeLane(lane)
+	c.setHead(compactStateKey, c.appendEntry(ev, 0))
+}
+
+// addActivity folds ACTIVITY_SNAPSHOT and ACTIVITY_DELTA of one activity
+// message. Neither closes a chunk lane.
+func (c *Compactor) addActivity(ev *codec.Event) {
+	k := compactKey{'m', ev.MessageID}
+	replacing := ev.Type == codec.TypeActivityDelta || ev.Replace || !ev.Has(codec.FieldReplace)
+	if !replacing {
+		// replace:false leaves an existing activity alone but creates a
+		// missing one; which of the two happened is not known here.
+		c.drop(k)
+		c.appendEntry(ev, 0)
+		return
+	}
+	if h := c.head(k); h != nil {
+		switch {
+		case ev.Type == codec.TypeActivitySnapshot:
+			// A replacing snapshot replaces content and type and re-mints
+			// the owner; the metadata accumulated so far survives it.
+			h.replaceWith(ev)
+			return
+		case h.ev.Type == codec.TypeActivitySnapshot:
+			if h.applyToDoc(h.ev.Content, ev.Patch) {
+				h.ev.ActivityType = ev.ActivityType
+				h.mergeMeta(ev)
+				return
+			}
+		case h.ev.Type == codec.TypeActivityDelta:
+			h.appendPatch(ev)
+			h.ev.ActivityType = ev.ActivityType
+			if !h.ev.Has(codec.FieldSubagentRunID) && ev.Has(codec.FieldSubagentRunID) {
+				// Both agreed with the owner (they were clean), so either
+				// tag is the owner's.
+				h.ev.SubagentRunID = ev.SubagentRunID
+				h.ev.Fields = h.ev.Fields.With(codec.FieldSubagentRunID)
+			}
+			h.mergeMeta(ev)
+			return
+		}
+	}
+	i := c.appendEntry(ev, 0)
+	c.setHead(compactKey{'m', c.entries[i].ev.MessageID}, i)
+}
+
+// Lanes.
+
+const compactParentLane = ""
+
+// compactLaneOf is the lane an event's attribution names: the parent agent when it
+// carries no subagentRunId.
+func compactLaneOf(ev *codec.Event) string {
+	if !ev.Has(codec.FieldSubagentRunID) {
+		return compactParentLane
+	}
+	return compactLaneKey(ev.SubagentRunID)
+}
+
+// compactLaneKey keeps a present-but-empty subagentRunId apart from the parent lane.
+func compactLaneKey(tag string) string { return "#" + tag }
+
+func (c *Compactor) laneOpen(lane string) bool {
+	return c.lanesUnknown || c.lanes[lane] != nil
+}
+
+func (c *Compactor) closeLane(lane string) {
+	delete(c.lanes, lane)
+}
+
+// closeLanesOf applies the lane closing of a non-chunk event (patterns.md
+// §3.3) without folding anything.
+func (c *Compactor) closeLanesOf(ev *codec.Event) {
+	switch ev.Type {
+	case codec.TypeRunStarted, codec.TypeRunFinished, codec.TypeRunError, codec.TypeMessagesSnapshot:
+		c.closeAllLanes()
+	case codec.TypeSubagentFinished, codec.TypeSubagentError:
+		c.closeLane(compactLaneKey(ev.SubagentRunID))
+	case codec.TypeRaw, codec.TypeActivitySnapshot, codec.TypeActivityDelta,
+		codec.TypeReasoningEncryptedValue, codec.TypeSubagentStarted, codec.TypeUnknown:
+	default:
+		c.closeLane(compactLaneOf(ev))
+	}
+}
+
+func isChunk(t codec.Type) bool {
+	return t == codec.TypeTextMessageChunk || t == codec.TypeToolCallChunk || t == codec.TypeReasoningMessageChunk
+}
+
+func (c *Compactor) closeAllLanes() {
+	clear(c.lanes)
+	c.lanesUnknown = false
+}
+
+func compactSameTag(a, b *codec.Event) bool {
+	return a.Has(codec.FieldSubagentRunID) == b.Has(codec.FieldSubagentRunID) &&
+		a.SubagentRunID == b.SubagentRunID
+}
+
+func compactID(ev *codec.Event, kind byte) string {
+	if kind == 't' {
+		return ev.ToolCallID
+	}
+	return ev.MessageID
+}
+
+// Entries.
+
+func (e *compactEntry) appendDelta(ev *codec.Event) {
+	if e.delta == nil {
+		e.delta = append(make([]byte, 0, 2*(len(e.ev.Delta)+len(ev.Delta))), e.ev.Delta...)
+	}
+	e.delta = append(e.delta, ev.Delta...)
+}
+
+// appendChunkDelta joins a continuation chunk's delta. A chunk without delta
+// adds no content (a metadata-only continuation yields an empty delta).
+func (e *compactEntry) appendChunkDelta(ev *codec.Event) {
+	if !ev.Has(codec.FieldDelta) {
+		return
+	}
+	if !e.ev.Has(codec.FieldDelta) {
+		e.ev.Fields = e.ev.Fields.With(codec.FieldDelta)
+	}
+	e.appendDelta(ev)
+}
+
+// mergeMeta merges ev's metadata over the compactEntry's, per key, last write wins.
+func (e *compactEntry) mergeMeta(ev *codec.Event) {
+	if !ev.Has(codec.FieldMetadata) {
+		return
+	}
+	if e.meta == nil {
+		if !e.ev.Has(codec.FieldMetadata) {
+			e.ev.Metadata = append(codec.Raw(nil), ev.Metadata...)
+			e.ev.Fields = e.ev.Fields.With(codec.FieldMetadata)
+			return
+		}
+		d, err := jsondoc.Parse(e.ev.Metadata)
+		if err != nil {
+			panic("reducer: compact: metadata the codec accepted does not parse: " + err.Error())
+		}
+		e.meta = d
+	}
+	if err := e.meta.MergeShallow(ev.Metadata); err != nil {
+		panic("reducer: compact: metadata the codec accepted does not merge: " + err.Error())
+	}
+}
+
+// applyToDoc applies a patch to the compactEntry's folded document (started from
+// base), reporting whether it applied. On failure nothing changed.
+func (e *compactEntry) applyToDoc(base codec.Raw, ops []codec.PatchOp) bool {
+	if e.doc == nil {
+		d, err := jsondoc.Parse(base)
+		if err != nil {
+			return false
+		}
+		e.doc = d
+	}
+	return e.doc.Apply(ops) == nil
+}
+
+func (e *compactEntry) appendPatch(ev *codec.Event) {
+	if e.patch == nil {
+		e.patch = append(make([]codec.PatchOp, 0, len(e.ev.Patch)+len(ev.Patch)), e.ev.Patch...)
+	}
+	for i := range ev.Patch {
+		e.patch = append(e.patch, compactClonePatchOp(&ev.Patch[i]))
+	}
+}
+
+// replaceWith makes the compactEntry ev, keeping the metadata merged so far and
+// merging ev's over it.
+func (e *compactEntry) replaceWith(ev *codec.Event) {
+	old := e.finishMeta()
+	oldHas := e.ev.Has(codec.FieldMetadata)
+	*e = compactEntry{ev: ev.Clone()}
+	if !oldHas {
+		return
+	}
+	newEv := e.ev
+	newMeta, newHas := newEv.Metadata, newEv.Has(codec.FieldMetadata)
+	newEv.Metadata = old
+	newEv.Fields = newEv.Fields.With(codec.FieldMetadata)
+	if newHas {
+		e.mergeMeta(&codec.Event{Metadata: newMeta, Fields: codec.FieldSet(0).With(codec.FieldMetadata)})
+	}
+}
+
+func (e *compactEntry) finishMeta() codec.Raw {
+	if e.meta != nil {
+		return e.meta.AppendJSON(nil)
+	}
+	return e.ev.Metadata
+}
+
+// finish writes what was folded into the compactEntry into its event.
+func (e *compactEntry) finish() *codec.Event {
+	ev := e.ev
+	if e.delta != nil {
+		ev.Delta = string(e.delta)
+	}
+	if e.meta != nil {
+		ev.Metadata = e.meta.AppendJSON(nil)
+	}
+	if e.doc != nil {
+		switch ev.Type {
+		case codec.TypeStateSnapshot:
+			ev.Snapshot = e.doc.AppendJSON(nil)
+		case codec.TypeActivitySnapshot:
+			ev.Content = e.doc.AppendJSON(nil)
+		}
+	}
+	if e.patch != nil {
+		ev.Patch = e.patch
+		raw := make(codec.Raw, 0, 64*len(e.patch))
+		raw = append(raw, '[')
+		for i := range e.patch {
+			if i > 0 {
+				raw = append(raw, ',')
+			}
+			raw = append(raw, e.patch[i].Raw...)
+		}
+		ev.PatchRaw = append(raw, ']')
+	}
+	return ev
+}
+
+// compactClonePatchOp copies one operation of an event's patch so that it outlives
+// the event.
+func compactClonePatchOp(op *codec.PatchOp) codec.PatchOp {
+	c := *op
+	c.Path = strings.Clone(op.Path)
+	c.From = strings.Clone(op.From)
+	c.Value = append(codec.Raw(nil), op.Value...)
+	c.Raw = append(codec.Raw(nil), op.Raw...)
+	return c
+}

@@ -1,0 +1,325 @@
+package reducer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
+)
+
+const (
+	rs = `{"type":"RUN_STARTED","threadId":"t","runId":"r"}`
+	rf = `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`
+)
+
+func lines(ls ...string) [][]byte {
+	out := make([][]byte, len(ls))
+	for i, l := range ls {
+		out[i] = []byte(l)
+	}
+	return out
+}
+
+// TestCompactRules pins what each rule produces on small streams. The wanted
+// output is written by hand from the rules in compact.go's doc comment; every
+// case is also checked for the invariant.
+func TestCompactRules(t *testing.T) {
+	tests := []struct {
+		name string
+		give []string
+		want []string
+	}{
+		{
+			name: "adjacent text deltas join, metadata merges last write wins",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hel","metadata":{"a":1,"b":1}}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lo","metadata":{"b":2,"c":null}}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hello","metadata":{"a":1,"b":2,"c":null}}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+		},
+		{
+			name: "interleaved items join per item across each other",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
+				`{"type":"RAW","event":1}`,
+				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"}"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TOOL_CALL_END","toolCallId":"c"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ab"}`,
+				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}`,
+				`{"type":"RAW","event":1}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TOOL_CALL_END","toolCallId":"c"}`, rf},
+		},
+		{
+			name: "deltas join whatever their attribution, keeping the first one's",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ab"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+		},
+		{
+			name: "a delta that closes an open chunk stream stays where it is",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"x"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"c"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"s"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a","subagentRunId":"s"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"x"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"bc"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"s"}`, rf},
+		},
+		{
+			name: "a chunk stream becomes one chunk",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a","metadata":{"k":1}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","delta":"b"}`,
+				`{"type":"RAW","event":null}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"c","metadata":{"k":2}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","metadata":{"usage":3}}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"abc","metadata":{"k":2,"usage":3}}`,
+				`{"type":"RAW","event":null}`, rf},
+		},
+		{
+			name: "a state delta does not fold while its lane has a chunk stream open",
+			give: []string{rs,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"n":1}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":2}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/x","value":[]}]}`, rf},
+			want: []string{rs,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"n":1}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":2},{"op":"add","path":"/x","value":[]}]}`, rf},
+		},
+		{
+			name: "state deltas fold into the snapshot before them",
+			give: []string{rs,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"n":1,"l":[]}}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":2}]}`,
+				`{"type":"STEP_STARTED","stepName":"s"}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/l/-","value":"x"},{"op":"remove","path":"/n"}]}`,
+				`{"type":"STEP_FINISHED","stepName":"s"}`, rf},
+			want: []string{rs,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"l":["x"]}}`,
+				`{"type":"STEP_STARTED","stepName":"s"}`,
+				`{"type":"STEP_FINISHED","stepName":"s"}`, rf},
+		},
+		{
+			name: "a patch that fails stays where it was, and nothing folds across it",
+			give: []string{rs,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/b","value":1},{"op":"remove","path":"/missing"}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/c","value":1}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/d","value":1}]}`, rf},
+			want: []string{rs,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/b","value":1},{"op":"remove","path":"/missing"}]}`,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/c","value":1},{"op":"add","path":"/d","value":1}]}`, rf},
+		},
+		{
+			name: "a later snapshot replaces the state events before it",
+			give: []string{rs,
+				`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1}]}`,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"z":0}}`, rf},
+			want: []string{rs,
+				`{"type":"STATE_SNAPSHOT","snapshot":{"z":0}}`, rf},
+		},
+		{
+			name: "activity deltas fold into the replacing snapshot, retyping it",
+			give: []string{rs,
+				`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"search","content":{"found":0},"metadata":{"x":1}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"hi"}`,
+				`{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"search2","patch":[{"op":"replace","path":"/found","value":3}],"metadata":{"y":2}}`, rf},
+			want: []string{rs,
+				`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"search2","content":{"found":3},"metadata":{"x":1,"y":2}}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"hi"}`, rf},
+		},
+		{
+			name: "nothing folds across a MESSAGES_SNAPSHOT",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m","role":"assistant","content":"zz"}]}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m","role":"assistant","content":"zz"}]}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+		},
+		{
+			name: "events after a fatal error pass through untouched",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"a"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"b"}`},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"a"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"b"}`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			give := decodeEvents(t, lines(tt.give...))
+			if len(give) != len(tt.give) {
+				t.Fatalf("test input: %d of %d events decode", len(give), len(tt.give))
+			}
+			got := Compact(give)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d events, want %d:\n%s", len(got), len(tt.want), encodeJSONL(got, 100))
+			}
+			for i, w := range tt.want {
+				g := codec.AppendEvent(nil, got[i])
+				eq, err := jsondoc.Equal(g, []byte(w))
+				if err != nil || !eq {
+					t.Errorf("event %d:\n got %s\nwant %s", i, g, w)
+				}
+			}
+			checkEquivalent(t, tt.name, nil, give, got)
+		})
+	}
+}
+
+// TestCompactConformancePrefixes checks the invariant on every prefix of every
+// stream of the shared corpus (cases/ and official/), each from its own
+// starting input.
+func TestCompactConformancePrefixes(t *testing.T) {
+	for _, c := range loadConformance(t) {
+		t.Run(c.name, func(t *testing.T) {
+			for k := 0; k <= len(c.events); k++ {
+				prefix := c.events[:k]
+				checkEquivalent(t, fmt.Sprintf("prefix %d", k), c.input, prefix, CompactFrom(c.input, prefix))
+			}
+		})
+	}
+}
+
+// compactFixtures are the streams of testdata/compact, with the largest
+// share of their events compaction may leave (a regression guard, set a
+// little above what it achieves; short runs leave the least to fold, since
+// every run boundary seals the window).
+var compactFixtures = []struct {
+	name     string
+	maxShare float64
+}{
+	{"compact-a.jsonl.gz", 0.27},
+	{"compact-b-nochunks.jsonl.gz", 0.15},
+	{"compact-c-shortruns.jsonl.gz", 0.42},
+	{"compact-d-plain.jsonl.gz", 0.28},
+}
+
+// TestCompactStreamgen checks the invariant on long random valid streams
+// (testdata/compact, made by ../shared/tools/streamgen; see
+// testdata/compact/README.md): whole stream, many prefixes, and compaction
+// frame by frame with flushes at random points, as the pipeline does it.
+func TestCompactStreamgen(t *testing.T) {
+	for _, fx := range compactFixtures {
+		name := fx.name
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, name)
+			if len(c.events) < 1000 {
+				t.Fatalf("fixture decodes to %d events", len(c.events))
+			}
+			out := Compact(c.events)
+			checkEquivalent(t, "whole stream", nil, c.events, out)
+			// Random valid streams are mostly deltas: compaction must
+			// remove most events, not merely keep the view.
+			if share := float64(len(out)) / float64(len(c.events)); share > fx.maxShare {
+				t.Errorf("compacted %d events to %d (%.2f); want at most %.2f", len(c.events), len(out), share, fx.maxShare)
+			}
+			t.Logf("%d events -> %d", len(c.events), len(out))
+
+			rng := rand.New(rand.NewPCG(uint64(len(name)), 7))
+			for i := 0; i < 40; i++ {
+				k := rng.IntN(len(c.events) + 1)
+				checkEquivalent(t, fmt.Sprintf("prefix %d", k), nil, c.events[:k], Compact(c.events[:k]))
+			}
+
+			for round := 0; round < 5; round++ {
+				framed := compactFramed(c.events, rng, 1+round*7)
+				checkEquivalent(t, fmt.Sprintf("frames of up to %d", 1+round*7), nil, c.events, framed)
+			}
+		})
+	}
+}
+
+// compactFramed compacts events the way the pipeline does: one Compactor,
+// fed the reducer's verdicts, flushed after frames of random size.
+func compactFramed(events []*codec.Event, rng *rand.Rand, maxFrame int) []*codec.Event {
+	th := NewThread("framed")
+	c := NewCompactor()
+	var out []*codec.Event
+	left := 1 + rng.IntN(maxFrame)
+	for i, ev := range events {
+		c.Add(ev, th.Apply(uint64(i)+1, ev))
+		if left--; left == 0 {
+			out = c.Flush(out)
+			left = 1 + rng.IntN(maxFrame)
+		}
+	}
+	return c.Flush(out)
+}
+
+// TestCompactOutputOwnsMemory poisons the input events after compaction; the
+// output must not change.
+func TestCompactOutputOwnsMemory(t *testing.T) {
+	c := loadFixture(t, compactFixtures[0].name)
+	events := c.events[:600]
+	out := Compact(events)
+	before := encodeJSONL(out, len(out))
+	for _, ev := range events {
+		poisonEvent(ev)
+	}
+	if after := encodeJSONL(out, len(out)); after != before {
+		t.Fatal("compacted events changed when the input events were overwritten")
+	}
+}
+
+// poisonEvent overwrites every byte an event's strings and raw values point
+// to. The events come from Clone, whose memory is private to the test.
+func poisonEvent(ev *codec.Event) {
+	for _, r := range []codec.Raw{ev.Metadata, ev.RawEvent, ev.Content, ev.Snapshot, ev.PatchRaw, ev.Value, ev.RawPayload, ev.Result} {
+		for i := range r {
+			r[i] = '#'
+		}
+	}
+	for i := range ev.Patch {
+		for j := range ev.Patch[i].Raw {
+			ev.Patch[i].Raw[j] = '#'
+		}
+		for j := range ev.Patch[i].Value {
+			ev.Patch[i].Value[j] = '#'
+		}
+	}
+	// Strings are immutable; replacing them checks that no output event
+	// aliases the input Event structs themselves.
+	ev.Delta = strings.Repeat("#", len(ev.Delta))
+	ev.MessageID, ev.ToolCallID = "#", "#"
+}
