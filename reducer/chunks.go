@@ -199,7 +199,7 @@ func (t *Thread) toolChunk(e *codec.Event) *ProtocolError {
 			return t.violation("S10", "the first TOOL_CALL_CHUNK of a call must carry toolCallName")
 		}
 		l := lane{owner: t.internOwner(o), kind: laneTool, id: retain(e.ToolCallID), tag: t.internOwner(tag),
-			name: retain(e.ToolCallName), hasParent: e.Has(codec.FieldParentMessageID)}
+			name: retain(e.ToolCallName), hasName: true, hasParent: e.Has(codec.FieldParentMessageID)}
 		if l.hasParent {
 			l.parent = retain(e.ParentMessageID)
 		}

@@ -34,10 +34,18 @@ type corpusRun struct {
 func feed(t *testing.T, thr *Thread, events []json.RawMessage) *corpusRun {
 	t.Helper()
 	out := &corpusRun{thread: thr, fatalIdx: -1}
+	feedRange(out, events, 0, len(events))
+	return out
+}
+
+// feedRange feeds events[lo:hi] (seq = index+1) into out.thread, recording
+// into out; it returns false after a fatal verdict.
+func feedRange(out *corpusRun, events []json.RawMessage, lo, hi int) bool {
+	thr := out.thread
 	var dec codec.Decoder
 	var ev codec.Event
 	var buf []byte
-	for i, raw := range events {
+	for i := lo; i < hi; i++ {
 		seq := uint64(i + 1)
 		out.eventsFed = i + 1
 		// Decode from a buffer that is poisoned after each event, so that a
@@ -45,7 +53,7 @@ func feed(t *testing.T, thr *Thread, events []json.RawMessage) *corpusRun {
 		for j := range buf {
 			buf[j] = '#'
 		}
-		buf = append(buf[:0], raw...)
+		buf = append(buf[:0], events[i]...)
 		err := dec.Decode(buf, &ev)
 		for _, w := range dec.Warnings() {
 			thr.Warn(seq, CodecWarning(seq, w))
@@ -62,7 +70,7 @@ func feed(t *testing.T, thr *Thread, events []json.RawMessage) *corpusRun {
 			}
 			thr.Reject(seq, err)
 			out.fatalIdx, out.fatal = i, err
-			return out
+			return false
 		}
 		res := thr.Apply(seq, &ev)
 		for _, w := range res.Warnings {
@@ -71,10 +79,10 @@ func feed(t *testing.T, thr *Thread, events []json.RawMessage) *corpusRun {
 		}
 		if res.Fatal != nil {
 			out.fatalIdx, out.fatal = i, res.Fatal
-			return out
+			return false
 		}
 	}
-	return out
+	return true
 }
 
 // corpusCase is a file of conformance/cases.
@@ -331,4 +339,18 @@ func subset(got, want any) (string, bool) {
 		return "", true
 	}
 	return "", got == want
+}
+
+// codecDecoderForTests sets a RunAgentInput (official fixtures' input).
+type codecDecoderForTests struct{}
+
+func (codecDecoderForTests) setInput(t *testing.T, thr *Thread, raw json.RawMessage) {
+	t.Helper()
+	var in codec.RunInput
+	if err := codec.DecodeRunInput(raw, &in); err != nil {
+		t.Fatalf("input: %v", err)
+	}
+	if err := thr.SetInput(&in); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -21,3 +21,33 @@ func retainBytes(b []byte) []byte {
 	}
 	return append(make([]byte, 0, len(b)), b...)
 }
+
+// retainJSON is retainBytes for a JSON value from the wire, which it also
+// compacts (drops whitespace outside strings), so that the view's bytes do not
+// depend on how a producer formatted its JSON. The codec has validated raw.
+func retainJSON(raw []byte) []byte {
+	if raw == nil {
+		return nil
+	}
+	out := make([]byte, 0, len(raw))
+	inStr, esc := false, false
+	start := 0
+	for i, c := range raw {
+		switch {
+		case inStr:
+			if esc {
+				esc = false
+			} else if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			out = append(out, raw[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(out, raw[start:]...)
+}

@@ -52,10 +52,10 @@ func (t *Thread) runFinished(e *codec.Event) *ProtocolError {
 		case "cancelled":
 			r.status = runCancelled
 		}
-		r.outcome = retainBytes(e.Outcome.Raw)
+		r.outcome = retainJSON(e.Outcome.Raw)
 	}
 	if e.Has(codec.FieldResult) {
-		r.result = retainBytes(e.Result)
+		r.result = retainJSON(e.Result)
 	}
 	if e.Has(codec.FieldUsage) {
 		r.usage = appendUsage(nil, e.Usage)

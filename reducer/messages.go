@@ -103,7 +103,7 @@ func setContent(m *message, raw codec.Raw) {
 		m.text = appendUnquoted(make([]byte, 0, len(raw)-2), raw)
 		return
 	}
-	m.raw = retainBytes(raw)
+	m.raw = retainJSON(raw)
 }
 
 // appendText appends a delta to a message's string content. Content that is

@@ -65,10 +65,10 @@ func (t *Thread) subagentEnded(e *codec.Event) *ProtocolError {
 			if e.Outcome.Type == "suspended" {
 				inv.status = subSuspended
 			}
-			inv.outcome = retainBytes(e.Outcome.Raw)
+			inv.outcome = retainJSON(e.Outcome.Raw)
 		}
 		if e.Has(codec.FieldResult) {
-			inv.result = retainBytes(e.Result)
+			inv.result = retainJSON(e.Result)
 		}
 	}
 	t.j.runsChanged()

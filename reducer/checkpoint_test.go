@@ -1,0 +1,106 @@
+package reducer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corpusStream is one stream of the shared corpus with its starting point.
+type corpusStream struct {
+	name    string
+	initial *corpusInitial
+	input   json.RawMessage
+	events  []json.RawMessage
+}
+
+// corpusStreams loads every case and every official fixture.
+func corpusStreams(t *testing.T) []corpusStream {
+	t.Helper()
+	var out []corpusStream
+	for _, file := range loadJSONFiles(t, "cases") {
+		var c corpusCase
+		readJSON(t, file, &c)
+		out = append(out, corpusStream{name: filepath.Base(file), initial: c.Initial, events: c.Events})
+	}
+	for _, file := range loadJSONFiles(t, "official") {
+		var f officialFixture
+		readJSON(t, file, &f)
+		out = append(out, corpusStream{name: "official/" + filepath.Base(file), input: f.Input, events: f.Stream})
+	}
+	return out
+}
+
+func (s *corpusStream) start(t *testing.T) *Thread {
+	t.Helper()
+	thr := startThread(t, s.initial)
+	if len(s.input) > 0 {
+		var dec = new(codecDecoderForTests)
+		dec.setInput(t, thr, s.input)
+	}
+	return thr
+}
+
+// TestCheckpointEverySplit checks, for every corpus stream and every split
+// point k, that checkpointing after k events, loading, and applying the rest
+// gives the same view, warnings and verdict as never stopping.
+func TestCheckpointEverySplit(t *testing.T) {
+	for _, s := range corpusStreams(t) {
+		t.Run(strings.TrimSuffix(s.name, ".json"), func(t *testing.T) {
+			want := &corpusRun{thread: s.start(t), fatalIdx: -1}
+			feedRange(want, s.events, 0, len(s.events))
+			wantView := want.thread.AppendView(nil)
+			for k := 0; k <= len(s.events); k++ {
+				got := &corpusRun{thread: s.start(t), fatalIdx: -1}
+				if feedRange(got, s.events, 0, k) {
+					cp := got.thread.AppendCheckpoint(nil)
+					loaded, err := LoadCheckpoint(cp)
+					if err != nil {
+						t.Fatalf("k=%d: LoadCheckpoint: %v\n%s", k, err, cp)
+					}
+					if again := loaded.AppendCheckpoint(nil); !bytes.Equal(again, cp) {
+						t.Fatalf("k=%d: checkpoint does not round-trip\nfirst  %s\nsecond %s", k, cp, again)
+					}
+					got.thread = loaded
+					feedRange(got, s.events, k, len(s.events))
+				}
+				if gotView := got.thread.AppendView(nil); !bytes.Equal(gotView, wantView) {
+					t.Fatalf("k=%d: view differs\ngot  %s\nwant %s", k, gotView, wantView)
+				}
+				if got.fatalIdx != want.fatalIdx || len(got.warnIdx) != len(want.warnIdx) {
+					t.Fatalf("k=%d: fatal at %d with %d warnings, want %d with %d", k,
+						got.fatalIdx, len(got.warnIdx), want.fatalIdx, len(want.warnIdx))
+				}
+			}
+		})
+	}
+}
+
+func TestLoadCheckpointErrors(t *testing.T) {
+	good := NewThread("t").AppendCheckpoint(nil)
+	tests := []struct {
+		name string
+		give string
+	}{
+		{"not json", "{"},
+		{"wrong version", strings.Replace(string(good), `"v":1`, `"v":99`, 1)},
+		{"bad phase", strings.Replace(string(good), `"phase":0`, `"phase":9`, 1)},
+		{"bad messages", strings.Replace(string(good), `"messages":[]`, `"messages":[{"id":1}]`, 1)},
+		{"bad active index", strings.Replace(string(good), `"machine":{`, `"machine":{"active":[3],`, 1)},
+		{"bad lane kind", strings.Replace(string(good), `"machine":{`, `"machine":{"lanes":[{"o":{},"k":9,"id":"x","tag":{}}],`, 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.give == string(good) {
+				t.Fatalf("test input did not change the checkpoint: %s", good)
+			}
+			_, err := LoadCheckpoint([]byte(tt.give))
+			if !errors.Is(err, ErrCheckpoint) {
+				t.Fatalf("err = %v, want ErrCheckpoint", err)
+			}
+		})
+	}
+}
