@@ -1,7 +1,5 @@
 package jsondoc
 
-import "github.com/bytedance/sonic"
-
 // Equal reports whether a and b, each exactly one JSON value, denote the
 // same value: objects compare as unordered name sets (a duplicated name
 // counts once, with its last value, as JSON.parse reads it), arrays
@@ -10,10 +8,10 @@ import "github.com/bytedance/sonic"
 // equality of RFC 6902 "test" and the one the project's conformance tests
 // use. It fails with ErrInvalidJSON if either input is not valid JSON.
 func Equal(a, b []byte) (bool, error) {
-	if !sonic.Valid(a) {
+	if !validJSON(a) {
 		return false, errInvalidJSON(a)
 	}
-	if !sonic.Valid(b) {
+	if !validJSON(b) {
 		return false, errInvalidJSON(b)
 	}
 	return equalValid(trimSpace(a), trimSpace(b)), nil

@@ -59,7 +59,7 @@ func TestEqual(t *testing.T) {
 }
 
 func TestEqualInvalid(t *testing.T) {
-	for _, tt := range []struct{ a, b string }{{`{`, `{}`}, {`{}`, `[1,]`}, {``, `1`}} {
+	for _, tt := range []struct{ a, b string }{{`{`, `{}`}, {`{}`, `[1,]`}, {``, `1`}, {`"\x"`, `"x"`}, {"\"\x01\"", `""`}, {`"\u12"`, `""`}} {
 		if _, err := Equal([]byte(tt.a), []byte(tt.b)); !errors.Is(err, ErrInvalidJSON) {
 			t.Errorf("Equal(%q, %q) error = %v, want ErrInvalidJSON", tt.a, tt.b, err)
 		}

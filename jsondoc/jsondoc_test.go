@@ -29,6 +29,11 @@ func TestParse(t *testing.T) {
 		{name: "bare word", give: `nul`, wantErr: true},
 		{name: "unterminated string", give: `"abc`, wantErr: true},
 		{name: "leading zero number", give: `01`, wantErr: true},
+		{name: "control character in string", give: "\"a\x01\"", wantErr: true},
+		{name: "raw tab in string", give: "[\"a\tb\"]", wantErr: true},
+		{name: "unknown escape", give: `{"a":"\x"}`, wantErr: true},
+		{name: "short unicode escape", give: `["\u12"]`, wantErr: true},
+		{name: "escape at the end", give: `"\`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +62,25 @@ func TestParse(t *testing.T) {
 
 // TestParseCopies poisons the caller's buffer after Parse and after Apply
 // (STYLE practice 5): the Doc must not keep views into either.
+// TestParseTruncatedView feeds views that end inside a literal whose
+// rest follows in the same array (sonic.Valid alone accepts them).
+func TestParseTruncatedView(t *testing.T) {
+	for _, tt := range []struct {
+		buf string
+		n   int
+	}{
+		{"null", 2}, {"true", 3}, {"false", 3}, {"[null]", 3}, {`{"a":true}`, 7},
+	} {
+		view := []byte(tt.buf)[:tt.n]
+		if _, err := Parse(view); !errors.Is(err, ErrInvalidJSON) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalidJSON", view, err)
+		}
+		if _, err := Equal(view, view); !errors.Is(err, ErrInvalidJSON) {
+			t.Errorf("Equal(%q) = %v, want ErrInvalidJSON", view, err)
+		}
+	}
+}
+
 func TestParseCopies(t *testing.T) {
 	buf := []byte(`{"a":{"b":[1,2]},"c":"s"}`)
 	d, err := Parse(buf)

@@ -12,17 +12,41 @@ import (
 // compact copy of it: the one copy every byte entering a Doc goes through.
 // After ingest the scanners below may assume valid JSON with no
 // insignificant whitespace, which is what lets them stay branch-light.
+//
+// sonic.Valid checks structure (nesting, commas, numbers, literals) but
+// not string contents: it accepts raw control characters and bad escapes
+// such as "\x", which JSON.parse on the other end of the wire rejects.
+// compactAppend checks those while it copies, so the two passes together
+// accept exactly what encoding/json.Valid accepts.
 func ingest(raw []byte) ([]byte, error) {
-	if !sonic.Valid(raw) {
+	buf := paddedCopy(raw)
+	if !sonic.Valid(buf) {
 		return nil, errInvalidJSON(raw)
 	}
-	return compactAppend(make([]byte, 0, len(raw)), raw), nil
+	out, ok := compactAppend(buf[:0], buf) // in place: output never overtakes input
+	if !ok {
+		return nil, errInvalidJSON(raw)
+	}
+	return out, nil
 }
 
-// compactAppend appends src, which must be valid JSON, to dst without the
-// whitespace between tokens. Strings are copied in runs found with
-// bytes.IndexByte, so string-heavy documents move at memmove speed.
-func compactAppend(dst, src []byte) []byte {
+// validPadding is the zeroed slack kept after the bytes handed to
+// sonic.Valid. Its native validator reads past the end of the slice when
+// the input ends inside a literal: sonic.Valid([]byte("null")[:2]) is
+// true, because the "ll" after the view matches. Zeros there make a
+// truncated literal fail as it should.
+const validPadding = 16
+
+func paddedCopy(raw []byte) []byte {
+	buf := make([]byte, len(raw), len(raw)+validPadding)
+	copy(buf, raw)
+	return buf
+}
+
+// compactAppend appends src, which must be structurally valid JSON, to dst
+// without the whitespace between tokens. It reports false if a string
+// holds a control character or an invalid escape.
+func compactAppend(dst, src []byte) ([]byte, bool) {
 	start := 0 // first byte of src not yet copied
 	i := 0
 	for i < len(src) {
@@ -35,12 +59,69 @@ func compactAppend(dst, src []byte) []byte {
 			}
 			start = i
 		case '"':
-			i = skipString(src, i)
+			end, ok := checkString(src, i)
+			if !ok {
+				return dst, false
+			}
+			i = end
 		default:
 			i++
 		}
 	}
-	return append(dst, src[start:]...)
+	return append(dst, src[start:]...), true
+}
+
+// checkString returns the index just past the string literal starting at
+// b[i] == '"', and whether its contents are valid: no byte below 0x20,
+// and only the escapes JSON defines.
+func checkString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		case c == '\\':
+			if i+1 >= len(b) {
+				return i, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return i, false
+				}
+				i += 5
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+// validJSON is ingest's acceptance test without keeping the copy.
+func validJSON(b []byte) bool {
+	if !sonic.Valid(paddedCopy(b)) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return true
+		}
+		end, ok := checkString(b, i+j)
+		if !ok {
+			return false
+		}
+		i = end
+	}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -1,0 +1,436 @@
+package jsondoc
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// FuzzParse: any input either fails Parse or round-trips to the same
+// value, and Parse accepts exactly what encoding/json accepts.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{}`, `[1,2]`, ` {"a" : [ "x y" , 1e5 , null ] } `, `"\u00e9\""`, `{"a":1,"a":2}`, `[`, `01`, "\"\x01\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		d, err := Parse(raw)
+		if (err == nil) != json.Valid(raw) {
+			t.Fatalf("Parse err %v but json.Valid %v on %q", err, json.Valid(raw), raw)
+		}
+		if err != nil {
+			return
+		}
+		out := d.AppendJSON(nil)
+		want, got := decodeAny(t, raw), decodeAny(t, out)
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("round trip changed the value: %q -> %q", raw, out)
+		}
+		if eq, err := Equal(raw, out); err != nil || !eq {
+			t.Fatalf("Equal(input, output) = %v, %v", eq, err)
+		}
+		d.Len() // splits the top level
+		if again := d.AppendJSON(nil); !bytes.Equal(again, out) && !hasDuplicateNames(raw) {
+			t.Fatalf("splitting changed the output: %q -> %q", out, again)
+		}
+	})
+}
+
+func hasDuplicateNames(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var walk func() bool
+	walk = func() bool {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			dup := false
+			for dec.More() {
+				k, _ := dec.Token()
+				ks, _ := k.(string)
+				if seen[ks] {
+					dup = true
+				}
+				seen[ks] = true
+				if walk() {
+					dup = true
+				}
+			}
+			dec.Token()
+			return dup
+		case json.Delim('['):
+			dup := false
+			for dec.More() {
+				if walk() {
+					dup = true
+				}
+			}
+			dec.Token()
+			return dup
+		}
+		return false
+	}
+	return walk()
+}
+
+// FuzzApply drives random patches, built from the fuzz input, against a
+// document and checks them against a naive reference applier on
+// encoding/json trees: the same verdict, the same resulting value, a
+// byte-identical document after any failure, and never a panic.
+func FuzzApply(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2,{"c":"x"}]},"d":[],"e~f/g":null}`, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	f.Add(`[1,[2,3],{"k":[4]}]`, []byte{3, 3, 3, 4, 4, 4, 5, 5, 5, 1, 1, 1})
+	f.Add(`{"a":1,"a":{"x":2}}`, []byte{2, 7, 1, 9, 0, 0, 4, 4})
+	f.Add(`"scalar"`, []byte{0, 1, 2})
+	f.Add(`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":{"z":[]}}`, []byte{1, 40, 2, 33, 0, 17, 3, 9, 9, 5, 6, 7})
+	f.Fuzz(func(t *testing.T, docText string, prog []byte) {
+		d, err := Parse([]byte(docText))
+		if err != nil || !utf8.ValidString(docText) {
+			// The reference decodes invalid UTF-8 names to U+FFFD; Doc
+			// keeps the bytes, as does the codec's decoding of the path.
+			return
+		}
+		ref := decodeAny(t, []byte(docText))
+		ops := genOps(ref, prog)
+		before := d.AppendJSON(nil)
+		wantDoc, wantOK := refApply(ref, ops)
+		err = d.Apply(ops)
+		after := d.AppendJSON(nil)
+		if !json.Valid(after) {
+			t.Fatalf("invalid output %q", after)
+		}
+		if (err == nil) != wantOK {
+			t.Fatalf("Apply(%s) on %s: err %v, reference ok %v", opsString(ops), before, err, wantOK)
+		}
+		if err != nil {
+			if !bytes.Equal(before, after) {
+				t.Fatalf("failed patch %s changed %s to %s", opsString(ops), before, after)
+			}
+			return
+		}
+		if got := decodeAny(t, after); !refEqual(got, wantDoc) {
+			t.Fatalf("Apply(%s) on %s = %s, reference %v", opsString(ops), before, after, wantDoc)
+		}
+	})
+}
+
+func decodeAny(t *testing.T, raw []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %q: %v", raw, err)
+	}
+	return v
+}
+
+func opsString(ops []codec.PatchOp) string {
+	var b strings.Builder
+	for _, op := range ops {
+		b.WriteString(OpName(op.Op) + " " + strconv.Quote(op.From) + "->" + strconv.Quote(op.Path) + " " + string(op.Value) + "; ")
+	}
+	return b.String()
+}
+
+var fuzzValues = []string{`1`, `1.0`, `"s"`, `{"a":[1,{"b":null}]}`, `[]`, `{}`, `null`, `true`, `"~/"`, `[1,2]`, `-0`, `1e2`}
+
+// genOps builds up to 6 ops from prog, aiming paths at pointers that exist
+// in doc and at their near misses.
+func genOps(doc any, prog []byte) []codec.PatchOp {
+	var ptrs []string
+	var collect func(v any, p string)
+	collect = func(v any, p string) {
+		ptrs = append(ptrs, p)
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				collect(c, p+"/"+Escape(k))
+			}
+		case []any:
+			for i, c := range x {
+				collect(c, p+"/"+strconv.Itoa(i))
+			}
+		}
+	}
+	collect(doc, "")
+	// map iteration order is random: sort for a reproducible program
+	sortStrings(ptrs)
+	suffixes := []string{"", "", "", "/-", "/new", "/0", "/01", "/9", "/", "/~1x", "/~0"}
+	next := func() int {
+		if len(prog) == 0 {
+			return 0
+		}
+		b := int(prog[0])
+		prog = prog[1:]
+		return b
+	}
+	path := func() string { return ptrs[next()%len(ptrs)] + suffixes[next()%len(suffixes)] }
+	var ops []codec.PatchOp
+	for len(prog) > 0 && len(ops) < 6 {
+		op := codec.PatchOp{Op: codec.OpKind(next()%6 + 1)}
+		op.Path = path()
+		switch op.Op {
+		case codec.OpAdd, codec.OpReplace, codec.OpTest:
+			op.Value = codec.Raw(fuzzValues[next()%len(fuzzValues)])
+		case codec.OpMove, codec.OpCopy:
+			op.From = path()
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// The reference applier: RFC 6902 on encoding/json trees, rebuilt
+// functionally, written for obviousness rather than speed.
+
+func refApply(doc any, ops []codec.PatchOp) (any, bool) {
+	doc = refCopy(doc)
+	for _, op := range ops {
+		var ok bool
+		var value any
+		if op.Value != nil {
+			dec := json.NewDecoder(bytes.NewReader(op.Value))
+			dec.UseNumber()
+			if dec.Decode(&value) != nil {
+				return nil, false
+			}
+		}
+		path := refTokens(op.Path)
+		switch op.Op {
+		case codec.OpAdd:
+			doc, ok = refSet(doc, path, value, true)
+		case codec.OpReplace:
+			doc, ok = refSet(doc, path, value, false)
+		case codec.OpRemove:
+			doc, ok = refRemove(doc, path)
+		case codec.OpTest:
+			var got any
+			got, ok = refGet(doc, path)
+			ok = ok && refEqual(got, value)
+		case codec.OpCopy:
+			var v any
+			if v, ok = refGet(doc, refTokens(op.From)); ok {
+				doc, ok = refSet(doc, path, refCopy(v), true)
+			}
+		case codec.OpMove:
+			var v any
+			from := refTokens(op.From)
+			if v, ok = refGet(doc, from); !ok || op.From == op.Path {
+				break
+			}
+			if strings.HasPrefix(op.Path, op.From+"/") {
+				ok = false
+				break
+			}
+			if doc, ok = refRemove(doc, from); ok {
+				doc, ok = refSet(doc, path, v, true)
+			}
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return doc, true
+}
+
+func refTokens(p string) []string {
+	if p == "" {
+		return nil
+	}
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks
+}
+
+var refIndexRE = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+
+func refIndex(tok string, n int, dash bool) (int, bool) {
+	if tok == "-" && dash {
+		return n, true
+	}
+	if !refIndexRE.MatchString(tok) || len(tok) > 9 {
+		return 0, false
+	}
+	i, _ := strconv.Atoi(tok)
+	if i > n || (!dash && i == n) {
+		return 0, false
+	}
+	return i, true
+}
+
+func refGet(v any, toks []string) (any, bool) {
+	for _, t := range toks {
+		switch x := v.(type) {
+		case map[string]any:
+			c, ok := x[t]
+			if !ok {
+				return nil, false
+			}
+			v = c
+		case []any:
+			i, ok := refIndex(t, len(x), false)
+			if !ok {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// refSet adds (insert) or replaces at toks and returns the new tree.
+func refSet(v any, toks []string, val any, insert bool) (any, bool) {
+	if len(toks) == 0 {
+		return val, true
+	}
+	t := toks[0]
+	switch x := v.(type) {
+	case map[string]any:
+		if len(toks) == 1 {
+			if _, ok := x[t]; !ok && !insert {
+				return nil, false
+			}
+			x[t] = val
+			return x, true
+		}
+		c, ok := x[t]
+		if !ok {
+			return nil, false
+		}
+		nc, ok := refSet(c, toks[1:], val, insert)
+		x[t] = nc
+		return x, ok
+	case []any:
+		if len(toks) == 1 {
+			i, ok := refIndex(t, len(x), insert)
+			if !ok {
+				return nil, false
+			}
+			if !insert {
+				x[i] = val
+				return x, true
+			}
+			return append(x[:i], append([]any{val}, x[i:]...)...), true
+		}
+		i, ok := refIndex(t, len(x), false)
+		if !ok {
+			return nil, false
+		}
+		nc, ok := refSet(x[i], toks[1:], val, insert)
+		x[i] = nc
+		return x, ok
+	}
+	return nil, false
+}
+
+func refRemove(v any, toks []string) (any, bool) {
+	if len(toks) == 0 {
+		return nil, true // remove at root yields null
+	}
+	t := toks[0]
+	switch x := v.(type) {
+	case map[string]any:
+		c, ok := x[t]
+		if !ok {
+			return nil, false
+		}
+		if len(toks) == 1 {
+			delete(x, t)
+			return x, true
+		}
+		nc, ok := refRemove(c, toks[1:])
+		x[t] = nc
+		return x, ok
+	case []any:
+		i, ok := refIndex(t, len(x), false)
+		if !ok {
+			return nil, false
+		}
+		if len(toks) == 1 {
+			return append(x[:i:i], x[i+1:]...), true
+		}
+		nc, ok := refRemove(x[i], toks[1:])
+		x[i] = nc
+		return x, ok
+	}
+	return nil, false
+}
+
+func refCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, c := range x {
+			m[k] = refCopy(c)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, c := range x {
+			s[i] = refCopy(c)
+		}
+		return s
+	}
+	return v
+}
+
+// refEqual is deep equality with numbers compared as exact rationals.
+func refEqual(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		rx, okx := new(big.Rat).SetString(string(x))
+		ry, oky := new(big.Rat).SetString(string(y))
+		return okx && oky && rx.Cmp(ry) == 0
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, c := range x {
+			d, ok := y[k]
+			if !ok || !refEqual(c, d) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !refEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}
