@@ -3,7 +3,6 @@ package reducer
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -138,9 +137,9 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 
 func (m *machine) checkpoint(subs []*invocation) ckMachine {
 	c := ckMachine{
-		OpenText: keys(m.openText), OpenTool: keys(m.openTool), OpenSpan: keys(m.openSpan), OpenReason: keys(m.openReason),
+		OpenText: sortedKeys(m.openText), OpenTool: sortedKeys(m.openTool), OpenSpan: sortedKeys(m.openSpan), OpenReason: sortedKeys(m.openReason),
 		OwnText: owners(m.ownText), OwnTool: owners(m.ownTool), OwnActivity: owners(m.ownActivity), OwnReason: owners(m.ownReason),
-		Closed: keys(m.closed),
+		Closed: sortedKeys(m.closed),
 	}
 	for _, s := range m.steps {
 		c.Steps = append(c.Steps, ckStep{Owner: toCk(s.owner), Name: s.name})
@@ -162,15 +161,6 @@ func optStr(s string, has bool) *string {
 		return nil
 	}
 	return &s
-}
-
-func keys(m map[string]struct{}) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out) // deterministic checkpoints
-	return out
 }
 
 func owners(m map[string]owner) map[string]ckOwner {
