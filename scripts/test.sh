@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command (README.md, "Run the tests"). Runs every test
+# package with the race detector, then the lifetime-poisoning build of the
+# packages that hand out views into reused buffers.
+#
+# The differential tests need the TypeScript reference consumer; when
+# THREADCAST_ORACLE_DIR is not set and Node.js is present, it is installed into
+# a temporary directory from ../shared/tools/oracle (locked dependencies).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+if [ -z "${THREADCAST_ORACLE_DIR:-}" ] && command -v npm >/dev/null 2>&1 && [ -d ../shared/tools/oracle ]; then
+  tools="$(mktemp -d)"
+  trap 'rm -rf "$tools"' EXIT
+  cp -r ../shared/tools/. "$tools/"
+  (cd "$tools/oracle" && npm ci --silent --no-audit --no-fund)
+  export THREADCAST_ORACLE_DIR="$tools/oracle"
+fi
+
+go test -race -count=1 -timeout 15m ./...
+go test -race -count=1 -tags tcpoison -timeout 10m ./codec/... ./reducer/...
