@@ -230,6 +230,13 @@ func TestRunStopClosesRuns(t *testing.T) {
 			if last.Code == "agent_stopped" {
 				stopped++
 			}
+			// The stamped stream, the runner's closing event included, is
+			// valid as a whole.
+			stream := make([]Event, len(evs))
+			for i, e := range evs {
+				stream[i] = Event{JSON: e.json}
+			}
+			reduce(t, thread, stream)
 		}
 		if stopped == 0 {
 			t.Error("no thread was closed by the stop, though agents were mid-run")
