@@ -1,0 +1,255 @@
+package reducer
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// Unit tests for every fatal and warn-and-skip path of the verdict table
+// (processing.md §7) that the reducer judges. Streams are written as JSON and
+// go through the codec, as in production.
+
+const (
+	vRS  = `{"type":"RUN_STARTED","threadId":"t","runId":"r1"}`
+	vRF  = `{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}`
+	vRS2 = `{"type":"RUN_STARTED","threadId":"t","runId":"r2"}`
+)
+
+func events(lines ...string) []json.RawMessage {
+	out := make([]json.RawMessage, len(lines))
+	for i, l := range lines {
+		out[i] = json.RawMessage(l)
+	}
+	return out
+}
+
+func runLines(t *testing.T, lines ...string) *corpusRun {
+	t.Helper()
+	return feed(t, NewThread("t"), events(lines...))
+}
+
+func TestFatalVerdicts(t *testing.T) {
+	sa := `{"type":"SUBAGENT_STARTED","subagentRunId":"sa","name":"n"}`
+	tests := []struct {
+		name     string
+		give     []string
+		wantCode string // verdict-table row
+	}{
+		{"L1 first event not RUN_STARTED", []string{`{"type":"TEXT_MESSAGE_START","messageId":"m"}`}, "L1"},
+		{"L2 event after RUN_FINISHED", []string{vRS, vRF, `{"type":"STEP_STARTED","stepName":"s"}`}, "L2"},
+		{"L3 event after RUN_ERROR", []string{vRS, `{"type":"RUN_ERROR","message":"x"}`, `{"type":"RUN_ERROR","message":"y"}`}, "L3"},
+		{"L4 nested RUN_STARTED", []string{vRS, vRS2}, "L4"},
+		{"L5 open text", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, vRF}, "L5"},
+		{"L5 open tool call", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, vRF}, "L5"},
+		{"L5 open reasoning message", []string{vRS, `{"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning"}`, vRF}, "L5"},
+		{"L5 open span", []string{vRS, `{"type":"REASONING_START","messageId":"s"}`, vRF}, "L5"},
+		{"L5 open step", []string{vRS, `{"type":"STEP_STARTED","stepName":"s"}`, vRF}, "L5"},
+		{"A11 active subagent", []string{vRS, sa, vRF}, "A11"},
+		{"L11 step twice", []string{vRS, `{"type":"STEP_STARTED","stepName":"s"}`, `{"type":"STEP_STARTED","stepName":"s"}`}, "L11"},
+		{"L12 step never started", []string{vRS, `{"type":"STEP_FINISHED","stepName":"s"}`}, "L12"},
+		{"A3 step finished by other owner", []string{vRS, `{"type":"STEP_STARTED","stepName":"s","subagentRunId":"sa"}`, `{"type":"STEP_FINISHED","stepName":"s"}`}, "A3"},
+		{"S1 text content unopened", []string{vRS, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`}, "S1"},
+		{"S1 text end after end", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`}, "S1"},
+		{"S1 tool args unopened", []string{vRS, `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}`}, "S1"},
+		{"S1 tool end unopened", []string{vRS, `{"type":"TOOL_CALL_END","toolCallId":"c"}`}, "S1"},
+		{"S1 reasoning content unopened", []string{vRS, `{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"x"}`}, "S1"},
+		{"S2 text start while open", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`}, "S2"},
+		{"S2 tool start while open", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`}, "S2"},
+		{"S2 reasoning start while open", []string{vRS, `{"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning"}`, `{"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning"}`}, "S2"},
+		{"S3 span start while open", []string{vRS, `{"type":"REASONING_START","messageId":"s"}`, `{"type":"REASONING_START","messageId":"s"}`}, "S3"},
+		{"S3 span end unopened", []string{vRS, `{"type":"REASONING_END","messageId":"s"}`}, "S3"},
+		{"S4 content naming a span", []string{vRS, `{"type":"REASONING_START","messageId":"s"}`, `{"type":"REASONING_MESSAGE_CONTENT","messageId":"s","delta":"x"}`}, "S4"},
+		{"S7 reopen under another owner", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"sa"}`}, "S7"},
+		{"S7 tool reopen under another owner", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","subagentRunId":"sa"}`}, "S7"},
+		{"S7 reasoning reopen under another owner", []string{vRS, `{"type":"REASONING_START","messageId":"m"}`, `{"type":"REASONING_END","messageId":"m"}`, `{"type":"REASONING_START","messageId":"m","subagentRunId":"sa"}`}, "S7"},
+		{"S10 first text chunk without id", []string{vRS, `{"type":"TEXT_MESSAGE_CHUNK","delta":"x"}`}, "S10"},
+		{"S10 first tool chunk without id", []string{vRS, `{"type":"TOOL_CALL_CHUNK","toolCallName":"f"}`}, "S10"},
+		{"S10 first tool chunk without name", []string{vRS, `{"type":"TOOL_CALL_CHUNK","toolCallId":"c"}`}, "S10"},
+		{"S10 first reasoning chunk without id", []string{vRS, `{"type":"REASONING_MESSAGE_CHUNK","delta":"x"}`}, "S10"},
+		{"S11 conflicting role", []string{vRS, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"x"}`, `{"type":"TEXT_MESSAGE_CHUNK","role":"user","delta":"y"}`}, "S11"},
+		{"S11 conflicting name", []string{vRS, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","name":"a"}`, `{"type":"TEXT_MESSAGE_CHUNK","name":"b"}`}, "S11"},
+		{"S11 conflicting tool name", []string{vRS, `{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_CHUNK","toolCallName":"g"}`}, "S11"},
+		{"S11 parent added by continuation", []string{vRS, `{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_CHUNK","parentMessageId":"p"}`}, "S11"},
+		{"S13 ambiguous continuation", []string{vRS, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"a","subagentRunId":"x"}`, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"b","subagentRunId":"y"}`, `{"type":"TEXT_MESSAGE_CHUNK","delta":"?"}`}, "S13"},
+		{"S14 chunk tag disagrees with lane", []string{vRS, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"a","subagentRunId":"x"}`, `{"type":"TEXT_MESSAGE_CHUNK","messageId":"a","subagentRunId":"y"}`}, "S14"},
+		{"A1 text continuation tagged differently", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"x"}`, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","subagentRunId":"y"}`}, "A1"},
+		{"A1 tagged continuation of a parent item", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"y"}`}, "A1"},
+		{"A1 tool args tagged differently", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","subagentRunId":"x"}`, `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{","subagentRunId":"y"}`}, "A1"},
+		{"A1 reasoning content tagged differently", []string{vRS, `{"type":"REASONING_MESSAGE_START","messageId":"m","role":"reasoning","subagentRunId":"x"}`, `{"type":"REASONING_MESSAGE_CONTENT","messageId":"m","delta":"d","subagentRunId":"y"}`}, "A1"},
+		{"A1 span end tagged differently", []string{vRS, `{"type":"REASONING_START","messageId":"s","subagentRunId":"x"}`, `{"type":"REASONING_END","messageId":"s","subagentRunId":"y"}`}, "A1"},
+		{"A1 activity delta tagged differently", []string{vRS, `{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"subagentRunId":"x"}`, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[],"subagentRunId":"y"}`}, "A1"},
+		{"A1 encrypted value tagged differently", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"x"}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E","subagentRunId":"y"}`}, "A1"},
+		{"A1 encrypted tool-call value tagged differently", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"E","subagentRunId":"y"}`}, "A1"},
+		{"A6 tool call tag disagrees with parent message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"p"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"p","subagentRunId":"x"}`}, "A6"},
+		{"A6 untagged reopen under another parent owner", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"p","subagentRunId":"x"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"p"}`}, "A6"},
+		{"A8 finish of unannounced subagent", []string{vRS, `{"type":"SUBAGENT_FINISHED","subagentRunId":"sa"}`}, "A8"},
+		{"A8 error of finished subagent", []string{vRS, sa, `{"type":"SUBAGENT_FINISHED","subagentRunId":"sa"}`, `{"type":"SUBAGENT_ERROR","subagentRunId":"sa","message":"m"}`}, "A8"},
+		{"A9 announce active id", []string{vRS, sa, sa}, "A9"},
+		{"A9 reuse finished id", []string{vRS, sa, `{"type":"SUBAGENT_FINISHED","subagentRunId":"sa"}`, sa}, "A9"},
+		{"A10 unknown parent invocation", []string{vRS, `{"type":"SUBAGENT_STARTED","subagentRunId":"sb","name":"n","parentSubagentRunId":"zz"}`}, "A10"},
+		{"X4 malformed value (codec)", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":7}`}, "X4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runLines(t, tt.give...)
+			if r.fatalIdx != len(tt.give)-1 {
+				t.Fatalf("fatal at %d (%v), want at the last event %d", r.fatalIdx, r.fatal, len(tt.give)-1)
+			}
+			var pe *ProtocolError
+			if !errors.As(r.fatal, &pe) {
+				if tt.wantCode == "X4" {
+					// The codec's error; the Thread recorded it via Reject.
+					if r.thread.Status() != StatusRejected || !strings.Contains(r.thread.Rejection(), "X4") {
+						t.Fatalf("Reject did not reject: status %v, rejection %q", r.thread.Status(), r.thread.Rejection())
+					}
+					return
+				}
+				t.Fatalf("fatal %v is not a *ProtocolError", r.fatal)
+			}
+			if pe.Code != tt.wantCode || !errors.Is(r.fatal, ErrProtocol) || !errors.Is(r.fatal, &ProtocolError{Code: tt.wantCode}) {
+				t.Fatalf("code %q (%v), want %q", pe.Code, r.fatal, tt.wantCode)
+			}
+			if pe.Seq != uint64(len(tt.give)) {
+				t.Errorf("error seq %d, want %d", pe.Seq, len(tt.give))
+			}
+			if r.thread.Status() != StatusRejected {
+				t.Errorf("status %v after fatal, want rejected", r.thread.Status())
+			}
+		})
+	}
+}
+
+// TestAfterRejection: only RUN_STARTED is accepted after a fatal verdict;
+// other events are refused with ErrRejected and change nothing.
+func TestAfterRejection(t *testing.T) {
+	thr := NewThread("t")
+	r := feed(t, thr, events(vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"kept"}`, vRF))
+	if r.fatalIdx != 3 {
+		t.Fatalf("fatal at %d, want 3", r.fatalIdx)
+	}
+	before := string(thr.AppendView(nil))
+	for i, line := range []string{`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`, `{"type":"RUN_ERROR","message":"late"}`} {
+		res := applyLine(t, thr, uint64(10+i), line)
+		if !errors.Is(res.Fatal, ErrRejected) {
+			t.Fatalf("event after rejection: %v, want ErrRejected", res.Fatal)
+		}
+	}
+	after := string(thr.AppendView(nil))
+	// Only seq moves.
+	if strings.Replace(before, `"seq":4`, `"seq":11`, 1) != after {
+		t.Fatalf("refused events changed the view\nbefore %s\nafter  %s", before, after)
+	}
+	if res := applyLine(t, thr, 12, vRS2); res.Fatal != nil {
+		t.Fatalf("RUN_STARTED after rejection: %v", res.Fatal)
+	}
+	if res := applyLine(t, thr, 13, `{"type":"TEXT_MESSAGE_START","messageId":"n"}`); res.Fatal != nil {
+		t.Fatalf("new run: %v", res.Fatal)
+	}
+	if thr.Status() != StatusRunning {
+		t.Fatalf("status %v, want running", thr.Status())
+	}
+	var v struct {
+		Runs []struct {
+			Status, Verdict string
+			Rejection       *struct{ Code string }
+		}
+	}
+	mustUnmarshal(t, thr.AppendView(nil), &v)
+	if len(v.Runs) != 2 || v.Runs[0].Status != "error" || v.Runs[0].Verdict != "rejected" ||
+		v.Runs[0].Rejection == nil || v.Runs[0].Rejection.Code != "L5" || v.Runs[1].Status != "running" {
+		t.Fatalf("runs = %+v", v.Runs)
+	}
+}
+
+func TestStaleSeq(t *testing.T) {
+	thr := NewThread("t")
+	if res := applyLine(t, thr, 5, vRS); res.Fatal != nil {
+		t.Fatal(res.Fatal)
+	}
+	if res := applyLine(t, thr, 4, vRF); !errors.Is(res.Fatal, ErrStaleSeq) {
+		t.Fatalf("stale seq: %v, want ErrStaleSeq", res.Fatal)
+	}
+	if thr.Seq() != 5 || thr.Status() != StatusRunning {
+		t.Fatalf("seq %d status %v after a stale event", thr.Seq(), thr.Status())
+	}
+	if res := applyLine(t, thr, 5, vRF); res.Fatal != nil { // equal seq is accepted
+		t.Fatal(res.Fatal)
+	}
+}
+
+func TestWarnVerdicts(t *testing.T) {
+	act := `{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{"n":1}}`
+	tests := []struct {
+		name     string
+		give     []string
+		wantCode string
+	}{
+		{"P3 state patch does not apply", []string{vRS, `{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/missing"}]}`}, WarnPatchFailed},
+		{"P3 activity patch does not apply", []string{vRS, act, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[{"op":"test","path":"/n","value":2}]}`}, WarnPatchFailed},
+		{"P6 delta for missing message", []string{vRS, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[]}`}, WarnActivityMissing},
+		{"P6 delta for non-activity message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"a"}`, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[]}`}, WarnActivityNotActive},
+		{"R1 unknown message", []string{vRS, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"x","encryptedValue":"E"}`}, WarnEncryptedUnknown},
+		{"R1 unknown tool call", []string{vRS, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"x","encryptedValue":"E"}`}, WarnEncryptedUnknown},
+		{"R1 activity message", []string{vRS, act, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"a","encryptedValue":"E"}`}, WarnEncryptedUnknown},
+		{"text start naming an activity", []string{vRS, act, `{"type":"TEXT_MESSAGE_START","messageId":"a"}`}, WarnTargetActivity},
+		{"reasoning start naming an activity", []string{vRS, act, `{"type":"REASONING_MESSAGE_START","messageId":"a","role":"reasoning"}`}, WarnTargetActivity},
+		{"content after a snapshot dropped the message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`}, WarnTargetMissing},
+		{"args after a snapshot dropped the call", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}`}, WarnTargetMissing},
+		{"S6 tool call reopened with another name", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"g"}`}, WarnToolRenamed},
+		{"parentMessageId names a user message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"u","role":"user"}`, `{"type":"TEXT_MESSAGE_END","messageId":"u"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"u"}`}, WarnToolParentRole},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			thr := NewThread("t")
+			var last Result
+			for i, l := range tt.give {
+				last = applyLine(t, thr, uint64(i+1), l)
+				if last.Fatal != nil {
+					t.Fatalf("event %d: %v", i, last.Fatal)
+				}
+			}
+			if len(last.Warnings) != 1 || last.Warnings[0].Code != tt.wantCode || last.Warnings[0].Seq != uint64(len(tt.give)) {
+				t.Fatalf("warnings %+v, want one %q", last.Warnings, tt.wantCode)
+			}
+			if thr.Warnings() != 1 {
+				t.Fatalf("view counts %d warnings, want 1", thr.Warnings())
+			}
+		})
+	}
+}
+
+func TestUnknownTypeAndCodecWarnings(t *testing.T) {
+	thr := NewThread("t")
+	applyLine(t, thr, 1, vRS)
+	var ev = codecEvent(t, vRS)
+	ev.Type, ev.TypeName = 0, "FUTURE"
+	if res := thr.Apply(2, ev); res.Fatal != nil || len(res.Warnings) != 1 || res.Warnings[0].Code != WarnUnknownEvent {
+		t.Fatalf("unknown type: %+v", res)
+	}
+	thr.Warn(3, Warning{Code: "codec-unknown property", Seq: 3})
+	thr.Warn(2, Warning{}) // stale: ignored
+	if thr.Warnings() != 2 || thr.Seq() != 3 {
+		t.Fatalf("warnings %d seq %d, want 2 and 3", thr.Warnings(), thr.Seq())
+	}
+}
+
+// codecEvent decodes one event and returns a copy that owns its memory.
+func codecEvent(t *testing.T, line string) *codec.Event {
+	t.Helper()
+	var dec codec.Decoder
+	var ev codec.Event
+	if err := dec.Decode([]byte(line), &ev); err != nil {
+		t.Fatalf("decode %s: %v", line, err)
+	}
+	return ev.Clone()
+}
+
+// applyLine decodes line and applies it at seq.
+func applyLine(t *testing.T, thr *Thread, seq uint64, line string) Result {
+	t.Helper()
+	return thr.Apply(seq, codecEvent(t, line))
+}
