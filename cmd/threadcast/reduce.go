@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+)
+
+func init() {
+	register(command{
+		name:    "reduce",
+		summary: "print the view an AG-UI event stream produces",
+		run:     runReduce,
+	})
+}
+
+func runReduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reduce", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf streamFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: threadcast reduce [--input FILE] [STREAM]
+
+Reads an AG-UI 1.0 event stream (JSONL, a JSON array, or SSE; from STREAM, or
+stdin when STREAM is absent or "-"), applies it to an empty thread view, and
+prints the final view as one JSON object on stdout. Its "messages" and "state"
+keys hold the AG-UI 1.0 shapes; the other keys describe runs, steps,
+subagents and counts.
+
+Warnings go to stderr, one per line, each starting with "warning: ". A fatal
+protocol error ends the stream: the view up to that event is printed, and the
+reason goes to stderr as a line starting with "error: ".
+
+Exit status: 0 ok; 1 the stream was rejected (fatal protocol error); 2
+unusable input (unreadable stream or input file, bad flags).
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	r, status, ok := parseFlags(fs, args, stdin, stderr)
+	if !ok {
+		return status
+	}
+	defer r.Close()
+
+	f := newFolder("reduce", stderr)
+	if sf.input != "" {
+		if err := f.loadInput(sf.input); err != nil {
+			fmt.Fprintf(stderr, "threadcast reduce: --input: %v\n", err)
+			return exitUsage
+		}
+	}
+	status = f.each(r, true, nil)
+	if status == exitUsage {
+		return status
+	}
+	out := f.th.AppendView(nil)
+	out = append(out, '\n')
+	if _, err := stdout.Write(out); err != nil {
+		fmt.Fprintf(stderr, "threadcast reduce: %v\n", err)
+		return exitUsage
+	}
+	return status
+}

@@ -1,0 +1,154 @@
+package main
+
+// What reduce and compact share: opening the stream and the starting input,
+// and folding the stream into a reducer.Thread with the codec's and the
+// reducer's diagnostics reported on stderr, one per line.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+// streamFlags are the flags every stream-reading subcommand takes.
+type streamFlags struct {
+	input string
+}
+
+func (f *streamFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.input, "input", "", "start from the RunAgentInput in `FILE` (its messages and state), as a run would")
+}
+
+// parseFlags parses args with fs and returns the stream to read (the one
+// positional argument, "-" or none for stdin). ok is false when the caller
+// should return status (help was printed, or the flags were bad).
+func parseFlags(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writer) (r io.ReadCloser, status int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK, false
+		}
+		return nil, exitUsage, false
+	}
+	switch fs.NArg() {
+	case 0:
+		return io.NopCloser(stdin), 0, true
+	case 1:
+		if fs.Arg(0) == "-" {
+			return io.NopCloser(stdin), 0, true
+		}
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "threadcast %s: %v\n", fs.Name(), err)
+			return nil, exitUsage, false
+		}
+		return f, 0, true
+	default:
+		fmt.Fprintf(stderr, "threadcast %s: at most one stream file, got %d arguments\n", fs.Name(), fs.NArg())
+		fs.Usage()
+		return nil, exitUsage, false
+	}
+}
+
+// folder folds one stream into a Thread.
+type folder struct {
+	name   string // subcommand, for messages
+	th     *reducer.Thread
+	stderr io.Writer
+	dec    codec.Decoder
+	ev     codec.Event
+	seq    uint64
+	fatal  bool // a fatal protocol error was reported
+}
+
+func newFolder(name string, stderr io.Writer) *folder {
+	return &folder{name: name, th: reducer.NewThread("threadcast"), stderr: stderr}
+}
+
+// loadInput sets the thread's starting point from a RunAgentInput file.
+// The input's bytes stay referenced by the thread's copy only.
+func (f *folder) loadInput(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var d codec.Decoder
+	in := new(codec.RunInput)
+	if err := d.DecodeRunInput(data, in); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, w := range d.Warnings() {
+		f.warnf("input: %v", w)
+		f.th.Warn(0, reducer.CodecWarning(0, w))
+	}
+	return f.th.SetInput(in)
+}
+
+func (f *folder) warnf(format string, args ...any) {
+	fmt.Fprintf(f.stderr, "warning: "+format+"\n", args...)
+}
+
+// each reads every event of r, applies it, and calls fn with each event the
+// codec accepted and the reducer's Result. With stopAtFatal, reading stops
+// after the first fatal protocol error. It returns exitUsage if the stream
+// could not be read, exitRejected if a fatal protocol error occurred, exitOK
+// otherwise.
+func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, res reducer.Result)) int {
+	sr := codec.NewStreamReader(r)
+	for {
+		raw, err := sr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Fprintf(f.stderr, "threadcast %s: unusable stream: %v\n", f.name, err)
+			return exitUsage
+		}
+		f.seq++
+		err = f.dec.Decode(raw, &f.ev)
+		for _, w := range f.dec.Warnings() {
+			w.Seq = f.seq
+			f.warnf("%v", w)
+			f.th.Warn(f.seq, reducer.CodecWarning(f.seq, w))
+		}
+		if err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) && ce.Verdict != codec.Fatal {
+				ce.Seq = f.seq
+				f.warnf("%v", ce)
+				f.th.Warn(f.seq, reducer.CodecWarning(f.seq, ce))
+				continue
+			}
+			if ce != nil {
+				ce.Seq = f.seq
+			}
+			// A malformed event cannot be carried on: the stream ends here.
+			fmt.Fprintf(f.stderr, "error: %v\n", err)
+			f.th.Reject(f.seq, err)
+			f.fatal = true
+			return exitRejected
+		}
+		res := f.th.Apply(f.seq, &f.ev)
+		for _, w := range res.Warnings {
+			f.warnf("%s", w.Message)
+		}
+		if fn != nil {
+			fn(&f.ev, res)
+		}
+		if res.Fatal != nil {
+			fmt.Fprintf(f.stderr, "error: %v\n", res.Fatal)
+			f.fatal = true
+			if stopAtFatal {
+				return exitRejected
+			}
+		}
+	}
+	if f.fatal {
+		return exitRejected
+	}
+	return exitOK
+}
