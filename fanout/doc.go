@@ -1,0 +1,44 @@
+// Package fanout serves thread views to subscribers over HTTP: SSE and
+// WebSocket streams in two modes (agui: AG-UI events; view: the view
+// document and its changes), REST reads of a view and of a tenant's thread
+// list, and the analytics tap. It also holds the subscriber hub.
+//
+// # Why the hub lives here and not in pipeline/
+//
+// DESIGN.md lists "the subscriber hub used by fanout" under pipeline/. It is
+// here because what it shares between subscribers is wire bytes: each frame
+// is encoded once per Variant (SSE or WebSocket framing, agui or view mode)
+// and the same []byte goes into every subscriber's queue. That is HTTP
+// knowledge, which pipeline/ deliberately does not have. The hub's NATS side
+// uses only pipeline's vocabulary (subjects.go) and frame format (frame.go),
+// which fanout/frame.go decodes.
+//
+// # Guarantees
+//
+//   - One NATS subscription per thread per node, however many subscribers.
+//   - Join without gap: subscribe, request a snapshot at S, continue with the
+//     frames after S; a frame whose Tc-Prev is not the subscriber's last seq
+//     makes it resynchronise with a snapshot (never a silent gap).
+//   - Resume: a cursor (Last-Event-ID or ?after=) the node's ring of recent
+//     frames still covers continues with no gap and no duplicate; otherwise a
+//     fresh snapshot. All state is node-local, so nodes are interchangeable.
+//   - Slow subscribers: a per-subscriber byte-bounded queue; overflow drops
+//     the queue and resynchronises that subscriber alone (Drops{overflow}).
+//   - Tenants: the tenant comes only from the verified token; thread ids from
+//     URLs become subject tokens through pipeline.EncodeThread, never
+//     wildcards.
+//
+// # Concurrency contract
+//
+// Hub and Server are safe for concurrent use. A Subscriber is drained by one
+// goroutine (Ready/Take/CatchUp); Close may be called from any. The hub
+// starts no goroutines: frames are handled on the NATS subscription's
+// callback goroutine, which only takes locks and appends to queues (it never
+// blocks on a client). Each stream is written by its own HTTP handler
+// goroutine. Server.Run returns after every goroutine it started returned.
+// Byte slices handed out by Take are shared and read-only, valid as long as
+// the caller holds them (they are never recycled).
+//
+// Lock order: hubShard.mu and feed.mu are never held together; feed.mu →
+// Subscriber.mu.
+package fanout

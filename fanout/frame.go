@@ -1,0 +1,123 @@
+package fanout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// NOTE: this file is the only place that knows the byte layout of what the
+// pipeline publishes (view frames) and answers (snapshot replies). Until
+// pipeline/frame.go lands, the layout is the one agreed in the brief:
+//
+//	frame:    headers Tc-Seq, Tc-Prev (decimal), optional Tc-Thread;
+//	          body {"events":[<AG-UI event>...],"changes":<JSON>}
+//	snapshot: header Tc-Seq (also "seq" in the body);
+//	          body {"seq":N,"view":<view document>,"events":[<AG-UI event>...]}
+//	          an error reply carries Tc-Error-Kind and Tc-Error headers instead.
+//
+// "events" are the compacted AG-UI events the frame adds (agui mode);
+// "changes" is what view-mode subscribers receive, passed through opaquely.
+
+// Errors of frame and snapshot decoding.
+var (
+	ErrBadFrame    = errors.New("fanout: malformed view frame")
+	ErrBadSnapshot = errors.New("fanout: malformed snapshot reply")
+	ErrSnapshot    = errors.New("fanout: snapshot request failed")
+)
+
+// frame is one view frame as the hub keeps it. Everything but enc is
+// immutable after decodeFrame; enc is written under the owning feed's lock
+// the first time a subscriber of that variant needs it, and never again, so
+// the byte slices in it are shared read-only by every subscriber's queue.
+type frame struct {
+	seq, prev uint64
+	events    []json.RawMessage
+	changes   json.RawMessage
+	eventTS   int64 // the first event's "timestamp" (Unix ms), 0 if absent
+	size      int
+	enc       [numVariants][][]byte
+}
+
+// decodeFrame parses a view frame. The message data belongs to the frame
+// afterwards (nats.go hands every callback its own copy of the payload).
+func decodeFrame(m *nats.Msg) (*frame, error) {
+	seq, err := headerUint(m, pipeline.HeaderSeq)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := headerUint(m, pipeline.HeaderPrev)
+	if err != nil {
+		return nil, err
+	}
+	if prev >= seq {
+		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, pipeline.HeaderSeq, seq, pipeline.HeaderPrev, prev)
+	}
+	var body struct {
+		Events  []json.RawMessage `json:"events"`
+		Changes json.RawMessage   `json:"changes"`
+	}
+	if err := json.Unmarshal(m.Data, &body); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64}
+	if len(f.events) > 0 {
+		var ts struct {
+			Timestamp int64 `json:"timestamp"`
+		}
+		if json.Unmarshal(f.events[0], &ts) == nil {
+			f.eventTS = ts.Timestamp
+		}
+	}
+	return f, nil
+}
+
+func headerUint(m *nats.Msg, name string) (uint64, error) {
+	v := m.Header.Get(name)
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: header %s=%q", ErrBadFrame, name, trunc(v))
+	}
+	return n, nil
+}
+
+// snapshot is a snapshot reply as the hub keeps it: immutable except enc,
+// which follows the same rule as frame.enc.
+type snapshot struct {
+	seq    uint64
+	status string
+	view   json.RawMessage
+	events []json.RawMessage
+	enc    [numVariants][][]byte
+}
+
+func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
+	if kind := m.Header.Get(pipeline.HeaderErrorKind); kind != "" {
+		return nil, fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(m.Header.Get(pipeline.HeaderError)))
+	}
+	var body struct {
+		Seq    *uint64           `json:"seq"`
+		Status string            `json:"status"`
+		View   json.RawMessage   `json:"view"`
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(m.Data, &body); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	if body.Seq == nil || len(body.View) == 0 {
+		return nil, fmt.Errorf("%w: seq and view are required", ErrBadSnapshot)
+	}
+	return &snapshot{seq: *body.Seq, status: body.Status, view: body.View, events: body.Events}, nil
+}
+
+func trunc(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

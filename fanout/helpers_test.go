@@ -1,0 +1,332 @@
+package fanout
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+var testKey = []byte("fanout-test-key-0123456789")
+
+// startNATS runs an embedded nats-server with JetStream on a random port.
+func startNATS(t testing.TB) *server.Server {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+func connect(t testing.TB, ns *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func token(t testing.TB, tenant string, threads ...string) string {
+	t.Helper()
+	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Threads: threads, Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// testThread plays the pipeline for one thread on a real NATS server: it
+// publishes frames in the documented format (pipeline/frame.go) and
+// answers snapshot requests on the thread's partition subject, both under
+// one lock so that a snapshot's seq is always the last published frame's,
+// as the pipeline guarantees. Its view is the text of one assistant
+// message, built from deltas that are each unique, so any gap or duplicate
+// a subscriber suffers shows in its final text.
+type testThread struct {
+	nc         *nats.Conn
+	tenant, id string
+	token      string
+	mu         sync.Mutex
+	seq        uint64
+	text       strings.Builder
+	snapshots  int
+	pad        string // added to every event (not to the text): big frames, small snapshots
+	sub        *nats.Subscription
+}
+
+func newTestThread(t testing.TB, nc *nats.Conn, tenant, id string) *testThread {
+	t.Helper()
+	th := &testThread{nc: nc, tenant: tenant, id: id, token: pipeline.EncodeThread(id)}
+	subj := pipeline.SnapSubject(pipeline.Partition(tenant, th.token, pipeline.DefaultParts), tenant, th.token)
+	sub, err := nc.Subscribe(subj, th.answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	th.sub = sub
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return th
+}
+
+func (th *testThread) answer(m *nats.Msg) {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	th.snapshots++
+	text := th.text.String()
+	view, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"id": "m1", "role": "assistant", "content": text}}})
+	evs := []string{
+		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":"r1"}`, th.id),
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m1","role":"assistant","content":` + string(mustJSON(text)) + `}]}`,
+	}
+	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,"view":%s,"events":[%s]}`,
+		th.tenant, th.id, th.seq, th.seq > 0, view, strings.Join(evs, ","))
+	_ = m.RespondMsg(&nats.Msg{Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
+}
+
+func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// publish sends one frame adding chunks (one TEXT_MESSAGE_CONTENT each).
+// Stream seqs advance by len(chunks)+1, so they are not dense, as in a
+// stream shared with other threads.
+func (th *testThread) publish(t testing.TB, chunks ...string) uint64 {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	prev := th.seq
+	th.seq += uint64(len(chunks)) + 1
+	evs := make([]string, len(chunks))
+	for i, c := range chunks {
+		evs[i] = fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":%s,"timestamp":%d%s}`, mustJSON(c), time.Now().UnixMilli(), th.pad)
+		th.text.WriteString(c)
+	}
+	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"status":"running","events":[%s],"changes":{"append":%s}}`,
+		th.tenant, th.id, th.seq, prev, strings.Join(evs, ","), mustJSON(strings.Join(chunks, "")))
+	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	if err := th.nc.PublishMsg(m); err != nil {
+		t.Error(err)
+	}
+	return th.seq
+}
+
+func (th *testThread) Text() string {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.text.String()
+}
+
+// newServer returns a fanout Server behind an httptest.Server.
+func newServer(t testing.TB, nc *nats.Conn, mod func(*Config)) (*Server, *httptest.Server) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	cfg.Hub.JoinWait = 100 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(nc, cfg, slog.New(slog.NewTextHandler(testLogWriter{t}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { s.Drain(); hs.Close() })
+	return s, hs
+}
+
+// sseClient reads an SSE response the way a browser EventSource would.
+type sseClient struct {
+	resp   *http.Response
+	br     *bufio.Reader
+	cancel context.CancelFunc
+	lastID string
+}
+
+type sseMsg struct {
+	id, data string
+	hasID    bool
+	comment  string
+}
+
+func openSSE(t testing.TB, url, tok string, hdr http.Header) *sseClient {
+	t.Helper()
+	c, status := tryOpenSSE(t, url, tok, hdr)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: status %d", url, status)
+	}
+	return c
+}
+
+func tryOpenSSE(t testing.TB, url, tok string, hdr http.Header) (*sseClient, int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		cancel()
+		return nil, resp.StatusCode
+	}
+	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
+	t.Cleanup(c.close)
+	return c, resp.StatusCode
+}
+
+func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }
+
+// next returns the next SSE message (data or, for comment-only or id-only
+// blocks, the comment / id).
+func (c *sseClient) next() (sseMsg, error) {
+	var m sseMsg
+	var data []string
+	for {
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			return m, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if len(data) > 0 || m.hasID || m.comment != "" {
+				m.data = strings.Join(data, "\n")
+				if m.hasID {
+					c.lastID = m.id
+				}
+				return m, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			m.comment = strings.TrimSpace(line[1:])
+		case strings.HasPrefix(line, "id:"):
+			m.id, m.hasID = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " "), true
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+}
+
+// aguiModel applies the AG-UI events a subscriber receives to the one
+// message the test threads have.
+type aguiModel struct {
+	text      string
+	snapshots int
+	events    int
+}
+
+func (a *aguiModel) apply(t testing.TB, data string) {
+	t.Helper()
+	var ev struct {
+		Type     string `json:"type"`
+		Delta    string `json:"delta"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		t.Fatalf("bad event %q: %v", data, err)
+	}
+	a.events++
+	switch ev.Type {
+	case "MESSAGES_SNAPSHOT":
+		a.snapshots++
+		a.text = ""
+		if len(ev.Messages) > 0 {
+			a.text = ev.Messages[0].Content
+		}
+	case "TEXT_MESSAGE_CONTENT":
+		a.text += ev.Delta
+	}
+}
+
+// follow reads c until the model's text is want, failing after timeout.
+func (a *aguiModel) follow(t testing.TB, c *sseClient, want func() string, timeout time.Duration) {
+	t.Helper()
+	timer := time.AfterFunc(timeout, c.cancel)
+	defer timer.Stop()
+	for a.text != want() {
+		m, err := c.next()
+		if err != nil {
+			t.Fatalf("stream ended (%v) with text %q, want %q", err, shorten(a.text), shorten(want()))
+		}
+		if m.data != "" {
+			a.apply(t, m.data)
+			if !strings.HasPrefix(want(), a.text) {
+				t.Fatalf("text diverged: %q is not a prefix of %q", shorten(a.text), shorten(want()))
+			}
+		}
+	}
+}
+
+func shorten(s string) string {
+	if len(s) > 80 {
+		return "…" + s[len(s)-80:]
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// counterValue reads a counter or gauge.
+func counterValue(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+type testLogWriter struct{ t testing.TB }
+
+func (w testLogWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}

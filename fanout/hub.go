@@ -1,0 +1,531 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// NOTE: structure of the hub.
+//
+//	Hub ─ 64 hubShards (mutex + map feedKey → *feed), padded
+//	        feed: one NATS subscription on view.<tenant>.<thread>,
+//	              the ring of recent frames, the latest snapshot,
+//	              the set of local Subscribers            (feed.mu)
+//	                Subscriber: bounded byte queue of shared []byte (Subscriber.mu)
+//
+// Lock order: hubShard.mu is never held while taking feed.mu (acquire and
+// release take only the shard lock); feed.mu → Subscriber.mu. Nothing takes
+// feed.mu while holding a Subscriber.mu.
+//
+// Seq bookkeeping of a feed (all under feed.mu): once known, the feed can
+// serve every position p with lo ≤ p ≤ hi that is a frame boundary: lo (the
+// prev of the oldest frame in the ring, or an adopted snapshot seq), a seq of
+// a frame in the ring, or hi (the newest seq). The ring is contiguous: each
+// frame's prev is the previous frame's seq. Because the NATS subscription
+// was in place before any snapshot was requested, every frame after hi is
+// still to arrive, in order; a frame whose prev ≠ hi means the feed itself
+// missed something, and the ring restarts at that frame.
+
+// HubConfig configures a Hub. DefaultHubConfig returns the defaults.
+type HubConfig struct {
+	// Partitions is the pipeline's partition count P, which addresses
+	// snapshot requests (tc.snap.<p>.<tenant>.<thread>).
+	Partitions int
+	// SnapshotTimeout bounds one snapshot request.
+	SnapshotTimeout time.Duration
+	// RingFrames and RingBytes bound each thread's ring of recent frames,
+	// which is what lets a client resume with no snapshot.
+	RingFrames int
+	RingBytes  int
+	// QueueBytes bounds each subscriber's queue. Past it the queue is
+	// dropped and the subscriber resynchronised (ReasonOverflow).
+	QueueBytes int
+	// JoinWait is how long a joiner waits for frames still in flight to
+	// reach the seq of a snapshot newer than the feed, before adopting it.
+	JoinWait time.Duration
+	// Linger keeps a thread's subscription and ring after its last local
+	// subscriber left, so that a client reconnecting within it resumes
+	// from the ring instead of a snapshot. Sweep ends lingering feeds.
+	Linger time.Duration
+}
+
+// DefaultHubConfig returns the defaults.
+func DefaultHubConfig() HubConfig {
+	return HubConfig{
+		Partitions:      pipeline.DefaultParts,
+		SnapshotTimeout: 5 * time.Second,
+		RingFrames:      1024,
+		RingBytes:       4 << 20,
+		QueueBytes:      1 << 20,
+		JoinWait:        250 * time.Millisecond,
+		Linger:          time.Minute,
+	}
+}
+
+// Errors of the hub.
+var (
+	ErrHubClosed = errors.New("fanout: hub closed")
+	ErrCatchUp   = errors.New("fanout: could not bring the subscriber up to date")
+)
+
+const numShards = 64
+
+// Hub keeps, per thread, one NATS subscription for all local subscribers
+// and shares each frame's encoded bytes among them. Safe for concurrent use.
+// It starts no goroutines of its own: frames are handled in the NATS
+// subscription callbacks (owned by the nats.Conn, stopped by Close's
+// unsubscribes), and each Subscriber is drained by its caller's goroutine.
+type Hub struct {
+	nc     *nats.Conn
+	cfg    HubConfig
+	m      *Metrics
+	log    *slog.Logger
+	shards [numShards]hubShard
+}
+
+type hubShard struct {
+	mu     sync.Mutex
+	feeds  map[feedKey]*feed
+	closed bool
+	_      [40]byte // keep neighbouring shard locks off one cache line
+}
+
+type feedKey struct{ tenant, token string }
+
+// NewHub returns a Hub reading frames from nc. m and log may be nil.
+func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
+	d := DefaultHubConfig()
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = d.Partitions
+	}
+	if cfg.SnapshotTimeout <= 0 {
+		cfg.SnapshotTimeout = d.SnapshotTimeout
+	}
+	if cfg.RingFrames <= 0 {
+		cfg.RingFrames = d.RingFrames
+	}
+	if cfg.RingBytes <= 0 {
+		cfg.RingBytes = d.RingBytes
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = d.QueueBytes
+	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = d.JoinWait
+	}
+	if cfg.Linger < 0 {
+		cfg.Linger = 0
+	}
+	if m == nil {
+		m = NewMetrics()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{nc: nc, cfg: cfg, m: m, log: log}
+	for i := range h.shards {
+		h.shards[i].feeds = make(map[feedKey]*feed)
+	}
+	return h
+}
+
+func (h *Hub) shard(k feedKey) *hubShard {
+	// FNV-1a over tenant and token, inlined to avoid allocating.
+	x := uint32(2166136261)
+	for i := 0; i < len(k.tenant); i++ {
+		x = (x ^ uint32(k.tenant[i])) * 16777619
+	}
+	x = (x ^ '.') * 16777619
+	for i := 0; i < len(k.token); i++ {
+		x = (x ^ uint32(k.token[i])) * 16777619
+	}
+	return &h.shards[x%numShards]
+}
+
+// Subscribe registers a subscriber to tenant's thread in variant v and
+// brings it up to date before returning: from the thread's ring when after is
+// a position the node still has (no gap, no duplicate), else with a snapshot
+// (nothing at all when the snapshot is exactly at after). The caller must
+// drain it (Ready, Take, CatchUp) and Close it. tenant must already be
+// validated (pipeline.ValidTenant); thread is the raw id, never trusted to
+// name a tenant.
+func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, after Cursor) (*Subscriber, error) {
+	f, err := h.acquire(ctx, tenant, thread)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscriber{feed: f, variant: v, limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	h.m.Subscribers.WithLabelValues(v.String()).Inc()
+	if err := s.catchUp(ctx, after, ReasonJoin); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close unsubscribes every feed and refuses new subscribers. Subscribers
+// still open keep their queues; their writers end them (Server does so
+// first). Idempotent.
+func (h *Hub) Close() {
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		sh.closed = true
+		for k, f := range sh.feeds {
+			delete(sh.feeds, k)
+			if f.sub != nil {
+				_ = f.sub.Unsubscribe()
+			}
+			h.m.Feeds.Dec()
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// acquire returns the thread's feed, creating it (and its NATS subscription)
+// on first use. Creation happens outside the shard lock; other acquirers of
+// the same thread wait on ready.
+func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error) {
+	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+	sh := h.shard(k)
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		return nil, ErrHubClosed
+	}
+	f := sh.feeds[k]
+	creator := f == nil
+	if creator {
+		f = &feed{hub: h, key: k, thread: thread, subs: make(map[*Subscriber]struct{}), ready: make(chan struct{}),
+			ring: newRing(h.cfg.RingFrames)}
+		sh.feeds[k] = f
+		h.m.Feeds.Inc()
+	}
+	f.refs++
+	sh.mu.Unlock()
+	if creator {
+		f.err = f.start(ctx)
+		close(f.ready)
+	} else {
+		select {
+		case <-f.ready:
+		case <-ctx.Done():
+			h.release(f)
+			return nil, ctx.Err()
+		}
+	}
+	if f.err != nil {
+		h.release(f)
+		return nil, f.err
+	}
+	return f, nil
+}
+
+// release drops one reference. The feed of a thread nobody here reads any
+// more lingers (subscribed, its ring growing) until Sweep ends it, unless it
+// failed to start or Linger is zero.
+func (h *Hub) release(f *feed) {
+	sh := h.shard(f.key)
+	sh.mu.Lock()
+	f.refs--
+	end := f.refs == 0 && sh.feeds[f.key] == f && (f.err != nil || h.cfg.Linger == 0)
+	if f.refs == 0 {
+		f.idleSince = time.Now()
+	}
+	if end {
+		delete(sh.feeds, f.key)
+		h.m.Feeds.Dec()
+	}
+	sh.mu.Unlock()
+	if end && f.sub != nil {
+		_ = f.sub.Unsubscribe()
+	}
+}
+
+// Sweep ends the feeds that have had no subscriber for longer than Linger
+// before now, and returns how many it ended. Server.Run calls it
+// periodically.
+func (h *Hub) Sweep(now time.Time) int {
+	n := 0
+	var subs []*nats.Subscription
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		for k, f := range sh.feeds {
+			if f.refs == 0 && now.Sub(f.idleSince) > h.cfg.Linger {
+				delete(sh.feeds, k)
+				h.m.Feeds.Dec()
+				if f.sub != nil {
+					subs = append(subs, f.sub)
+				}
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+	return n
+}
+
+// feed is one thread on this node. Its fields after ready are guarded by mu
+// except the immutable ones (hub, key, thread, sub, err).
+type feed struct {
+	hub       *Hub
+	key       feedKey
+	thread    string
+	sub       *nats.Subscription
+	err       error
+	ready     chan struct{}
+	refs      int       // guarded by the shard lock
+	idleSince time.Time // guarded by the shard lock; when refs last became 0
+
+	mu       sync.Mutex
+	subs     map[*Subscriber]struct{}
+	ring     ring
+	known    bool   // lo and hi are meaningful
+	lo, hi   uint64 // see the NOTE at the top of the file
+	snap     *snapshot
+	snapCall *snapCall
+	advanced chan struct{} // closed when hi moves; made on demand by waiters
+}
+
+type snapCall struct {
+	done chan struct{}
+	err  error
+}
+
+func (f *feed) start(ctx context.Context) error {
+	h := f.hub
+	sub, err := h.nc.Subscribe(pipeline.ViewSubject(f.key.tenant, f.key.token), f.onMsg)
+	if err != nil {
+		return fmt.Errorf("fanout: subscribe: %w", err)
+	}
+	f.sub = sub
+	// The server must have registered the subscription before we ask for
+	// a snapshot, or frames published in between would be lost.
+	fctx, cancel := context.WithTimeout(ctx, h.cfg.SnapshotTimeout)
+	defer cancel()
+	if err := h.nc.FlushWithContext(fctx); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("fanout: subscribe flush: %w", err)
+	}
+	return nil
+}
+
+// onMsg runs on the subscription's own goroutine (nats.go delivers one
+// subscription's messages in order, one at a time).
+func (f *feed) onMsg(m *nats.Msg) {
+	fr, err := decodeFrame(m)
+	if err != nil {
+		f.hub.m.BadFrames.Inc()
+		f.hub.log.Warn("fanout: dropping frame", "subject", m.Subject, "err", err)
+		return
+	}
+	f.hub.m.Frames.Inc()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known && fr.seq <= f.hi {
+		return // the feed (or an adopted snapshot) is already past it
+	}
+	if !f.known || fr.prev != f.hi {
+		f.ring.reset()
+		f.lo, f.known = fr.prev, true
+	}
+	for _, ev := range f.ring.push(fr, f.hub.cfg.RingBytes) {
+		f.lo = ev.seq
+	}
+	f.hi = fr.seq
+	for s := range f.subs {
+		if s.state == stLive {
+			f.deliverLocked(s, fr)
+		}
+	}
+	if f.advanced != nil {
+		close(f.advanced)
+		f.advanced = nil
+	}
+}
+
+// deliverLocked enqueues fr to the live subscriber s, or flags a resync
+// when fr does not follow what s has.
+func (f *feed) deliverLocked(s *Subscriber, fr *frame) {
+	if fr.seq <= s.last {
+		return
+	}
+	if fr.prev != s.last {
+		s.dropLocked(ReasonGap)
+		f.hub.m.Drops.WithLabelValues(ReasonGap).Inc()
+		return
+	}
+	enc := fr.enc[s.variant]
+	if enc == nil {
+		enc = encodeFrame(fr, s.variant)
+		fr.enc[s.variant] = enc
+	}
+	s.last = fr.seq
+	s.enqueue(enc, fr.seq, fr.eventTS, false)
+}
+
+type fit uint8
+
+const (
+	fitOK     fit = iota // a boundary the feed can continue from
+	fitFuture            // newer than anything the feed has seen yet
+	fitStale             // older than the ring, or inside a frame
+)
+
+func (f *feed) fitLocked(seq uint64) fit {
+	switch {
+	case !f.known:
+		return fitFuture
+	case seq == f.hi || seq == f.lo:
+		return fitOK
+	case seq > f.hi:
+		return fitFuture
+	case seq < f.lo:
+		return fitStale
+	case f.ring.find(seq) != nil:
+		return fitOK
+	}
+	return fitStale
+}
+
+// replayLocked delivers every ring frame after seq to s.
+func (f *feed) replayLocked(s *Subscriber, seq uint64) {
+	f.ring.each(func(fr *frame) {
+		if fr.seq > seq {
+			f.deliverLocked(s, fr)
+		}
+	})
+}
+
+// adoptLocked makes seq (a snapshot newer than the feed) the feed's
+// position when the frames up to it never came: frames at or before it are
+// then ignored, and live subscribers behind it resync on the next frame.
+func (f *feed) adoptLocked(seq uint64) {
+	f.ring.reset()
+	f.lo, f.hi, f.known = seq, seq, true
+}
+
+// requestSnapshot performs one snapshot request for the feed, shared by
+// every subscriber that needs one meanwhile (single flight).
+func (f *feed) requestSnapshot(ctx context.Context) error {
+	f.mu.Lock()
+	call := f.snapCall
+	if call != nil {
+		f.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	call = &snapCall{done: make(chan struct{})}
+	f.snapCall = call
+	f.mu.Unlock()
+
+	h := f.hub
+	subj := pipeline.SnapSubject(pipeline.Partition(f.key.tenant, f.key.token, h.cfg.Partitions), f.key.tenant, f.key.token)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.SnapshotTimeout)
+	msg, err := h.nc.RequestWithContext(rctx, subj, nil)
+	cancel()
+	var sn *snapshot
+	if err == nil {
+		sn, err = decodeSnapshot(msg)
+	} else {
+		err = fmt.Errorf("%w: %w", ErrSnapshot, err)
+	}
+	if err != nil {
+		h.m.Snapshots.WithLabelValues("error").Inc()
+	} else {
+		h.m.Snapshots.WithLabelValues("ok").Inc()
+	}
+	f.mu.Lock()
+	if err == nil {
+		if f.snap == nil || sn.seq >= f.snap.seq {
+			f.snap = sn
+		}
+		if !f.known {
+			// No frame since we subscribed: the snapshot is the position
+			// (every later frame is still to come, in order).
+			f.adoptLocked(sn.seq)
+		}
+	}
+	call.err = err
+	f.snapCall = nil
+	f.mu.Unlock()
+	close(call.done)
+	return err
+}
+
+// ring is a bounded FIFO of a thread's recent frames, oldest first, with
+// increasing seqs.
+type ring struct {
+	buf   []*frame
+	start int
+	n     int
+	bytes int
+}
+
+func newRing(capacity int) ring { return ring{buf: make([]*frame, capacity)} }
+
+func (r *ring) reset() {
+	clear(r.buf)
+	r.start, r.n, r.bytes = 0, 0, 0
+}
+
+func (r *ring) at(i int) *frame { return r.buf[(r.start+i)%len(r.buf)] }
+
+// push appends fr and returns the frames evicted to stay within the frame
+// and byte bounds (the newest frame is always kept).
+func (r *ring) push(fr *frame, maxBytes int) (evicted []*frame) {
+	for r.n > 0 && (r.n == len(r.buf) || r.bytes+fr.size > maxBytes) {
+		old := r.buf[r.start]
+		r.buf[r.start] = nil
+		r.start = (r.start + 1) % len(r.buf)
+		r.n--
+		r.bytes -= old.size
+		evicted = append(evicted, old)
+	}
+	r.buf[(r.start+r.n)%len(r.buf)] = fr
+	r.n++
+	r.bytes += fr.size
+	return evicted
+}
+
+// find returns the frame with that seq, or nil (binary search: seqs increase).
+func (r *ring) find(seq uint64) *frame {
+	lo, hi := 0, r.n
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if r.at(mid).seq < seq {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < r.n && r.at(lo).seq == seq {
+		return r.at(lo)
+	}
+	return nil
+}
+
+func (r *ring) each(fn func(*frame)) {
+	for i := 0; i < r.n; i++ {
+		fn(r.at(i))
+	}
+}

@@ -1,0 +1,330 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// Config configures a Server. DefaultConfig returns the defaults; only
+// AuthKey has none.
+type Config struct {
+	// AuthKey verifies bearer tokens (auth.Verify). Required, ≥ 16 bytes.
+	AuthKey []byte
+	// Hub configures the subscriber hub.
+	Hub HubConfig
+	// Heartbeat is the interval of SSE comment lines (WebSocket pings),
+	// below the idle timeouts of common proxies (often 30–60 s).
+	Heartbeat time.Duration
+	// MaxLifetime ends a stream after this long (with its cursor, so the
+	// client resumes, possibly on another node); 0 disables it.
+	MaxLifetime time.Duration
+	// WriteTimeout bounds one batched write to a connection; a client that
+	// does not read for that long is disconnected.
+	WriteTimeout time.Duration
+	// Retry is the reconnection delay announced to SSE clients.
+	Retry time.Duration
+	// MaxConnsPerTenant bounds concurrent streams per tenant (0: no limit).
+	MaxConnsPerTenant int
+	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
+	ViewsBucket string
+	// Now is the clock used to check token expiry (nil: time.Now).
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults (AuthKey left empty).
+func DefaultConfig() Config {
+	return Config{
+		Hub:               DefaultHubConfig(),
+		Heartbeat:         15 * time.Second,
+		MaxLifetime:       30 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+		Retry:             2 * time.Second,
+		MaxConnsPerTenant: 10000,
+		ViewsBucket:       pipeline.DefaultViewsKV,
+	}
+}
+
+// ErrConfig is returned by New for an unusable configuration.
+var ErrConfig = errors.New("fanout: bad config")
+
+// Server is the fanout's HTTP side: SSE and WebSocket streams of thread
+// views, REST reads, the tap, health and metrics. Build it with New, serve
+// it with Run (or mount Handler and call Drain). Safe for concurrent use.
+type Server struct {
+	cfg      Config
+	nc       *nats.Conn
+	hub      *Hub
+	m        *Metrics
+	reg      *prometheus.Registry
+	log      *slog.Logger
+	mux      *http.ServeMux
+	draining chan struct{} // closed when Drain starts: every stream ends
+	drainOne sync.Once
+	streams  sync.WaitGroup // every stream handler in flight
+	limiter  tenantLimiter
+	stopMu   sync.Mutex // orders Drain against beginStream's streams.Add
+	stopped  atomic.Bool
+}
+
+// New returns a Server reading from nc. The caller keeps owning nc.
+func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
+	if len(cfg.AuthKey) < auth.MinKeyLen {
+		return nil, fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	}
+	d := DefaultConfig()
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = d.Heartbeat
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = d.WriteTimeout
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = d.Retry
+	}
+	if cfg.ViewsBucket == "" {
+		cfg.ViewsBucket = d.ViewsBucket
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, draining: make(chan struct{}),
+		hub: NewHub(nc, cfg.Hub, m, log)}
+	s.limiter.n = make(map[string]int)
+	s.limiter.max = cfg.MaxConnsPerTenant
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", s.livez)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/threads/{thread}/events", s.events)
+	mux.HandleFunc("POST /v1/threads/{thread}/events", s.events)
+	mux.HandleFunc("GET /v1/threads/{thread}", s.threadView)
+	mux.HandleFunc("GET /v1/threads", s.threadList)
+	mux.HandleFunc("GET /v1/tap", s.tap)
+	s.mux = mux
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Metrics returns the server's metrics (for embedding processes).
+func (s *Server) Metrics() *Metrics { return s.m }
+
+// Registry returns the registry /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Run serves on ln until ctx is done, then drains: it stops accepting,
+// ends every stream with a resume hint, and waits for the handlers, for at
+// most shutdownTimeout. It returns after every goroutine it started (the
+// http.Server's included) has returned.
+func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	sweepStop := make(chan struct{})
+	sweepDone := make(chan struct{})
+	go s.sweepLoop(sweepStop, sweepDone)
+	defer func() { close(sweepStop); <-sweepDone }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		errc = nil
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	s.Drain()
+	if serr := hs.Shutdown(sctx); serr != nil && err == nil {
+		err = serr
+		_ = hs.Close()
+	}
+	if werr := s.wait(sctx); werr != nil && err == nil {
+		err = werr
+	}
+	if errc != nil {
+		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// sweepLoop ends lingering feeds (Hub.Sweep) until stop is closed.
+func (s *Server) sweepLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	every := s.cfg.Hub.Linger / 4
+	if every < time.Second {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			s.hub.Sweep(now)
+		case <-stop:
+			return
+		}
+	}
+}
+
+// Drain ends every stream with a resume hint and makes /readyz fail; new
+// streams are refused with 503. Idempotent.
+func (s *Server) Drain() {
+	s.drainOne.Do(func() {
+		s.stopMu.Lock()
+		s.stopped.Store(true)
+		s.stopMu.Unlock()
+		close(s.draining)
+	})
+}
+
+// wait waits for every stream handler, then closes the hub.
+func (s *Server) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.hub.Close()
+		return nil
+	case <-ctx.Done():
+		s.hub.Close()
+		<-done // handlers end on their own once their connections are closed
+		return ctx.Err()
+	}
+}
+
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	switch {
+	case s.stopped.Load():
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+	case !s.nc.IsConnected():
+		http.Error(w, "nats: "+s.nc.Status().String(), http.StatusServiceUnavailable)
+	default:
+		_, _ = w.Write([]byte("ok\n"))
+	}
+}
+
+// authorize returns the request's verified claims, or writes 401.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims, bool) {
+	tok, ok := auth.FromRequest(r)
+	if !ok {
+		s.deny(w, http.StatusUnauthorized, "missing_token")
+		return auth.Claims{}, false
+	}
+	c, err := auth.Verify(s.cfg.AuthKey, tok, s.cfg.Now())
+	if err == nil && pipeline.ValidTenant(c.Tenant) != nil {
+		err = auth.ErrMalformed
+	}
+	if err != nil {
+		s.deny(w, http.StatusUnauthorized, "invalid_token")
+		return auth.Claims{}, false
+	}
+	return c, true
+}
+
+// authorizeThread also checks the {thread} path value: 400 when it cannot
+// be a thread id, 403 when the token does not cover it. The 403 is the same
+// whether or not the thread exists, and nothing here looks it up.
+func (s *Server) authorizeThread(w http.ResponseWriter, r *http.Request) (auth.Claims, string, bool) {
+	c, ok := s.authorize(w, r)
+	if !ok {
+		return c, "", false
+	}
+	thread := r.PathValue("thread")
+	if thread == "" || len(thread) > pipeline.MaxThreadIDLen || !utf8.ValidString(thread) {
+		s.deny(w, http.StatusBadRequest, "bad_thread")
+		return c, "", false
+	}
+	if !c.AllowsThread(thread) {
+		s.deny(w, http.StatusForbidden, "forbidden")
+		return c, "", false
+	}
+	return c, thread, true
+}
+
+func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
+	s.m.Rejected.WithLabelValues(reason).Inc()
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="threadcast"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+}
+
+// tenantLimiter counts open streams per tenant.
+type tenantLimiter struct {
+	mu  sync.Mutex
+	n   map[string]int
+	max int
+}
+
+func (l *tenantLimiter) acquire(tenant string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.max > 0 && l.n[tenant] >= l.max {
+		return false
+	}
+	l.n[tenant]++
+	return true
+}
+
+func (l *tenantLimiter) release(tenant string) {
+	l.mu.Lock()
+	if l.n[tenant]--; l.n[tenant] <= 0 {
+		delete(l.n, tenant)
+	}
+	l.mu.Unlock()
+}
+
+// beginStream registers a stream handler (so Run waits for it) and takes a
+// slot of the tenant's limit. It writes the refusal itself.
+func (s *Server) beginStream(w http.ResponseWriter, tenant string) (end func(), ok bool) {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	if s.stopped.Load() {
+		w.Header().Set("Retry-After", "1")
+		s.deny(w, http.StatusServiceUnavailable, "draining")
+		return nil, false
+	}
+	if !s.limiter.acquire(tenant) {
+		w.Header().Set("Retry-After", "5")
+		s.deny(w, http.StatusTooManyRequests, "tenant_limit")
+		return nil, false
+	}
+	s.streams.Add(1)
+	return func() { s.limiter.release(tenant); s.streams.Done() }, true
+}

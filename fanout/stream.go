@@ -1,0 +1,315 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Stream end reasons (the Ended metric's labels and the end hint's text).
+const (
+	EndClient   = "client"   // the client went away
+	EndLifetime = "lifetime" // MaxLifetime reached
+	EndShutdown = "shutdown" // the server is draining
+	EndWrite    = "write"    // a write failed or timed out
+	EndResync   = "resync"   // the subscriber could not be brought up to date
+)
+
+// maxRunInput bounds a POSTed RunAgentInput.
+const maxRunInput = 1 << 20
+
+// events serves GET/POST /v1/threads/{thread}/events as SSE, or as
+// WebSocket when the request is an upgrade.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	c, thread, ok := s.authorizeThread(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	view := false
+	switch q.Get("mode") {
+	case "", "agui":
+	case "view":
+		view = true
+	default:
+		s.deny(w, http.StatusBadRequest, "bad_mode")
+		return
+	}
+	if r.Method == http.MethodPost && !s.checkRunInput(w, r, thread) {
+		return
+	}
+	ws := r.Header.Get("Upgrade") != "" && r.Method == http.MethodGet
+	v := AguiSSE
+	switch {
+	case ws && view:
+		v = ViewWS
+	case ws:
+		v = AguiWS
+	case view:
+		v = ViewSSE
+	}
+	after := ParseCursor(r.Header.Get("Last-Event-ID"))
+	if a := q.Get("after"); a != "" {
+		after = ParseCursor(a)
+	}
+	end, ok := s.beginStream(w, c.Tenant)
+	if !ok {
+		return
+	}
+	defer end()
+	ctx := r.Context()
+	sub, err := s.hub.Subscribe(ctx, c.Tenant, thread, v, after)
+	if err != nil {
+		s.log.Warn("fanout: subscribe failed", "tenant", c.Tenant, "err", err)
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	defer sub.Close()
+	var sk sink
+	if ws {
+		conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+			// Auth is a bearer token, never an ambient cookie, so a
+			// cross-origin page cannot ride on a victim's credentials:
+			// the origin check would protect nothing.
+			InsecureSkipVerify: true,
+		})
+		if err != nil {
+			return // Accept wrote the HTTP error
+		}
+		defer conn.CloseNow()
+		ctx = conn.CloseRead(ctx) // discards client messages; cancels ctx when the peer closes
+		sk = &wsSink{c: conn, timeout: s.cfg.WriteTimeout}
+	} else {
+		sk = newSSESink(w, s.cfg)
+	}
+	reason := s.pump(ctx, sub, sk)
+	s.m.Ended.WithLabelValues(reason).Inc()
+}
+
+// checkRunInput validates a POSTed RunAgentInput (what an AG-UI HttpAgent
+// sends): a JSON object whose threadId, when present, is the URL's thread.
+// The input is not executed — Threadcast streams threads, it runs no agent —
+// but a structurally invalid one is refused before the stream, as the SSE
+// binding requires.
+func (s *Server) checkRunInput(w http.ResponseWriter, r *http.Request, thread string) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRunInput))
+	var in struct {
+		ThreadID *string `json:"threadId"`
+	}
+	if err != nil || json.Unmarshal(body, &in) != nil || (len(body) > 0 && body[0] != '{') {
+		s.deny(w, http.StatusBadRequest, "bad_run_input")
+		return false
+	}
+	if in.ThreadID != nil && *in.ThreadID != thread {
+		s.deny(w, http.StatusBadRequest, "thread_mismatch")
+		return false
+	}
+	return true
+}
+
+// sink is one connection's transport.
+type sink interface {
+	// open sends what starts the stream (SSE headers) right away, so the
+	// client sees the stream open even when there is nothing to send yet.
+	open() error
+	// write writes items (one batch) and flushes; it returns bytes written.
+	write(items []item) (int, error)
+	heartbeat() error
+	// end tells the client why the stream ends and where to resume.
+	end(reason string, cursor uint64)
+}
+
+// pump is the connection's writer: the one goroutine that drains sub. Each
+// wake-up writes everything queued with one flush, so a busy thread costs
+// one syscall per batch, not per frame.
+func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink) string {
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	var lifetime <-chan time.Time
+	if s.cfg.MaxLifetime > 0 {
+		t := time.NewTimer(s.cfg.MaxLifetime)
+		defer t.Stop()
+		lifetime = t.C
+	}
+	label := sub.Variant().String()
+	bytesSent := s.m.BytesSent.WithLabelValues(label)
+	var buf []item
+	var cursor uint64
+	if sk.open() != nil {
+		return EndWrite
+	}
+	for {
+		items, cur, resync := sub.Take(buf)
+		if resync != "" {
+			if err := sub.CatchUp(ctx); err != nil {
+				if ctx.Err() != nil {
+					return EndClient
+				}
+				s.log.Warn("fanout: resync failed", "err", err)
+				sk.end(EndResync, cursor)
+				return EndResync
+			}
+			buf = items[:0]
+			continue
+		}
+		if len(items) > 0 {
+			n, err := sk.write(items)
+			bytesSent.Add(float64(n))
+			s.observeLatency(items)
+			clear(items) // drop references to shared frames
+			buf = items[:0]
+			if err != nil {
+				return EndWrite
+			}
+			cursor = cur
+			continue
+		}
+		buf = items[:0]
+		if cur > cursor {
+			cursor = cur
+		}
+		select {
+		case <-sub.Ready():
+		case <-hb.C:
+			if sk.heartbeat() != nil {
+				return EndWrite
+			}
+		case <-lifetime:
+			s.flushAndEnd(sub, sk, EndLifetime, cursor)
+			return EndLifetime
+		case <-s.draining:
+			s.flushAndEnd(sub, sk, EndShutdown, cursor)
+			return EndShutdown
+		case <-ctx.Done():
+			return EndClient
+		}
+	}
+}
+
+// flushAndEnd writes what is still queued, then the end hint.
+func (s *Server) flushAndEnd(sub *Subscriber, sk sink, reason string, cursor uint64) {
+	items, cur, resync := sub.Take(nil)
+	if resync == "" && len(items) > 0 {
+		if _, err := sk.write(items); err == nil {
+			cursor = cur
+		}
+	}
+	sk.end(reason, cursor)
+}
+
+func (s *Server) observeLatency(items []item) {
+	var now int64
+	for i := range items {
+		if ts := items[i].ts; ts > 0 {
+			if now == 0 {
+				now = time.Now().UnixMilli()
+			}
+			s.m.Latency.Observe(float64(now-ts) / 1000)
+		}
+	}
+}
+
+// sseSink writes SSE to an http.ResponseWriter.
+type sseSink struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	started bool
+	retry   time.Duration
+}
+
+func newSSESink(w http.ResponseWriter, cfg Config) *sseSink {
+	return &sseSink{w: w, rc: http.NewResponseController(w), timeout: cfg.WriteTimeout, retry: cfg.Retry}
+}
+
+func (k *sseSink) start() {
+	if k.started {
+		return
+	}
+	k.started = true
+	h := k.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	k.w.WriteHeader(http.StatusOK)
+	_, _ = k.w.Write([]byte("retry: " + strconv.FormatInt(k.retry.Milliseconds(), 10) + "\n\n"))
+}
+
+func (k *sseSink) open() error {
+	k.start()
+	return k.rc.Flush()
+}
+
+func (k *sseSink) write(items []item) (int, error) {
+	k.start()
+	_ = k.rc.SetWriteDeadline(time.Now().Add(k.timeout))
+	n := 0
+	for i := range items {
+		m, err := k.w.Write(items[i].b)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, k.rc.Flush()
+}
+
+var hbComment = []byte(": keep-alive\n\n")
+
+func (k *sseSink) heartbeat() error {
+	_, err := k.write([]item{{b: hbComment}})
+	return err
+}
+
+// end sends a comment naming the reason and the cursor. EventSource clients
+// reconnect by themselves with Last-Event-ID (the last id: they saw), which
+// is the same cursor; the comment is for other clients and for people.
+func (k *sseSink) end(reason string, cursor uint64) {
+	b := []byte(": end reason=" + reason + " after=" + strconv.FormatUint(cursor, 10) + "\n\n")
+	_, _ = k.write([]item{{b: b}})
+}
+
+// wsSink writes WebSocket messages: one wire message per item.
+type wsSink struct {
+	c       *websocket.Conn
+	timeout time.Duration
+}
+
+func (k *wsSink) write(items []item) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	defer cancel()
+	n := 0
+	for i := range items {
+		if err := k.c.Write(ctx, websocket.MessageText, items[i].b); err != nil {
+			return n, err
+		}
+		n += len(items[i].b)
+	}
+	return n, nil
+}
+
+func (k *wsSink) open() error { return nil }
+
+func (k *wsSink) heartbeat() error {
+	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	defer cancel()
+	return k.c.Ping(ctx)
+}
+
+// end closes with 1012 (service restart) on shutdown, 1000 otherwise; the
+// reason text carries the cursor: "<reason> after=<seq>".
+func (k *wsSink) end(reason string, cursor uint64) {
+	code := websocket.StatusNormalClosure
+	if reason == EndShutdown {
+		code = websocket.StatusServiceRestart
+	}
+	if reason == EndResync {
+		code = websocket.StatusTryAgainLater
+	}
+	_ = k.c.Close(code, reason+" after="+strconv.FormatUint(cursor, 10))
+}

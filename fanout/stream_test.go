@@ -1,0 +1,265 @@
+package fanout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestJoinThenLive(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "a;", "b;")
+	th.publish(t, "c;")
+	_, hs := newServer(t, nc, nil)
+
+	c := openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
+	if got := c.resp.Header.Get("X-Accel-Buffering"); got != "no" {
+		t.Errorf("X-Accel-Buffering = %q", got)
+	}
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	if a.snapshots != 1 {
+		t.Fatalf("snapshots = %d, want 1", a.snapshots)
+	}
+	if c.lastID != "5" {
+		t.Fatalf("last id after snapshot = %q, want 5", c.lastID)
+	}
+	th.publish(t, "d;", "e;", "f;")
+	a.follow(t, c, th.Text, 5*time.Second)
+	if c.lastID != "9" || a.snapshots != 1 {
+		t.Fatalf("last id %q snapshots %d, want 9 and 1", c.lastID, a.snapshots)
+	}
+}
+
+// A thread published to by a busy agent while subscribers keep joining:
+// every subscriber ends with exactly the publisher's text (no gap, no
+// duplicate), and they share one snapshot request more often than not.
+func TestJoinDuringBusyStreamNoGap(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "busy")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+
+	stop := make(chan struct{})
+	var pub sync.WaitGroup
+	pub.Add(1)
+	go func() {
+		defer pub.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			chunks := make([]string, 1+i%3)
+			for j := range chunks {
+				chunks[j] = fmt.Sprintf("%d.%d;", i, j)
+			}
+			th.publish(t, chunks...)
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	const n = 20
+	clients := make([]*sseClient, n)
+	models := make([]*aguiModel, n)
+	for i := range clients {
+		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+		clients[i] = openSSE(t, hs.URL+"/v1/threads/busy/events", tok, nil)
+		models[i] = &aguiModel{}
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	pub.Wait()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			models[i].follow(t, clients[i], th.Text, 10*time.Second)
+		}()
+	}
+	wg.Wait()
+	for i, m := range models {
+		if m.snapshots != 1 {
+			t.Errorf("client %d got %d snapshots, want 1 (a resync means a gap was detected)", i, m.snapshots)
+		}
+	}
+}
+
+func TestResumeFromRing(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "r1")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	th.publish(t, "a;")
+	c := openSSE(t, hs.URL+"/v1/threads/r1/events", tok, nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	th.publish(t, "b;", "c;", "d;")
+	// Read only part of the 3-event frame, then drop the connection.
+	for a.text != "a;b;c;" {
+		m, err := c.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.data != "" {
+			a.apply(t, m.data)
+		}
+	}
+	if c.lastID != "6.1" {
+		t.Fatalf("id inside a frame = %q, want 6.1", c.lastID)
+	}
+	c.close()
+	th.publish(t, "e;")
+	th.publish(t, "f;", "g;")
+	snapsBefore := th.snapshots
+
+	tests := []struct {
+		name, cursor string
+		useQuery     bool
+	}{
+		{"partial frame via Last-Event-ID", "6.1", false},
+		{"frame boundary via after", "6", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := hs.URL + "/v1/threads/r1/events"
+			var hdr http.Header
+			if tt.useQuery {
+				url += "?after=" + tt.cursor
+			} else {
+				hdr = http.Header{"Last-Event-Id": {tt.cursor}}
+			}
+			c2 := openSSE(t, url, tok, hdr)
+			b := aguiModel{text: "a;b;c;"}
+			if tt.useQuery {
+				b.text = "a;b;c;d;"
+			}
+			b.follow(t, c2, th.Text, 5*time.Second)
+			if b.snapshots != 0 {
+				t.Fatalf("resume sent %d snapshots, want 0", b.snapshots)
+			}
+		})
+	}
+	if th.snapshots != snapsBefore {
+		t.Fatalf("resume asked the pipeline for %d snapshots", th.snapshots-snapsBefore)
+	}
+}
+
+// Resuming on a node that never saw the thread (or whose ring no longer has
+// the cursor) gets a fresh snapshot — or nothing at all when the cursor is
+// exactly the thread's current seq.
+func TestResumeOnAnotherNode(t *testing.T) {
+	ns := startNATS(t)
+	th := newTestThread(t, connect(t, ns), "acme", "n1")
+	_, node1 := newServer(t, connect(t, ns), nil)
+	_, node2 := newServer(t, connect(t, ns), nil)
+	tok := token(t, "acme")
+	th.publish(t, "a;")
+	c := openSSE(t, node1.URL+"/v1/threads/n1/events", tok, nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	cursor := c.lastID
+	c.close()
+
+	// Cursor current: node 2 sends nothing, then live frames.
+	c2 := openSSE(t, node2.URL+"/v1/threads/n1/events", tok, http.Header{"Last-Event-Id": {cursor}})
+	th.publish(t, "b;")
+	b := aguiModel{text: a.text}
+	b.follow(t, c2, th.Text, 5*time.Second)
+	if b.snapshots != 0 {
+		t.Fatalf("current cursor got %d snapshots, want 0", b.snapshots)
+	}
+	c2.close()
+
+	// Cursor behind, on a third node: snapshot.
+	_, node3 := newServer(t, connect(t, ns), nil)
+	th.publish(t, "c;")
+	c3 := openSSE(t, node3.URL+"/v1/threads/n1/events", tok, http.Header{"Last-Event-Id": {cursor}})
+	d := aguiModel{text: a.text}
+	d.follow(t, c3, th.Text, 5*time.Second)
+	if d.snapshots != 1 {
+		t.Fatalf("stale cursor got %d snapshots, want 1", d.snapshots)
+	}
+}
+
+// A client that stops reading overflows its queue and is resynchronised
+// with a snapshot, while a client reading normally never is.
+func TestSlowSubscriberResynced(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "slow")
+	srv, hs := newServer(t, nc, func(c *Config) {
+		c.Hub.QueueBytes = 512 << 10
+		c.WriteTimeout = time.Minute // the slow client stalls on purpose
+	})
+	tok := token(t, "acme")
+	th.publish(t, "start;")
+	th.pad = `,"pad":"` + strings.Repeat("x", 16<<10) + `"`
+	slow := openSSE(t, hs.URL+"/v1/threads/slow/events", tok, nil)
+	fast := openSSE(t, hs.URL+"/v1/threads/slow/events", tok, nil)
+	var fm, sm aguiModel
+	fm.follow(t, fast, th.Text, 5*time.Second)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 600; i++ { // ~10 MB: more than loopback socket buffers hold
+			th.publish(t, fmt.Sprintf("%d;", i))
+			if i%8 == 0 {
+				time.Sleep(time.Millisecond) // a pace the reading client keeps (under -race)
+			}
+		}
+	}()
+	fm.follow(t, fast, func() string {
+		<-done
+		return th.Text()
+	}, 30*time.Second)
+	if fm.snapshots != 1 {
+		t.Fatalf("fast client resynced: %d snapshots", fm.snapshots)
+	}
+	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonOverflow)); got < 1 {
+		t.Fatalf("overflow drops = %v, want ≥ 1", got)
+	}
+	sm.follow(t, slow, th.Text, 30*time.Second)
+	if sm.snapshots < 2 {
+		t.Fatalf("slow client got %d snapshots, want a resync", sm.snapshots)
+	}
+	if got := counterValue(srv.m.Resyncs.WithLabelValues(ReasonOverflow)); got < 1 {
+		t.Fatalf("overflow resyncs = %v", got)
+	}
+}
+
+// A frame whose Tc-Prev does not follow makes subscribers resync (never a
+// silent gap).
+func TestGapForcesSnapshot(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "gap")
+	srv, hs := newServer(t, nc, nil)
+	th.publish(t, "a;")
+	c := openSSE(t, hs.URL+"/v1/threads/gap/events", token(t, "acme"), nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	// Lose a frame: advance the thread without publishing it.
+	th.mu.Lock()
+	th.seq += 5
+	th.text.WriteString("lost;")
+	th.mu.Unlock()
+	th.publish(t, "b;")
+	a.follow(t, c, th.Text, 5*time.Second)
+	if a.snapshots != 2 {
+		t.Fatalf("snapshots = %d, want 2", a.snapshots)
+	}
+	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonGap)); got != 1 {
+		t.Fatalf("gap drops = %v, want 1", got)
+	}
+}

@@ -1,0 +1,304 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// threadView serves GET /v1/threads/{thread}: the current view, fetched
+// with a snapshot request (so it is exactly what a joining subscriber
+// would get), with its seq in Tc-Seq and as the ETag.
+func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
+	c, thread, ok := s.authorizeThread(w, r)
+	if !ok {
+		return
+	}
+	tok := pipeline.EncodeThread(thread)
+	subj := pipeline.SnapSubject(pipeline.Partition(c.Tenant, tok, s.hub.cfg.Partitions), c.Tenant, tok)
+	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
+	defer cancel()
+	msg, err := s.nc.RequestWithContext(ctx, subj, nil)
+	var sn *snapshot
+	if err == nil {
+		sn, err = decodeSnapshot(msg)
+	}
+	if err != nil {
+		s.log.Warn("fanout: view request failed", "tenant", c.Tenant, "err", err)
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	if sn.seq == 0 {
+		s.deny(w, http.StatusNotFound, "not_found")
+		return
+	}
+	etag := `"` + strconv.FormatUint(sn.seq, 10) + `"`
+	w.Header().Set("ETag", etag)
+	w.Header().Set(pipeline.HeaderSeq, strconv.FormatUint(sn.seq, 10))
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	b := append([]byte(`{"thread":`), mustJSON(thread)...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, sn.seq, 10)
+	b = append(b, `,"status":`...)
+	b = append(b, mustJSON(sn.status)...)
+	b = append(b, `,"view":`...)
+	b = append(b, sn.view...)
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+func mustJSON(v string) []byte {
+	b, _ := json.Marshal(v) // a string always marshals
+	return b
+}
+
+// ThreadInfo is one entry of GET /v1/threads.
+type ThreadInfo struct {
+	Thread  string    `json:"thread"`
+	Updated time.Time `json:"updated"`          // time of the last checkpoint
+	Seq     uint64    `json:"seq,omitempty"`    // live variant: seq of the frame
+	Status  string    `json:"status,omitempty"` // live variant: reducer status after the frame
+}
+
+// maxListed bounds one listing.
+const maxListed = 10000
+
+// threadList serves GET /v1/threads: the tenant's threads from the keys of
+// the views KV bucket (one key per checkpointed thread), or — with
+// Accept: text/event-stream or ?live=1 — a live SSE stream of every frame's
+// thread, seq and status for the tenant (view.<tenant>.*: the wildcard is
+// ours, the tenant comes from the token).
+func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.authorize(w, r)
+	if !ok {
+		return
+	}
+	if r.URL.Query().Get("live") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.threadListLive(w, r, c.Tenant, c.AllowsThread)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
+	defer cancel()
+	out, err := s.listThreads(ctx, c.Tenant, c.AllowsThread)
+	if err != nil {
+		s.log.Warn("fanout: thread list failed", "tenant", c.Tenant, "err", err)
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Threads []ThreadInfo `json:"threads"`
+	}{out})
+}
+
+func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool) ([]ThreadInfo, error) {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, s.cfg.ViewsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return []ThreadInfo{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeysFiltered(ctx, tenant+".*")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = lister.Stop() }()
+	out := []ThreadInfo{}
+	for key := range lister.Keys() {
+		_, tok, err := pipeline.ParseCheckpointKey(key)
+		if err != nil {
+			continue
+		}
+		id, err := pipeline.DecodeThread(tok)
+		if err != nil || !allow(id) {
+			continue
+		}
+		info := ThreadInfo{Thread: id}
+		if e, err := kv.Get(ctx, key); err == nil {
+			info.Updated = e.Created().UTC()
+		}
+		out = append(out, info)
+		if len(out) == maxListed {
+			break
+		}
+	}
+	return out, nil
+}
+
+// threadListLive streams {"thread","seq","status","updated"} per frame.
+func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, tenant string, allow func(string) bool) {
+	end, ok := s.beginStream(w, tenant)
+	if !ok {
+		return
+	}
+	defer end()
+	ch := make(chan *nats.Msg, 1024) // bounded: a slow reader loses updates (counted), not memory
+	sub, err := s.nc.ChanSubscribe(pipeline.ViewPrefix+"."+tenant+".*", ch)
+	if err != nil {
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	defer func() {
+		if n, err := sub.Dropped(); err == nil && n > 0 {
+			s.m.TapDropped.Add(float64(n))
+		}
+		_ = sub.Unsubscribe()
+	}()
+	s.streamMsgs(w, r, ch, false, func(m *nats.Msg, dst []byte) []byte {
+		var body struct {
+			Thread string `json:"thread"`
+			Seq    uint64 `json:"seq"`
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(m.Data, &body) != nil || !allow(body.Thread) {
+			return dst
+		}
+		b, _ := json.Marshal(ThreadInfo{Thread: body.Thread, Seq: body.Seq, Status: body.Status, Updated: time.Now().UTC()})
+		return appendData(dst, b)
+	})
+}
+
+// tap serves GET /v1/tap: the tenant's analytics tap as SSE (default) or
+// NDJSON (?format=ndjson or Accept: application/x-ndjson), optionally
+// filtered by ?types=T1,T2 (AG-UI type names or RUN_SUMMARY). A token
+// limited to some threads sees only those threads' messages.
+func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.authorize(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	var subjects []string
+	if ts := q.Get("types"); ts != "" {
+		for _, t := range strings.Split(ts, ",") {
+			if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
+				s.deny(w, http.StatusBadRequest, "bad_type")
+				return
+			}
+			subjects = append(subjects, pipeline.TapPrefix+"."+c.Tenant+"."+t+".*")
+		}
+	} else {
+		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+	}
+	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+	end, ok := s.beginStream(w, c.Tenant)
+	if !ok {
+		return
+	}
+	defer end()
+	ch := make(chan *nats.Msg, 4096)
+	var subs []*nats.Subscription
+	defer func() {
+		for _, sub := range subs {
+			if n, err := sub.Dropped(); err == nil && n > 0 {
+				s.m.TapDropped.Add(float64(n))
+			}
+			_ = sub.Unsubscribe()
+		}
+	}()
+	for _, subj := range subjects {
+		sub, err := s.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			s.deny(w, http.StatusServiceUnavailable, "unavailable")
+			return
+		}
+		subs = append(subs, sub)
+	}
+	all := c.AllThreads()
+	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {
+		if !all {
+			i := strings.LastIndexByte(m.Subject, '.')
+			id, err := pipeline.DecodeThread(m.Subject[i+1:])
+			if err != nil || !c.AllowsThread(id) {
+				return dst
+			}
+		}
+		if ndjson {
+			dst = append(dst, m.Data...)
+			return append(dst, '\n')
+		}
+		return appendData(dst, m.Data)
+	})
+}
+
+// streamMsgs writes messages from ch, batching whatever is already queued
+// into one write and flush, with heartbeats, lifetime and drain like pump.
+func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, enc func(*nats.Msg, []byte) []byte) {
+	h := w.Header()
+	if ndjson {
+		h.Set("Content-Type", "application/x-ndjson")
+	} else {
+		h.Set("Content-Type", "text/event-stream")
+	}
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	var lifetime <-chan time.Time
+	if s.cfg.MaxLifetime > 0 {
+		t := time.NewTimer(s.cfg.MaxLifetime)
+		defer t.Stop()
+		lifetime = t.C
+	}
+	var buf []byte
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for {
+		select {
+		case m := <-ch:
+			buf = enc(m, buf[:0])
+		drain:
+			for len(buf) < 64<<10 {
+				select {
+				case m := <-ch:
+					buf = enc(m, buf)
+				default:
+					break drain
+				}
+			}
+			if len(buf) > 0 && !write(buf) {
+				return
+			}
+		case <-hb.C:
+			if !ndjson && !write(hbComment) {
+				return
+			}
+		case <-lifetime:
+			return
+		case <-s.draining:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
