@@ -17,7 +17,8 @@
 //   - an event of unknown type, or with an unrecognised value in a required
 //     closed set (REASONING_ENCRYPTED_VALUE.subtype), is an *Error with
 //     Verdict Drop: the caller removes the event and warns;
-//   - bytes that are not one JSON object (Kind KindSyntax) and malformed
+//   - bytes that are not one JSON object (Kind KindSyntax; this includes
+//     invalid UTF-8, which RFC 8259 §8.1 rules out for exchanged JSON) and malformed
 //     known values (wrong JSON type, missing required field, forbidden null,
 //     non-integer or out-of-range numbers, bad JSON Pointers, ...) are an
 //     *Error with Verdict Fatal: the caller rejects the stream.
