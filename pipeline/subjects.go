@@ -70,9 +70,6 @@ const (
 	// HeaderEventIndex is, on a dead letter cut from a batch, the 0-based
 	// index of the event within the published message.
 	HeaderEventIndex = "Tc-Event-Index"
-	// HeaderThread carries the raw (decoded) thread id on frames, snapshots
-	// and tap messages, so consumers need not decode the token.
-	HeaderThread = "Tc-Thread"
 )
 
 // Dead-letter kinds (the HeaderErrorKind values).

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// app is the root object of the command: Run starts everything and returns
+// only after every goroutine it started has returned.
+type app struct {
+	cfg config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	// Set while running; read by the HTTP handlers.
+	mu     sync.Mutex
+	nc     *nats.Conn
+	ingest *pipeline.Ingest
+	// httpAddr is the bound HTTP address (tests listen on :0).
+	httpAddr chan string
+}
+
+func newApp(cfg config, logw io.Writer) *app {
+	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1)}
+}
+
+// Run runs ingest until ctx ends, then drains.
+func (a *app) Run(ctx context.Context) error {
+	var srv *server.Server
+	url := a.cfg.NatsURL
+	if url == "" {
+		host, port, err := splitHostPort(a.cfg.NatsListen)
+		if err != nil {
+			return err
+		}
+		sc := pipeline.DefaultServerConfig()
+		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
+		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
+		if srv, err = pipeline.StartServer(sc); err != nil {
+			return err
+		}
+		defer func() {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}()
+		url = srv.ClientURL()
+		a.log.Info("embedded NATS server", "url", url, "store", a.cfg.DataDir)
+	}
+
+	closed := make(chan struct{})
+	opts := []nats.Option{
+		nats.Name("threadcast-ingest"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { a.log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { a.log.Info("nats reconnected", "url", c.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { a.log.Warn("nats async error", "err", err) }),
+	}
+	if a.cfg.NatsCreds != "" {
+		opts = append(opts, nats.UserCredentials(a.cfg.NatsCreds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("ingest: connect %s: %w", url, err)
+	}
+	defer func() {
+		// Drain flushes what the shards published last, then closes;
+		// ClosedHandler tells when the connection's goroutines are done.
+		if err := nc.Drain(); err != nil {
+			nc.Close()
+		}
+		<-closed
+	}()
+
+	pc := a.cfg.Pipeline
+	pc.Logger = a.log
+	pc.Metrics = pipeline.NewMetrics(a.reg)
+	in, err := pipeline.NewIngest(nc, pc)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.nc, a.ingest = nc, in
+	a.mu.Unlock()
+
+	ln, err := net.Listen("tcp", a.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("ingest: listen %s: %w", a.cfg.HTTP, err)
+	}
+	a.httpAddr <- ln.Addr().String()
+	hs := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(ln) }()
+
+	runErr := in.Run(ctx, a.cfg.Drain)
+
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Warn("http server", "err", err)
+	}
+	return runErr
+}
+
+func (a *app) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// readyz: NATS connected, consumers bound, lag under the threshold.
+func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
+	a.mu.Lock()
+	nc, in := a.nc, a.ingest
+	a.mu.Unlock()
+	var why string
+	switch {
+	case nc == nil || in == nil:
+		why = "starting"
+	case !nc.IsConnected():
+		why = "nats not connected"
+	case !in.Ready():
+		why = "consumers not bound"
+	case in.Lag() > a.cfg.ReadyMaxLag:
+		why = "lag " + strconv.FormatUint(in.Lag(), 10) + " over " + strconv.FormatUint(a.cfg.ReadyMaxLag, 10)
+	}
+	if why != "" {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("ingest: --nats-listen %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil {
+		return "", 0, fmt.Errorf("ingest: --nats-listen %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1 // a free port, as the server spells it
+	}
+	return host, port, nil
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// config is everything the command reads from flags and the environment.
+type config struct {
+	NatsURL     string
+	NatsCreds   string
+	DataDir     string
+	NatsListen  string // embedded server's client listen address host:port
+	HTTP        string
+	Drain       time.Duration
+	ReadyMaxLag uint64
+	LogLevel    slog.Level
+	Pipeline    pipeline.Config
+}
+
+// parseConfig reads args, with getenv supplying THREADCAST_* defaults.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	c := config{Pipeline: pipeline.DefaultConfig()}
+	p := &c.Pipeline
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var logLevel string
+	fs.StringVar(&c.NatsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: embed a server")
+	fs.StringVar(&c.NatsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.DataDir, "data", "./data", "JetStream store directory of the embedded server")
+	fs.StringVar(&c.NatsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server")
+	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
+	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
+	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
+	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
+	fs.IntVar(&p.Partitions, "partitions", p.Partitions, "number of partitions P (fixed for the stream's life)")
+	fs.IntVar(&p.Instance, "instance", p.Instance, "this instance's index i (owns partitions p % n == i)")
+	fs.IntVar(&p.Instances, "instances", p.Instances, "number of ingest instances n")
+	fs.IntVar(&p.Shards, "shards", p.Shards, "shard goroutines (0: one per owned partition)")
+	fs.IntVar(&p.Replicas, "replicas", p.Replicas, "stream and bucket replicas")
+	fs.DurationVar(&p.MaxAge, "max-age", p.MaxAge, "event log retention by age (0: unlimited)")
+	fs.Int64Var(&p.MaxBytes, "max-bytes", p.MaxBytes, "event log retention by size (-1: unlimited)")
+	maxMsg := int(p.MaxMsgSize)
+	fs.IntVar(&maxMsg, "max-msg-size", maxMsg, "largest accepted message in bytes")
+	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window")
+	fs.Int64Var(&p.KVMaxBytes, "kv-max-bytes", p.KVMaxBytes, "checkpoint bucket size limit (-1: unlimited)")
+	fs.IntVar(&p.MaxAckPending, "max-ack-pending", p.MaxAckPending, "un-acked messages per partition")
+	fs.DurationVar(&p.AckWait, "ack-wait", p.AckWait, "redelivery timeout")
+	fs.IntVar(&p.QueueLen, "queue", p.QueueLen, "per-shard queue of delivered messages")
+	fs.IntVar(&p.CheckpointEvery, "checkpoint-every", p.CheckpointEvery, "checkpoint a thread after this many events")
+	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", p.CheckpointInterval, "checkpoint a dirty thread after this long")
+	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
+	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
+
+	// Environment first, then the command line over it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return c, fmt.Errorf("usage:\n%s", b.String())
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return c, fmt.Errorf("log level %q: %w", logLevel, err)
+	}
+	p.MaxMsgSize = int32(maxMsg)
+	if err := p.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}

@@ -1,0 +1,39 @@
+// Command ingest is Threadcast's reducer service: it consumes AG-UI events
+// from NATS JetStream, keeps every thread's view current and durable, and
+// publishes view frames, snapshots, dead letters and the analytics tap
+// (package pipeline). Without --nats-url it embeds a NATS server with
+// JetStream (store in --data), so one binary is a working system.
+//
+// Every flag can also be set by an environment variable THREADCAST_<FLAG>,
+// upper case with '-' as '_' (e.g. THREADCAST_NATS_URL); a flag on the
+// command line wins over the environment.
+//
+// HTTP (--http): /livez (the process runs), /readyz (NATS connected,
+// consumers bound, lag under --ready-max-lag), /metrics (Prometheus).
+//
+// SIGTERM or SIGINT drains: stop fetching, finish what is in flight,
+// checkpoint every thread, ack, close — within --drain.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	a := newApp(cfg, os.Stderr)
+	if err := a.Run(ctx); err != nil {
+		a.log.Error("ingest failed", "err", err)
+		os.Exit(1)
+	}
+}

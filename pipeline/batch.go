@@ -1,0 +1,61 @@
+package pipeline
+
+// nextEvent cuts the next event out of a message body and returns it and the
+// rest. A body is one JSON object, or several (JSONL, as the SDK batches
+// them, or simply concatenated); objects may span lines, so a pretty-printed
+// event from `nats pub` is one event, not a dozen broken ones. The scan
+// tracks only strings and nesting, not JSON validity: the decoder judges each
+// piece. Input that does not start with '{' is cut at the next newline, so
+// one garbage line costs one dead letter, not the rest of the batch. ok is
+// false when only whitespace remains. The returned slices alias data.
+func nextEvent(data []byte) (event, rest []byte, ok bool) {
+	i := 0
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	if i == len(data) {
+		return nil, nil, false
+	}
+	start := i
+	if data[i] != '{' {
+		for i < len(data) && data[i] != '\n' {
+			i++
+		}
+		return trimRight(data[start:i]), data[i:], true
+	}
+	depth, inStr := 0, false
+	for ; i < len(data); i++ {
+		c := data[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++ // skip the escaped byte
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return data[start : i+1], data[i+1:], true
+			}
+		}
+	}
+	// Unterminated: the rest is one (malformed) event.
+	return trimRight(data[start:]), nil, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func trimRight(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config is everything a pipeline needs besides its NATS connection. Build it
+// with DefaultConfig and change fields; only cmd/* maps flags and environment
+// variables onto it.
+type Config struct {
+	// Stream is the JetStream stream holding the event log; Bucket the KV
+	// bucket holding checkpoints.
+	Stream string
+	Bucket string
+
+	// Partitions is P. It is part of the stream's subject transform, so it is
+	// fixed for the life of the stream: changing it re-partitions new
+	// messages only, and threads would straddle two partitions. (Update of
+	// the transform is refused by EnsureStreams when it would change P.)
+	Partitions int
+	// Instance i of Instances owns the partitions p with p % Instances == i.
+	Instance, Instances int
+	// Shards is the number of shard goroutines per instance; owned
+	// partitions are dealt onto them round robin. 0 means one per owned
+	// partition. Fewer shards mean bigger per-batch coalescing.
+	Shards int
+
+	// Stream and bucket settings, applied idempotently at start.
+	Replicas   int
+	MaxAge     time.Duration // event log retention by age (0 = unlimited)
+	MaxBytes   int64         // event log retention by size (-1 = unlimited)
+	MaxMsgSize int32         // largest accepted message (one event or one batch)
+	Duplicates time.Duration // Nats-Msg-Id de-duplication window
+	KVMaxBytes int64         // checkpoint bucket size limit (-1 = unlimited)
+
+	// Consumers.
+	ConsumerPrefix string        // durable names are <prefix>-p<partition>
+	MaxAckPending  int           // per partition; bounds un-acked messages in flight
+	AckWait        time.Duration // redelivery timeout of an un-acked message
+	QueueLen       int           // per-shard bound on delivered, unprocessed messages
+
+	// Checkpoints: a dirty thread is checkpointed after CheckpointEvery
+	// applied events, after CheckpointInterval, at the end of each run, and
+	// at shutdown.
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+
+	// MemoryBudget bounds the summed reducer MemSize of hot threads per
+	// shard; beyond it, clean least-recently-used threads are evicted.
+	MemoryBudget int64
+
+	// Tap enables the analytics tap subjects.
+	Tap bool
+
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics receives counters; nil means no metrics.
+	Metrics *Metrics
+}
+
+// DefaultConfig returns a fresh Config with the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Stream:             DefaultStream,
+		Bucket:             DefaultViewsKV,
+		Partitions:         DefaultParts,
+		Instance:           0,
+		Instances:          1,
+		Shards:             4,
+		Replicas:           1,
+		MaxAge:             7 * 24 * time.Hour,
+		MaxBytes:           -1,
+		MaxMsgSize:         1 << 20,
+		Duplicates:         2 * time.Minute,
+		KVMaxBytes:         -1,
+		ConsumerPrefix:     "ingest",
+		MaxAckPending:      20000,
+		AckWait:            2 * time.Minute,
+		QueueLen:           4096,
+		CheckpointEvery:    1024,
+		CheckpointInterval: 500 * time.Millisecond,
+		MemoryBudget:       256 << 20,
+		Tap:                true,
+	}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("pipeline: bad config")
+
+// Validate checks the config for values the pipeline cannot run with.
+func (c *Config) Validate() error {
+	switch {
+	case c.Stream == "" || c.Bucket == "":
+		return fmt.Errorf("%w: stream and bucket names are required", ErrConfig)
+	case c.Partitions < 1 || c.Partitions > 1<<16:
+		return fmt.Errorf("%w: partitions %d not in [1, 65536]", ErrConfig, c.Partitions)
+	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:
+		return fmt.Errorf("%w: instance %d of %d", ErrConfig, c.Instance, c.Instances)
+	case c.Shards < 0:
+		return fmt.Errorf("%w: shards %d", ErrConfig, c.Shards)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("%w: replicas %d not in [1, 5]", ErrConfig, c.Replicas)
+	case c.MaxMsgSize < 1024:
+		return fmt.Errorf("%w: max message size %d < 1024", ErrConfig, c.MaxMsgSize)
+	case c.MaxAckPending < 1 || c.QueueLen < 1:
+		return fmt.Errorf("%w: max ack pending %d, queue %d", ErrConfig, c.MaxAckPending, c.QueueLen)
+	case c.CheckpointEvery < 1 || c.CheckpointInterval <= 0:
+		return fmt.Errorf("%w: checkpoint every %d / %v", ErrConfig, c.CheckpointEvery, c.CheckpointInterval)
+	case c.AckWait <= c.CheckpointInterval:
+		return fmt.Errorf("%w: ack wait %v must exceed the checkpoint interval %v", ErrConfig, c.AckWait, c.CheckpointInterval)
+	case c.ConsumerPrefix == "" || !tokenSafe(c.ConsumerPrefix):
+		return fmt.Errorf("%w: consumer prefix %q", ErrConfig, c.ConsumerPrefix)
+	}
+	return nil
+}
+
+// OwnedPartitions returns the partitions this instance owns, ascending.
+func (c *Config) OwnedPartitions() []int {
+	var ps []int
+	for p := c.Instance; p < c.Partitions; p += c.Instances {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// ConsumerName returns the durable consumer name of partition p.
+func (c *Config) ConsumerName(p int) string {
+	return fmt.Sprintf("%s-p%d", c.ConsumerPrefix, p)
+}

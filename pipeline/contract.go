@@ -1,0 +1,54 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The stage boundaries of a shard. Implementations are lean and named after
+// their backend (kvStore); the contracts are here.
+
+// ErrNoCheckpoint is returned by CheckpointStore.Get for a thread that has
+// never been checkpointed (or whose checkpoint aged out of the bucket).
+var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
+
+// CheckpointStore keeps one checkpoint record per thread.
+//
+// Ordering and atomicity: Put replaces the whole value of a key; a Get after
+// a successful Put's future returns that value or a later one. Puts of
+// different keys are independent: there is no multi-key atomicity, which is
+// why acks follow the per-partition low watermark (doc.go) rather than any
+// one checkpoint.
+//
+// Blocking: Get blocks for one round trip and honours ctx. Put does not wait
+// for the store: it returns a future that reports the outcome, and the caller
+// must not treat the checkpoint as stored (nor ack what it covers) before
+// that future reports success. A failed Put leaves the previous value in
+// place; the caller retries by putting again. The value passed to Put must not
+// be modified until the future has reported.
+//
+// A CheckpointStore is used by one shard goroutine at a time; implementations
+// need not be safe for concurrent use unless they say so.
+type CheckpointStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(key string, value []byte) (PutFuture, error)
+}
+
+// PutFuture is the pending outcome of a CheckpointStore.Put. Wait blocks
+// until the store has answered or ctx ends (then it returns ctx.Err() and the
+// outcome is unknown: the caller must treat the put as failed). Wait is
+// called at most once.
+type PutFuture interface {
+	Wait(ctx context.Context) error
+}
+
+// Publisher sends core NATS messages: frames, snapshot replies, dead letters
+// and the tap. Delivery is at most once and fire-and-forget — a slow or absent
+// subscriber never blocks a shard; consumers detect a lost frame by Tc-Prev
+// and resynchronise. PublishMsg copies msg.Data before returning, so the
+// caller may reuse its buffer. *nats.Conn satisfies it.
+type Publisher interface {
+	PublishMsg(msg *nats.Msg) error
+}

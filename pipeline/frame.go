@@ -1,0 +1,113 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// NOTE: the wire format of view frames and snapshot replies. fanout parses
+// these; ingest produces them. Both are core NATS messages (not stored):
+// the event log is the durable record, and a subscriber that misses a frame
+// notices (Tc-Prev) and takes a snapshot.
+//
+// # Frame — subject view.<tenant>.<thread token>
+//
+// Headers:
+//
+//	Tc-Seq:  S   the stream sequence the thread's view reflects after this frame
+//	Tc-Prev: P   the Tc-Seq of the thread's previous frame (0: none since the
+//	             thread was created or reloaded from nothing)
+//
+// Body (JSON object):
+//
+//	{"tenant":"acme","thread":"<raw thread id>","seq":S,"prev":P,
+//	 "status":"running",              // reducer.Status after this frame
+//	 "events":[ {AG-UI event}, ... ], // accepted events in (P, S], normalized
+//	                                  // (codec.AppendEvent) and compacted: applying
+//	                                  // them to the view at P gives the view at S
+//	 "changes":{...}}                 // the reducer's change journal for (P, S]
+//	                                  // (view mode); absent when nothing changed
+//
+// A frame is published for every thread whose seq advanced in a processed
+// batch — also when only warnings or skipped events advanced it — so the
+// chain is dense: for consecutive frames F1, F2 of a thread, F2.Prev ==
+// F1.Seq. A subscriber that holds seq L and receives a frame with Prev ≠ L
+// has a gap and must resynchronise with a snapshot. After a crash, ingest
+// replays from the last checkpoint and re-publishes frames whose Prev is that
+// checkpoint's seq: subscribers see Prev ≠ L and resynchronise (never a silent
+// gap, never a duplicate applied).
+//
+// # Snapshot — request on tc.snap.<p>.<tenant>.<thread token>
+//
+// p is Partition(tenant, token, P). The request body is ignored (empty). The
+// owner of partition p replies, between two batches of that partition, with:
+//
+//	Tc-Seq: S   (header) the seq the view reflects; 0 for a thread never seen
+//	body: {"tenant":..,"thread":..,"seq":S,"status":"..","found":true,
+//	       "view":{reducer view document},
+//	       "events":[MESSAGES_SNAPSHOT, STATE_SNAPSHOT, ...]}  // AG-UI snapshot events
+//
+// On error the reply has Tc-Error-Kind and Tc-Error headers and an empty
+// body. Joining with no gap: subscribe to the view subject, then request the
+// snapshot (S), drop frames with Seq ≤ S; the first frame kept has Prev == S
+// (frames are dense), otherwise resynchronise.
+
+// Frame is a decoded view frame. The Raw fields alias the parsed buffer.
+type Frame struct {
+	Tenant  string            `json:"tenant"`
+	Thread  string            `json:"thread"`
+	Seq     uint64            `json:"seq"`
+	Prev    uint64            `json:"prev"`
+	Status  string            `json:"status,omitempty"`
+	Events  []json.RawMessage `json:"events"`
+	Changes json.RawMessage   `json:"changes,omitempty"`
+}
+
+// Snapshot is a decoded snapshot reply.
+type Snapshot struct {
+	Tenant string            `json:"tenant"`
+	Thread string            `json:"thread"`
+	Seq    uint64            `json:"seq"`
+	Status string            `json:"status,omitempty"`
+	Found  bool              `json:"found"`
+	View   json.RawMessage   `json:"view"`
+	Events []json.RawMessage `json:"events"`
+}
+
+// ParseFrame decodes a frame message's body. It is a convenience for tests
+// and tools (encoding/json); a hot consumer may scan the body itself.
+func ParseFrame(data []byte) (Frame, error) {
+	var f Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Frame{}, fmt.Errorf("pipeline: bad frame: %w", err)
+	}
+	return f, nil
+}
+
+// ParseSnapshot decodes a snapshot reply, returning the error a failed
+// reply carries in its headers.
+func ParseSnapshot(msg *nats.Msg) (Snapshot, error) {
+	if kind := msg.Header.Get(HeaderErrorKind); kind != "" {
+		return Snapshot{}, fmt.Errorf("pipeline: snapshot failed: %s: %s", kind, msg.Header.Get(HeaderError))
+	}
+	var s Snapshot
+	if err := json.Unmarshal(msg.Data, &s); err != nil {
+		return Snapshot{}, fmt.Errorf("pipeline: bad snapshot: %w", err)
+	}
+	return s, nil
+}
+
+// frameHeader fills the Tc-Seq/Tc-Prev headers of h.
+func frameHeader(h nats.Header, seq, prev uint64) {
+	h[HeaderSeq] = []string{strconv.FormatUint(seq, 10)}
+	h[HeaderPrev] = []string{strconv.FormatUint(prev, 10)}
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s) // escapes exactly as JSON requires; never fails for a string
+	return append(dst, b...)
+}

@@ -1,0 +1,265 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Ingest is the reducer service of one instance: it binds the consumers of
+// its partitions, runs the shard goroutines, answers snapshot requests and
+// reports health. Build it with NewIngest and call Run once.
+//
+// Ready, Lag and Stats are safe for concurrent use (health endpoints call
+// them while Run runs).
+type Ingest struct {
+	cfg Config
+	nc  *nats.Conn
+	log *slog.Logger
+	m   *Metrics
+
+	running atomic.Bool
+	ready   atomic.Bool
+	lag     atomic.Uint64 // messages not yet delivered, summed over owned partitions
+}
+
+// ErrRunning is returned by a second call of Run.
+var ErrRunning = errors.New("pipeline: ingest already ran")
+
+// NewIngest validates cfg and returns an Ingest that will use nc. The caller
+// keeps ownership of nc (Run does not close it).
+func NewIngest(nc *nats.Conn, cfg Config) (*Ingest, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	return &Ingest{cfg: cfg, nc: nc, log: cfg.Logger, m: cfg.Metrics}, nil
+}
+
+// Ready reports whether every owned partition's consumer is bound and being
+// consumed.
+func (in *Ingest) Ready() bool { return in.ready.Load() }
+
+// Lag returns the number of stored messages not yet delivered to this
+// instance, summed over its partitions, as of the last poll (1 s).
+func (in *Ingest) Lag() uint64 { return in.lag.Load() }
+
+// Run creates or updates the stream and bucket, binds one durable consumer
+// per owned partition, and processes messages until ctx ends. Then it shuts
+// down in two phases: it stops fetching, lets the shards finish what they
+// hold, checkpoints every dirty thread and acks what the checkpoints cover
+// (bounded by drain, after which pending checkpoint writes are abandoned:
+// their messages stay un-acked and are replayed on the next start). Run
+// returns only after every goroutine it started has returned; its error is
+// nil after a clean shutdown.
+func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
+	if !in.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	cfg := &in.cfg
+	js, err := jetstream.New(in.nc)
+	if err != nil {
+		return fmt.Errorf("pipeline: jetstream: %w", err)
+	}
+	stream, kv, err := EnsureStreams(ctx, js, cfg)
+	if err != nil {
+		return err
+	}
+	owned := cfg.OwnedPartitions()
+	nShards := cfg.Shards
+	if nShards == 0 || nShards > len(owned) {
+		nShards = len(owned)
+	}
+	// hardCtx bounds the shards' blocking calls (checkpoint loads and
+	// writes): live until drain has expired after ctx ended.
+	hardCtx, hardCancel := context.WithCancel(context.Background())
+	defer hardCancel()
+	shards := make([]*shard, nShards)
+	for i := range shards {
+		store, err := newKVStore(in.nc, kv, cfg.Bucket)
+		if err != nil {
+			return fmt.Errorf("pipeline: kv store: %w", err)
+		}
+		shards[i] = newShard(i, cfg, in.log, in.m, in.nc, store)
+	}
+	partShard := make(map[int]*shard, len(owned))
+	for i, p := range owned {
+		sh := shards[i%nShards]
+		cons, err := bindConsumer(ctx, stream, cfg, p)
+		if err != nil {
+			return err
+		}
+		sh.parts[p] = &partState{p: p, cons: cons, dirty: make(map[*hotThread]struct{})}
+		partShard[p] = sh
+	}
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, sh := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sh.run(stop, hardCtx)
+		}()
+	}
+	// From here on, every exit path goes through shutdown.
+	var ccs []jetstream.ConsumeContext
+	var subs []*nats.Subscription
+	startErr := func() error {
+		for _, p := range owned {
+			sh := partShard[p]
+			ps := sh.parts[p]
+			cc, err := ps.cons.Consume(func(msg jetstream.Msg) {
+				// Back-pressure: the queue is bounded; while it is full this
+				// handler waits, the consumer's buffer (PullMaxMessages)
+				// fills, and the server stops delivering.
+				select {
+				case sh.q <- msg:
+				case <-hardCtx.Done():
+				}
+			}, jetstream.PullMaxMessages(max(64, cfg.QueueLen/2)),
+				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+					in.log.Debug("consume", "partition", p, "err", err)
+				}))
+			if err != nil {
+				return fmt.Errorf("pipeline: consume partition %d: %w", p, err)
+			}
+			ccs = append(ccs, cc)
+			sub, err := in.nc.Subscribe(SnapPartitionWildcard(p), func(req *nats.Msg) {
+				select {
+				case sh.snapq <- req:
+				default:
+					in.m.Snapshots.WithLabelValues("busy").Inc()
+					snapError(req, SnapErrBusy, "snapshot queue full")
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("pipeline: subscribe snapshots %d: %w", p, err)
+			}
+			subs = append(subs, sub)
+		}
+		return nil
+	}()
+	if startErr == nil {
+		in.ready.Store(true)
+		in.log.Info("ingest running", "instance", cfg.Instance, "instances", cfg.Instances,
+			"partitions", len(owned), "shards", nShards)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.pollLag(ctx, stream, owned)
+		}()
+		<-ctx.Done()
+	}
+
+	// Phase 1 (soft): stop intake.
+	in.ready.Store(false)
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+	for _, cc := range ccs {
+		cc.Stop()
+	}
+	drainTimer := time.AfterFunc(drain, hardCancel) // phase 2 (hard) when drain runs out
+	defer drainTimer.Stop()
+	for _, cc := range ccs {
+		select {
+		case <-cc.Closed():
+		case <-hardCtx.Done():
+		}
+	}
+	// Phase 2: shards finish their queues, checkpoint and ack, then return.
+	close(stop)
+	wg.Wait()
+	if startErr != nil {
+		return startErr
+	}
+	if hardCtx.Err() != nil {
+		return fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded)
+	}
+	in.log.Info("ingest stopped")
+	return nil
+}
+
+// bindConsumer (re)creates partition p's durable consumer so that it
+// delivers from its ack floor, in stream order.
+//
+// Why recreate: after a crash, messages between the ack floor and the last
+// delivery are only redelivered after AckWait, interleaved with new ones, so
+// a thread could see a later event before an earlier one. Recreating the
+// consumer at ack floor + 1 makes the replay ordered. This is safe because a
+// partition has one owner at a time (static assignment); if the process dies
+// between delete and create, the consumer starts from the beginning of the
+// stream and every event is skipped by its thread's checkpoint seq: slow,
+// never wrong.
+func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p int) (jetstream.Consumer, error) {
+	name := cfg.ConsumerName(p)
+	cc := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "Threadcast ingest, partition " + strconv.Itoa(p),
+		FilterSubject: PartitionFilter(p),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.MaxAckPending,
+		MaxDeliver:    -1,
+		Replicas:      cfg.Replicas,
+	}
+	old, err := stream.Consumer(ctx, name)
+	switch {
+	case err == nil:
+		if floor := old.CachedInfo().AckFloor.Stream; floor > 0 {
+			cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+			cc.OptStartSeq = floor + 1
+		}
+		if err := stream.DeleteConsumer(ctx, name); err != nil {
+			return nil, fmt.Errorf("pipeline: reset consumer %s: %w", name, err)
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("pipeline: consumer %s: %w", name, err)
+	}
+	cons, err := stream.CreateConsumer(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: create consumer %s: %w", name, err)
+	}
+	return cons, nil
+}
+
+// pollLag refreshes the lag gauges every second until ctx ends.
+func (in *Ingest) pollLag(ctx context.Context, stream jetstream.Stream, owned []int) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		var total uint64
+		for _, p := range owned {
+			c, err := stream.Consumer(ctx, in.cfg.ConsumerName(p))
+			if err != nil {
+				continue
+			}
+			info := c.CachedInfo()
+			label := strconv.Itoa(p)
+			in.m.Lag.WithLabelValues(label).Set(float64(info.NumPending))
+			in.m.AckPending.WithLabelValues(label).Set(float64(info.NumAckPending))
+			total += info.NumPending
+		}
+		in.lag.Store(total)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

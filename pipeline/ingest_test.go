@@ -1,0 +1,249 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+const corpusRoot = "../../shared/conformance"
+
+// stream is one thread's events, raw.
+type stream struct {
+	tenant, thread string
+	events         []json.RawMessage
+}
+
+// corpusStreams loads the conformance cases that start from an empty thread
+// as streams, one thread per case (named after the case).
+func corpusStreams(t testing.TB) []stream {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(corpusRoot, "cases", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance cases under %s: %v", corpusRoot, err)
+	}
+	sort.Strings(files)
+	var out []stream
+	for _, f := range files {
+		var c struct {
+			Name    string            `json:"name"`
+			Initial json.RawMessage   `json:"initial"`
+			Events  []json.RawMessage `json:"events"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(c.Initial) > 0 && string(c.Initial) != "null" {
+			continue // starts from a RunAgentInput, which a stream cannot carry
+		}
+		out = append(out, stream{tenant: "acme", thread: strings.TrimSuffix(filepath.Base(f), ".json"), events: c.Events})
+	}
+	return out
+}
+
+// offlineView reduces events directly with the reducer, the way the
+// pipeline treats each event (codec warnings → Warn, codec fatal → Reject,
+// then Apply), and returns the view without its seq.
+func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint64) map[string]any {
+	t.Helper()
+	th := reducer.NewThread(id)
+	var dec codec.Decoder
+	var ev codec.Event
+	for i, raw := range events {
+		seq := seqs[i]
+		err := dec.Decode(bytes.Clone(raw), &ev)
+		for _, w := range dec.Warnings() {
+			th.Warn(seq, reducer.CodecWarning(seq, w))
+		}
+		if err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) && ce.Verdict == codec.Drop {
+				th.Warn(seq, reducer.CodecWarning(seq, ce))
+				continue
+			}
+			th.Reject(seq, err)
+			continue
+		}
+		th.Apply(seq, &ev)
+	}
+	return viewOf(t, th.AppendView(nil))
+}
+
+func viewOf(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("view %s: %v", b, err)
+	}
+	return v
+}
+
+// testIngest runs an Ingest until stop is called; stop returns Run's error.
+type testIngest struct {
+	in     *Ingest
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func startIngest(t testing.TB, nc *nats.Conn, cfg Config) *testIngest {
+	t.Helper()
+	in, err := NewIngest(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ti := &testIngest{in: in, cancel: cancel, done: make(chan error, 1)}
+	go func() { ti.done <- in.Run(ctx, 20*time.Second) }()
+	t.Cleanup(func() { _ = ti.stop() })
+	waitFor(t, 20*time.Second, func() error {
+		select {
+		case err := <-ti.done:
+			ti.done <- err
+			return fmt.Errorf("ingest ended: %v", err)
+		default:
+		}
+		if !in.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	})
+	return ti
+}
+
+func (ti *testIngest) stop() error {
+	ti.once.Do(func() {
+		ti.cancel()
+		ti.err = <-ti.done
+	})
+	return ti.err
+}
+
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Partitions = 8
+	cfg.Shards = 2
+	cfg.CheckpointInterval = 50 * time.Millisecond
+	cfg.Logger = discardLogger()
+	return cfg
+}
+
+// publishStreams publishes every stream, one event per message, or as JSONL
+// batches of up to batch events, and returns the stream seq of every event
+// per thread ("tenant/thread").
+func publishStreams(t testing.TB, js jetstream.JetStream, streams []stream, batch int) map[string][]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	seqs := make(map[string][]uint64)
+	for _, s := range streams {
+		subj, err := EventSubject(s.tenant, s.thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(s.events); {
+			n := min(max(batch, 1), len(s.events)-i)
+			msg := &nats.Msg{Subject: subj, Header: nats.Header{}}
+			if batch > 1 {
+				msg.Data = bytes.Join(bytesOf(s.events[i:i+n]), []byte("\n"))
+				msg.Header.Set(HeaderBatch, fmt.Sprint(n))
+			} else {
+				msg.Data = s.events[i]
+			}
+			ack, err := js.PublishMsg(ctx, msg)
+			if err != nil {
+				t.Fatalf("publish %s: %v", subj, err)
+			}
+			for range n {
+				seqs[s.tenant+"/"+s.thread] = append(seqs[s.tenant+"/"+s.thread], ack.Sequence)
+			}
+			i += n
+		}
+	}
+	return seqs
+}
+
+func bytesOf(rs []json.RawMessage) [][]byte {
+	out := make([][]byte, len(rs))
+	for i, r := range rs {
+		out[i] = r
+	}
+	return out
+}
+
+// snapshot requests a thread's snapshot from its partition owner.
+func snapshot(nc *nats.Conn, parts int, tenant, thread string) (Snapshot, error) {
+	tok := EncodeThread(thread)
+	msg, err := nc.Request(SnapSubject(Partition(tenant, tok, parts), tenant, tok), nil, 5*time.Second)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return ParseSnapshot(msg)
+}
+
+// checkViews waits until every stream's snapshot reflects its last seq and
+// then compares the view with the offline reduction.
+func checkViews(t testing.TB, nc *nats.Conn, parts int, streams []stream, seqs map[string][]uint64) {
+	t.Helper()
+	for _, s := range streams {
+		var snap Snapshot
+		waitFor(t, 30*time.Second, func() error {
+			var err error
+			snap, err = snapshot(nc, parts, s.tenant, s.thread)
+			if err != nil {
+				return err
+			}
+			ss := seqs[s.tenant+"/"+s.thread]
+			if want := ss[len(ss)-1]; snap.Seq != want {
+				return fmt.Errorf("%s: snapshot seq %d, want %d", s.thread, snap.Seq, want)
+			}
+			return nil
+		})
+		got := viewOf(t, snap.View)
+		want := offlineView(t, s.thread, s.events, seqs[s.tenant+"/"+s.thread])
+		if !reflect.DeepEqual(got, want) {
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			t.Errorf("%s: view differs\n got %s\nwant %s", s.thread, gb, wb)
+		}
+	}
+}
+
+func TestIngestCorpusViews(t *testing.T) {
+	for _, batch := range []int{1, 7} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			checkNoGoroutineLeak(t)
+			s := runServer(t)
+			nc := connect(t, s)
+			js, _ := jetstream.New(nc)
+			cfg := testConfig()
+			ti := startIngest(t, nc, cfg)
+			streams := corpusStreams(t)
+			last := publishStreams(t, js, streams, batch)
+			checkViews(t, nc, cfg.Partitions, streams, last)
+			if err := ti.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// kvStore is the CheckpointStore of a JetStream KV bucket. Puts are async
+// JetStream publishes on $KV.<bucket>.<key> (what KeyValue.Put does, minus
+// the wait), so a shard writes all of a batch's checkpoints in one round trip.
+type kvStore struct {
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	prefix string // "$KV.<bucket>."
+}
+
+func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket string) (*kvStore, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16))
+	if err != nil {
+		return nil, err
+	}
+	return &kvStore{kv: kv, js: js, prefix: "$KV." + bucket + "."}, nil
+}
+
+func (s *kvStore) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrNoCheckpoint
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+func (s *kvStore) Put(key string, value []byte) (PutFuture, error) {
+	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Data: value})
+	if err != nil {
+		return nil, err
+	}
+	return kvFuture{f}, nil
+}
+
+type kvFuture struct{ f jetstream.PubAckFuture }
+
+func (k kvFuture) Wait(ctx context.Context) error {
+	select {
+	case <-k.f.Ok():
+		return nil
+	case err := <-k.f.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

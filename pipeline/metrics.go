@@ -1,0 +1,74 @@
+package pipeline
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/threadcast/threadcast/codec"
+)
+
+// Metrics are the pipeline's Prometheus collectors. Labels are bounded sets
+// (event type, error kind, partition); thread and run ids never become labels.
+// All fields are safe for concurrent use.
+type Metrics struct {
+	EventsIn        *prometheus.CounterVec // by AG-UI type
+	eventsInByType  [codec.NumTypes + 1]prometheus.Counter
+	Messages        prometheus.Counter
+	Rejected        *prometheus.CounterVec // decode/validation failures by kind
+	Warnings        prometheus.Counter
+	DeadLetters     *prometheus.CounterVec // by kind
+	Skipped         prometheus.Counter     // replayed events at or below a checkpoint
+	BatchMismatch   prometheus.Counter
+	ApplySeconds    prometheus.Histogram
+	Frames          prometheus.Counter
+	Checkpoints     prometheus.Counter
+	CheckpointFails prometheus.Counter
+	Evictions       prometheus.Counter
+	Loads           prometheus.Counter
+	HotThreads      prometheus.Gauge
+	Snapshots       *prometheus.CounterVec // by result: hot, cold, miss, error
+	Runs            *prometheus.CounterVec // by outcome
+	Lag             *prometheus.GaugeVec   // messages pending per partition
+	AckPending      *prometheus.GaugeVec   // delivered, un-acked per partition
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil: not
+// registered, useful in tests and benchmarks).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns = "threadcast_ingest"
+	m := &Metrics{
+		EventsIn:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_total", Help: "Events accepted, by AG-UI type."}, []string{"type"}),
+		Messages:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "messages_total", Help: "JetStream messages processed (one event or one batch each)."}),
+		Rejected:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rejected_events_total", Help: "Events that failed decoding or validation, by kind."}, []string{"kind"}),
+		Warnings:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "warnings_total", Help: "Warn-and-skip cases (codec stripping and reducer warnings)."}),
+		DeadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dead_letters_total", Help: "Messages published to the dead-letter subject, by kind."}, []string{"kind"}),
+		Skipped:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "replay_skipped_total", Help: "Redelivered events skipped because a checkpoint already covers them."}),
+		BatchMismatch:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "batch_count_mismatch_total", Help: "Batches whose Threadcast-Batch header disagrees with the lines found."}),
+		ApplySeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "apply_seconds", Help: "Time to decode and apply one message.", Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)}),
+		Frames:          prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "frames_total", Help: "View frames published."}),
+		Checkpoints:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "checkpoints_total", Help: "Checkpoints written."}),
+		CheckpointFails: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_failures_total", Help: "Checkpoint writes that failed (retried)."}),
+		Evictions:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "evictions_total", Help: "Threads evicted to their checkpoint."}),
+		Loads:           prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_loads_total", Help: "Threads loaded from a checkpoint."}),
+		HotThreads:      prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "hot_threads", Help: "Threads held in memory."}),
+		Snapshots:       prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "snapshot_requests_total", Help: "Snapshot requests answered, by result."}, []string{"result"}),
+		Runs:            prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_total", Help: "Runs ended, by outcome."}, []string{"outcome"}),
+		Lag:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_lag", Help: "Messages in the stream not yet delivered, per owned partition."}, []string{"partition"}),
+		AckPending:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_ack_pending", Help: "Delivered messages not yet acked, per owned partition."}, []string{"partition"}),
+	}
+	for t := 1; t <= codec.NumTypes; t++ {
+		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
+	}
+	m.eventsInByType[0] = m.EventsIn.WithLabelValues("UNKNOWN")
+	if reg != nil {
+		reg.MustRegister(m.EventsIn, m.Messages, m.Rejected, m.Warnings, m.DeadLetters, m.Skipped,
+			m.BatchMismatch, m.ApplySeconds, m.Frames, m.Checkpoints, m.CheckpointFails, m.Evictions,
+			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending)
+	}
+	return m
+}
+
+// eventIn counts one accepted event without a label lookup.
+func (m *Metrics) eventIn(t codec.Type) {
+	if int(t) < len(m.eventsInByType) {
+		m.eventsInByType[t].Inc()
+	}
+}

@@ -1,0 +1,584 @@
+package pipeline
+
+// NOTE: structure of this file. A shard is one goroutine (run) that owns a
+// set of partitions and every thread in them. It takes messages from its
+// bounded queue q in batches: handle applies each message to its thread,
+// then flush publishes one frame per changed thread, writes the checkpoints
+// the policy asks for, and acks each partition up to its low watermark.
+// Snapshot requests are answered between batches, so a reply's seq is always
+// that of a frame already published. Thread loading and eviction (LRU by
+// MemSize) are at the end.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+type threadKey struct{ tenant, token string }
+
+// hotThread is a thread held in memory. Invariants: dirtySeq == 0 iff the
+// stored checkpoint covers th.Seq(); frameSeq == th.Seq() after every flush.
+type hotThread struct {
+	key      threadKey
+	id       string // the decoded thread id
+	part     *partState
+	th       *reducer.Thread
+	frameSeq uint64
+	ckptSeq  uint64
+	dirtySeq uint64             // first stream seq applied since the checkpoint; 0 = clean
+	dirtyAt  time.Time          // when it became dirty
+	applied  int                // events applied since the checkpoint
+	runEnded bool               // a run ended since the checkpoint
+	inBatch  bool               // seq advanced in the current batch: a frame is due
+	compact  *reducer.Compactor // the frame's events since the last frame
+	run      runAcc
+	mem      int
+	// LRU list (most recent at s.lruHead).
+	prev, next *hotThread
+}
+
+// pendingMsg is a delivered message not yet acked.
+type pendingMsg struct {
+	seq uint64
+	msg jetstream.Msg
+}
+
+// partState is one owned partition's delivery and ack bookkeeping.
+type partState struct {
+	p       int
+	cons    jetstream.Consumer
+	pending []pendingMsg // in stream order
+	lastSeq uint64       // highest stream seq delivered (redeliveries are ≤)
+	dirty   map[*hotThread]struct{}
+}
+
+// watermark is the smallest stream seq not covered by a stored checkpoint
+// among the partition's dirty threads: every delivered message below it
+// is covered, so it may be acked.
+func (p *partState) watermark() uint64 {
+	wm := uint64(math.MaxUint64)
+	for t := range p.dirty {
+		wm = min(wm, t.dirtySeq)
+	}
+	return wm
+}
+
+type shard struct {
+	id    int
+	cfg   *Config
+	log   *slog.Logger
+	m     *Metrics
+	pub   Publisher
+	store CheckpointStore
+	parts map[int]*partState
+
+	q     chan jetstream.Msg // bounded by cfg.QueueLen; full = back-pressure on the consumer
+	snapq chan *nats.Msg     // bounded; full = the request is answered "busy"
+
+	threads          map[threadKey]*hotThread
+	lruHead, lruTail *hotThread
+	mem              int64
+	batch            []*hotThread // threads changed in the current batch
+
+	dec codec.Decoder
+	ev  codec.Event
+	buf []byte         // scratch for encoding
+	evs []*codec.Event // scratch for compacted events
+	now time.Time
+}
+
+func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {
+	return &shard{
+		id: id, cfg: cfg, log: log.With("shard", id), m: m, pub: pub, store: store,
+		parts:   make(map[int]*partState),
+		q:       make(chan jetstream.Msg, cfg.QueueLen),
+		snapq:   make(chan *nats.Msg, 256),
+		threads: make(map[threadKey]*hotThread),
+	}
+}
+
+// maxBatch bounds how many queued messages one batch takes, so frames and
+// acks are never delayed by more than that much work.
+const maxBatch = 1024
+
+// run is the shard goroutine. It returns after stop is closed and the queue
+// is drained, every dirty thread checkpointed (best effort within hardCtx)
+// and every covered message acked.
+func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
+	tick := time.NewTicker(max(s.cfg.CheckpointInterval/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case msg := <-s.q:
+			s.now = time.Now()
+			s.handle(hardCtx, msg)
+			for n := 1; n < maxBatch; n++ {
+				select {
+				case msg = <-s.q:
+					s.handle(hardCtx, msg)
+					continue
+				default:
+				}
+				break
+			}
+			s.flush(hardCtx, false)
+		case req := <-s.snapq:
+			s.now = time.Now()
+			s.snapshot(hardCtx, req)
+		case <-tick.C:
+			s.now = time.Now()
+			s.flush(hardCtx, false)
+		case <-stop:
+			s.now = time.Now()
+			for {
+				select {
+				case msg := <-s.q:
+					s.handle(hardCtx, msg)
+					continue
+				default:
+				}
+				break
+			}
+			s.flush(hardCtx, true)
+			return
+		}
+	}
+}
+
+// handle applies one delivered message.
+func (s *shard) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil { // not a JetStream message: cannot happen from a consumer
+		s.log.Error("message without metadata", "err", err)
+		return
+	}
+	seq := meta.Sequence.Stream
+	s.m.Messages.Inc()
+	part, tenant, token, perr := ParseStoredSubject(msg.Subject())
+	ps := s.parts[part]
+	if perr != nil || ps == nil {
+		// The stream's transform only stores valid partitions, so a bad
+		// subject means a bad tenant or thread token from the publisher.
+		// It touches no thread: dead-letter it and let it be acked.
+		s.deadLetter(tenantOf(msg.Subject()), threadTokenOf(msg.Subject()), msg.Data(), ErrKindSubject, errOr(perr, "partition not owned"), seq, -1)
+		if ps = s.anyPart(part); ps == nil {
+			_ = msg.Ack() // not ours to track; acking can only release it
+			return
+		}
+		ps.track(seq, msg)
+		return
+	}
+	if seq <= ps.lastSeq { // a redelivery: applied before (or skipped); the original's ack covers it
+		s.m.Skipped.Inc()
+		return
+	}
+	ps.track(seq, msg)
+	t := s.thread(ctx, ps, threadKey{tenant, token})
+	if t == nil {
+		return // shutting down while the store is unreachable; not acked, replayed later
+	}
+	s.touch(t)
+	if seq <= t.th.Seq() { // already applied before a crash: the checkpoint covers it
+		s.m.Skipped.Inc()
+		return
+	}
+	start := time.Now()
+	s.apply(t, seq, msg.Data(), msg.Headers())
+	s.m.ApplySeconds.Observe(time.Since(start).Seconds())
+}
+
+func errOr(err error, text string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return text
+}
+
+// anyPart returns the partition state p, if owned.
+func (s *shard) anyPart(p int) *partState { return s.parts[p] }
+
+func (p *partState) track(seq uint64, msg jetstream.Msg) {
+	p.lastSeq = seq
+	p.pending = append(p.pending, pendingMsg{seq, msg})
+}
+
+// apply decodes one message — one event or a JSONL batch — and applies its
+// events to t, all with the message's stream seq.
+func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
+	lines := 0
+	for {
+		ev, rest, ok := nextEvent(data)
+		if !ok {
+			break
+		}
+		s.applyOne(t, seq, ev, lines)
+		lines++
+		data = rest
+	}
+	if n := h.Get(HeaderBatch); n != "" && n != strconv.Itoa(lines) {
+		s.m.BatchMismatch.Inc()
+	}
+	s.changed(t, seq)
+}
+
+func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
+	err := s.dec.Decode(line, &s.ev)
+	for _, w := range s.dec.Warnings() {
+		t.th.Warn(seq, reducer.CodecWarning(seq, w))
+		s.m.Warnings.Inc()
+	}
+	if err != nil {
+		var ce *codec.Error
+		if !errors.As(err, &ce) || ce.Verdict == codec.Fatal {
+			kind := ErrKindInvalid
+			if ce == nil || ce.Kind == codec.KindSyntax {
+				kind = ErrKindDecode
+			}
+			s.m.Rejected.WithLabelValues(kind).Inc()
+			s.deadLetter(t.key.tenant, t.key.token, line, kind, err.Error(), seq, idx)
+			t.th.Reject(seq, err)
+			if t.run.reject(seq, err.Error(), s.now) {
+				s.runEnded(t)
+			}
+			return
+		}
+		// Drop: warn-and-skip (processing model): the view counts it.
+		t.th.Warn(seq, reducer.CodecWarning(seq, ce))
+		s.m.Warnings.Inc()
+		return
+	}
+	res := t.th.Apply(seq, &s.ev)
+	s.m.Warnings.Add(float64(len(res.Warnings)))
+	if res.Fatal != nil {
+		t.compact.Add(&s.ev, res) // a barrier: nothing folds across it
+		if errors.Is(res.Fatal, reducer.ErrStaleSeq) {
+			s.m.Skipped.Inc()
+			return
+		}
+		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, res.Fatal.Error(), seq, idx)
+		if t.run.reject(seq, res.Fatal.Error(), s.now) {
+			s.runEnded(t)
+		}
+		return
+	}
+	s.m.eventIn(s.ev.Type)
+	t.compact.Add(&s.ev, res)
+	if s.cfg.Tap {
+		s.buf = codec.AppendEvent(s.buf[:0], &s.ev)
+		s.publish(TapSubject(t.key.tenant, s.ev.Type.String(), t.key.token), s.buf, seq)
+	}
+	if t.run.observe(seq, &s.ev, s.now) {
+		s.runEnded(t)
+	}
+}
+
+// runEnded publishes the run summary and asks for a checkpoint.
+func (s *shard) runEnded(t *hotThread) {
+	t.runEnded = true
+	sum := t.run.s
+	sum.Tenant, sum.Thread = t.key.tenant, t.id
+	s.m.Runs.WithLabelValues(sum.Outcome).Inc()
+	if s.cfg.Tap {
+		b := appendRunSummary(s.buf[:0], &sum)
+		s.publish(TapSubject(t.key.tenant, RunSummaryType, t.key.token), b, sum.EndSeq)
+	}
+}
+
+// changed records that t's seq advanced in this batch.
+func (s *shard) changed(t *hotThread, seq uint64) {
+	if !t.inBatch {
+		t.inBatch = true
+		s.batch = append(s.batch, t)
+	}
+	t.applied++
+	if t.dirtySeq == 0 {
+		t.dirtySeq, t.dirtyAt = seq, s.now
+		t.part.dirty[t] = struct{}{}
+	}
+}
+
+func (s *shard) publish(subject string, data []byte, seq uint64) {
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
+		HeaderSeq: {strconv.FormatUint(seq, 10)},
+	}}
+	_ = s.pub.PublishMsg(msg) // at most once by contract; the connection's errors are logged by its handlers
+}
+
+// deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
+// token are tokens of a subject the server accepted, so they hold no
+// separator or wildcard even when they failed validation.
+func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int) {
+	if tenant == "" {
+		tenant = "_"
+	}
+	if token == "" {
+		token = "_"
+	}
+	subject := DLQSubject(tenant, token)
+	h := nats.Header{
+		HeaderErrorKind: {kind},
+		HeaderError:     {truncateN(reason, 512)},
+		HeaderSeq:       {strconv.FormatUint(seq, 10)},
+	}
+	if idx >= 0 {
+		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
+	}
+	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
+	s.m.DeadLetters.WithLabelValues(kind).Inc()
+}
+
+func truncateN(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// flush ends a batch: frames, checkpoints, acks, eviction. force
+// checkpoints every dirty thread (shutdown).
+func (s *shard) flush(ctx context.Context, force bool) {
+	for _, t := range s.batch {
+		s.frame(t)
+		t.inBatch = false
+		old := t.mem
+		t.mem = t.th.MemSize()
+		s.mem += int64(t.mem - old)
+	}
+	clear(s.batch)
+	s.batch = s.batch[:0]
+	s.checkpoint(ctx, force)
+	for _, ps := range s.parts {
+		s.ack(ps)
+	}
+	s.evict()
+}
+
+// frame publishes t's frame for the current batch.
+func (s *shard) frame(t *hotThread) {
+	seq := t.th.Seq()
+	b := s.buf[:0]
+	b = append(b, `{"tenant":"`...)
+	b = append(b, t.key.tenant...)
+	b = append(b, `","thread":`...)
+	b = appendJSONString(b, t.id)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"prev":`...)
+	b = strconv.AppendUint(b, t.frameSeq, 10)
+	b = append(b, `,"status":"`...)
+	b = append(b, t.th.Status().String()...)
+	b = append(b, `","events":`...)
+	b, s.evs = appendCompacted(b, t.compact, s.evs)
+	n := len(b)
+	b = append(b, `,"changes":`...)
+	if b2 := appendChanges(b, t.th); len(b2) > len(b) {
+		b = b2
+	} else {
+		b = b[:n]
+	}
+	b = append(b, '}')
+	h := nats.Header{}
+	frameHeader(h, seq, t.frameSeq)
+	_ = s.pub.PublishMsg(&nats.Msg{Subject: ViewSubject(t.key.tenant, t.key.token), Data: b, Header: h})
+	s.buf = b[:0]
+	s.m.Frames.Inc()
+	t.frameSeq = seq
+}
+
+// checkpoint writes the checkpoints the policy asks for, waits for them, and
+// marks the threads clean.
+func (s *shard) checkpoint(ctx context.Context, force bool) {
+	type put struct {
+		t   *hotThread
+		seq uint64
+		f   PutFuture
+	}
+	var puts []put
+	for _, ps := range s.parts {
+		pressure := len(ps.pending) >= s.cfg.MaxAckPending/2
+		for t := range ps.dirty {
+			if !(force || pressure || t.runEnded || t.applied >= s.cfg.CheckpointEvery ||
+				s.now.Sub(t.dirtyAt) >= s.cfg.CheckpointInterval) {
+				continue
+			}
+			rec := appendCkptHeader(nil, t.th.Seq(), t.frameSeq, t.run.marshal())
+			rec = appendThreadCheckpoint(rec, t.th)
+			f, err := s.store.Put(CheckpointKey(t.key.tenant, t.key.token), rec)
+			if err != nil {
+				s.m.CheckpointFails.Inc()
+				s.log.Warn("checkpoint put failed", "err", err)
+				continue
+			}
+			puts = append(puts, put{t, t.th.Seq(), f})
+		}
+	}
+	if len(puts) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, p := range puts {
+		if err := p.f.Wait(wctx); err != nil {
+			s.m.CheckpointFails.Inc()
+			s.log.Warn("checkpoint not stored", "err", err)
+			continue
+		}
+		s.m.Checkpoints.Inc()
+		t := p.t
+		t.ckptSeq = p.seq
+		if t.th.Seq() == p.seq { // nothing applied since (single goroutine: always)
+			t.dirtySeq, t.applied, t.runEnded = 0, 0, false
+			delete(t.part.dirty, t)
+		}
+	}
+}
+
+// ack acks, with AckAll semantics, the last pending message below the
+// partition's watermark.
+func (s *shard) ack(ps *partState) {
+	wm := ps.watermark()
+	i := 0
+	for i < len(ps.pending) && ps.pending[i].seq < wm {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
+	clear(ps.pending[:i])
+	ps.pending = append(ps.pending[:0], ps.pending[i:]...)
+}
+
+// thread returns the hot thread for k, loading its checkpoint when cold. It
+// retries a failing store until ctx ends (then nil): applying without the
+// checkpoint would apply events out of order.
+func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThread {
+	if t := s.threads[k]; t != nil {
+		return t
+	}
+	id, err := DecodeThread(k.token)
+	if err != nil { // ParseStoredSubject validated it
+		id = k.token
+	}
+	t := &hotThread{key: k, id: id, part: ps, compact: reducer.NewCompactor()}
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err = s.load(ctx, t)
+		if err == nil {
+			break
+		}
+		s.log.Warn("checkpoint load failed", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	s.threads[k] = t
+	s.m.HotThreads.Inc()
+	return t
+}
+
+// load fills t from its checkpoint, or as a new thread.
+func (s *shard) load(ctx context.Context, t *hotThread) error {
+	val, err := s.store.Get(ctx, CheckpointKey(t.key.tenant, t.key.token))
+	if errors.Is(err, ErrNoCheckpoint) {
+		t.th = reducer.NewThread(t.id)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rec, err := parseCkpt(val)
+	if err == nil {
+		t.th, err = loadThreadCheckpoint(rec.thread)
+	}
+	if err != nil {
+		// A checkpoint we cannot read cannot be trusted; starting the thread
+		// from nothing would silently drop its history. Surface it loudly
+		// and start empty: the alternative, stalling the partition, hurts
+		// every other thread (contract 5).
+		s.log.Error("unreadable checkpoint; thread restarts empty", "tenant", t.key.tenant, "err", err)
+		t.th = reducer.NewThread(t.id)
+		return nil
+	}
+	t.ckptSeq, t.frameSeq = rec.seq, rec.frameSeq
+	t.run.unmarshal(rec.run)
+	s.m.Loads.Inc()
+	return nil
+}
+
+// touch moves t to the head of the LRU list.
+func (s *shard) touch(t *hotThread) {
+	if s.lruHead == t {
+		return
+	}
+	s.unlink(t)
+	t.next = s.lruHead
+	if s.lruHead != nil {
+		s.lruHead.prev = t
+	}
+	s.lruHead = t
+	if s.lruTail == nil {
+		s.lruTail = t
+	}
+}
+
+func (s *shard) unlink(t *hotThread) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else if s.lruHead == t {
+		s.lruHead = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else if s.lruTail == t {
+		s.lruTail = t.prev
+	}
+	t.prev, t.next = nil, nil
+}
+
+// evict drops clean threads from the cold end until the shard is within its
+// memory budget. Dirty threads stay: their changes exist nowhere else.
+func (s *shard) evict() {
+	for t := s.lruTail; t != nil && s.mem > s.cfg.MemoryBudget; {
+		prev := t.prev
+		if t.dirtySeq == 0 && !t.inBatch {
+			s.unlink(t)
+			delete(s.threads, t.key)
+			s.mem -= int64(t.mem)
+			s.m.Evictions.Inc()
+			s.m.HotThreads.Dec()
+		}
+		t = prev
+	}
+}
+
+// tenantOf and threadTokenOf pick the tokens of a stored subject for a dead
+// letter about a subject that did not parse; "" when absent.
+func tenantOf(subj string) string      { return tokenAt(subj, 2) }
+func threadTokenOf(subj string) string { return tokenAt(subj, 3) }
+
+func tokenAt(subj string, n int) string {
+	for i := 0; i < n; i++ {
+		j := bytes.IndexByte([]byte(subj), '.')
+		if j < 0 {
+			return ""
+		}
+		subj = subj[j+1:]
+	}
+	if j := bytes.IndexByte([]byte(subj), '.'); j >= 0 {
+		subj = subj[:j]
+	}
+	return subj
+}

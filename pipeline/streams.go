@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrPartitionsChanged is returned by EnsureStreams when the stream exists
+// with a different partition count: re-partitioning a live stream would split
+// threads across partitions and break one-owner-per-thread.
+var ErrPartitionsChanged = errors.New("pipeline: stream exists with a different partition count")
+
+// StreamConfig returns the event stream's configuration for cfg.
+func StreamConfig(cfg *Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Threadcast AG-UI event log",
+		Subjects:    []string{EventsWildcard},
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      EventsWildcard,
+			Destination: StreamSubjectTransform(cfg.Partitions),
+		},
+		Retention:  jetstream.LimitsPolicy,
+		Storage:    jetstream.FileStorage,
+		Replicas:   cfg.Replicas,
+		MaxAge:     cfg.MaxAge,
+		MaxBytes:   cfg.MaxBytes,
+		MaxMsgSize: cfg.MaxMsgSize,
+		Duplicates: cfg.Duplicates,
+		Discard:    jetstream.DiscardOld,
+	}
+}
+
+// KVConfig returns the checkpoint bucket's configuration for cfg. History 1:
+// only the latest checkpoint of a thread matters.
+func KVConfig(cfg *Config) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "Threadcast thread checkpoints (view + stream seq)",
+		History:     1,
+		MaxBytes:    cfg.KVMaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	}
+}
+
+// EnsureStreams creates the event stream and the checkpoint bucket, or
+// updates them to cfg when they exist (idempotent: safe on every start and
+// from several instances at once). It refuses to change the partition count.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (jetstream.Stream, jetstream.KeyValue, error) {
+	want := StreamConfig(cfg)
+	if s, err := js.Stream(ctx, cfg.Stream); err == nil {
+		have := s.CachedInfo().Config.SubjectTransform
+		if have != nil && have.Destination != want.SubjectTransform.Destination {
+			return nil, nil, fmt.Errorf("%w: have %q, want %q", ErrPartitionsChanged, have.Destination, want.SubjectTransform.Destination)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil, fmt.Errorf("pipeline: stream %s: %w", cfg.Stream, err)
+	}
+	stream, err := js.CreateOrUpdateStream(ctx, want)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.Stream, err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, KVConfig(cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: create/update bucket %s: %w", cfg.Bucket, err)
+	}
+	return stream, kv, nil
+}

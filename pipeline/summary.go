@@ -1,0 +1,193 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// RunSummary is published on tap.<tenant>.RUN_SUMMARY.<thread> when a run
+// ends: by RUN_FINISHED, by the producer's RUN_ERROR, or by a rejection of
+// the stream (a fatal protocol error, Outcome "rejected"). It is kept in the
+// thread's checkpoint, so a run that spans an eviction or a restart is
+// summarised whole. After a crash the summary of a run that ended in the
+// replayed tail may be published twice (the tap is at-least-once).
+type RunSummary struct {
+	Tenant string `json:"tenant"`
+	Thread string `json:"thread"`
+	RunID  string `json:"runId"`
+	// StartSeq and EndSeq are the stream sequences of the run's first and
+	// last events.
+	StartSeq uint64 `json:"startSeq"`
+	EndSeq   uint64 `json:"endSeq"`
+	// StartedAt/EndedAt are the events' own timestamps (ms since the epoch)
+	// when they carry one, else the time ingest applied them.
+	StartedAt  int64 `json:"startedAt"`
+	EndedAt    int64 `json:"endedAt"`
+	DurationMs int64 `json:"durationMs"`
+	Events     int   `json:"events"`
+	Messages   int   `json:"messages"`   // text messages started
+	ToolCalls  int   `json:"toolCalls"`  // tool calls started
+	Activities int   `json:"activities"` // activity snapshots
+	Reasoning  int   `json:"reasoning"`  // reasoning messages started
+	Subagents  int   `json:"subagents"`  // subagent invocations started
+	// Outcome: "success", "interrupt", "cancelled" (RUN_FINISHED's outcome;
+	// "success" when absent), "error" (RUN_ERROR) or "rejected" (the consumer
+	// rejected the stream).
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	Code    string `json:"code,omitempty"`
+	// Usage is the terminal event's `usage` (patterns.md §1.6): one entry per
+	// provider and model; absent counts are omitted, never read as zero.
+	// Totals sum the entries' reported counts.
+	Usage             []Usage `json:"usage,omitempty"`
+	InputTokens       int64   `json:"inputTokens,omitempty"`
+	OutputTokens      int64   `json:"outputTokens,omitempty"`
+	TotalTokens       int64   `json:"totalTokens,omitempty"`
+	lastMsgID, lastTC string
+}
+
+// Usage is one TokenUsage entry; nil pointers are counts not reported.
+type Usage struct {
+	Provider              string `json:"provider,omitempty"`
+	Model                 string `json:"model,omitempty"`
+	InputTokens           *int64 `json:"inputTokens,omitempty"`
+	OutputTokens          *int64 `json:"outputTokens,omitempty"`
+	TotalTokens           *int64 `json:"totalTokens,omitempty"`
+	ReasoningTokens       *int64 `json:"reasoningTokens,omitempty"`
+	CachedInputTokens     *int64 `json:"cachedInputTokens,omitempty"`
+	CacheWriteInputTokens *int64 `json:"cacheWriteInputTokens,omitempty"`
+}
+
+// runAcc accumulates the summary of a thread's current run. The zero value
+// means "no run open".
+type runAcc struct {
+	open bool
+	s    RunSummary
+}
+
+// runSummaryState is the persisted form of runAcc (inside checkpoints).
+type runSummaryState struct {
+	Open bool       `json:"open"`
+	S    RunSummary `json:"s"`
+}
+
+func (a *runAcc) marshal() []byte {
+	if !a.open {
+		return nil
+	}
+	b, _ := json.Marshal(runSummaryState{Open: true, S: a.s})
+	return b
+}
+
+func (a *runAcc) unmarshal(b []byte) {
+	*a = runAcc{}
+	if len(b) == 0 {
+		return
+	}
+	var st runSummaryState
+	if json.Unmarshal(b, &st) == nil && st.Open {
+		a.open, a.s = true, st.S
+	}
+}
+
+func eventTime(e *codec.Event, now time.Time) int64 {
+	if e.Has(codec.FieldTimestamp) && e.Timestamp > 0 {
+		return e.Timestamp
+	}
+	return now.UnixMilli()
+}
+
+// observe folds one accepted event into the run. e's strings are views into
+// the decoder's buffer: what is kept is copied (strings.Clone). It returns true when the
+// event ended the run (the summary is then in a.s and a is closed).
+func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
+	if e.Type == codec.TypeRunStarted {
+		a.open = true
+		a.s = RunSummary{RunID: strings.Clone(e.RunID), StartSeq: seq, StartedAt: eventTime(e, now)}
+	}
+	if !a.open {
+		return false
+	}
+	a.s.Events++
+	a.s.EndSeq = seq
+	switch e.Type {
+	case codec.TypeTextMessageStart:
+		a.s.Messages++
+	case codec.TypeTextMessageChunk:
+		if e.MessageID != "" && e.MessageID != a.s.lastMsgID {
+			a.s.lastMsgID = strings.Clone(e.MessageID)
+			a.s.Messages++
+		}
+	case codec.TypeToolCallStart:
+		a.s.ToolCalls++
+	case codec.TypeToolCallChunk:
+		if e.ToolCallID != "" && e.ToolCallID != a.s.lastTC {
+			a.s.lastTC = strings.Clone(e.ToolCallID)
+			a.s.ToolCalls++
+		}
+	case codec.TypeActivitySnapshot:
+		a.s.Activities++
+	case codec.TypeReasoningMessageStart:
+		a.s.Reasoning++
+	case codec.TypeSubagentStarted:
+		a.s.Subagents++
+	case codec.TypeRunFinished:
+		a.s.Outcome = "success"
+		if e.Outcome != nil && e.Outcome.Type != "" {
+			a.s.Outcome = strings.Clone(e.Outcome.Type)
+		}
+		a.end(e, now)
+		return true
+	case codec.TypeRunError:
+		a.s.Outcome, a.s.Error, a.s.Code = "error", strings.Clone(e.Message), strings.Clone(e.Code)
+		a.end(e, now)
+		return true
+	}
+	return false
+}
+
+// reject ends the run as rejected by the consumer (fatal protocol error).
+func (a *runAcc) reject(seq uint64, reason string, now time.Time) bool {
+	if !a.open {
+		return false
+	}
+	a.s.EndSeq, a.s.Outcome, a.s.Error = seq, "rejected", truncate(reason)
+	a.s.EndedAt = now.UnixMilli()
+	a.s.DurationMs = max(0, a.s.EndedAt-a.s.StartedAt)
+	a.open = false
+	return true
+}
+
+func (a *runAcc) end(e *codec.Event, now time.Time) {
+	a.s.EndedAt = eventTime(e, now)
+	a.s.DurationMs = max(0, a.s.EndedAt-a.s.StartedAt)
+	for _, u := range e.Usage {
+		a.s.Usage = append(a.s.Usage, Usage{
+			Provider: strings.Clone(u.Provider), Model: strings.Clone(u.Model),
+			InputTokens: count(u.InputTokens), OutputTokens: count(u.OutputTokens),
+			TotalTokens: count(u.TotalTokens), ReasoningTokens: count(u.ReasoningTokens),
+			CachedInputTokens: count(u.CachedInputTokens), CacheWriteInputTokens: count(u.CacheWriteInputTokens),
+		})
+		a.s.InputTokens += max(0, u.InputTokens)
+		a.s.OutputTokens += max(0, u.OutputTokens)
+		a.s.TotalTokens += max(0, u.TotalTokens)
+	}
+	a.open = false
+}
+
+// count maps the codec's "absent = -1" to a nil pointer.
+func count(n int64) *int64 {
+	if n < 0 {
+		return nil
+	}
+	return &n
+}
+
+// appendRunSummary appends s as JSON.
+func appendRunSummary(dst []byte, s *RunSummary) []byte {
+	b, _ := json.Marshal(s) // a plain struct of strings and numbers: cannot fail
+	return append(dst, b...)
+}
