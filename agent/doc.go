@@ -28,7 +28,9 @@
 // Events that arrive while the thread's message is in flight queue behind it
 // and leave together as soon as its ack (or final error) arrives, so a busy
 // thread's batches grow with the round-trip time by themselves. Linger 0
-// disables batching: one event per message, still one in flight per thread.
+// disables batching: one event per message, still one in flight per thread;
+// an event for a thread with nothing in flight is then handed to nats.go by
+// Publish itself, in the caller's goroutine.
 // Different threads are independent and in flight at the same time.
 //
 // # Ordering
@@ -56,7 +58,11 @@
 // re-send the same message, same Nats-Msg-Id, up to Config.MaxRetries times
 // with a doubling backoff: inside the stream's duplicate window it is stored
 // at most once. Anything else (a JetStream API error such as a message over
-// the stream's size limit) fails the message's events at once.
+// the stream's size limit) fails the message's events at once. An ErrPublish
+// after retryable failures means "not known to be stored": when the acks
+// were lost rather than the messages, the events may be in the stream (once).
+// Nothing else is retried: the Publisher never re-sends a message that the
+// server refused.
 //
 // # Bounds and overflow
 //

@@ -236,6 +236,16 @@ func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event 
 	th.items = append(th.items, item{end: len(th.buf), fut: fut, gen: p.gen})
 	p.genPending[p.gen]++
 	p.ctr.accepted.Add(1)
+	if p.cfg.Linger == 0 && th.inflight == nil && !th.inReady {
+		// Unbatched and idle: send from the caller's goroutine rather than
+		// waking run for every event (BenchmarkPublish/linger=0s).
+		m := p.take(th)
+		p.mu.Unlock()
+		if _, err := p.js.PublishMsgAsync(m.msg); err != nil {
+			p.failed(m, err)
+		}
+		return fut, nil
+	}
 	p.schedule(th, th.firstAt)
 	p.mu.Unlock()
 	return fut, nil

@@ -74,7 +74,7 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	b.Run("baseline=raw-jetstream-async", func(b *testing.B) {
 		env := startJS(b, false)
-		js, err := jetstream.New(env.nc, jetstream.WithPublishAsyncMaxPending(16384))
+		js, err := jetstream.New(env.nc) // the library's default of 4000 pending acks
 		if err != nil {
 			b.Fatal(err)
 		}
