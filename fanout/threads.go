@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,7 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 			break
 		}
 	}
+	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
 	return out, nil
 }
 
@@ -164,6 +166,10 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, tenant s
 		}
 		_ = sub.Unsubscribe()
 	}()
+	if err := s.nc.FlushTimeout(s.hub.cfg.SnapshotTimeout); err != nil {
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
 	s.streamMsgs(w, r, ch, false, func(m *nats.Msg, dst []byte) []byte {
 		var body struct {
 			Thread string `json:"thread"`
@@ -223,6 +229,12 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		subs = append(subs, sub)
+	}
+	// The subscriptions must be registered at the server before the client
+	// is told the stream is open.
+	if err := s.nc.FlushTimeout(s.hub.cfg.SnapshotTimeout); err != nil {
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
 	}
 	all := c.AllThreads()
 	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {

@@ -1,0 +1,577 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+func do(t *testing.T, method, u, tok string, body string, hdr http.Header) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Streams never end by themselves: read what arrives within the deadline.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, string(b)
+}
+
+// Every endpoint refuses missing and invalid tokens with 401, and threads
+// outside the token's patterns with 403, before touching any thread.
+func TestAuthEveryEndpoint(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "secret;")
+	_, hs := newServer(t, nc, nil)
+
+	expired, _ := auth.Mint(testKey, auth.Claims{Tenant: "acme", Expiry: time.Now().Add(-time.Minute).Unix()})
+	otherKey, _ := auth.Mint([]byte("some-other-key-0123456789"), auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
+	badTenant, _ := auth.Mint(testKey, auth.Claims{Tenant: "ACME.*", Expiry: time.Now().Add(time.Hour).Unix()})
+	onlyT2 := token(t, "acme", "t2")
+	endpoints := []struct {
+		method, path, body string
+		threadScoped       bool
+	}{
+		{"GET", "/v1/threads/t1/events", "", true},
+		{"GET", "/v1/threads/t1/events?mode=view", "", true},
+		{"POST", "/v1/threads/t1/events", `{"threadId":"t1","runId":"r9","messages":[]}`, true},
+		{"GET", "/v1/threads/t1", "", true},
+		{"GET", "/v1/threads", "", false},
+		{"GET", "/v1/tap", "", false},
+	}
+	tests := []struct {
+		name string
+		tok  string
+		want int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"garbage", "abc.def.ghi", http.StatusUnauthorized},
+		{"expired", expired, http.StatusUnauthorized},
+		{"other key", otherKey, http.StatusUnauthorized},
+		{"tenant that cannot be a subject token", badTenant, http.StatusUnauthorized},
+		{"thread not in token", onlyT2, http.StatusForbidden},
+	}
+	for _, ep := range endpoints {
+		for _, tt := range tests {
+			if tt.want == http.StatusForbidden && !ep.threadScoped {
+				continue
+			}
+			t.Run(ep.method+" "+ep.path+"/"+tt.name, func(t *testing.T) {
+				code, body := do(t, ep.method, hs.URL+ep.path, tt.tok, ep.body, nil)
+				if code != tt.want {
+					t.Fatalf("status %d, want %d (%s)", code, tt.want, body)
+				}
+				if strings.Contains(body, "secret") {
+					t.Fatalf("leaked thread content: %s", body)
+				}
+			})
+		}
+	}
+	// The query parameter works where EventSource cannot set a header.
+	c := openSSE(t, hs.URL+"/v1/threads/t1/events?access_token="+url.QueryEscape(token(t, "acme", "t*")), "", nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+}
+
+// A token of tenant B reading the same thread id reads B's thread, never
+// A's: the tenant comes from the token, not from anything in the URL.
+func TestTenantIsolation(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	ta := newTestThread(t, pub, "tenant-a", "t1")
+	tb := newTestThread(t, pub, "tenant-b", "t1")
+	ta.publish(t, "secret-of-a;")
+	tb.publish(t, "public-of-b;")
+	_, hs := newServer(t, nc, nil)
+	tokB := token(t, "tenant-b")
+
+	c := openSSE(t, hs.URL+"/v1/threads/t1/events", tokB, nil)
+	var a aguiModel
+	a.follow(t, c, tb.Text, 5*time.Second)
+	ta.publish(t, "more-secret;")
+	tb.publish(t, "more-b;")
+	a.follow(t, c, tb.Text, 5*time.Second)
+	if strings.Contains(a.text, "secret") {
+		t.Fatalf("tenant B read tenant A: %q", a.text)
+	}
+	code, body := do(t, "GET", hs.URL+"/v1/threads/t1", tokB, "", nil)
+	if code != 200 || strings.Contains(body, "secret") || !strings.Contains(body, "public-of-b") {
+		t.Fatalf("REST view for B: %d %s", code, body)
+	}
+	// A thread that exists only in tenant A does not exist for B (no
+	// responder answers tenant-b's subject for it).
+	ta2 := newTestThread(t, pub, "tenant-a", "only-a")
+	ta2.publish(t, "secret;")
+	code, body = do(t, "GET", hs.URL+"/v1/threads/only-a", tokB, "", nil)
+	if code == 200 || strings.Contains(body, "secret") {
+		t.Fatalf("B read A's thread: %d %s", code, body)
+	}
+}
+
+// Thread ids are opaque: NATS wildcards and separators in them name a thread
+// of their own (an escaped subject token), never other threads.
+func TestHostileThreadIDs(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	t1 := newTestThread(t, pub, "acme", "t1")
+	t1.publish(t, "secret;")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	for _, id := range []string{"*", ">", "t1.>", "a.b", "..", " ", "t1 ", "é", "a/b", "=dDE"} {
+		t.Run(id, func(t *testing.T) {
+			own := newTestThread(t, pub, "acme", id)
+			own.publish(t, "own;")
+			esc := strings.ReplaceAll(url.PathEscape(id), ".", "%2E") // keep ".." from being cleaned away by the client
+			c := openSSE(t, hs.URL+"/v1/threads/"+esc+"/events", tok, nil)
+			var a aguiModel
+			a.follow(t, c, own.Text, 5*time.Second)
+			t1.publish(t, "secret2;")
+			own.publish(t, "own2;")
+			a.follow(t, c, own.Text, 5*time.Second)
+			code, body := do(t, "GET", hs.URL+"/v1/threads/"+esc, tok, "", nil)
+			if code != 200 || strings.Contains(body, "secret") {
+				t.Fatalf("REST: %d %s", code, body)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name, path string
+		want       int
+	}{
+		{"too long", "/v1/threads/" + strings.Repeat("x", pipeline.MaxThreadIDLen+1) + "/events", http.StatusBadRequest},
+		{"invalid utf-8", "/v1/threads/%FF%FE/events", http.StatusBadRequest},
+		{"bad mode", "/v1/threads/t1/events?mode=raw", http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, body := do(t, "GET", hs.URL+tt.path, tok, "", nil); code != tt.want {
+				t.Fatalf("status %d, want %d: %s", code, tt.want, body)
+			}
+		})
+	}
+}
+
+func TestRunInputPOST(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "a;")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	for _, tt := range []struct {
+		name, body string
+		want       int
+	}{
+		{"not json", "{", http.StatusBadRequest},
+		{"not an object", "[1]", http.StatusBadRequest},
+		{"other thread", `{"threadId":"t2"}`, http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, body := do(t, "POST", hs.URL+"/v1/threads/t1/events", tok, tt.body, nil); code != tt.want {
+				t.Fatalf("status %d, want %d: %s", code, tt.want, body)
+			}
+		})
+	}
+	code, body := do(t, "POST", hs.URL+"/v1/threads/t1/events", tok, `{"threadId":"t1","runId":"r2","messages":[],"tools":[],"context":[],"state":{}}`,
+		http.Header{"Accept": {"text/event-stream"}, "Content-Type": {"application/json"}})
+	if code != 200 || !strings.Contains(body, `"MESSAGES_SNAPSHOT"`) {
+		t.Fatalf("POST stream: %d %q", code, body)
+	}
+}
+
+func TestViewModeSSE(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "v1")
+	th.publish(t, "a;")
+	_, hs := newServer(t, nc, nil)
+	c := openSSE(t, hs.URL+"/v1/threads/v1/events?mode=view", token(t, "acme"), nil)
+	th.publish(t, "b;", "c;")
+	th.publish(t, "d;")
+	type msg struct {
+		Type    string          `json:"type"`
+		Seq     uint64          `json:"seq"`
+		Prev    uint64          `json:"prev"`
+		View    json.RawMessage `json:"view"`
+		Changes struct {
+			Append string `json:"append"`
+		} `json:"changes"`
+	}
+	var got []msg
+	for len(got) < 3 {
+		m, err := c.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.data == "" {
+			continue
+		}
+		var v msg
+		if err := json.Unmarshal([]byte(m.data), &v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if got[0].Type != "view" || got[0].Seq != 2 || !strings.Contains(string(got[0].View), `"a;"`) {
+		t.Fatalf("first message %+v", got[0])
+	}
+	if got[1].Type != "changes" || got[1].Prev != 2 || got[1].Seq != 5 || got[1].Changes.Append != "b;c;" {
+		t.Fatalf("second message %+v", got[1])
+	}
+	if got[2].Prev != 5 || got[2].Seq != 7 || c.lastID != "7" {
+		t.Fatalf("third message %+v, id %q", got[2], c.lastID)
+	}
+}
+
+func TestWebSocket(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "w1")
+	th.publish(t, "a;")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(hs.URL, "http")
+
+	_, resp, err := websocket.Dial(ctx, wsURL+"/v1/threads/w1/events", nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial without token: %v %v", err, resp)
+	}
+
+	c, _, err := websocket.Dial(ctx, wsURL+"/v1/threads/w1/events", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var a aguiModel
+	th.publish(t, "b;", "c;")
+	for a.text != th.Text() {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.apply(t, string(data))
+	}
+	if a.snapshots != 1 {
+		t.Fatalf("snapshots %d", a.snapshots)
+	}
+
+	v, _, err := websocket.Dial(ctx, wsURL+"/v1/threads/w1/events?mode=view&access_token="+tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.CloseNow()
+	// The node's cached snapshot (seq 2) plus the ring's frame 5: exactly
+	// the view at 5, without asking the pipeline again.
+	_, data, err := v.Read(ctx)
+	if err != nil || !strings.HasPrefix(string(data), `{"type":"view","seq":2,`) {
+		t.Fatalf("view ws first message %q %v", data, err)
+	}
+	_, data, err = v.Read(ctx)
+	if err != nil || string(data) != `{"type":"changes","seq":5,"prev":2,"changes":{"append":"b;c;"}}` {
+		t.Fatalf("view ws replayed change %q %v", data, err)
+	}
+	th.publish(t, "d;")
+	_, data, err = v.Read(ctx)
+	if err != nil || string(data) != `{"type":"changes","seq":7,"prev":5,"changes":{"append":"d;"}}` {
+		t.Fatalf("view ws change %q %v", data, err)
+	}
+}
+
+func TestRESTView(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	if code, _ := do(t, "GET", hs.URL+"/v1/threads/t1", tok, "", nil); code != http.StatusNotFound {
+		t.Fatalf("never-seen thread: %d, want 404", code)
+	}
+	th.publish(t, "a;")
+	code, body := do(t, "GET", hs.URL+"/v1/threads/t1", tok, "", nil)
+	var v struct {
+		Thread string          `json:"thread"`
+		Seq    uint64          `json:"seq"`
+		Status string          `json:"status"`
+		View   json.RawMessage `json:"view"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &v) != nil || v.Thread != "t1" || v.Seq != 2 || v.Status != "running" || !strings.Contains(string(v.View), `"a;"`) {
+		t.Fatalf("view: %d %s", code, body)
+	}
+	if code, _ := do(t, "GET", hs.URL+"/v1/threads/t1", tok, "", http.Header{"If-None-Match": {`"2"`}}); code != http.StatusNotModified {
+		t.Fatalf("If-None-Match: %d", code)
+	}
+	// No pipeline answering at all: 503, not a hang.
+	if code, _ := do(t, "GET", hs.URL+"/v1/threads/nobody-home", tok, "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("no responder: %d", code)
+	}
+}
+
+func TestThreadList(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	if code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil); code != 200 || !strings.Contains(body, `"threads":[]`) {
+		t.Fatalf("no bucket: %d %s", code, body)
+	}
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"acme.t1", "acme." + pipeline.EncodeThread("a.b*"), "other.t9", "acme.x2"} {
+		if _, err := kv.Put(ctx, k, []byte("ckpt")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		tok  string
+		want []string
+	}{
+		{"whole tenant", tok, []string{"a.b*", "t1", "x2"}},
+		{"thread patterns", token(t, "acme", "t*", "a.*"), []string{"a.b*", "t1"}},
+		{"other tenant", token(t, "other"), []string{"t9"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := do(t, "GET", hs.URL+"/v1/threads", tt.tok, "", nil)
+			var out struct{ Threads []ThreadInfo }
+			if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+				t.Fatalf("%d %s", code, body)
+			}
+			var ids []string
+			for _, ti := range out.Threads {
+				ids = append(ids, ti.Thread)
+				if ti.Updated.IsZero() {
+					t.Errorf("%s: no updated time", ti.Thread)
+				}
+			}
+			if strings.Join(ids, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("threads %v, want %v", ids, tt.want)
+			}
+		})
+	}
+
+	// Live: one entry per frame of the tenant's threads.
+	th := newTestThread(t, connect(t, ns), "acme", "live1")
+	other := newTestThread(t, connect(t, ns), "other", "live1")
+	c := openSSE(t, hs.URL+"/v1/threads?live=1", tok, nil)
+	other.publish(t, "x;")
+	th.publish(t, "a;")
+	for {
+		m, err := c.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.data == "" {
+			continue
+		}
+		var ti ThreadInfo
+		if err := json.Unmarshal([]byte(m.data), &ti); err != nil || ti.Thread != "live1" || ti.Seq != 2 || ti.Status != "running" {
+			t.Fatalf("live entry %q %v", m.data, err)
+		}
+		break
+	}
+}
+
+func TestTap(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	publish := func() {
+		for _, m := range []struct{ subj, data string }{
+			{pipeline.TapSubject("other", "RUN_STARTED", "t1"), `{"tenant":"other"}`},
+			{pipeline.TapSubject("acme", "RUN_STARTED", "t1"), `{"n":1}`},
+			{pipeline.TapSubject("acme", "RUN_STARTED", "x1"), `{"n":2}`},
+			{pipeline.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t1"), `{"n":3}`},
+			{pipeline.TapSubject("acme", pipeline.RunSummaryType, "t1"), `{"n":4}`},
+		} {
+			if err := pub.Publish(m.subj, []byte(m.data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = pub.Flush()
+	}
+	tests := []struct {
+		name, query string
+		tok         string
+		ndjson      bool
+		want        []string
+	}{
+		{"all", "", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}},
+		{"types", "?types=RUN_STARTED,RUN_SUMMARY", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":4}`}},
+		{"ndjson and thread pattern", "?format=ndjson", token(t, "acme", "t*"), true, []string{`{"n":1}`, `{"n":3}`, `{"n":4}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/tap"+tt.query, nil)
+			req.Header.Set("Authorization", "Bearer "+tt.tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%v %v", err, resp)
+			}
+			defer resp.Body.Close()
+			publish()
+			var got []string
+			buf := make([]byte, 4096)
+			var acc string
+			deadline := time.AfterFunc(3*time.Second, cancel)
+			defer deadline.Stop()
+			for {
+				n, err := resp.Body.Read(buf)
+				acc += string(buf[:n])
+				got = got[:0]
+				for _, line := range strings.Split(acc, "\n") {
+					if tt.ndjson && strings.HasPrefix(line, "{") {
+						got = append(got, line)
+					} else if !tt.ndjson && strings.HasPrefix(line, "data: ") {
+						got = append(got, strings.TrimPrefix(line, "data: "))
+					}
+				}
+				if len(got) >= len(tt.want) || err != nil {
+					break
+				}
+			}
+			// NATS keeps order per publisher, but the two type subscriptions
+			// may interleave; compare as sets.
+			if strings.Join(sortStrings(got), " ") != strings.Join(sortStrings(tt.want), " ") {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if code, _ := do(t, "GET", hs.URL+"/v1/tap?types=NOPE", token(t, "acme"), "", nil); code != http.StatusBadRequest {
+		t.Fatalf("bad type: %d", code)
+	}
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestTenantConnectionLimit(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	newTestThread(t, pub, "acme", "t1").publish(t, "a;")
+	newTestThread(t, pub, "zeta", "t1").publish(t, "a;")
+	srv, hs := newServer(t, nc, func(c *Config) { c.MaxConnsPerTenant = 1 })
+	c := openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
+	if _, code := tryOpenSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil); code != http.StatusTooManyRequests {
+		t.Fatalf("second acme stream: %d, want 429", code)
+	}
+	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "zeta"), nil)
+	c.close()
+	waitFor(t, 5*time.Second, "slot released", func() bool {
+		srv.limiter.mu.Lock()
+		defer srv.limiter.mu.Unlock()
+		return srv.limiter.n["acme"] == 0
+	})
+	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
+}
+
+// Run drains on cancel: every stream ends with its cursor, Run returns
+// after its goroutines, and MaxLifetime ends a stream the same way.
+func TestShutdownAndLifetime(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "a;")
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	cfg.MaxLifetime = 300 * time.Millisecond
+	cfg.Heartbeat = 50 * time.Millisecond
+	srv, err := New(nc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(ctx, ln, 5*time.Second) }()
+	base := "http://" + ln.Addr().String()
+	tok := token(t, "acme")
+
+	readEnd := func(c *sseClient) (string, bool) {
+		heartbeats := 0
+		for {
+			m, err := c.next()
+			if err != nil {
+				return "", false
+			}
+			if m.comment == "keep-alive" {
+				heartbeats++
+			}
+			if strings.HasPrefix(m.comment, "end ") {
+				return m.comment, heartbeats > 0
+			}
+		}
+	}
+	c := openSSE(t, base+"/v1/threads/t1/events", tok, nil)
+	if end, hb := readEnd(c); end != "end reason=lifetime after=2" || !hb {
+		t.Fatalf("lifetime end %q (heartbeats seen: %v)", end, hb)
+	}
+	c2 := openSSE(t, base+"/v1/threads/t1/events", tok, http.Header{"Last-Event-Id": {"2"}})
+	th.publish(t, "b;")
+	var a aguiModel
+	a.text = "a;"
+	a.follow(t, c2, th.Text, 5*time.Second)
+	cancel()
+	if end, _ := readEnd(c2); end != "end reason=shutdown after=4" {
+		t.Fatalf("shutdown end %q", end)
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		conn.Close()
+		t.Fatal("listener still open after Run returned")
+	}
+}
