@@ -2,6 +2,8 @@ package jsondoc
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"encoding/json"
 	"unicode/utf8"
 
@@ -45,11 +47,28 @@ func paddedCopy(raw []byte) []byte {
 
 // compactAppend appends src, which must be structurally valid JSON, to dst
 // without the whitespace between tokens. It reports false if a string
-// holds a control character or an invalid escape.
+// holds a control character or an invalid escape. dst may be src[:0]:
+// the output never overtakes the input.
+//
+// Both loops look at 8 bytes at a time (SWAR) for the few bytes that need
+// attention, which is what makes the pass run near memory speed on
+// string-heavy documents.
 func compactAppend(dst, src []byte) ([]byte, bool) {
 	start := 0 // first byte of src not yet copied
 	i := 0
 	for i < len(src) {
+		// Skip ahead to the next quote or byte <= ' ' (all whitespace).
+		for i+8 <= len(src) {
+			x := binary.LittleEndian.Uint64(src[i:])
+			if m := lessThan(x, 0x21) | equalTo(x, '"'); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(src) {
+			break
+		}
 		switch c := src[i]; c {
 		case ' ', '\t', '\n', '\r':
 			dst = append(dst, src[start:i]...)
@@ -71,11 +90,38 @@ func compactAppend(dst, src []byte) ([]byte, bool) {
 	return append(dst, src[start:]...), true
 }
 
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// lessThan flags (high bit) bytes of x below n (n <= 128); the lowest
+// flagged byte is exact, higher ones may be false positives.
+func lessThan(x uint64, n byte) uint64 { return (x - swarLo*uint64(n)) & ^x & swarHi }
+
+// equalTo flags bytes of x equal to c, with the same exactness rule.
+func equalTo(x uint64, c byte) uint64 {
+	y := x ^ (swarLo * uint64(c))
+	return (y - swarLo) & ^y & swarHi
+}
+
 // checkString returns the index just past the string literal starting at
 // b[i] == '"', and whether its contents are valid: no byte below 0x20,
 // and only the escapes JSON defines.
 func checkString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
+	i++
+	for i < len(b) {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if m := lessThan(x, 0x20) | equalTo(x, '"') | equalTo(x, '\\'); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -88,15 +134,17 @@ func checkString(b []byte, i int) (int, bool) {
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
+				i += 2
 			case 'u':
 				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
 					return i, false
 				}
-				i += 5
+				i += 6
 			default:
 				return i, false
 			}
+		default:
+			i++
 		}
 	}
 	return i, false
@@ -127,25 +175,32 @@ func isHex(c byte) bool {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // skipString returns the index just past the string literal starting at
-// b[i] == '"'. b must be valid JSON: a quote preceded by an even number of
-// backslashes closes the string.
+// b[i] == '"'. b must be valid JSON. Strings in state documents are mostly
+// short, so an 8-byte SWAR probe beats bytes.IndexByte's call overhead.
 func skipString(b []byte, i int) int {
 	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 { // unreachable on validated input; stop at the end
-			return len(b)
+	for i < len(b) {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if m := equalTo(x, '"') | equalTo(x, '\\'); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
 		}
-		q := i + j
-		k := q
-		for k > i && b[k-1] == '\\' {
-			k--
+		if i >= len(b) {
+			break
 		}
-		if (q-k)%2 == 0 {
-			return q + 1
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i += 2 // the escaped byte can be neither a closing quote nor a backslash pair start
+		default:
+			i++
 		}
-		i = q + 1
 	}
+	return len(b) // unreachable on validated input
 }
 
 // skipValue returns the index just past the compact, valid JSON value that
@@ -157,6 +212,20 @@ func skipValue(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
+			// Jump to the next quote or bracket: b|0x20 maps '[' to '{' and
+			// ']' to '}', and no other byte onto either.
+			for i+8 <= len(b) {
+				x := binary.LittleEndian.Uint64(b[i:])
+				y := x | swarLo*0x20
+				if m := equalTo(y, '{') | equalTo(y, '}') | equalTo(x, '"'); m != 0 {
+					i += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				i += 8
+			}
+			if i >= len(b) {
+				break
+			}
 			switch b[i] {
 			case '"':
 				i = skipString(b, i)
