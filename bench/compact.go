@@ -1,0 +1,132 @@
+package main
+
+// Compact against the reference client's compactEvents on the same
+// workloads: events and bytes out (JSONL), and time. Each thread is
+// compacted on its own, as a stored or fanned-out stream would be.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+func init() {
+	register(comparison{
+		name:    "compact",
+		summary: "Compact vs compactEvents of @ag-ui/client (events, bytes, time)",
+		run:     runCompact,
+	})
+}
+
+type compactStats struct {
+	eventsOut, bytesOut int
+	seconds             float64
+}
+
+func runCompact(e *env) error {
+	ws, err := e.workloads()
+	if err != nil {
+		return err
+	}
+	ref, err := e.referenceCompact()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "\nCompact vs compactEvents (@ag-ui/client 1.0.0); output as JSONL; time is the median of %d run(s)\n", e.runs)
+	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tevents in\tbytes in\tCompact events\tbytes\ttime\tcompactEvents events\tbytes\ttime\tevents ours/theirs\t")
+	for _, w := range ws {
+		decoded, err := w.decoded()
+		if err != nil {
+			return err
+		}
+		// Output sizes are deterministic; the time is the median run's.
+		var ours compactStats
+		secs := make([]float64, 0, e.runs)
+		for r := 0; r < e.runs+1; r++ {
+			ours = compactWorkload(decoded)
+			if r > 0 { // the first run warms up
+				secs = append(secs, ours.seconds)
+			}
+		}
+		sort.Float64s(secs)
+		ours.seconds = secs[len(secs)/2]
+		th, ok := ref[w.name]
+		theirs := "-\t-\t-\t-"
+		if ok {
+			theirs = fmt.Sprintf("%d\t%d\t%s\t%.2f", th.EventsOut, th.BytesOut, dur(th.Seconds), float64(ours.eventsOut)/float64(th.EventsOut))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", w.name, w.events, w.bytes, ours.eventsOut, ours.bytesOut, dur(ours.seconds), theirs)
+	}
+	return tw.Flush()
+}
+
+func dur(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
+}
+
+// compactWorkload compacts every thread and measures the output as JSONL.
+func compactWorkload(threads [][]*codec.Event) compactStats {
+	var s compactStats
+	outs := make([][]*codec.Event, len(threads))
+	t0 := time.Now()
+	for i, th := range threads {
+		outs[i] = reducer.Compact(th)
+	}
+	s.seconds = time.Since(t0).Seconds()
+	var buf []byte
+	for _, out := range outs {
+		s.eventsOut += len(out)
+		for _, ev := range out {
+			buf = codec.AppendEvent(buf[:0], ev)
+			s.bytesOut += len(buf) + 1
+		}
+	}
+	return s
+}
+
+type refCompact struct {
+	Workload  string  `json:"workload"`
+	EventsIn  int     `json:"eventsIn"`
+	BytesIn   int     `json:"bytesIn"`
+	EventsOut int     `json:"eventsOut"`
+	BytesOut  int     `json:"bytesOut"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// referenceCompact runs compact_events.mjs (beside this file).
+func (e *env) referenceCompact() (map[string]refCompact, error) {
+	script, err := filepath.Abs(filepath.Join("bench", "compact_events.mjs"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Errorf("run from the repository root (bench/compact_events.mjs not found): %w", err)
+	}
+	cmd := exec.Command("node", script, "--oracle", e.oracleDir, "--gen", filepath.Dir(e.genPath), "--runs", fmt.Sprint(e.runs))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("compact_events.mjs: %w", err)
+	}
+	res := map[string]refCompact{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r refCompact
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("compact_events.mjs output: %w", err)
+		}
+		res[r.Workload] = r
+	}
+	return res, nil
+}

@@ -1,0 +1,209 @@
+package main
+
+// The reducer against the reference consumer's own benchmark (bench.mjs):
+// events per second on the same two workloads, in the two pipelines each
+// side has — the whole consumer (bytes to view: our codec + reducer; the
+// reference's enforcement, chunk expansion, verification and reducer) and
+// the reducer alone on already decoded/expanded events.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+func init() {
+	register(comparison{
+		name:    "reducer",
+		summary: "reducer throughput vs the reference consumer (bench.mjs)",
+		run:     runReducer,
+	})
+}
+
+// measurement is one side's result on one workload and pipeline.
+type measurement struct {
+	eventsPerSec   float64
+	allocsPerEvent float64
+}
+
+func runReducer(e *env) error {
+	ws, err := e.workloads()
+	if err != nil {
+		return err
+	}
+	ref, err := e.referenceRates()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(e.out, "\nReducer vs reference consumer (@ag-ui/client 1.0.0 bench.mjs), Go %s, GOMAXPROCS=%d, %d run(s) median, reference %d run(s)\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), e.runs, e.refRuns)
+	fmt.Fprintln(tw, "workload\tpipeline\tevents\tthreadcast ev/s\tallocs/ev\treference ev/s\tratio\ttarget\t")
+	for _, w := range ws {
+		decoded, err := w.decoded()
+		if err != nil {
+			return err
+		}
+		target := "100x"
+		if len(w.threads) == 1 {
+			target = "1000x"
+		}
+		full := median(e.runs, func() (measurement, error) { return fullPipeline(w) })
+		only := median(e.runs, func() (measurement, error) { return applyOnly(decoded, w.events) })
+		for _, row := range []struct {
+			pipeline, refKey string
+			m                measurement
+			err              error
+		}{
+			{"decode+apply", "client pipeline", full.m, full.err},
+			{"apply only", "reducer only", only.m, only.err},
+		} {
+			if row.err != nil {
+				return fmt.Errorf("%s %s: %w", w.name, row.pipeline, row.err)
+			}
+			r := ref[w.label+"/"+row.refKey]
+			ratio := "-"
+			refS := "-"
+			if r > 0 {
+				refS = fmt.Sprintf("%.0f", r)
+				ratio = fmt.Sprintf("%.0fx", row.m.eventsPerSec/r)
+			}
+			fmt.Fprintf(tw, "%s\t%s vs %s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t\n", w.name, row.pipeline, row.refKey, w.events,
+				row.m.eventsPerSec, row.m.allocsPerEvent, refS, ratio, target)
+		}
+	}
+	return tw.Flush()
+}
+
+type medianResult struct {
+	m   measurement
+	err error
+}
+
+// median runs f n times (after one warm-up run) and returns the run with
+// the median rate.
+func median(n int, f func() (measurement, error)) medianResult {
+	if _, err := f(); err != nil {
+		return medianResult{err: err}
+	}
+	ms := make([]measurement, 0, n)
+	for i := 0; i < n; i++ {
+		m, err := f()
+		if err != nil {
+			return medianResult{err: err}
+		}
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].eventsPerSec < ms[j].eventsPerSec })
+	return medianResult{m: ms[len(ms)/2]}
+}
+
+// measure times f over events and counts its allocations.
+func measure(events int, f func() error) (measurement, error) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	t0 := time.Now()
+	err := f()
+	d := time.Since(t0)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		return measurement{}, err
+	}
+	return measurement{
+		eventsPerSec:   float64(events) / d.Seconds(),
+		allocsPerEvent: float64(after.Mallocs-before.Mallocs) / float64(events),
+	}, nil
+}
+
+// fullPipeline decodes every event from its bytes and applies it, one
+// Thread per thread, as the ingest shard does.
+func fullPipeline(w *workload) (measurement, error) {
+	return measure(w.events, func() error {
+		var d codec.Decoder
+		var ev codec.Event
+		for i, th := range w.threads {
+			t := reducer.NewThread("bench")
+			for j, raw := range th {
+				if err := d.Decode(raw, &ev); err != nil {
+					return fmt.Errorf("thread %d event %d: %w", i, j, err)
+				}
+				if res := t.Apply(uint64(j)+1, &ev); res.Fatal != nil || len(res.Warnings) > 0 {
+					return fmt.Errorf("thread %d event %d: not clean: %v %v", i, j, res.Fatal, res.Warnings)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// applyOnly applies already decoded events.
+func applyOnly(threads [][]*codec.Event, events int) (measurement, error) {
+	return measure(events, func() error {
+		for i, th := range threads {
+			t := reducer.NewThread("bench")
+			for j, ev := range th {
+				if res := t.Apply(uint64(j)+1, ev); res.Fatal != nil {
+					return fmt.Errorf("thread %d event %d: %v", i, j, res.Fatal)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// referenceRates runs the reference's bench.mjs (or reads its saved output)
+// and returns median events/s keyed "<workload label>/<pipeline>".
+func (e *env) referenceRates() (map[string]float64, error) {
+	var out []byte
+	if e.refJSON != "" {
+		b, err := os.ReadFile(e.refJSON)
+		if err != nil {
+			return nil, err
+		}
+		out = b
+	} else {
+		fmt.Fprintf(os.Stderr, "bench: running the reference's bench.mjs (%d run(s)); the 100k-event thread takes minutes\n", e.refRuns)
+		cmd := exec.Command("node", "bench.mjs", "--runs", fmt.Sprint(e.refRuns))
+		cmd.Dir = e.oracleDir
+		cmd.Stderr = os.Stderr
+		b, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("bench.mjs: %w", err)
+		}
+		out = b
+	}
+	rates := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var line struct {
+			Workload string  `json:"workload"`
+			Rate     float64 `json:"medianEventsPerSecond"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Workload == "" {
+			continue
+		}
+		// "single thread 100000 events / client pipeline" -> "single thread/client pipeline"
+		label, pipeline, ok := strings.Cut(line.Workload, " / ")
+		if !ok {
+			continue
+		}
+		for _, s := range workloadSpecs {
+			if strings.HasPrefix(label, s.label) {
+				rates[s.label+"/"+pipeline] = line.Rate
+			}
+		}
+	}
+	return rates, nil
+}

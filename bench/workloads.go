@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// workload is a set of threads, each an ordered list of raw events. The two
+// workloads are the reference bench's (../shared/tools/oracle/bench.mjs),
+// generated with the same seeds and options.
+type workload struct {
+	name    string
+	label   string // the prefix of bench.mjs's workload label
+	threads [][][]byte
+	events  int
+	bytes   int // JSONL size
+}
+
+// workloadSpecs are bench.mjs's SINGLE and THREADS, as gen.mjs arguments.
+var workloadSpecs = []struct {
+	name, label string
+	args        []string
+}{
+	{"threads 1000x100", "threads 1000x100", []string{"threads", "--seed", "agui-bulk-threads-v1", "--threads", "1000", "--events", "100", "--verbosity", "1"}},
+	{"single 100k", "single thread", []string{"random", "--seed", "agui-bulk-100k-v1", "--events", "100000", "--verbosity", "8", "--run-length", "200,1500"}},
+}
+
+func findGen(oracleDir string) string {
+	for _, p := range []string{
+		filepath.Join(oracleDir, "..", "streamgen", "gen.mjs"),
+		filepath.Join("..", "shared", "tools", "streamgen", "gen.mjs"),
+	} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// workloads generates (once) and returns both workloads.
+func (e *env) workloads() ([]*workload, error) {
+	var out []*workload
+	for _, s := range workloadSpecs {
+		if w := e.streams[s.name]; w != nil {
+			out = append(out, w)
+			continue
+		}
+		t0 := time.Now()
+		cmd := exec.Command("node", append([]string{e.genPath}, s.args...)...)
+		cmd.Stderr = os.Stderr
+		raw, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("streamgen %v: %w", s.args, err)
+		}
+		w := &workload{name: s.name, label: s.label, bytes: len(raw)}
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(make([]byte, 1<<20), 1<<30)
+		var single [][]byte
+		for sc.Scan() {
+			line := bytes.TrimSpace(sc.Bytes())
+			if len(line) == 0 {
+				continue
+			}
+			if s.args[0] == "random" {
+				single = append(single, append([]byte(nil), line...))
+				continue
+			}
+			var th struct {
+				Events []json.RawMessage `json:"events"`
+			}
+			if err := json.Unmarshal(line, &th); err != nil {
+				return nil, fmt.Errorf("streamgen threads output: %w", err)
+			}
+			evs := make([][]byte, len(th.Events))
+			for i, ev := range th.Events {
+				evs[i] = ev
+			}
+			w.threads = append(w.threads, evs)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+		if single != nil {
+			w.threads = [][][]byte{single}
+		}
+		for _, th := range w.threads {
+			w.events += len(th)
+		}
+		if s.args[0] == "threads" {
+			// Bytes as JSONL, one event per line, like the single stream.
+			w.bytes = 0
+			for _, th := range w.threads {
+				for _, ev := range th {
+					w.bytes += len(ev) + 1
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench: generated %s: %d events, %.1f MB, in %v\n", w.name, w.events, float64(w.bytes)/1e6, time.Since(t0).Round(time.Millisecond))
+		e.streams[s.name] = w
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// decoded returns the workload's events decoded and cloned, per thread.
+func (w *workload) decoded() ([][]*codec.Event, error) {
+	var d codec.Decoder
+	var ev codec.Event
+	out := make([][]*codec.Event, len(w.threads))
+	for i, th := range w.threads {
+		out[i] = make([]*codec.Event, len(th))
+		for j, raw := range th {
+			if err := d.Decode(raw, &ev); err != nil {
+				return nil, fmt.Errorf("thread %d event %d: %w", i, j, err)
+			}
+			out[i][j] = ev.Clone()
+		}
+	}
+	return out, nil
+}
