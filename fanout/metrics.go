@@ -50,6 +50,21 @@ func NewMetrics() *Metrics {
 		Ended:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_streams_ended_total", Help: "Streams ended, by reason."}, []string{"reason"}),
 		TapDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_tap_dropped_total", Help: "Tap messages dropped because a tap reader was slow."}),
 	}
+	// Create every label value up front, so dashboards see zeros, not gaps.
+	for v := Variant(0); v < numVariants; v++ {
+		m.Subscribers.WithLabelValues(v.String())
+		m.Delivered.WithLabelValues(v.String())
+		m.BytesSent.WithLabelValues(v.String())
+	}
+	for _, r := range []string{ReasonOverflow, ReasonGap} {
+		m.Drops.WithLabelValues(r)
+	}
+	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {
+		m.Resyncs.WithLabelValues(r)
+	}
+	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync} {
+		m.Ended.WithLabelValues(r)
+	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.Rejected, m.Latency, m.Ended, m.TapDropped}
 	return m

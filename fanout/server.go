@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/threadcast/threadcast/auth"
@@ -110,6 +111,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := m.Register(reg); err != nil {
 		return nil, err
 	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, draining: make(chan struct{}),
 		hub: NewHub(nc, cfg.Hub, m, log)}
 	s.limiter.n = make(map[string]int)

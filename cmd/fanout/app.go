@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/fanout"
+)
+
+// app is the command's root object: Run returns only after every goroutine
+// it started has returned.
+type app struct {
+	cfg config
+	log *slog.Logger
+	// ready is closed once the HTTP listener is bound (tests read addr then).
+	ready chan struct{}
+	addr  net.Addr
+}
+
+func newApp(cfg config, logOut io.Writer) *app {
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return &app{cfg: cfg, log: log, ready: make(chan struct{})}
+}
+
+// Run connects to NATS, serves HTTP until ctx is done, drains the streams
+// and the NATS connection, and returns.
+func (a *app) Run(ctx context.Context) error {
+	opts := []nats.Option{
+		nats.Name("threadcast-fanout"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { a.log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { a.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	if a.cfg.NatsCreds != "" {
+		opts = append(opts, nats.UserCredentials(a.cfg.NatsCreds))
+	}
+	closed := make(chan struct{})
+	opts = append(opts, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	nc, err := nats.Connect(a.cfg.NatsURL, opts...)
+	if err != nil {
+		return fmt.Errorf("fanout: nats connect: %w", err)
+	}
+	defer func() {
+		// Drain lets in-flight callbacks finish; ClosedHandler marks the
+		// end of every goroutine nats.go ran for us.
+		if nc.Drain() == nil {
+			select {
+			case <-closed:
+			case <-time.After(a.cfg.Drain):
+				nc.Close()
+			}
+		} else {
+			nc.Close()
+		}
+	}()
+	srv, err := fanout.New(nc, a.cfg.Fanout, a.log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("fanout: listen: %w", err)
+	}
+	a.addr = ln.Addr()
+	close(a.ready)
+	a.log.Info("fanout serving", "http", ln.Addr().String(), "nats", nc.ConnectedUrl())
+	err = srv.Run(ctx, ln, a.cfg.Drain)
+	a.log.Info("fanout stopped", "err", err)
+	return err
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/fanout"
+)
+
+// config is everything the command reads from flags and the environment.
+type config struct {
+	NatsURL   string
+	NatsCreds string
+	HTTP      string
+	Drain     time.Duration
+	LogLevel  slog.Level
+	Fanout    fanout.Config
+}
+
+// parseConfig reads args, with getenv supplying THREADCAST_* defaults.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	c := config{Fanout: fanout.DefaultConfig()}
+	f := &c.Fanout
+	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var logLevel, authKey string
+	fs.StringVar(&c.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma-separated")
+	fs.StringVar(&c.NatsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.HTTP, "http", ":8080", "HTTP listen address")
+	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&authKey, "auth-key", "", "token signing key (at least 16 bytes; required)")
+	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
+	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
+	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
+	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
+	fs.IntVar(&f.MaxConnsPerTenant, "max-conns-per-tenant", f.MaxConnsPerTenant, "concurrent streams per tenant (0: unlimited)")
+	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
+	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
+	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
+	fs.IntVar(&f.Hub.QueueBytes, "queue-bytes", f.Hub.QueueBytes, "per-subscriber queue; past it the subscriber is resynchronised")
+	fs.IntVar(&f.Hub.RingFrames, "ring-frames", f.Hub.RingFrames, "recent frames kept per thread for resuming")
+	fs.IntVar(&f.Hub.RingBytes, "ring-bytes", f.Hub.RingBytes, "bytes of recent frames kept per thread")
+	fs.DurationVar(&f.Hub.Linger, "linger", f.Hub.Linger, "keep a thread's subscription this long after its last subscriber left")
+
+	// Environment first, then the command line over it.
+	var envErr error
+	fs.VisitAll(func(fl *flag.Flag) {
+		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := fl.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return c, fmt.Errorf("usage:\n%s", b.String())
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return c, fmt.Errorf("log level %q: %w", logLevel, err)
+	}
+	if len(authKey) < auth.MinKeyLen {
+		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes", auth.MinKeyLen)
+	}
+	f.AuthKey = []byte(authKey)
+	return c, nil
+}

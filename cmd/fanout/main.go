@@ -1,0 +1,40 @@
+// Command fanout is Threadcast's subscriber service: it serves thread views
+// from NATS to SSE and WebSocket subscribers, REST readers and tap readers
+// (package fanout), authenticated by HS256 bearer tokens (package auth).
+// It keeps only node-local state, so any number of instances can run behind
+// a load balancer without sticky sessions.
+//
+// Every flag can also be set by an environment variable THREADCAST_<FLAG>,
+// upper case with '-' as '_' (e.g. THREADCAST_AUTH_KEY); a flag on the
+// command line wins over the environment.
+//
+// HTTP (--http): the /v1 API, /livez, /readyz (NATS connected, not
+// draining) and /metrics (Prometheus).
+//
+// SIGTERM or SIGINT drains: /readyz fails, new streams get 503, every open
+// stream ends with its resume cursor, and the process exits once they are
+// gone or --drain has passed.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fanout:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	a := newApp(cfg, os.Stderr)
+	if err := a.Run(ctx); err != nil {
+		a.log.Error("fanout failed", "err", err)
+		os.Exit(1)
+	}
+}

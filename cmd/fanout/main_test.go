@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func TestParseConfig(t *testing.T) {
+	key := "0123456789abcdef"
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "no key", args: nil, wantErr: "auth-key"},
+		{name: "short key", args: []string{"--auth-key", "short"}, wantErr: "auth-key"},
+		{name: "flags", args: []string{"--auth-key", key, "--http", ":9999", "--heartbeat", "5s", "--queue-bytes", "4096"},
+			check: func(t *testing.T, c config) {
+				if c.HTTP != ":9999" || c.Fanout.Heartbeat != 5*time.Second || c.Fanout.Hub.QueueBytes != 4096 || string(c.Fanout.AuthKey) != key {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_LIFETIME": "1m", "THREADCAST_NATS_URL": "nats://x:1"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.MaxLifetime != time.Minute || c.NatsURL != "nats://x:1" {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "flag wins over env", args: []string{"--max-lifetime", "2m"}, env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_LIFETIME": "1m"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.MaxLifetime != 2*time.Minute {
+					t.Fatalf("%v", c.Fanout.MaxLifetime)
+				}
+			}},
+		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},
+		{name: "bad log level", args: []string{"--auth-key", key, "--log-level", "loud"}, wantErr: "log level"},
+		{name: "extra args", args: []string{"--auth-key", key, "serve"}, wantErr: "unexpected"},
+		{name: "help", args: []string{"--help"}, wantErr: "-auth-key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+// The app serves health and metrics, drains on cancel, and leaves no
+// goroutine behind.
+func TestAppRunAndDrain(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	base := runtime.NumGoroutine()
+
+	cfg, err := parseConfig([]string{"--auth-key", "0123456789abcdef", "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--drain", "5s"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(cfg, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	url := "http://" + a.addr.String()
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/livez", "ok"},
+		{"/readyz", "ok"},
+		{"/metrics", "threadcast_fanout_subscribers"},
+		{"/v1/threads", "missing_token"},
+	} {
+		resp, err := http.Get(url + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), tt.want) {
+			t.Fatalf("%s: %q, want %q", tt.path, b, tt.want)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
