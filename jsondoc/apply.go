@@ -52,10 +52,13 @@ const maxKeptUndo = 1024
 // array moves the elements after it.
 func (d *Doc) Apply(ops []codec.PatchOp) error {
 	d.undo = d.undo[:0]
+	size := d.size
+	d.splitSize = 0
 	for i := range ops {
 		op := &ops[i]
 		if e := d.applyOne(op); e != nil {
 			d.rollback()
+			d.size = size + d.splitSize
 			d.release()
 			return &PatchError{
 				Index: i, Op: op.Op,
@@ -136,7 +139,7 @@ func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
 		if cur.kind != KindObject && cur.kind != KindArray {
 			return nil, "", fail(ErrNotContainer, "%s at %q is not a container", cur.kind, p[:i])
 		}
-		cur.ensureSplit()
+		d.split(cur)
 		d.stack = append(d.stack, cur)
 		if next == len(p) {
 			return cur, tok, nil
@@ -198,6 +201,7 @@ func (d *Doc) markDirty() {
 func (d *Doc) setRoot(v *node) {
 	d.undo = append(d.undo, undoRec{kind: undoRoot, val: d.root})
 	d.root = v
+	d.size = v.size()
 }
 
 func (d *Doc) add(p string, v *node) *opError {
@@ -213,10 +217,12 @@ func (d *Doc) add(p string, v *node) *opError {
 		d.markDirty()
 		if m := parent.find(tok); m != nil {
 			d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+			d.grow(v.size() - m.val.size())
 			m.val = v
 			return nil
 		}
 		m := &member{key: strings.Clone(tok), val: v}
+		d.grow(len(m.key) + 3 + v.size())
 		parent.link(m)
 		d.undo = append(d.undo, undoRec{kind: undoLink, n: parent, m: m})
 		return nil
@@ -227,6 +233,7 @@ func (d *Doc) add(p string, v *node) *opError {
 		return e
 	}
 	d.markDirty()
+	d.grow(v.size())
 	parent.insert(i, v)
 	d.undo = append(d.undo, undoRec{kind: undoInsert, n: parent, i: i})
 	return nil
@@ -248,6 +255,7 @@ func (d *Doc) remove(p string) (*node, *opError) {
 			return nil, fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
 		}
 		d.markDirty()
+		d.grow(-(len(m.key) + 3 + m.val.size()))
 		parent.unlink(m)
 		d.undo = append(d.undo, undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
@@ -259,6 +267,7 @@ func (d *Doc) remove(p string) (*node, *opError) {
 	}
 	d.markDirty()
 	old := parent.removeAt(i)
+	d.grow(-old.size())
 	d.undo = append(d.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
 	return old, nil
 }
@@ -279,6 +288,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 		}
 		d.markDirty()
 		d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+		d.grow(v.size() - m.val.size())
 		m.val = v
 		return nil
 	}
@@ -289,6 +299,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 	}
 	d.markDirty()
 	d.undo = append(d.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
+	d.grow(v.size() - parent.elems[i].size())
 	parent.elems[i] = v
 	return nil
 }

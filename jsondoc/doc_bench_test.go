@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/bytedance/sonic/ast"
 	"github.com/threadcast/threadcast/codec"
 )
 
@@ -73,7 +74,7 @@ func deltaOps(i, n int) []codec.PatchOp {
 // warmUp splits the containers the benchmarked deltas go through, so the
 // loop measures the steady state (BenchmarkFirstDelta measures the split).
 func warmUp(tb testing.TB, d *Doc) {
-	for _, p := range []string{"/items/0", "/byId/id-3/title", "/counter"} {
+	for _, p := range []string{"/items/0", "/byId/id-3/title", "/byId/id-7/score", "/counter"} {
 		if _, err := d.Get(nil, p); err != nil {
 			tb.Fatal(err)
 		}
@@ -130,6 +131,52 @@ func BenchmarkApplyOneOpDelta(b *testing.B) {
 			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			if naiveNs > 0 {
 				b.ReportMetric(naiveNs/ns, "speedup-x")
+			}
+		})
+	}
+}
+
+// BenchmarkVsSonicAST weighs the alternative named in doc.go: sonic's lazy
+// ast.Node, doing the same deep replace and writing the document out after
+// each delta (what the reducer does to publish a view). ast.Node has no
+// rollback, so its numbers are for a non-atomic apply.
+func BenchmarkVsSonicAST(b *testing.B) {
+	for _, sz := range benchSizes {
+		raw := stateDoc(sz.bytes)
+		b.Run("size="+sz.name+"/impl=sonic_ast", func(b *testing.B) {
+			root := ast.NewRaw(string(raw))
+			if _, err := root.GetByPath("byId", "id-7").Set("score", ast.NewNumber("0")); err != nil {
+				b.Fatal(err) // warm-up: the lazy nodes on the path are loaded once
+			}
+			var out []byte
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				n := root.GetByPath("byId", "id-7")
+				if _, err := n.Set("score", ast.NewNumber(strconv.Itoa(i))); err != nil {
+					b.Fatal(err)
+				}
+				var err error
+				if out, err = root.MarshalJSON(); err != nil || len(out) < len(raw)/2 {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("size="+sz.name+"/impl=jsondoc", func(b *testing.B) {
+			d, err := Parse(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			warmUp(b, d)
+			var out []byte
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				ops := []codec.PatchOp{{Op: codec.OpReplace, Path: "/byId/id-7/score", Value: codec.Raw(strconv.Itoa(i))}}
+				if err := d.Apply(ops); err != nil {
+					b.Fatal(err)
+				}
+				if out = d.AppendJSON(out[:0]); len(out) < len(raw)/2 {
+					b.Fatal("short output")
+				}
 			}
 		})
 	}

@@ -4,6 +4,10 @@ package jsondoc
 // ready to use. A Doc is not safe for concurrent use; see the package doc.
 type Doc struct {
 	root *node // nil means null
+	size int    // approximate bytes held; see Size
+	// splitSize is what splits added to size during the current Apply:
+	// splits survive a rollback, so their accounting must too.
+	splitSize int
 
 	// Scratch reused across Apply calls; see apply.go.
 	undo  []undoRec
@@ -20,7 +24,11 @@ func Parse(raw []byte) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Doc{root: rawNode(b)}, nil
+	return newDoc(b), nil
+}
+
+func newDoc(b []byte) *Doc {
+	return &Doc{root: rawNode(b), size: len(b) + nodeOverhead}
 }
 
 // Set replaces the whole value with a private copy of raw (a snapshot). On
@@ -31,17 +39,38 @@ func (d *Doc) Set(raw []byte) error {
 		return err
 	}
 	d.root = rawNode(b)
+	d.size = len(b) + nodeOverhead
 	return nil
 }
 
 // Reset makes d JSON null and drops everything it held.
-func (d *Doc) Reset() { d.root = nil }
+func (d *Doc) Reset() { d.root, d.size = nil, 0 }
 
 func (d *Doc) rootNode() *node {
 	if d.root == nil {
 		d.root = nullNode()
+		d.size = len(nullRaw) + nodeOverhead
 	}
 	return d.root
+}
+
+// split splits n if it is an unsplit container, accounting for the nodes
+// it creates.
+func (d *Doc) split(n *node) {
+	if n.split || (n.kind != KindArray && n.kind != KindObject) {
+		return
+	}
+	n.ensureSplit()
+	grown := nodeOverhead * (len(n.elems) + n.n)
+	d.size += grown
+	d.splitSize += grown
+}
+
+// grow adjusts the size estimate; it never goes negative.
+func (d *Doc) grow(delta int) {
+	if d.size += delta; d.size < 0 {
+		d.size = 0
+	}
 }
 
 // Kind returns the JSON kind of the whole value.
@@ -55,13 +84,27 @@ func (d *Doc) Kind() Kind {
 // Len returns the number of elements (array) or members (object) of the
 // value, 0 for a scalar. It splits the top-level container if it was not
 // split yet (one scan of its text).
-func (d *Doc) Len() int { return d.rootNode().length() }
+func (d *Doc) Len() int {
+	r := d.rootNode()
+	d.split(r)
+	if r.kind == KindArray {
+		return len(r.elems)
+	}
+	return r.n
+}
 
-// Size approximates the memory the value holds, in bytes: its JSON text
-// plus a fixed overhead per node that has been split out. It is meant for
-// memory accounting, not for sizing buffers (use AppendJSON for that). It
-// descends only into containers changed since they were parsed.
-func (d *Doc) Size() int { return d.rootNode().size() }
+// Size approximates the memory the value holds, in bytes: the length of
+// its JSON text plus a fixed overhead for every node split out so far. It
+// is kept up to date by every change, so it costs O(1); it is meant for
+// memory accounting, not for sizing buffers (AppendJSON sizes its own).
+// It can overstate what is live: a subtree still shares the buffer it was
+// parsed from after its siblings are removed.
+func (d *Doc) Size() int {
+	if d.root == nil {
+		return 0
+	}
+	return d.size
+}
 
 // AppendJSON appends the value as compact JSON to dst and returns the
 // extended slice. Unmodified subtrees are copied verbatim from the text
@@ -78,9 +121,9 @@ func (d *Doc) Clone() *Doc {
 		return &Doc{}
 	}
 	if d.root.raw != nil {
-		return &Doc{root: rawNode(d.root.raw)} // raw bytes are immutable: share them
+		return newDoc(d.root.raw) // raw bytes are immutable: share them
 	}
-	return &Doc{root: rawNode(d.root.appendTo(nil))}
+	return newDoc(d.root.appendTo(nil))
 }
 
 // Get appends the JSON of the value at the JSON Pointer ptr (escaped, as
@@ -116,8 +159,9 @@ func (d *Doc) MergeShallow(obj []byte) error {
 	case KindNull:
 		r = &node{kind: KindObject, split: true}
 		d.root = r
+		d.size = nodeOverhead
 	case KindObject:
-		r.ensureSplit()
+		d.split(r)
 	default:
 		return fail(ErrNotObject, "merge target is %s", r.kind)
 	}
@@ -129,8 +173,10 @@ func (d *Doc) MergeShallow(obj []byte) error {
 	r.raw = nil
 	for m := src.first; m != nil; m = m.next {
 		if old := r.find(m.key); old != nil {
+			d.grow(m.val.size() - old.val.size())
 			old.val = m.val
 		} else {
+			d.grow(len(m.keyRaw) + m.val.size())
 			r.link(&member{key: m.key, keyRaw: m.keyRaw, val: m.val})
 		}
 	}

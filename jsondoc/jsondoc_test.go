@@ -306,6 +306,37 @@ func TestLenSizeKind(t *testing.T) {
 	}
 }
 
+// TestSizeTracksContent checks that the O(1) estimate follows the JSON
+// text through a mix of ops, survives a rollback unchanged, and matches a
+// freshly parsed document of the same content within the node overhead.
+func TestSizeTracksContent(t *testing.T) {
+	d := mustParse(t, `{"a":{"x":"`+strings.Repeat("x", 5000)+`"},"b":[1,2,3],"c":"`+strings.Repeat("c", 3000)+`"}`)
+	steps := []string{
+		`[{"op":"add","path":"/b/-","value":"` + strings.Repeat("y", 4000) + `"}]`,
+		`[{"op":"copy","from":"/a","path":"/d"}]`,
+		`[{"op":"remove","path":"/c"}]`,
+		`[{"op":"move","from":"/d","path":"/b/0"}]`,
+		`[{"op":"replace","path":"/a/x","value":1}]`,
+		`[{"op":"remove","path":"/b/0"},{"op":"remove","path":"/b/0"}]`,
+	}
+	for _, step := range steps {
+		if err := d.Apply(mustPatch(t, step)); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		before := d.Size()
+		if err := d.Apply(mustPatch(t, `[{"op":"remove","path":"/a"},{"op":"remove","path":"/nope"}]`)); err == nil {
+			t.Fatal("failing patch applied")
+		}
+		if d.Size() != before {
+			t.Fatalf("rollback changed Size: %d -> %d", before, d.Size())
+		}
+		text := len(d.AppendJSON(nil))
+		if s := d.Size(); s < text || s > text+40*nodeOverhead {
+			t.Fatalf("after %s: Size %d, text %d", step, s, text)
+		}
+	}
+}
+
 func TestClone(t *testing.T) {
 	d := mustParse(t, `{"a":[1,2]}`)
 	c1 := d.Clone() // clean source
