@@ -43,19 +43,28 @@ func withLinger(d time.Duration) agent.Config {
 // from its own goroutine, and checks that the stream holds every event of
 // every thread exactly once and in publish order, with and without batching.
 func TestPublishKeepsThreadOrder(t *testing.T) {
+	lossy := func(linger time.Duration) agent.Config {
+		cfg := withLinger(linger)
+		cfg.RetryWait, cfg.MaxRetries = time.Millisecond, 100
+		return cfg
+	}
 	tests := []struct {
 		name         string
 		give         agent.Config
+		dropAcks     int32 // acks "lost", so that their messages are retried
 		wantBatching bool
 	}{
 		{name: "linger 0 (one event per message)", give: withLinger(0)},
 		{name: "linger 2ms (batches)", give: withLinger(2 * time.Millisecond), wantBatching: true},
+		{name: "linger 0, lost acks", give: lossy(0), dropAcks: 40},
+		{name: "linger 2ms, lost acks", give: lossy(2 * time.Millisecond), dropAcks: 40, wantBatching: true},
 	}
 	const threads, perThread = 8, 300
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := startJS(t, false)
 			p := newPublisher(t, env, tt.give)
+			p.DropNextAcks(tt.dropAcks)
 			ctx := testCtx(t)
 
 			futs := make([][]*agent.Future, threads)
@@ -80,7 +89,7 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 					if err != nil {
 						t.Fatalf("thread %d event %d: %v", th, i, err)
 					}
-					if ack.Stream != pipeline.DefaultStream || ack.Seq == 0 || ack.Duplicate {
+					if ack.Stream != pipeline.DefaultStream || ack.Seq == 0 || ack.Duplicate && tt.dropAcks == 0 {
 						t.Fatalf("thread %d event %d: ack %+v", th, i, ack)
 					}
 					acks[fmt.Sprintf("%d/%d", ack.Seq, ack.Index)] = agent.Ack{Seq: uint64(th), Index: i}
@@ -130,8 +139,14 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 			}
 			st := p.Stats()
 			if st.Accepted != threads*perThread || st.Acked != threads*perThread || st.Failed != 0 || st.Pending != 0 ||
-				st.Messages != uint64(len(msgs)) {
-				t.Errorf("stats %+v, want %d accepted and acked in %d messages", st, threads*perThread, len(msgs))
+				st.Messages != uint64(len(msgs)) || st.Retries != uint64(tt.dropAcks) {
+				t.Errorf("stats %+v, want %d accepted and acked in %d messages, %d retries",
+					st, threads*perThread, len(msgs), tt.dropAcks)
+			}
+			// A retry's own ack can be dropped too, so several retries may end
+			// in one duplicate ack: between 1 and dropAcks of them.
+			if tt.dropAcks > 0 && (st.Duplicates == 0 || st.Duplicates > uint64(tt.dropAcks)) || tt.dropAcks == 0 && st.Duplicates != 0 {
+				t.Errorf("%d duplicate acks for %d dropped acks", st.Duplicates, tt.dropAcks)
 			}
 		})
 	}
@@ -614,4 +629,89 @@ func TestNoGoroutineLeak(t *testing.T) {
 		env.srv.WaitForShutdown()
 	}()
 	waitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// TestRetriedBatchIsStoredOnce: a whole batch whose ack is lost is re-sent as
+// the same message; every event of it reports the duplicate ack.
+func TestRetriedBatchIsStoredOnce(t *testing.T) {
+	env := startJS(t, false)
+	cfg := withLinger(time.Hour)
+	cfg.RetryWait = time.Millisecond
+	p := newPublisher(t, env, cfg)
+	p.DropNextAcks(1)
+	ctx := testCtx(t)
+	var futs []*agent.Future
+	for i := range 5 {
+		f, err := p.Publish(ctx, "acme", "t", contentEvent("m", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range futs {
+		if ack, err := f.Result(); err != nil || !ack.Duplicate || ack.Seq != 1 || ack.Index != i {
+			t.Errorf("event %d: %+v, %v; want the duplicate ack of seq 1, index %d", i, ack, err, i)
+		}
+	}
+	msgs := readStream(t, env.js)
+	if len(msgs) != 1 || len(msgs[0].events) != 5 {
+		t.Fatalf("stream holds %d messages, want 1 batch of 5", len(msgs))
+	}
+}
+
+// TestFlush: Flush returns once every earlier event is resolved, whatever
+// the linger; it gives up at its ctx's end when acks cannot come.
+func TestFlush(t *testing.T) {
+	t.Run("waits for earlier events", func(t *testing.T) {
+		env := startJS(t, false)
+		p := newPublisher(t, env, withLinger(time.Hour))
+		ctx := testCtx(t)
+		var futs []*agent.Future
+		for i := range 50 {
+			f, err := p.Publish(ctx, "acme", "t"+strconv.Itoa(i%5), contentEvent("m", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, f)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range futs {
+			select {
+			case <-f.Done():
+			default:
+				t.Fatalf("event %d unresolved after Flush", i)
+			}
+		}
+		if err := p.Flush(ctx); err != nil { // nothing pending: returns at once
+			t.Fatal(err)
+		}
+	})
+	t.Run("gives up at ctx end", func(t *testing.T) {
+		env := startJS(t, true)
+		cfg := withLinger(0)
+		cfg.MaxRetries, cfg.RetryWait = 1000, time.Millisecond
+		p, err := agent.New(env.nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testCtx(t)
+		if _, err := p.Publish(ctx, "acme", "t", contentEvent("m", 1)); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		if err := p.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Flush: %v, want DeadlineExceeded", err)
+		}
+		short2, cancel2 := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel2()
+		if err := p.Close(short2); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: %v, want DeadlineExceeded", err)
+		}
+	})
 }
