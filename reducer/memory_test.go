@@ -1,0 +1,68 @@
+package reducer
+
+import (
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// heapAfterGC returns the live heap after a full collection.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestMemoryProportionalToContent applies many small events that add little
+// content (8-byte deltas, metadata rewriting the same keys, state patches
+// replacing the same member) and checks that the live heap the Thread holds
+// grows with the content, not with the number of events.
+func TestMemoryProportionalToContent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few MB")
+	}
+	const n = 40_000
+	evs := []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`}
+	for i := 0; i < n; i++ {
+		evs = append(evs,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"12345678","metadata":{"k":`+strconv.Itoa(i)+`}}`,
+			`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/n","value":`+strconv.Itoa(i)+`}]}`)
+	}
+	evs = append(evs, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, vRF)
+	decoded := make([]*codecEventT, len(evs))
+	for i, l := range evs {
+		decoded[i] = codecEvent(t, l)
+	}
+	before := heapAfterGC()
+	thr := NewThread("t")
+	if err := thr.SetInput(&codecRunInputT{State: []byte(`{"n":0}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range decoded {
+		if res := thr.Apply(uint64(i+1), e); res.Fatal != nil || len(res.Warnings) > 0 {
+			t.Fatalf("event %d: %v %v", i, res.Fatal, res.Warnings)
+		}
+	}
+	thr.Flush()
+	held := int64(heapAfterGC()) - int64(before)
+	content := int64(8 * n)
+	// Text grows by doubling (up to 2x content); the rest is a constant.
+	if held > 3*content+256<<10 {
+		t.Fatalf("thread holds %d bytes for %d bytes of content after %d events", held, content, len(evs))
+	}
+	if ms := thr.MemSize(); int64(ms) < content || int64(ms) > 3*content+64<<10 {
+		t.Fatalf("MemSize %d for %d bytes of content", ms, content)
+	}
+	t.Logf("%d events, %d bytes of content: thread holds %d bytes, MemSize %d", len(evs), content, held, thr.MemSize())
+	runtime.KeepAlive(thr)
+	runtime.KeepAlive(decoded)
+}
+
+type (
+	codecEventT    = codec.Event
+	codecRunInputT = codec.RunInput
+)
