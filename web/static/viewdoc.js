@@ -4,15 +4,25 @@
 // subagents, warnings, error) up to date from the SSE payloads
 //
 //   {"type":"view","seq":S,"view":{...}}                   a whole document
-//   {"type":"changes","seq":S,"prev":P,"changes":{...}}    a change document
+//   {"type":"changes","seq":S,"prev":P,"changes":C}        what changed in (P, S]
 //
-// (change documents are specified in web/viewchange/viewchange.go) and says
-// what changed, so that the renderer touches only that. No AG-UI semantics
-// live here: the server has already reduced the events.
+// where C is null (nothing the view shows changed) or the pipeline's change
+// document (pipeline/reduce.go, appendChanges):
 //
-// Anything that cannot be applied exactly — a gap in seq, a message count
-// that does not match, a patch that does not apply, a payload it does not
-// understand — throws ResyncNeeded: the caller then fetches the whole view.
+//   {"messages":[{"index":i,"op":"add"|"replace","message":{..}} |
+//                {"index":i,"op":"append","text":".."}],
+//    "allMessages":[..],          instead of "messages" after a structural change
+//    "stateOps":[[patch],..] | "state":<any>,
+//    "view":{..},                 runs, steps or subagents changed: the whole view
+//    "warnings":n}
+//
+// and says what changed, so that the renderer touches only that. No AG-UI
+// semantics live here: the server has already reduced the events.
+//
+// Anything that cannot be applied exactly — a gap in seq, an index out of
+// range, a message that is not the one the index names, a patch that does
+// not apply, a payload it does not understand — throws ResyncNeeded: the
+// caller then re-joins the stream from a fresh view.
 
 export class ResyncNeeded extends Error {}
 
@@ -45,9 +55,8 @@ export function apply(holder, payload) {
   const d = new Dirty();
   if (payload && payload.type === 'view') {
     if (!isObject(payload.view)) throw new ResyncNeeded('view payload without a document');
-    holder.view = payload.view;
+    replaceView(holder, payload.view, d);
     if (typeof payload.seq === 'number') holder.view.seq = payload.seq;
-    d.all = true;
     return d;
   }
   if (!payload || payload.type !== 'changes') throw new ResyncNeeded('unknown payload type');
@@ -55,61 +64,87 @@ export function apply(holder, payload) {
   if (!v) throw new ResyncNeeded('changes before any view');
   if (payload.prev !== v.seq) throw new ResyncNeeded(`gap: prev ${payload.prev}, held ${v.seq}`);
   const ch = payload.changes;
-  if (ch == null) {
-    // A frame that changed nothing the view shows, or a server that sends
-    // no change documents: either way only the caller can tell (refetch).
-    v.seq = payload.seq;
-    d.meta = true;
-    d.unknown = true;
-    return d;
+  if (ch != null) {
+    if (!isObject(ch)) throw new ResyncNeeded('changes is not an object');
+    if (isObject(ch.view)) {
+      // The whole view, sent when runs, steps or subagents changed; it
+      // already holds every other change of the document.
+      replaceView(holder, ch.view, d);
+    } else {
+      applyChanges(v, ch, d);
+    }
   }
-  if (!isObject(ch)) throw new ResyncNeeded('changes is not an object');
-  applyChanges(v, ch, d);
-  if (ch.seq !== payload.seq) throw new ResyncNeeded('changes.seq differs from the frame seq');
+  holder.view.seq = payload.seq;
+  d.meta = true;
   return d;
 }
 
-function applyChanges(v, ch, d) {
-  if (Array.isArray(ch.messages)) {
-    v.messages = ch.messages;
-    d.list = true;
-  } else if (Array.isArray(ch.changed)) {
-    for (const c of ch.changed) {
-      const i = c.index;
-      if (!Number.isInteger(i) || i < 0 || i > v.messages.length) throw new ResyncNeeded(`message index ${i} out of range`);
-      if (typeof c.append === 'string') {
-        const m = v.messages[i];
-        if (!m || typeof m.content !== 'string') throw new ResyncNeeded(`append to message ${i} without string content`);
-        m.content += c.append;
-        const prev = d.messages.get(i);
-        d.messages.set(i, d.messages.has(i) ? (prev != null ? prev + c.append : null) : c.append);
-      } else if (isObject(c.message)) {
-        if (i === v.messages.length) d.list = true;
-        v.messages[i] = c.message;
-        d.messages.set(i, null);
-      } else {
-        throw new ResyncNeeded('changed entry without append or message');
-      }
-    }
+// replaceView installs a whole view document, marking dirty only what
+// differs from the held one, so that a whole view arriving for a step
+// boundary does not redraw every message.
+function replaceView(holder, nv, d) {
+  const old = holder.view;
+  holder.view = nv;
+  if (!old || !Array.isArray(old.messages) || !Array.isArray(nv.messages)) { d.all = true; return; }
+  const om = old.messages, nm = nv.messages;
+  if (nm.length < om.length) d.list = true;
+  for (let i = 0; i < nm.length; i++) {
+    if (i >= om.length) { d.list = true; d.messages.set(i, null); continue; }
+    if (om[i].id !== nm[i].id || om[i].role !== nm[i].role) { d.list = true; d.messages.set(i, null); continue; }
+    if (JSON.stringify(om[i]) !== JSON.stringify(nm[i])) d.messages.set(i, null);
   }
-  if (ch.count !== v.messages.length) throw new ResyncNeeded(`message count ${v.messages.length}, want ${ch.count}`);
+  if (JSON.stringify(old.state) !== JSON.stringify(nv.state)) d.state = true;
+  d.runs = true;
+  d.meta = true;
+}
+
+function applyChanges(v, ch, d) {
+  if (Array.isArray(ch.allMessages)) {
+    v.messages = ch.allMessages;
+    d.list = true;
+    for (let i = 0; i < v.messages.length; i++) d.messages.set(i, null);
+  } else if (Array.isArray(ch.messages)) {
+    for (const c of ch.messages) applyMessageChange(v.messages, c, d);
+  }
   if ('state' in ch) {
     v.state = ch.state;
     d.state = true;
-  } else if (Array.isArray(ch.statePatch)) {
+  } else if (Array.isArray(ch.stateOps)) {
     let s = v.state;
-    for (const p of ch.statePatch) s = applyPatch(s, p);
+    for (const p of ch.stateOps) s = applyPatch(s, p);
     v.state = s;
     d.state = true;
   }
-  for (const k of ['runs', 'steps', 'subagents']) {
-    if (Array.isArray(ch[k])) { v[k] = ch[k]; d.runs = true; }
+  if (Number.isInteger(ch.warnings)) v.warnings = ch.warnings;
+}
+
+function applyMessageChange(msgs, c, d) {
+  const i = c && c.index;
+  if (!Number.isInteger(i) || i < 0) throw new ResyncNeeded(`bad message index ${i}`);
+  switch (c.op) {
+    case 'append': {
+      const m = msgs[i];
+      if (!m || typeof m.content !== 'string' || typeof c.text !== 'string') throw new ResyncNeeded(`append to message ${i} without string content`);
+      m.content += c.text;
+      const prev = d.messages.get(i);
+      d.messages.set(i, d.messages.has(i) ? (prev != null ? prev + c.text : null) : c.text);
+      return;
+    }
+    case 'add':
+      if (i !== msgs.length || !isObject(c.message)) throw new ResyncNeeded(`add at ${i}, list has ${msgs.length}`);
+      msgs.push(c.message);
+      d.list = true;
+      d.messages.set(i, null);
+      return;
+    case 'replace':
+      if (i >= msgs.length || !isObject(c.message)) throw new ResyncNeeded(`replace at ${i}, list has ${msgs.length}`);
+      if (msgs[i].id !== c.message.id) throw new ResyncNeeded(`replace at ${i} names ${c.message.id}, held ${msgs[i].id}`);
+      msgs[i] = c.message;
+      d.messages.set(i, null);
+      return;
+    default:
+      throw new ResyncNeeded(`unknown message op ${c.op}`);
   }
-  v.seq = ch.seq;
-  v.status = ch.status;
-  v.warnings = ch.warnings;
-  v.error = ch.error;
-  d.meta = true;
 }
 
 // applyPatch applies an RFC 6902 patch to value and returns the result. It

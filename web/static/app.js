@@ -1,0 +1,279 @@
+// app.js — the dashboard's controller: tenant and thread selection, the SSE
+// connections (EventSource with the token as access_token, resumed by the
+// browser with Last-Event-ID after a dropped connection), batching of
+// updates into one draw per animation frame, and the live figures.
+import { h, ago } from './dom.js';
+import { apply, Dirty, ResyncNeeded } from './viewdoc.js';
+import { Messages, renderRuns, renderSteps, renderSubagents } from './render.js';
+import { JsonTree } from './jsontree.js';
+import { Metrics } from './metrics.js';
+
+const $ = id => document.getElementById(id);
+
+const app = {
+  cfg: { tenants: [], api: '', metrics: '/metrics' },
+  tenant: null, token: null,
+  threads: new Map(),      // id -> {id, status, seq, updated}
+  listES: null, listDirty: false,
+  selected: null,
+  es: null, holder: { view: null }, dirty: new Dirty(), queued: [], resyncs: [],
+  frames: [], renderMs: 0, raf: 0,
+};
+
+const messages = new Messages($('messages'), subagentName);
+const tree = new JsonTree($('state'));
+
+function api(path) { return app.cfg.api + path; }
+function withToken(path) { return api(path) + (path.includes('?') ? '&' : '?') + 'access_token=' + encodeURIComponent(app.token); }
+
+function subagentName(id) {
+  const v = app.holder.view;
+  const s = v && Array.isArray(v.subagents) && v.subagents.find(x => x.subagentRunId === id);
+  return s ? String(s.name) : null;
+}
+
+// ---- startup and routing (#tenant=…&thread=…, or #token=… for a token
+// minted with `threadcast token`) ----
+
+async function start() {
+  try {
+    const r = await fetch('config.json', { cache: 'no-store' });
+    if (r.ok) Object.assign(app.cfg, await r.json());
+  } catch { /* no config: ask for a token */ }
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const sel = $('tenant');
+  for (const t of app.cfg.tenants || []) sel.append(h('option', null, String(t.tenant)));
+  sel.addEventListener('change', () => useTenant(sel.value, null));
+  $('token-form').hidden = false;
+  $('token-form').addEventListener('submit', e => { e.preventDefault(); useToken($('token').value.trim()); });
+  $('filter').addEventListener('input', () => { app.listDirty = true; schedule(); });
+  setInterval(() => { app.listDirty = true; schedule(); }, 1000);
+  new Metrics(app.cfg.metrics, {
+    ingest: $('fig-ingest'), out: $('fig-out'), lat: $('fig-lat'), subs: $('fig-subs'),
+  }).start();
+  setInterval(tickFigures, 500);
+  if (hash.get('token')) useToken(hash.get('token'), hash.get('thread'));
+  else if ((app.cfg.tenants || []).length) {
+    const want = hash.get('tenant');
+    const t = app.cfg.tenants.find(x => x.tenant === want) || app.cfg.tenants[0];
+    sel.value = t.tenant;
+    useTenant(t.tenant, hash.get('thread'));
+  }
+}
+
+function useToken(token, thread) {
+  if (!token) return;
+  let tenant = '?';
+  try { tenant = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).tenant || '?'; } catch { /* opaque */ }
+  app.cfg.tenants = (app.cfg.tenants || []).filter(t => t.tenant !== tenant).concat([{ tenant, token }]);
+  const sel = $('tenant');
+  if (![...sel.options].some(o => o.value === tenant)) sel.append(h('option', null, tenant));
+  sel.value = tenant;
+  useTenant(tenant, thread);
+}
+
+function useTenant(tenant, thread) {
+  const t = (app.cfg.tenants || []).find(x => x.tenant === tenant);
+  if (!t) return;
+  app.tenant = tenant;
+  app.token = t.token;
+  if (app.listES) app.listES.close();
+  closeThread();
+  app.threads.clear();
+  app.listDirty = true;
+  loadThreads();
+  app.listES = new EventSource(withToken('/v1/threads?live=1'));
+  app.listES.onmessage = e => {
+    let info;
+    try { info = JSON.parse(e.data); } catch { return; }
+    if (!info || typeof info.thread !== 'string') return;
+    const cur = app.threads.get(info.thread) || { id: info.thread };
+    cur.status = info.status || cur.status;
+    cur.seq = info.seq || cur.seq;
+    cur.updated = Date.now();
+    app.threads.set(info.thread, cur);
+    app.listDirty = true;
+    schedule();
+  };
+  setHash();
+  if (thread) openThread(thread);
+}
+
+async function loadThreads() {
+  const tenant = app.tenant;
+  try {
+    const r = await fetch(api('/v1/threads'), { headers: { Authorization: 'Bearer ' + app.token } });
+    if (!r.ok || tenant !== app.tenant) return;
+    const body = await r.json();
+    for (const t of body.threads || []) {
+      if (typeof t.thread !== 'string' || app.threads.has(t.thread)) continue;
+      app.threads.set(t.thread, { id: t.thread, updated: Date.parse(t.updated) || 0 });
+    }
+    app.listDirty = true;
+    schedule();
+  } catch { /* the live list still fills in */ }
+}
+
+function setHash() {
+  const p = new URLSearchParams();
+  if (app.tenant) p.set('tenant', app.tenant);
+  if (app.selected) p.set('thread', app.selected);
+  history.replaceState(null, '', '#' + p.toString());
+}
+
+// ---- one thread: the view-mode stream ----
+
+function closeThread() {
+  if (app.es) app.es.close();
+  app.es = null;
+  app.selected = null;
+  app.holder.view = null;
+  app.queued = [];
+  messages.clear();
+}
+
+function openThread(id) {
+  closeThread();
+  app.selected = id;
+  app.dirty = new Dirty();
+  app.dirty.all = true;
+  $('thread-title').textContent = id;
+  $('thread-title').classList.remove('muted');
+  app.listDirty = true;
+  setHash();
+  connect();
+  schedule();
+}
+
+function connect() {
+  if (app.es) app.es.close();
+  const id = app.selected;
+  const es = new EventSource(withToken('/v1/threads/' + encodeURIComponent(id) + '/events?mode=view'));
+  app.es = es;
+  setConn('connecting');
+  es.onopen = () => { if (app.es === es) setConn('live'); };
+  es.onerror = () => {
+    if (app.es !== es) return;
+    // EventSource retries by itself (sending Last-Event-ID) unless the
+    // server refused the request; then we retry after a pause.
+    if (es.readyState === EventSource.CLOSED) { setConn('retry'); setTimeout(() => { if (app.es === es) connect(); }, 2000); }
+    else setConn('retry');
+  };
+  es.onmessage = e => {
+    if (app.es !== es) return;
+    let p;
+    try { p = JSON.parse(e.data); } catch { return; }
+    app.frames.push(performance.now());
+    app.queued.push(p);
+    schedule();
+  };
+}
+
+// resync re-joins the stream from a fresh view (a new EventSource sends no
+// Last-Event-ID), at most a few times a second.
+function resync(why) {
+  console.warn('threadcast: resynchronising:', why);
+  const now = Date.now();
+  app.resyncs = app.resyncs.filter(t => now - t < 5000);
+  app.resyncs.push(now);
+  app.holder.view = null;
+  app.queued = [];
+  if (app.resyncs.length > 3) { setTimeout(connect, 1000); setConn('retry'); } else connect();
+}
+
+// drain applies the queued payloads to the held view, collecting what
+// changed into one Dirty for the next draw.
+function drain() {
+  const q = app.queued;
+  app.queued = [];
+  for (const p of q) {
+    try {
+      app.dirty.merge(apply(app.holder, p));
+    } catch (err) {
+      if (!(err instanceof ResyncNeeded)) throw err;
+      resync(err.message);
+      return;
+    }
+  }
+}
+
+// ---- drawing: at most once per animation frame ----
+
+function schedule() {
+  if (!app.raf) app.raf = requestAnimationFrame(draw);
+}
+
+function draw() {
+  app.raf = 0;
+  const t0 = performance.now();
+  if (app.queued.length) drain();
+  const v = app.holder.view;
+  const d = app.dirty;
+  if (!d.empty && v) {
+    app.dirty = new Dirty();
+    const box = $('messages');
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    const msgs = Array.isArray(v.messages) ? v.messages : [];
+    if (d.all || d.list) messages.renderAll(msgs, d.all, d.messages);
+    else if (d.messages.size) messages.update(msgs, d.messages);
+    if (d.all || d.state) tree.render(v.state);
+    if (d.all || d.runs) {
+      renderRuns($('runs'), v.runs);
+      renderSteps($('steps'), v.steps, subagentName);
+      renderSubagents($('subagents'), v.subagents, subagentName);
+    }
+    if (d.all || d.meta || d.runs) drawMeta(v);
+    if (atBottom) box.scrollTop = box.scrollHeight;
+    const ms = performance.now() - t0;
+    app.renderMs = app.renderMs ? app.renderMs * 0.9 + ms * 0.1 : ms;
+  }
+  if (app.listDirty) drawList();
+}
+
+function drawMeta(v) {
+  const st = $('thread-status');
+  st.textContent = String(v.status ?? '');
+  st.className = `pill ${String(v.status ?? '')}`;
+  $('thread-meta').textContent = `seq ${v.seq} · ${Array.isArray(v.messages) ? v.messages.length : 0} messages` +
+    (v.warnings ? ` · ${v.warnings} warnings` : '');
+  const err = $('thread-error');
+  err.hidden = v.error == null;
+  err.textContent = v.error == null ? '' : `Stream rejected: ${v.error}`;
+  const row = app.threads.get(app.selected);
+  if (row && row.status !== v.status) { row.status = v.status; app.listDirty = true; }
+}
+
+function drawList() {
+  app.listDirty = false;
+  const ol = $('thread-list');
+  const f = $('filter').value.trim().toLowerCase();
+  const now = Date.now();
+  const rows = [...app.threads.values()].filter(t => !f || t.id.toLowerCase().includes(f))
+    .sort((a, b) => (b.updated || 0) - (a.updated || 0)).slice(0, 300);
+  $('thread-count').textContent = `${app.threads.size}`;
+  ol.replaceChildren(...rows.map(t => {
+    const li = h('li', { class: t.id === app.selected ? 'selected' : null, 'data-thread': t.id, title: t.id },
+      h('span', { class: `pill ${t.status || ''}` }, t.status || '·'),
+      h('span', { class: 'tid' }, t.id),
+      h('span', { class: 'when' }, t.updated ? ago(t.updated, now) : ''));
+    li.addEventListener('click', () => openThread(t.id));
+    return li;
+  }));
+}
+
+// ---- figures ----
+
+function setConn(state) {
+  const el = $('fig-conn');
+  el.className = `fig ${state === 'live' ? 'live' : state === 'retry' ? 'retry' : ''}`;
+  el.querySelector('.v').textContent = state;
+}
+
+function tickFigures() {
+  const now = performance.now();
+  app.frames = app.frames.filter(t => now - t < 1000);
+  $('fig-fps').textContent = app.selected ? String(app.frames.length) : '–';
+  $('fig-render').textContent = app.renderMs ? `${app.renderMs.toFixed(1)} ms` : '–';
+}
+
+start();

@@ -1,0 +1,118 @@
+package web
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+//go:embed static/*.html static/*.css static/*.js
+var files embed.FS
+
+// Static returns the dashboard's files (index.html, app.js, ...), for
+// callers that serve them another way.
+func Static() fs.FS {
+	sub, err := fs.Sub(files, "static")
+	if err != nil {
+		panic("web: BUG: embedded static directory missing: " + err.Error())
+	}
+	return sub
+}
+
+// Tenant is one entry of the dashboard's tenant picker: a tenant and a
+// subscriber token for it.
+type Tenant struct {
+	Tenant string `json:"tenant"`
+	Token  string `json:"token"`
+}
+
+// Config configures Handler. The zero value serves a dashboard that asks
+// for a token and talks to the fanout API on its own origin.
+type Config struct {
+	// Tenants are offered in the tenant picker, with their tokens. They are
+	// handed to every visitor of the page (config.json), so set them only
+	// where that is intended: a development instance (cmd/threadcast in
+	// embedded mode). Empty: the visitor pastes a token (or opens the page
+	// as .../#token=<token>).
+	Tenants []Tenant
+	// API is the origin of the fanout API ("https://fanout.example.com").
+	// Empty: the dashboard's own origin. It must be an http(s) origin
+	// without a path.
+	API string
+	// Metrics is the URL path (or URL) of the Prometheus endpoint the live
+	// figures read. Empty: "/metrics" on the API origin; "-": no server
+	// figures.
+	Metrics string
+}
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("web: invalid config")
+
+// Handler returns the dashboard: index.html at its root, its scripts and
+// styles, and config.json (Config as the page reads it). It is meant to be
+// mounted on its own path prefix (with http.StripPrefix) or at "/"; the page
+// refers to its files relatively. Every response carries a Content Security
+// Policy that allows scripts only from the dashboard itself and connections
+// only to it and the API: the page renders untrusted model output, and the
+// policy is the second line of defence behind rendering it as text.
+func Handler(cfg Config) (http.Handler, error) {
+	connect := "'self'"
+	if cfg.API != "" {
+		u, err := url.Parse(cfg.API)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("%w: API %q is not an http(s) origin", ErrConfig, cfg.API)
+		}
+		cfg.API = u.Scheme + "://" + u.Host
+		connect += " " + cfg.API
+	}
+	for _, t := range cfg.Tenants {
+		if t.Tenant == "" || t.Token == "" {
+			return nil, fmt.Errorf("%w: tenant entries need a tenant and a token", ErrConfig)
+		}
+	}
+	if cfg.Metrics == "" {
+		cfg.Metrics = cfg.API + "/metrics"
+	}
+	if cfg.Tenants == nil {
+		cfg.Tenants = []Tenant{}
+	}
+	conf, err := json.Marshal(struct {
+		Tenants []Tenant `json:"tenants"`
+		API     string   `json:"api"`
+		Metrics string   `json:"metrics"`
+	}{cfg.Tenants, cfg.API, cfg.Metrics})
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	csp := strings.Join([]string{
+		"default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
+		"connect-src " + connect, "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+	}, "; ")
+	static := http.FileServerFS(Static())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		// Tokens travel in URLs (EventSource cannot send headers): never
+		// leak them to other sites through the Referer header.
+		h.Set("Referrer-Policy", "no-referrer")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if strings.TrimPrefix(r.URL.Path, "/") == "config.json" {
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			_, _ = w.Write(conf)
+			return
+		}
+		h.Set("Cache-Control", "no-cache")
+		static.ServeHTTP(w, r)
+	}), nil
+}
