@@ -8,19 +8,20 @@ import (
 // package-level collectors), so two servers can live in one test binary;
 // Register adds them to a registry of the caller's choice.
 type Metrics struct {
-	Subscribers *prometheus.GaugeVec   // by variant
-	Feeds       prometheus.Gauge       // threads with a NATS subscription on this node
-	Frames      prometheus.Counter     // frames received from NATS
-	BadFrames   prometheus.Counter     // frames that did not decode
-	Delivered   *prometheus.CounterVec // wire messages enqueued to subscribers, by variant
-	BytesSent   *prometheus.CounterVec // bytes written to connections, by variant
-	Resyncs     *prometheus.CounterVec // snapshots sent after join, by reason
-	Drops       *prometheus.CounterVec // queues dropped, by reason
-	Snapshots   *prometheus.CounterVec // snapshot requests, by result
-	Rejected    *prometheus.CounterVec // requests refused, by status reason
-	Latency     prometheus.Histogram   // event timestamp → write, seconds
-	Ended       *prometheus.CounterVec // streams ended, by reason
-	TapDropped  prometheus.Counter     // tap messages dropped by a slow tap reader
+	Subscribers *prometheus.GaugeVec            // by variant
+	Feeds       prometheus.Gauge                // threads with a NATS subscription on this node
+	Frames      prometheus.Counter              // frames received from NATS
+	BadFrames   prometheus.Counter              // frames that did not decode
+	Delivered   *prometheus.CounterVec          // wire messages enqueued to subscribers, by variant
+	BytesSent   *prometheus.CounterVec          // bytes written to connections, by variant
+	Resyncs     *prometheus.CounterVec          // snapshots sent after join, by reason
+	Drops       *prometheus.CounterVec          // queues dropped, by reason
+	Snapshots   *prometheus.CounterVec          // snapshot requests, by result
+	Rejected    *prometheus.CounterVec          // requests refused, by status reason
+	Latency     prometheus.Histogram            // event timestamp → write, seconds
+	Ended       *prometheus.CounterVec          // streams ended, by reason
+	TapDropped  prometheus.Counter              // tap messages dropped by a slow tap reader
+	delivered   [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
 	collectors  []prometheus.Collector
 }
 
@@ -53,7 +54,7 @@ func NewMetrics() *Metrics {
 	// Create every label value up front, so dashboards see zeros, not gaps.
 	for v := Variant(0); v < numVariants; v++ {
 		m.Subscribers.WithLabelValues(v.String())
-		m.Delivered.WithLabelValues(v.String())
+		m.delivered[v] = m.Delivered.WithLabelValues(v.String())
 		m.BytesSent.WithLabelValues(v.String())
 	}
 	for _, r := range []string{ReasonOverflow, ReasonGap} {

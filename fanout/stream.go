@@ -216,11 +216,12 @@ func (s *Server) observeLatency(items []item) {
 
 // sseSink writes SSE to an http.ResponseWriter.
 type sseSink struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	started bool
-	retry   time.Duration
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	deadline time.Time // current write deadline
+	started  bool
+	retry    time.Duration
 }
 
 func newSSESink(w http.ResponseWriter, cfg Config) *sseSink {
@@ -247,7 +248,12 @@ func (k *sseSink) open() error {
 
 func (k *sseSink) write(items []item) (int, error) {
 	k.start()
-	_ = k.rc.SetWriteDeadline(time.Now().Add(k.timeout))
+	// Moving the deadline costs a timer update per call; refreshing it only
+	// once half of it is used keeps every write bounded by timeout/2..timeout.
+	if now := time.Now(); k.deadline.Sub(now) < k.timeout/2 {
+		k.deadline = now.Add(k.timeout)
+		_ = k.rc.SetWriteDeadline(k.deadline)
+	}
 	n := 0
 	for i := range items {
 		m, err := k.w.Write(items[i].b)

@@ -121,7 +121,7 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	s.mu.Unlock()
 	s.notify()
 	if n > 0 {
-		s.feed.hub.m.Delivered.WithLabelValues(s.variant.String()).Add(float64(len(msgs)))
+		s.feed.hub.m.delivered[s.variant].Add(float64(len(msgs)))
 	}
 }
 

@@ -1,0 +1,356 @@
+package fanout
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// NOTE: the fan-out benchmark. One busy thread, n SSE subscribers on
+// loopback, every frame one AG-UI event whose SSE message is 256 bytes.
+// Two servers are measured in the same run, one after the other, with the
+// same clients code and the same bytes on the wire:
+//
+//	naive:      a plain net/http SSE broadcaster — a goroutine per client,
+//	            a channel per client, Write+Flush per message — fed
+//	            in-process (no NATS).
+//	bare:       the same, but writing everything already queued before
+//	            each Flush: the ceiling the ratio is computed against.
+//	threadcast: frames published on NATS, through the hub and the pump.
+//
+// The publisher runs a closed loop: frame i is sent once every client has
+// received frame i-window, so both servers run at their own saturation rate
+// with the same bounded backlog, and deliveries/s is frames·n/elapsed.
+// Latency is publish → client read (the client parses the publish time
+// from the event). Run:
+//
+//	go test ./fanout -run '^$' -bench BenchmarkFanoutSSE -benchtime 200x -timeout 20m
+
+const (
+	benchMsgSize = 256
+	benchWindow  = 8
+)
+
+func BenchmarkFanoutSSE(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			if b.N < 20 {
+				// The probe run (b.N = 1) and too short runs measure
+				// nothing; use -benchtime 200x (one op = one frame to all).
+				return
+			}
+			naive := runBare(b, n, b.N, false)
+			bare := runBare(b, n, b.N, true)
+			tc := runThreadcast(b, n, b.N)
+			b.ReportMetric(naive.rate, "naive_deliv/s")
+			b.ReportMetric(naive.p50, "naive_p50_µs")
+			b.ReportMetric(naive.p99, "naive_p99_µs")
+			b.ReportMetric(bare.rate, "bare_deliv/s")
+			b.ReportMetric(tc.rate, "tc_deliv/s")
+			b.ReportMetric(tc.rate/bare.rate, "ratio")
+			b.ReportMetric(bare.p50, "bare_p50_µs")
+			b.ReportMetric(bare.p99, "bare_p99_µs")
+			b.ReportMetric(tc.p50, "tc_p50_µs")
+			b.ReportMetric(tc.p99, "tc_p99_µs")
+		})
+	}
+}
+
+type benchResult struct{ rate, p50, p99 float64 }
+
+// benchEvent returns the event JSON of frame i, padded so that its SSE
+// message ("id: <i>\ndata: <event>\n\n") is benchMsgSize bytes.
+func benchEvent(i int, now int64) []byte {
+	head := fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","i":%d,"ts":%d,"messageId":"m1","delta":"`, i, now)
+	frameLen := len("id: ") + len(strconv.Itoa(i)) + 1 + len("data: ") + 2 + 1
+	pad := benchMsgSize - frameLen - len(head) - len(`"}`)
+	return []byte(head + strings.Repeat("x", max(pad, 1)) + `"}`)
+}
+
+func sseOf(i int, ev []byte) []byte {
+	b := append([]byte("id: "), strconv.Itoa(i)...)
+	b = append(b, '\n')
+	return appendData(b, ev)
+}
+
+// benchClients is n raw HTTP/1.1 SSE readers (no http.Client: its two
+// goroutines per connection would tax the shared cores more than the
+// servers under test).
+type benchClients struct {
+	last    []atomic.Int64 // index of the last frame each client read
+	lat     [][]int64      // per client: publish → read, ns
+	conns   []net.Conn
+	wg      sync.WaitGroup
+	started time.Time
+}
+
+func dialClients(b *testing.B, addr, path, tok string, n, frames int) *benchClients {
+	c := &benchClients{last: make([]atomic.Int64, n), lat: make([][]int64, n), conns: make([]net.Conn, n)}
+	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	for k := 0; k < n; k++ {
+		c.last[k].Store(-1)
+		c.lat[k] = make([]int64, 0, frames)
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(req)); err != nil {
+			b.Fatal(err)
+		}
+		c.conns[k] = conn
+		c.wg.Add(1)
+		go c.read(k, conn)
+	}
+	return c
+}
+
+func (c *benchClients) read(k int, conn net.Conn) {
+	defer c.wg.Done()
+	br := bufio.NewReaderSize(conn, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		return
+	}
+	body := bufio.NewReaderSize(resp.Body, 16<<10)
+	for {
+		line, err := body.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if !bytes.HasPrefix(line, []byte("data: ")) {
+			continue
+		}
+		i, ts := parseBenchEvent(line)
+		if i >= 0 {
+			c.lat[k] = append(c.lat[k], time.Now().UnixNano()-ts)
+			c.last[k].Store(int64(i))
+		}
+	}
+}
+
+func parseBenchEvent(line []byte) (int, int64) {
+	j := bytes.Index(line, []byte(`"i":`))
+	if j < 0 {
+		return -1, 0
+	}
+	rest := line[j+4:]
+	e := bytes.IndexByte(rest, ',')
+	i, _ := strconv.Atoi(string(rest[:e]))
+	rest = rest[e+len(`,"ts":`):]
+	e = bytes.IndexByte(rest, ',')
+	ts, _ := strconv.ParseInt(string(rest[:e]), 10, 64)
+	return i, ts
+}
+
+// minLast returns the smallest frame index every client has read.
+func (c *benchClients) minLast() int64 {
+	m := int64(1 << 62)
+	for k := range c.last {
+		if v := c.last[k].Load(); v < m {
+			m = v
+		}
+	}
+	return m
+}
+
+func (c *benchClients) close() {
+	for _, conn := range c.conns {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST: no TIME_WAIT pile-up across runs
+		}
+		conn.Close()
+	}
+	c.wg.Wait()
+}
+
+// drive publishes frames with the closed-loop window and returns the result.
+func drive(b *testing.B, c *benchClients, n, frames int, publish func(i int)) benchResult {
+	start := time.Now()
+	for i := 0; i < frames; i++ {
+		for c.minLast() < int64(i-benchWindow) {
+			time.Sleep(50 * time.Microsecond)
+		}
+		publish(i)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for c.minLast() < int64(frames-1) {
+		if time.Now().After(deadline) {
+			b.Fatalf("clients stuck at frame %d of %d", c.minLast(), frames)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	var all []int64
+	for k := range c.lat {
+		all = append(all, c.lat[k]...)
+	}
+	slices.Sort(all)
+	if len(all) < n*frames {
+		b.Fatalf("%d deliveries, want %d", len(all), n*frames)
+	}
+	return benchResult{
+		rate: float64(n*frames) / elapsed.Seconds(),
+		p50:  float64(all[len(all)/2]) / 1e3,
+		p99:  float64(all[len(all)*99/100]) / 1e3,
+	}
+}
+
+func waitCond(b *testing.B, what string, cond func() bool) {
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// bareBroadcaster is the ceiling: the simplest correct SSE fan-out. With
+// batch set, a client's goroutine writes everything already in its channel
+// before one Flush (the one optimisation any hand-written broadcaster
+// would make); without it, Write+Flush per message.
+type bareBroadcaster struct {
+	batch   bool
+	mu      sync.Mutex
+	clients []chan []byte
+}
+
+func (s *bareBroadcaster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(200)
+	fl := w.(http.Flusher)
+	fl.Flush()
+	ch := make(chan []byte, 1024)
+	s.mu.Lock()
+	s.clients = append(s.clients, ch)
+	s.mu.Unlock()
+	for {
+		select {
+		case m := <-ch:
+			if _, err := w.Write(m); err != nil {
+				return
+			}
+		more:
+			for s.batch {
+				select {
+				case m := <-ch:
+					if _, err := w.Write(m); err != nil {
+						return
+					}
+				default:
+					break more
+				}
+			}
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *bareBroadcaster) broadcast(m []byte) {
+	s.mu.Lock()
+	for _, ch := range s.clients {
+		ch <- m
+	}
+	s.mu.Unlock()
+}
+
+func (s *bareBroadcaster) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.clients)
+}
+
+func serve(b *testing.B, h http.Handler) (addr string, stop func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	done := make(chan struct{})
+	go func() { _ = hs.Serve(ln); close(done) }()
+	return ln.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		_ = hs.Close()
+		<-done
+	}
+}
+
+func runBare(b *testing.B, n, frames int, batch bool) benchResult {
+	bb := &bareBroadcaster{batch: batch}
+	addr, stop := serve(b, bb)
+	defer stop()
+	c := dialClients(b, addr, "/", "", n, frames)
+	defer c.close()
+	waitCond(b, "bare clients", func() bool { return bb.count() == n })
+	b.ResetTimer()
+	return drive(b, c, n, frames, func(i int) {
+		bb.broadcast(sseOf(i, benchEvent(i, time.Now().UnixNano())))
+	})
+}
+
+func runThreadcast(b *testing.B, n, frames int) benchResult {
+	ns := startNATS(b)
+	nc := connect(b, ns)
+	pub := connect(b, ns)
+	const tenant, thread = "bench", "busy"
+	var seq atomic.Uint64
+	snapSubj := pipeline.SnapSubject(pipeline.Partition(tenant, thread, pipeline.DefaultParts), tenant, thread)
+	sub, err := pub.Subscribe(snapSubj, func(m *nats.Msg) {
+		s := seq.Load()
+		_ = m.Respond([]byte(fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":true,"view":{},"events":[]}`, tenant, thread, s)))
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	srv, err := New(nc, cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr, stop := serve(b, srv.Handler())
+	defer stop()
+	defer srv.Drain()
+	c := dialClients(b, addr, "/v1/threads/"+thread+"/events", token(b, tenant), n, frames)
+	defer c.close()
+	waitCond(b, "threadcast subscribers", func() bool {
+		return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) == float64(n)
+	})
+	subj := pipeline.ViewSubject(tenant, thread)
+	b.ResetTimer()
+	return drive(b, c, n, frames, func(i int) {
+		// Stream seqs: frame i brings the thread to i+1 (seq 0 = empty).
+		// The SSE id is then i+1 rather than i, one byte more for i = 9, 99…
+		// — noise against 256-byte messages.
+		s := uint64(i + 1)
+		ev := benchEvent(i, time.Now().UnixNano())
+		body := append(append([]byte(`{"events":[`), ev...), "]}"...)
+		m := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
+			pipeline.HeaderSeq: {strconv.FormatUint(s, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(s-1, 10)}}}
+		if err := pub.PublishMsg(m); err != nil {
+			b.Fatal(err)
+		}
+		seq.Store(s)
+	})
+}
