@@ -154,3 +154,53 @@ func hasStrip(ws []*Error) bool {
 	}
 	return false
 }
+
+// TestTypeSpecsMatchFieldsJSON checks the decoder's per-type schema against
+// the machine-readable spec table (shared/spec/fields.json). The one
+// deliberate difference is encryptedValueType on REASONING_ENCRYPTED_VALUE,
+// the AG-UI 1.1 field this codec knows.
+func TestTypeSpecsMatchFieldsJSON(t *testing.T) {
+	data, err := os.ReadFile("../../shared/spec/fields.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for typ := Type(1); typ < numTypes; typ++ {
+		var def struct {
+			Required, Optional []string
+		}
+		raw, ok := spec[typ.String()]
+		if !ok {
+			t.Errorf("%s missing from fields.json", typ)
+			continue
+		}
+		if err := json.Unmarshal(raw, &def); err != nil {
+			t.Fatal(err)
+		}
+		var req, all FieldSet
+		for _, n := range def.Required {
+			f, ok := fieldByName(n)
+			if !ok {
+				t.Fatalf("%s: unknown field %q", typ, n)
+			}
+			req, all = req.With(f), all.With(f)
+		}
+		for _, n := range def.Optional {
+			f, ok := fieldByName(n)
+			if !ok {
+				t.Fatalf("%s: unknown field %q", typ, n)
+			}
+			all = all.With(f)
+		}
+		if typ == TypeReasoningEncryptedValue {
+			all = all.With(FieldEncryptedValueType)
+		}
+		if typeSpecs[typ].required != req || typeSpecs[typ].allowed != all {
+			t.Errorf("%s: codec allows %b requires %b; fields.json allows %b requires %b",
+				typ, typeSpecs[typ].allowed, typeSpecs[typ].required, all, req)
+		}
+	}
+}
