@@ -38,10 +38,10 @@
 // last value wins at the first name's place. Unmodified text keeps its
 // duplicates verbatim, so any last-wins reader sees the same value.
 //
-// # Atomicity
-//
 // Size is an O(1) running estimate (text length plus a fixed cost per
 // split node) for memory accounting.
+//
+// # Atomicity
 //
 // Apply mutates in place and logs for each mutation the record that
 // reverses it (old root, old member value, unlinked member, removed
@@ -56,7 +56,9 @@
 // inside a literal — and a SWAR pass over that copy compacts it in place
 // and checks string contents, which sonic.Valid does not (raw control
 // characters and bad escapes pass it). Together they accept exactly what
-// encoding/json.Valid accepts (FuzzParse checks this).
+// encoding/json.Valid accepts (FuzzParse checks this), except that nesting
+// deeper than 4096 levels, sonic's limit, is rejected (encoding/json
+// allows 10000).
 //
 // Sonic's lazy ast.Node was the alternative. It parses on demand too, and
 // a bare in-place Set is as fast as Apply; but it has no rollback (an

@@ -15,7 +15,8 @@ import (
 )
 
 // FuzzParse: any input either fails Parse or round-trips to the same
-// value, and Parse accepts exactly what encoding/json accepts.
+// value, and Parse accepts exactly what encoding/json accepts (below
+// sonic's nesting limit, which fuzzing does not reach; TestParseDepth).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{`{}`, `[1,2]`, ` {"a" : [ "x y" , 1e5 , null ] } `, `"\u00e9\""`, `{"a":1,"a":2}`, `[`, `01`, "\"\x01\""} {
 		f.Add([]byte(s))
@@ -120,6 +121,14 @@ func FuzzApply(f *testing.F) {
 		}
 		if got := decodeAny(t, after); !refEqual(got, wantDoc) {
 			t.Fatalf("Apply(%s) on %s = %s, reference %v", opsString(ops), before, after, wantDoc)
+		}
+		// Values were copied once on the way in: poisoning the caller's
+		// buffers (STYLE practice 5) must not show in the document.
+		for i := range ops {
+			ops[i].Value = bytes.Repeat([]byte("#"), len(ops[i].Value))
+		}
+		if again := d.AppendJSON(nil); !bytes.Equal(again, after) {
+			t.Fatalf("document changed when op buffers were reused: %s -> %s", after, again)
 		}
 	})
 }
@@ -433,4 +442,49 @@ func refEqual(a, b any) bool {
 		return true
 	}
 	return a == b
+}
+
+// FuzzMergeShallow: merging any two documents either fails and leaves the
+// target byte-identical, or equals a map merge of the two (null target
+// treated as {}), per name, last write wins, no recursion.
+func FuzzMergeShallow(f *testing.F) {
+	f.Add(`{"a":1,"b":{"x":1}}`, `{"b":{"y":2},"c":null}`)
+	f.Add(`null`, `{"a":1,"a":2}`)
+	f.Add(`[1]`, `{"a":1}`)
+	f.Add(`{"a":1}`, `"s"`)
+	f.Fuzz(func(t *testing.T, target, src string) {
+		d, err := Parse([]byte(target))
+		if err != nil || !utf8.ValidString(target) || !utf8.ValidString(src) {
+			return
+		}
+		d.Len() // split first, so the failure path sees a split root too
+		before := d.AppendJSON(nil)
+		err = d.MergeShallow([]byte(src))
+		after := d.AppendJSON(nil)
+		tv := decodeAny(t, []byte(target))
+		if tv == nil {
+			tv = map[string]any{}
+		}
+		tm, tok := tv.(map[string]any)
+		var sm map[string]any
+		sok := json.Valid([]byte(src))
+		if sok {
+			sm, sok = decodeAny(t, []byte(src)).(map[string]any)
+		}
+		if !tok || !sok {
+			if err == nil || !bytes.Equal(before, after) {
+				t.Fatalf("MergeShallow(%s into %s) = %v, %s; want error, unchanged", src, target, err, after)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("MergeShallow(%s into %s): %v", src, target, err)
+		}
+		for k, v := range sm {
+			tm[k] = v
+		}
+		if got := decodeAny(t, after); !refEqual(got, tm) {
+			t.Fatalf("MergeShallow(%s into %s) = %s, want %v", src, target, after, tm)
+		}
+	})
 }

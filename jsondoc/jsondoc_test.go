@@ -81,6 +81,22 @@ func TestParseTruncatedView(t *testing.T) {
 	}
 }
 
+// TestParseDepth pins the nesting limit inherited from sonic.Valid (4096
+// levels; encoding/json allows 10000).
+func TestParseDepth(t *testing.T) {
+	tests := []struct {
+		depth   int
+		wantErr bool
+	}{{4096, false}, {4097, true}}
+	for _, tt := range tests {
+		raw := strings.Repeat("[", tt.depth) + strings.Repeat("]", tt.depth)
+		_, err := Parse([]byte(raw))
+		if (err != nil) != tt.wantErr {
+			t.Errorf("depth %d: err %v, wantErr %v", tt.depth, err, tt.wantErr)
+		}
+	}
+}
+
 func TestParseCopies(t *testing.T) {
 	buf := []byte(`{"a":{"b":[1,2]},"c":"s"}`)
 	d, err := Parse(buf)
