@@ -715,3 +715,33 @@ func TestFlush(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishEvent: the typed helper encodes a decoded Event and publishes
+// it; the stored event equals the original. An Event that breaks a rule is
+// refused like its bytes would be.
+func TestPublishEvent(t *testing.T) {
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(0))
+	ctx := testCtx(t)
+	src := []byte(`{"type":"TOOL_CALL_START","toolCallId":"tc-1","toolCallName":"web_search","parentMessageId":"m-1","timestamp":1700000000000}`)
+	var d codec.Decoder
+	var ev codec.Event
+	if err := d.Decode(src, &ev); err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.PublishEvent(ctx, "acme", "t", &ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := readStream(t, env.js)
+	if len(msgs) != 1 || !jsonEqual(t, msgs[0].events[0], src) {
+		t.Fatalf("stored %v, want %s", msgs, src)
+	}
+	bad := codec.Event{TypeName: "NOT_AN_EVENT"}
+	if _, err := p.PublishEvent(ctx, "acme", "t", &bad); !errors.Is(err, agent.ErrInvalid) || !errors.Is(err, codec.ErrUnknownType) {
+		t.Errorf("event of an unknown type: %v, want ErrInvalid and codec.ErrUnknownType", err)
+	}
+}
