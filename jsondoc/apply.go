@@ -1,6 +1,7 @@
 package jsondoc
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/threadcast/threadcast/codec"
@@ -352,11 +353,11 @@ func (d *Doc) test(p string, want []byte) *opError {
 		d.buf = n.appendTo(d.buf[:0])
 		got = d.buf
 	}
-	eq, err := Equal(got, want)
-	if err != nil {
+	// Only want needs validating: the document's text is valid already.
+	if !validJSON(want) {
 		return fail(ErrInvalidJSON, "test value %s", quoteTrunc(want))
 	}
-	if !eq {
+	if !equalValid(got, trimSpace(want)) {
 		return fail(ErrTestFailed, "value at %s is %s, not %s", quoteStr(p), quoteTrunc(got), quoteTrunc(want))
 	}
 	return nil
@@ -400,4 +401,12 @@ func (n *node) removeAt(i int) *node {
 	return old
 }
 
-func quoteStr(s string) string { return "\"" + s + "\"" }
+// quoteStr quotes a pointer for an error message, truncated like
+// quoteTrunc so a huge path does not make a huge error.
+func quoteStr(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "…"
+	}
+	return strconv.Quote(s)
+}
