@@ -14,15 +14,15 @@ import "strings"
 // Decoder is not safe for concurrent use: give each goroutine its own.
 //
 // Everything a Decode hands out (the Event's strings, Raw slices and
-// slices, Warnings) is valid until the next Decode or Reset of the Decoder.
+// slices, the Warnings slice) is valid until the next Decode or Reset of the
+// Decoder; DecodeRunInput and DecodeMessages count as a Decode.
 // sonic's CopyString is off: no string is copied except those with escape
 // sequences, which are unescaped once into the Decoder's scratch.
 type Decoder struct {
 	data    []byte
 	scratch []byte
 
-	warnStore []Error
-	warns     []*Error
+	warns []*Error
 
 	members []member
 	msgs    []Message
@@ -53,8 +53,7 @@ func (d *Decoder) Reset() {
 	poison(d.scratch[:cap(d.scratch)])
 	d.scratch = d.scratch[:0]
 	d.data = nil
-	clear(d.warnStore)
-	d.warnStore = d.warnStore[:0]
+	clear(d.warns)
 	d.warns = d.warns[:0]
 	d.members = d.members[:0]
 	clear(d.msgs)
@@ -71,8 +70,9 @@ func (d *Decoder) Reset() {
 }
 
 // Warnings returns the strip and shim warnings of the last Decode, in input
-// order. They are valid until the next Decode or Reset of the Decoder (the
-// *Error values themselves own their memory; the slice is reused).
+// order. The slice is valid until the next Decode or Reset of the Decoder;
+// each *Error owns its memory and may be kept. Warnings are rare, so each is
+// its own allocation; a warning-free Decode allocates nothing.
 func (d *Decoder) Warnings() []*Error { return d.warns }
 
 // warn records a warning (verdict Strip or Ignore) about the value at pos.
@@ -80,18 +80,13 @@ func (d *Decoder) warn(k Kind, v Verdict, pos int, field, detail string) {
 	e := d.errAt(k, v, pos, field, detail)
 	e.Type = d.typ
 	e.TypeName = d.typ.String()
-	d.warnStore = append(d.warnStore, *e)
-	d.warns = append(d.warns, nil)
-	// warnStore may have moved: repoint every entry.
-	for i := range d.warns {
-		d.warns[i] = &d.warnStore[i]
-	}
+	d.warns = append(d.warns, e)
 }
 
 // prefixWarns prefixes the field path of the warnings recorded since from.
 func (d *Decoder) prefixWarns(from int, seg string) {
-	for i := from; i < len(d.warnStore); i++ {
-		d.warnStore[i].prefixField(seg)
+	for i := from; i < len(d.warns); i++ {
+		d.warns[i].prefixField(seg)
 	}
 }
 
@@ -168,7 +163,7 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 			// A second, different `type`: start over and let the last one win.
 			d.restart = false
 			*ev = Event{}
-			d.warnStore, d.warns = d.warnStore[:0], d.warns[:0]
+			d.warns = d.warns[:0]
 		}
 	}
 	return d.collectEvent(ev, obj)
@@ -444,7 +439,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		}
 		in := &d.input
 		*in = RunInput{}
-		w := len(d.warnStore)
+		w := len(d.warns)
 		end, err := d.runInput(i, in)
 		if err != nil {
 			return end, err.prefixField(name)
@@ -457,7 +452,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		if c != '{' {
 			return d.wrongType(i, name, "object")
 		}
-		w := len(d.warnStore)
+		w := len(d.warns)
 		o := &d.outcome
 		end, keep, err := d.outcomeValue(i, o, ev.Type == TypeSubagentFinished)
 		if err != nil {
@@ -476,7 +471,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		if c != '[' {
 			return d.wrongType(i, name, "array")
 		}
-		w := len(d.warnStore)
+		w := len(d.warns)
 		end, err := d.usageValue(i, ev)
 		if err != nil {
 			return end, err.prefixField(name)
@@ -488,7 +483,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		if c != '[' {
 			return d.wrongType(i, name, "array")
 		}
-		w := len(d.warnStore)
+		w := len(d.warns)
 		msgs, _, end, err := d.messages(i)
 		if err != nil {
 			return end, err.prefixField(name)
@@ -498,7 +493,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		ev.Fields = ev.Fields.With(f)
 		return end, nil
 	case FieldContent:
-		w := len(d.warnStore)
+		w := len(d.warns)
 		var r Raw
 		var end int
 		var err *Error
@@ -540,7 +535,7 @@ func (d *Decoder) patchField(ev *Event, f Field, i int) (int, *Error) {
 	if d.data[i] != '[' {
 		return d.wrongType(i, name, "array (JSON Patch)")
 	}
-	w := len(d.warnStore)
+	w := len(d.warns)
 	ops, raw, end, err := d.patch(i)
 	if err != nil {
 		return end, err.prefixField(name)

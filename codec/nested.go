@@ -207,7 +207,7 @@ func (d *Decoder) messages(i int) ([]Message, Raw, int, *Error) {
 	}
 	start := len(d.msgs)
 	for k := base; k < base+n; k++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		var m Message
 		raw, keep, err := d.message(d.members[k].vstart, &m)
 		seg := indexSeg("", k-base)
@@ -297,7 +297,7 @@ func (d *Decoder) message(i int, m *Message) (Raw, bool, *Error) {
 		case "content":
 			allowed = true
 			m.Fields = m.Fields.With(MsgContent)
-			w := len(d.warnStore)
+			w := len(d.warns)
 			vs := d.members[k].vstart
 			switch ri.content {
 			case 's', '?':
@@ -338,7 +338,7 @@ func (d *Decoder) message(i int, m *Message) (Raw, bool, *Error) {
 			}
 		case "toolCalls":
 			if allowed = ri.allowed&mToolCalls != 0; allowed {
-				w := len(d.warnStore)
+				w := len(d.warns)
 				var raw Raw
 				m.ToolCalls, raw, err = d.toolCalls(k)
 				if err != nil && err.Field != "" && err.Field[0] == '[' {
@@ -404,7 +404,7 @@ func (d *Decoder) toolCalls(k int) ([]ToolCall, Raw, *Error) {
 	}
 	start := len(d.tcs)
 	for j := base; j < base+n; j++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		var tc ToolCall
 		raw, err := d.toolCall(d.members[j].vstart, &tc)
 		seg := indexSeg("", j-base)
@@ -480,7 +480,7 @@ func (d *Decoder) function(k int, tc *ToolCall) (Raw, *Error) {
 	if d.data[vs] != '{' {
 		return nil, d.typeErr(k, "object")
 	}
-	w := len(d.warnStore)
+	w := len(d.warns)
 	end, base, n, err := d.collectObject(vs)
 	defer d.truncate(base)
 	if err != nil {
@@ -534,7 +534,7 @@ func (d *Decoder) contentValue(i int, _ bool) (Raw, int, *Error) {
 		return nil, end, err
 	}
 	for k := base; k < base+n; k++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		raw, keep, err := d.part(d.members[k].vstart)
 		seg := indexSeg("", k-base)
 		if err != nil {
@@ -588,7 +588,7 @@ func (d *Decoder) part(i int) (Raw, bool, *Error) {
 			seen = true
 			var raw Raw
 			var keep bool
-			w := len(d.warnStore)
+			w := len(d.warns)
 			raw, keep, err = d.source(k)
 			if err == nil {
 				d.prefixWarns(w, "source")
@@ -732,7 +732,7 @@ func (d *Decoder) interrupts(k int) (Raw, *Error) {
 		return nil, d.errAt(KindBadValue, Fatal, vs, "interrupts", "an interrupt outcome needs at least one interrupt")
 	}
 	for j := base; j < base+n; j++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		raw, err := d.closedStrings(d.members[j].vstart, "an interrupt",
 			[]string{"id", "reason"}, []string{"subagentRunId", "message", "toolCallId", "expiresAt"},
 			"responseSchema", "metadata")
@@ -806,7 +806,7 @@ func (d *Decoder) usageValue(i int, ev *Event) (int, *Error) {
 	}
 	start := len(d.usage)
 	for k := base; k < base+n; k++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		u := TokenUsage{InputTokens: -1, OutputTokens: -1, TotalTokens: -1, ReasoningTokens: -1, CachedInputTokens: -1, CacheWriteInputTokens: -1}
 		err := d.tokenUsage(d.members[k].vstart, &u)
 		seg := indexSeg("", k-base)
@@ -889,7 +889,7 @@ func (d *Decoder) patch(i int) ([]PatchOp, Raw, int, *Error) {
 			return nil, nil, end, err.prefixField(indexSeg("", k-base))
 		}
 		if !keep {
-			d.warnStore[len(d.warnStore)-1].prefixField(indexSeg("", k-base))
+			d.warns[len(d.warns)-1].prefixField(indexSeg("", k-base))
 			d.members[k].drop = true
 			continue
 		}
@@ -998,7 +998,7 @@ func (d *Decoder) runInput(i int, in *RunInput) (int, *Error) {
 	var seen uint8
 	for k := base; k < base+n; k++ {
 		key := d.members[k].key
-		w := len(d.warnStore)
+		w := len(d.warns)
 		var raw Raw
 		var ok bool
 		switch key {
@@ -1085,7 +1085,7 @@ func (d *Decoder) objArray(k, kind int) (Raw, *Error) {
 		return nil, err
 	}
 	for j := base; j < base+n; j++ {
-		w := len(d.warnStore)
+		w := len(d.warns)
 		var raw Raw
 		keep := true
 		el := d.members[j].vstart
