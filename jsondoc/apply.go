@@ -97,11 +97,11 @@ func (d *Doc) applyOne(op *codec.PatchOp) *opError {
 			return e
 		}
 		if op.Op == codec.OpAdd {
-			return d.add(op.Path, v)
+			return d.add(op.Path, v, false)
 		}
 		return d.replace(op.Path, v)
 	case codec.OpRemove:
-		_, e := d.remove(op.Path)
+		_, e := d.remove(op.Path, false)
 		return e
 	case codec.OpMove:
 		return d.move(op.From, op.Path)
@@ -205,7 +205,10 @@ func (d *Doc) setRoot(v *node) {
 	d.size = v.size()
 }
 
-func (d *Doc) add(p string, v *node) *opError {
+// add and remove keep Size current. A moved value stays in the document,
+// so move passes moved=true and its size is neither subtracted nor added:
+// measuring a modified subtree walks it, and a move must stay O(depth).
+func (d *Doc) add(p string, v *node, moved bool) *opError {
 	if p == "" {
 		d.setRoot(v)
 		return nil
@@ -218,12 +221,12 @@ func (d *Doc) add(p string, v *node) *opError {
 		d.markDirty()
 		if m := parent.find(tok); m != nil {
 			d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
-			d.grow(v.size() - m.val.size())
+			d.grow(valSize(v, moved) - m.val.size())
 			m.val = v
 			return nil
 		}
 		m := &member{key: strings.Clone(tok), val: v}
-		d.grow(len(m.key) + 3 + v.size())
+		d.grow(len(m.key) + 3 + valSize(v, moved))
 		parent.link(m)
 		d.undo = append(d.undo, undoRec{kind: undoLink, n: parent, m: m})
 		return nil
@@ -234,13 +237,20 @@ func (d *Doc) add(p string, v *node) *opError {
 		return e
 	}
 	d.markDirty()
-	d.grow(v.size())
+	d.grow(valSize(v, moved))
 	parent.insert(i, v)
 	d.undo = append(d.undo, undoRec{kind: undoInsert, n: parent, i: i})
 	return nil
 }
 
-func (d *Doc) remove(p string) (*node, *opError) {
+func valSize(v *node, moved bool) int {
+	if moved {
+		return 0
+	}
+	return v.size()
+}
+
+func (d *Doc) remove(p string, moving bool) (*node, *opError) {
 	if p == "" {
 		old := d.rootNode()
 		d.setRoot(nullNode()) // RFC-ambiguous; the reference consumer yields null
@@ -256,7 +266,7 @@ func (d *Doc) remove(p string) (*node, *opError) {
 			return nil, fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
 		}
 		d.markDirty()
-		d.grow(-(len(m.key) + 3 + m.val.size()))
+		d.grow(-(len(m.key) + 3 + valSize(m.val, moving)))
 		parent.unlink(m)
 		d.undo = append(d.undo, undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
@@ -268,7 +278,7 @@ func (d *Doc) remove(p string) (*node, *opError) {
 	}
 	d.markDirty()
 	old := parent.removeAt(i)
-	d.grow(-old.size())
+	d.grow(-valSize(old, moving))
 	d.undo = append(d.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
 	return old, nil
 }
@@ -318,11 +328,11 @@ func (d *Doc) move(from, p string) *opError {
 	if strings.HasPrefix(p, from+"/") {
 		return fail(ErrMoveIntoChild, "from %q is a proper prefix of path", from)
 	}
-	v, e := d.remove(from)
+	v, e := d.remove(from, true)
 	if e != nil {
 		return e
 	}
-	return d.add(p, v)
+	return d.add(p, v, true)
 }
 
 func (d *Doc) copy(from, p string) *opError {
@@ -340,7 +350,7 @@ func (d *Doc) copy(from, p string) *opError {
 	if raw == nil {
 		raw = src.appendTo(nil)
 	}
-	return d.add(p, rawNode(raw))
+	return d.add(p, rawNode(raw), false)
 }
 
 func (d *Doc) test(p string, want []byte) *opError {

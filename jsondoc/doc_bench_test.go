@@ -182,6 +182,34 @@ func BenchmarkVsSonicAST(b *testing.B) {
 	}
 }
 
+// BenchmarkMoveModifiedSubtree moves the large, already modified "byId"
+// object back and forth: O(depth), like every other op, because a move
+// neither copies nor measures what it moves.
+func BenchmarkMoveModifiedSubtree(b *testing.B) {
+	ops := [][]codec.PatchOp{
+		{{Op: codec.OpMove, From: "/byId", Path: "/moved"}},
+		{{Op: codec.OpMove, From: "/moved", Path: "/byId"}},
+	}
+	for _, sz := range benchSizes {
+		b.Run("size="+sz.name, func(b *testing.B) {
+			d, err := Parse(stateDoc(sz.bytes))
+			if err != nil {
+				b.Fatal(err)
+			}
+			warmUp(b, d)
+			if err := d.Apply(deltaOps(1, 0)); err != nil { // dirty /byId
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := d.Apply(ops[i%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkArrayFrontInsert shows the one size-dependent delta: inserting
 // or removing at the front of an array moves every element pointer after
 // it (a memmove of 8 bytes per element, no re-encoding).
