@@ -1,12 +1,16 @@
 package reducer
 
 // NOTE: structure of this file. A Compactor keeps a pending output window
-// (entries) and, per item the window may still extend, the index of the compactEntry
-// later events can be folded into (heads). Add classifies one event: it either
-// folds into a head, or is appended and becomes (or removes) heads. Flush
-// finalises the window. A light model of the chunk lanes (lanes) runs beside
-// it, because whether an event may move depends on whether its lane has a
-// chunk stream open. The rules, and why each is safe, are on Compactor.
+// (entries) and, per item the window may still extend, the index of the
+// entry later events can be folded into (heads). Add classifies one event:
+// it either folds into a head, or is appended and becomes (or removes)
+// heads. Explicit triads are candidates for becoming one chunk (active,
+// compactConv), committed or aborted as later events arrive. Flush aborts
+// what is undecided and finalises the window (emit). A light model of the
+// input's chunk lanes (lanes) runs beside it, because whether an event may
+// move depends on whether its lane has a chunk stream open. The rules, and
+// why each is safe, are on Compactor; the add* functions come first, then
+// lanes, then triads, then entries.
 
 import (
 	"strings"
@@ -30,6 +34,12 @@ import (
 //     in between; chunk continuations are joined into the chunk that opened
 //     or last continued the same chunk stream, so a chunked item becomes one
 //     event.
+//   - A finished explicit triad (START, CONTENT*, END) becomes one *_CHUNK at
+//     the START's place, carrying the opener's fields, the joined delta and
+//     the merged metadata — when its lane is closed again inside the window
+//     by an event the output keeps, and nothing before that could see the
+//     chunk stream the output now has (see compactConv and watch);
+//     otherwise it stays START, one CONTENT, END.
 //   - State events are folded: a STATE_DELTA into the preceding STATE_SNAPSHOT
 //     (applied with jsondoc) or STATE_DELTA (patches concatenated); a
 //     STATE_SNAPSHOT replaces the preceding state event.
@@ -67,6 +77,8 @@ type Compactor struct {
 	entries []compactEntry
 	heads   map[compactKey]int // item -> index into entries it may still fold into
 
+	active []*compactConv // explicit triads that may still become one chunk
+
 	lanes        map[string]*compactStream // lane key (see compactLaneOf) -> open chunk stream
 	lanesUnknown bool                      // a non-clean event made the lane model unreliable
 	serial       uint64                    // chunk stream counter
@@ -97,7 +109,32 @@ type compactEntry struct {
 	meta  *jsondoc.Doc    // merged metadata, once a second one arrived
 	doc   *jsondoc.Doc    // folded state snapshot / activity content
 	patch []codec.PatchOp // concatenated patch, once a second one arrived
+
+	conv  *compactConv // on a *_START entry: the triad it may turn into a chunk
+	endOf *compactConv // on an *_END entry: the triad that absorbed it
 }
+
+// compactConv is an explicitly streamed item (START, CONTENT*, END) on its
+// way to becoming one *_CHUNK at the START's place. The chunk opens a chunk
+// stream the original did not have, which stays open in the output until
+// the next event there that closes its lane; the conversion is committed
+// only once that happened inside the window and nothing in between could
+// have seen the difference (see watch). Until then it can be aborted, and
+// the item is emitted explicitly: START, the joined CONTENT right after it,
+// the END where it was.
+type compactConv struct {
+	key                  compactKey
+	lane                 string
+	contentType, endType codec.Type
+	chunkType            codec.Type // what the triad becomes
+	start                *codec.Event
+	content              *compactEntry // the joined CONTENT, nil if none
+	end                  *codec.Event  // the absorbed END
+	ended, laneClosed    bool
+	committed, aborted   bool
+}
+
+func (cv *compactConv) done() bool { return cv.committed || cv.aborted }
 
 // NewCompactor returns an empty Compactor.
 func NewCompactor() *Compactor {
@@ -156,10 +193,11 @@ func (c *Compactor) Add(ev *codec.Event, res Result) {
 		c.closeLanesOf(ev)
 		return
 	}
+	c.watch(ev)
 	switch ev.Type {
 	case codec.TypeRunStarted, codec.TypeRunFinished, codec.TypeRunError, codec.TypeMessagesSnapshot:
+		c.closeAllLanes() // commits the triads that were only waiting for it
 		c.barrier()
-		c.closeAllLanes()
 		c.appendEntry(ev, 0)
 
 	case codec.TypeTextMessageContent, codec.TypeReasoningMessageContent:
@@ -167,18 +205,19 @@ func (c *Compactor) Add(ev *codec.Event, res Result) {
 	case codec.TypeToolCallArgs:
 		c.addContent(ev, compactKey{'t', ev.ToolCallID})
 
-	case codec.TypeTextMessageStart, codec.TypeTextMessageEnd,
-		codec.TypeReasoningMessageStart, codec.TypeReasoningMessageEnd:
-		c.drop(compactKey{'m', ev.MessageID})
-		c.closeLane(compactLaneOf(ev))
-		c.appendEntry(ev, 0)
-	case codec.TypeToolCallStart, codec.TypeToolCallEnd:
+	case codec.TypeTextMessageStart:
+		c.addStart(ev, compactKey{'m', ev.MessageID}, codec.TypeTextMessageContent, codec.TypeTextMessageEnd)
+	case codec.TypeReasoningMessageStart:
+		c.addStart(ev, compactKey{'m', ev.MessageID}, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd)
+	case codec.TypeToolCallStart:
 		// A TOOL_CALL_START may create or extend its parent message, but
 		// only its toolCalls list, which no foldable event of that message
 		// touches; so message heads survive it.
-		c.drop(compactKey{'t', ev.ToolCallID})
-		c.closeLane(compactLaneOf(ev))
-		c.appendEntry(ev, 0)
+		c.addStart(ev, compactKey{'t', ev.ToolCallID}, codec.TypeToolCallArgs, codec.TypeToolCallEnd)
+	case codec.TypeTextMessageEnd, codec.TypeReasoningMessageEnd:
+		c.addEnd(ev, compactKey{'m', ev.MessageID})
+	case codec.TypeToolCallEnd:
+		c.addEnd(ev, compactKey{'t', ev.ToolCallID})
 	case codec.TypeToolCallResult:
 		c.drop(compactKey{'m', ev.MessageID})
 		c.drop(compactKey{'t', ev.ToolCallID})
@@ -216,8 +255,11 @@ func (c *Compactor) Add(ev *codec.Event, res Result) {
 // Flush appends the compacted events of the window to dst and starts a new
 // window. The events belong to the caller.
 func (c *Compactor) Flush(dst []*codec.Event) []*codec.Event {
+	// A triad whose chunk stream would outlive the window stays explicit:
+	// the next window cannot know the stream is open.
+	c.abortAll()
 	for i := range c.entries {
-		dst = append(dst, c.entries[i].finish())
+		dst = c.entries[i].emit(dst)
 		c.entries[i] = compactEntry{}
 	}
 	c.entries = c.entries[:0]
@@ -229,7 +271,10 @@ func (c *Compactor) Flush(dst []*codec.Event) []*codec.Event {
 func (c *Compactor) Pending() int { return len(c.entries) }
 
 // barrier seals the window: nothing after it folds into anything before it.
-func (c *Compactor) barrier() { clear(c.heads) }
+func (c *Compactor) barrier() {
+	c.abortAll()
+	clear(c.heads)
+}
 
 func (c *Compactor) drop(k compactKey) { delete(c.heads, k) }
 
@@ -254,6 +299,21 @@ func (c *Compactor) setHead(k compactKey, i int) {
 // addContent handles an explicit content event of item k.
 func (c *Compactor) addContent(ev *codec.Event, k compactKey) {
 	lane := compactLaneOf(ev)
+	if h := c.head(k); h != nil && h.conv != nil {
+		cv := h.conv
+		if !cv.done() && !cv.ended && cv.contentType == ev.Type && !c.laneOpen(lane) {
+			// Joined into the triad's content, which goes right after its
+			// START (or into the chunk); the tag rule is the one below.
+			if cv.content == nil {
+				cv.content = &compactEntry{ev: ev.Clone()}
+			} else {
+				cv.content.appendDelta(ev)
+				cv.content.mergeMeta(ev)
+			}
+			return
+		}
+		c.abort(cv)
+	}
 	if h := c.head(k); h != nil && !c.laneOpen(lane) && h.ev.Type == ev.Type && h.stream == 0 {
 		// The joined event keeps the head's attribution. Both were clean,
 		// so each tag was absent or the item's owner, and a continuation's
@@ -289,6 +349,7 @@ func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
 		return
 	}
 	// Opener: it closes whatever the lane had open and starts a stream.
+	c.laneClosedInOutput(lane, compactKey{kind, id}, ev.Type)
 	c.serial++
 	i := c.appendEntry(ev, c.serial)
 	owned := compactID(c.entries[i].ev, kind)
@@ -433,8 +494,31 @@ func (c *Compactor) laneOpen(lane string) bool {
 	return c.lanesUnknown || c.lanes[lane] != nil
 }
 
+// closeLane records that an event present in the output closes lane: in the
+// model of the input's lanes, and for the triads whose chunk streams would
+// be open there in the output. Only events certain to be emitted may call it.
 func (c *Compactor) closeLane(lane string) {
 	delete(c.lanes, lane)
+	c.laneClosedInOutput(lane, compactKey{}, 0)
+}
+
+// laneClosedInOutput marks the triads of lane as closed in the output,
+// except one whose item (key) and chunk kind match an opener's: a chunk
+// naming the item its lane is assembling continues it instead of closing
+// it, and the opener may itself become such a chunk.
+func (c *Compactor) laneClosedInOutput(lane string, key compactKey, chunkType codec.Type) {
+	for _, cv := range c.active {
+		if cv.key == key && cv.chunkType == chunkType {
+			continue
+		}
+		if cv.lane == lane && !cv.done() {
+			cv.laneClosed = true
+			if cv.ended {
+				cv.committed = true
+			}
+		}
+	}
+	c.prune()
 }
 
 // closeLanesOf applies the lane closing of a non-chunk event (patterns.md
@@ -459,6 +543,13 @@ func isChunk(t codec.Type) bool {
 func (c *Compactor) closeAllLanes() {
 	clear(c.lanes)
 	c.lanesUnknown = false
+	for _, cv := range c.active {
+		if !cv.done() {
+			cv.laneClosed = true
+			cv.committed = cv.ended
+		}
+	}
+	c.prune()
 }
 
 func compactSameTag(a, b *codec.Event) bool {
@@ -604,4 +695,260 @@ func compactClonePatchOp(op *codec.PatchOp) codec.PatchOp {
 	c.Value = append(codec.Raw(nil), op.Value...)
 	c.Raw = append(codec.Raw(nil), op.Raw...)
 	return c
+}
+
+// addStart handles TEXT_MESSAGE_START, REASONING_MESSAGE_START and
+// TOOL_CALL_START: the START is kept, and becomes the candidate for
+// turning the whole triad into one chunk.
+func (c *Compactor) addStart(ev *codec.Event, k compactKey, contentType, endType codec.Type) {
+	c.drop(k)
+	lane := compactLaneOf(ev)
+	delete(c.lanes, lane)
+	c.laneClosedInOutput(startKey(ev))
+	i := c.appendEntry(ev, 0)
+	if c.lanesUnknown {
+		return
+	}
+	start := c.entries[i].ev
+	cv := &compactConv{
+		key: compactKey{k.kind, compactID(start, k.kind)}, lane: lane,
+		contentType: contentType, endType: endType, start: start, chunkType: chunkTypeOf(ev.Type),
+	}
+	c.entries[i].conv = cv
+	c.active = append(c.active, cv)
+	c.setHead(cv.key, i)
+}
+
+// addEnd handles the *_END of an explicit triad. When its triad is still a
+// candidate and the END's lane has no chunk stream open (so the END closes
+// nothing else), the triad absorbs it; the END stays in the window, to be
+// emitted only if the conversion is aborted.
+func (c *Compactor) addEnd(ev *codec.Event, k compactKey) {
+	lane := compactLaneOf(ev)
+	if h := c.head(k); h != nil && h.conv != nil {
+		cv := h.conv
+		if !cv.done() && !cv.ended && cv.endType == ev.Type && !c.laneOpen(lane) {
+			c.drop(k)
+			// Not closeLane: the lane is not open in the input, and in the
+			// output this END may disappear.
+			i := c.appendEntry(ev, 0)
+			c.entries[i].endOf = cv
+			cv.end = c.entries[i].ev
+			cv.ended = true
+			if cv.laneClosed {
+				cv.committed = true
+				c.prune()
+			}
+			return
+		}
+		c.abort(cv)
+	}
+	c.drop(k)
+	c.closeLane(lane)
+	c.appendEntry(ev, 0)
+}
+
+// watch aborts the triads a clean event could tell apart from their chunk
+// form: an event naming the item (other than its own CONTENT or END), and,
+// while a triad's chunk stream is open in the output, an untagged id-less
+// chunk (it continues "the sole open stream of its kind", and there would
+// be one more).
+func (c *Compactor) watch(ev *codec.Event) {
+	if len(c.active) == 0 {
+		return
+	}
+	switch ev.Type {
+	case codec.TypeTextMessageStart, codec.TypeReasoningMessageStart, codec.TypeToolCallStart, codec.TypeToolCallResult:
+		// These are always emitted and close their lane before they act
+		// (patterns.md §3.3), so a triad waiting for that lane to close
+		// is committed before the event can name it.
+		c.laneClosedInOutput(startKey(ev))
+	}
+	if isChunk(ev.Type) && !ev.Has(codec.FieldSubagentRunID) && compactChunkID(ev) == "" {
+		for _, cv := range c.active {
+			if !cv.laneClosed {
+				c.abort(cv)
+			}
+		}
+	}
+	compactNames(ev, func(k compactKey) {
+		for _, cv := range c.active {
+			if cv.key == k && ev.Type != cv.contentType && ev.Type != cv.endType {
+				c.abort(cv)
+			}
+		}
+	})
+	c.prune()
+}
+
+func (c *Compactor) abort(cv *compactConv) {
+	if cv.done() {
+		return
+	}
+	cv.aborted = true
+	if i, ok := c.heads[cv.key]; ok && c.entries[i].conv == cv {
+		delete(c.heads, cv.key)
+	}
+}
+
+func (c *Compactor) abortAll() {
+	for _, cv := range c.active {
+		c.abort(cv)
+	}
+	clear(c.active)
+	c.active = c.active[:0]
+}
+
+// prune drops finished triads from the active list.
+func (c *Compactor) prune() {
+	n := 0
+	for _, cv := range c.active {
+		if !cv.done() {
+			c.active[n] = cv
+			n++
+		}
+	}
+	clear(c.active[n:])
+	c.active = c.active[:n]
+}
+
+// startKey is what an opener closes its lane with: the lane, and the item
+// and chunk kind it may itself become (see laneClosedInOutput).
+func startKey(ev *codec.Event) (string, compactKey, codec.Type) {
+	switch ev.Type {
+	case codec.TypeToolCallStart:
+		return compactLaneOf(ev), compactKey{'t', ev.ToolCallID}, codec.TypeToolCallChunk
+	case codec.TypeTextMessageStart, codec.TypeReasoningMessageStart:
+		return compactLaneOf(ev), compactKey{'m', ev.MessageID}, chunkTypeOf(ev.Type)
+	}
+	return compactLaneOf(ev), compactKey{}, 0
+}
+
+func chunkTypeOf(start codec.Type) codec.Type {
+	switch start {
+	case codec.TypeTextMessageStart:
+		return codec.TypeTextMessageChunk
+	case codec.TypeReasoningMessageStart:
+		return codec.TypeReasoningMessageChunk
+	case codec.TypeToolCallStart:
+		return codec.TypeToolCallChunk
+	}
+	return 0
+}
+
+// compactChunkID is the item id a chunk names, "" when it names none.
+func compactChunkID(ev *codec.Event) string {
+	if ev.Type == codec.TypeToolCallChunk {
+		return ev.ToolCallID
+	}
+	return ev.MessageID
+}
+
+// compactNames calls fn with every message and tool call an event names
+// and could act on. REASONING_ENCRYPTED_VALUE is left out: it sets a field
+// whether or not its item is open.
+func compactNames(ev *codec.Event, fn func(compactKey)) {
+	switch ev.Type {
+	case codec.TypeTextMessageStart, codec.TypeTextMessageContent, codec.TypeTextMessageEnd, codec.TypeTextMessageChunk,
+		codec.TypeReasoningMessageStart, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd,
+		codec.TypeReasoningMessageChunk, codec.TypeActivitySnapshot, codec.TypeActivityDelta:
+		if ev.MessageID != "" {
+			fn(compactKey{'m', ev.MessageID})
+		}
+	case codec.TypeToolCallStart, codec.TypeToolCallArgs, codec.TypeToolCallEnd, codec.TypeToolCallChunk:
+		if ev.ToolCallID != "" {
+			fn(compactKey{'t', ev.ToolCallID})
+		}
+		if ev.Type == codec.TypeToolCallStart || ev.Type == codec.TypeToolCallChunk {
+			if ev.Has(codec.FieldParentMessageID) {
+				fn(compactKey{'m', ev.ParentMessageID})
+			} else if ev.ToolCallID != "" {
+				fn(compactKey{'m', ev.ToolCallID}) // may create a message of that id
+			}
+		}
+	case codec.TypeToolCallResult:
+		fn(compactKey{'m', ev.MessageID})
+		fn(compactKey{'t', ev.ToolCallID})
+	}
+}
+
+// emit appends the entry's output events to dst: normally its one event; for
+// a triad's START, the chunk it became or the START and its joined CONTENT;
+// nothing for the END of a triad that became a chunk.
+func (e *compactEntry) emit(dst []*codec.Event) []*codec.Event {
+	switch {
+	case e.endOf != nil:
+		if e.endOf.committed {
+			return dst
+		}
+		return append(dst, e.ev)
+	case e.conv != nil && e.conv.committed:
+		return append(dst, e.conv.chunk())
+	case e.conv != nil:
+		dst = append(dst, e.ev)
+		if e.conv.content != nil {
+			dst = append(dst, e.conv.content.finish())
+		}
+		return dst
+	}
+	return append(dst, e.finish())
+}
+
+// chunk builds the *_CHUNK equivalent to the whole triad: the opener's
+// fields, the joined delta, and the metadata of START, CONTENTs and END
+// merged in that order (a chunk's metadata applies to the START and the
+// CONTENT it expands into; applying it twice changes nothing).
+func (cv *compactConv) chunk() *codec.Event {
+	st := cv.start
+	ch := &codec.Event{SubagentRunID: st.SubagentRunID}
+	set := func(f codec.Field) { ch.Fields = ch.Fields.With(f) }
+	set(codec.FieldType)
+	if st.Has(codec.FieldSubagentRunID) {
+		set(codec.FieldSubagentRunID)
+	}
+	switch st.Type {
+	case codec.TypeTextMessageStart:
+		ch.Type = codec.TypeTextMessageChunk
+		ch.MessageID = st.MessageID
+		set(codec.FieldMessageID)
+		if st.Has(codec.FieldRole) {
+			ch.Role = st.Role
+			set(codec.FieldRole)
+		}
+		if st.Has(codec.FieldName) {
+			ch.Name = st.Name
+			set(codec.FieldName)
+		}
+	case codec.TypeReasoningMessageStart:
+		ch.Type = codec.TypeReasoningMessageChunk
+		ch.MessageID = st.MessageID
+		set(codec.FieldMessageID)
+	case codec.TypeToolCallStart:
+		ch.Type = codec.TypeToolCallChunk
+		ch.ToolCallID, ch.ToolCallName = st.ToolCallID, st.ToolCallName
+		set(codec.FieldToolCallID)
+		set(codec.FieldToolCallName)
+		if st.Has(codec.FieldParentMessageID) {
+			ch.ParentMessageID = st.ParentMessageID
+			set(codec.FieldParentMessageID)
+		}
+	}
+	ch.TypeName = ch.Type.String()
+	var content *codec.Event
+	if cv.content != nil {
+		content = cv.content.finish()
+		ch.Delta = content.Delta
+		set(codec.FieldDelta)
+	}
+	meta := compactEntry{ev: &codec.Event{}}
+	for _, ev := range []*codec.Event{st, content, cv.end} {
+		if ev != nil {
+			meta.mergeMeta(ev)
+		}
+	}
+	if meta.ev.Has(codec.FieldMetadata) {
+		ch.Metadata = meta.finishMeta()
+		set(codec.FieldMetadata)
+	}
+	return ch
 }

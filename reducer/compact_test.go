@@ -40,9 +40,7 @@ func TestCompactRules(t *testing.T) {
 				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"lo","metadata":{"b":2,"c":null}}`,
 				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
 			want: []string{rs,
-				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
-				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"Hello","metadata":{"a":1,"b":2,"c":null}}`,
-				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"Hello","metadata":{"a":1,"b":2,"c":null}}`, rf},
 		},
 		{
 			name: "interleaved items join per item across each other",
@@ -56,14 +54,13 @@ func TestCompactRules(t *testing.T) {
 				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"}"}`,
 				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
 				`{"type":"TOOL_CALL_END","toolCallId":"c"}`, rf},
+			// Each finished triad becomes one chunk at its START: the
+			// TOOL_CALL_START closes the parent lane right after the text
+			// chunk, and RUN_FINISHED closes the tool call's.
 			want: []string{rs,
-				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
-				`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`,
-				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ab"}`,
-				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}"}`,
-				`{"type":"RAW","event":1}`,
-				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
-				`{"type":"TOOL_CALL_END","toolCallId":"c"}`, rf},
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"ab"}`,
+				`{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f","delta":"{}"}`,
+				`{"type":"RAW","event":1}`, rf},
 		},
 		{
 			name: "deltas join whatever their attribution, keeping the first one's",
@@ -73,9 +70,7 @@ func TestCompactRules(t *testing.T) {
 				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b","subagentRunId":"s"}`,
 				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
 			want: []string{rs,
-				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s"}`,
-				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ab"}`,
-				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"ab","subagentRunId":"s"}`, rf},
 		},
 		{
 			name: "a delta that closes an open chunk stream stays where it is",
@@ -92,6 +87,70 @@ func TestCompactRules(t *testing.T) {
 				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"x"}`,
 				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"bc"}`,
 				`{"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"s"}`, rf},
+		},
+		{
+			name: "a triad stays explicit when its lane is not closed before the input ends",
+			give: []string{rs,
+				`{"type":"REASONING_MESSAGE_START","messageId":"r","role":"reasoning","metadata":{"k":1}}`,
+				`{"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"a"}`,
+				`{"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"b"}`,
+				`{"type":"REASONING_MESSAGE_END","messageId":"r"}`},
+			want: []string{rs,
+				`{"type":"REASONING_MESSAGE_START","messageId":"r","role":"reasoning","metadata":{"k":1}}`,
+				`{"type":"REASONING_MESSAGE_CONTENT","messageId":"r","delta":"ab"}`,
+				`{"type":"REASONING_MESSAGE_END","messageId":"r"}`},
+		},
+		{
+			name: "a triad stays explicit when an id-less chunk could see its stream",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"x","subagentRunId":"s2"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","delta":"y"}`, rf},
+			// The id-less chunk continues the sole open text stream (m2);
+			// with m as a chunk stream still open in lane s1 it would be
+			// ambiguous.
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"xy","subagentRunId":"s2"}`, rf},
+		},
+		{
+			name: "a tool call triad becomes a chunk with its parent and the merged metadata",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m","metadata":{"a":1}}`,
+				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{\"q\":","metadata":{"a":2,"b":1}}`,
+				`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"1}"}`,
+				`{"type":"TOOL_CALL_END","toolCallId":"c","metadata":{"done":true}}`,
+				`{"type":"STEP_STARTED","stepName":"x"}`,
+				`{"type":"STEP_FINISHED","stepName":"x"}`, rf},
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m"}`,
+				`{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"f","parentMessageId":"m","delta":"{\"q\":1}","metadata":{"a":2,"b":1,"done":true}}`,
+				`{"type":"STEP_STARTED","stepName":"x"}`,
+				`{"type":"STEP_FINISHED","stepName":"x"}`, rf},
+		},
+		{
+			name: "a reopened item is not merged into the stream it reopens",
+			give: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","name":"writer"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"one."}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","name":"other"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":" two."}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf},
+			// As one chunk stream, the second opener would be a
+			// continuation repeating name with another value (fatal); as
+			// a reopen, the established name stands.
+			want: []string{rs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"m","name":"writer"}`,
+				`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"one."}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","name":"other","delta":" two."}`, rf},
 		},
 		{
 			name: "a chunk stream becomes one chunk",
@@ -229,10 +288,10 @@ var compactFixtures = []struct {
 	name     string
 	maxShare float64
 }{
-	{"compact-a.jsonl.gz", 0.27},
-	{"compact-b-nochunks.jsonl.gz", 0.15},
-	{"compact-c-shortruns.jsonl.gz", 0.42},
-	{"compact-d-plain.jsonl.gz", 0.28},
+	{"compact-a.jsonl.gz", 0.23},
+	{"compact-b-nochunks.jsonl.gz", 0.11},
+	{"compact-c-shortruns.jsonl.gz", 0.35},
+	{"compact-d-plain.jsonl.gz", 0.24},
 }
 
 // TestCompactStreamgen checks the invariant on long random valid streams
