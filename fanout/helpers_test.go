@@ -330,3 +330,15 @@ func (w testLogWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+func connectURL(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
