@@ -357,18 +357,28 @@ func (s *StreamReader) nextElement() ([]byte, error) {
 	}
 }
 
-// readLine returns the next line without its terminator ("\n" or "\r\n"),
-// consuming it; ok is false at the end of input. A last line without a
-// terminator is returned too (eofLine true).
+// readLine returns the next line without its terminator ("\r\n", "\n" or a
+// bare "\r", as the event-stream format allows), consuming it; ok is false
+// at the end of input. A last line without a terminator is returned too
+// (eofLine true).
 func (s *StreamReader) readLine() (line []byte, eofLine bool, ok bool, err error) {
 	from := 0
 	for {
-		if i := bytes.IndexByte(s.buf[s.start+from:s.end], '\n'); i >= 0 {
+		if i := bytes.IndexAny(s.buf[s.start+from:s.end], "\r\n"); i >= 0 {
 			n := from + i
+			term := 1
+			if s.buf[s.start+n] == '\r' {
+				if s.start+n+1 == s.end && s.fill() {
+					continue // is the CR followed by LF? read on to see
+				}
+				if s.start+n+1 < s.end && s.buf[s.start+n+1] == '\n' {
+					term = 2
+				}
+			}
 			l := s.buf[s.start : s.start+n]
-			s.start += n + 1
+			s.start += n + term
 			s.line++
-			return bytes.TrimSuffix(l, []byte{'\r'}), false, true, nil
+			return l, false, true, nil
 		}
 		from = s.end - s.start
 		if from > s.max {
@@ -381,7 +391,7 @@ func (s *StreamReader) readLine() (line []byte, eofLine bool, ok bool, err error
 			if s.end > s.start {
 				l := s.buf[s.start:s.end]
 				s.start = s.end
-				return bytes.TrimSuffix(l, []byte{'\r'}), true, true, nil
+				return l, true, true, nil
 			}
 			return nil, false, false, nil
 		}

@@ -46,6 +46,7 @@ func TestStreamReaderFormats(t *testing.T) {
 		{"sse", "data: " + a + "\n\nid: 7\nevent: message\nretry: 10\ndata: " + b + "\n\n", []string{a, b}, "sse"},
 		{"sse multi-line data joined with newline", "data: {\"type\":\"RAW\",\ndata: \"event\":1}\n\n", []string{"{\"type\":\"RAW\",\n\"event\":1}"}, "sse"},
 		{"sse comments and crlf", ": keep-alive\r\n\r\ndata:" + a + "\r\n\r\n", []string{a}, "sse"},
+		{"sse bare cr line endings", "data: " + a + "\r\rdata: " + b + "\r\r", []string{a, b}, "sse"},
 		{"sse unknown field ignored", "foo: bar\ndata: " + a + "\n\n", []string{a}, "sse"},
 		{"empty", "", nil, ""},
 		{"only whitespace", " \n\t", nil, ""},
