@@ -27,6 +27,9 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 		t.appendMessage(m)
 	case ex.role == roleActivity:
 		if e.Replace {
+			if ex.doc == nil {
+				ex.doc, ex.hasContent = new(jsondoc.Doc), true
+			}
 			if err := ex.doc.Set(e.Content); err != nil {
 				return t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
 			}
@@ -84,6 +87,9 @@ func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	}
 	mergeMeta(&ex.meta, e.Metadata)
 	t.j.replaced(ex)
+	if ex.doc == nil { // an activity restated without content: patch {}
+		ex.doc, ex.hasContent = parseOrNull([]byte("{}")), true
+	}
 	if err := ex.doc.Apply(e.Patch); err != nil {
 		return t.patchFailed("activity "+quote(id), err)
 	}

@@ -81,18 +81,24 @@ func (t *Thread) checkNothingOpen() *ProtocolError {
 	case len(m.openTool) > 0:
 		return t.violation("L5", "RUN_FINISHED while tool call "+quote(anyKey(m.openTool))+" is still open")
 	case len(m.active) > 0:
-		for id := range m.active {
-			return t.violation("A11", "RUN_FINISHED while subagent "+quote(id)+" is still active")
+		for _, s := range t.subagents {
+			if m.active[s.id] == s {
+				return t.violation("A11", "RUN_FINISHED while subagent "+quote(s.id)+" is still active")
+			}
 		}
 	}
 	return nil
 }
 
+// anyKey returns the smallest key, so that error texts are deterministic.
 func anyKey(m map[string]struct{}) string {
+	min, first := "", true
 	for k := range m {
-		return k
+		if first || k < min {
+			min, first = k, false
+		}
 	}
-	return ""
+	return min
 }
 
 // runError ends the run as failed by the producer (patterns.md §1.2, §1.7):

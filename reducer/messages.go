@@ -125,7 +125,7 @@ func newMessage(cm *codec.Message) *message {
 	if cm.Has(codec.MsgContent) {
 		if m.role == roleActivity {
 			m.hasContent = true
-			m.doc, _ = jsondoc.Parse(cm.Content)
+			m.doc = parseOrNull(cm.Content)
 		} else {
 			setContent(m, cm.Content)
 		}
@@ -222,4 +222,14 @@ func (t *Thread) seedEchoedOwner(cm *codec.Message) {
 			t.m.ownTool[retain(cm.ToolCalls[i].ID)] = t.internOwner(o)
 		}
 	}
+}
+
+// parseOrNull parses raw (validated by the codec) into a Doc; should it fail
+// anyway, the value reads as null rather than leaving a nil Doc behind.
+func parseOrNull(raw []byte) *jsondoc.Doc {
+	d, err := jsondoc.Parse(raw)
+	if err != nil {
+		return new(jsondoc.Doc)
+	}
+	return d
 }
