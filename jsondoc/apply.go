@@ -36,9 +36,12 @@ type undoRec struct {
 	raw  []byte
 }
 
-// maxKeptUndo bounds the undo log capacity kept between Apply calls, so
-// one huge patch does not pin a large slice forever.
-const maxKeptUndo = 1024
+// maxKeptUndo and maxKeptBuf bound the scratch kept between Apply calls,
+// so one huge patch does not pin a large slice forever.
+const (
+	maxKeptUndo = 1024
+	maxKeptBuf  = 64 << 10
+)
 
 // Apply applies an RFC 6902 patch atomically: either every op applies, or
 // the document is left exactly as it was (byte-identical AppendJSON) and
@@ -49,8 +52,11 @@ const maxKeptUndo = 1024
 // Cost per op: O(path depth) lookups (O(1) per object level past
 // indexThreshold members, else a short scan), plus O(size of the op's
 // value), plus, the first time a container is traversed, one scan of its
-// text to split it. Inserting into or removing from the middle of an
-// array moves the elements after it.
+// text to split it. Never O(document). The exceptions are inherent or
+// bounded: copy and test cost O(size of the value copied or compared);
+// replacing or removing a subtree that earlier patches modified walks it
+// once to keep Size current; inserting into or removing from the middle
+// of an array moves the element pointers after it.
 func (d *Doc) Apply(ops []codec.PatchOp) error {
 	d.undo = d.undo[:0]
 	size := d.size
@@ -78,6 +84,9 @@ func (d *Doc) release() {
 	if cap(d.undo) > maxKeptUndo {
 		d.undo = nil
 	}
+	if cap(d.buf) > maxKeptBuf {
+		d.buf = nil
+	}
 	d.clearStack()
 }
 
@@ -88,7 +97,7 @@ func (d *Doc) clearStack() {
 
 func (d *Doc) applyOne(op *codec.PatchOp) *opError {
 	if !checkPointer(op.Path) {
-		return fail(ErrInvalidPointer, "path %q", op.Path)
+		return fail(ErrInvalidPointer, "path %s", quoteStr(op.Path))
 	}
 	switch op.Op {
 	case codec.OpAdd, codec.OpReplace:
@@ -138,7 +147,7 @@ func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
 	for {
 		tok, next := nextToken(p, i)
 		if cur.kind != KindObject && cur.kind != KindArray {
-			return nil, "", fail(ErrNotContainer, "%s at %q is not a container", cur.kind, p[:i])
+			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(p[:i]))
 		}
 		d.split(cur)
 		d.stack = append(d.stack, cur)
@@ -317,7 +326,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 
 func (d *Doc) move(from, p string) *opError {
 	if !checkPointer(from) {
-		return fail(ErrInvalidPointer, "from %q", from)
+		return fail(ErrInvalidPointer, "from %s", quoteStr(from))
 	}
 	if from == p { // RFC 6902 §4.4: from must exist; moving onto itself is a no-op
 		_, e := d.get(from)
@@ -326,7 +335,7 @@ func (d *Doc) move(from, p string) *opError {
 	// Pointer escaping is canonical, so a textual prefix ending at a '/'
 	// is exactly a token prefix; "" is a prefix of every other pointer.
 	if strings.HasPrefix(p, from+"/") {
-		return fail(ErrMoveIntoChild, "from %q is a proper prefix of path", from)
+		return fail(ErrMoveIntoChild, "from %s is a proper prefix of path", quoteStr(from))
 	}
 	v, e := d.remove(from, true)
 	if e != nil {
@@ -337,7 +346,7 @@ func (d *Doc) move(from, p string) *opError {
 
 func (d *Doc) copy(from, p string) *opError {
 	if !checkPointer(from) {
-		return fail(ErrInvalidPointer, "from %q", from)
+		return fail(ErrInvalidPointer, "from %s", quoteStr(from))
 	}
 	src, e := d.get(from)
 	if e != nil {

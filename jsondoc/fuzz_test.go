@@ -30,6 +30,10 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		out := d.AppendJSON(nil)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err != nil || !bytes.Equal(out, compact.Bytes()) {
+			t.Fatalf("Parse(%q) wrote %q, json.Compact %q (%v)", raw, out, compact.Bytes(), err)
+		}
 		want, got := decodeAny(t, raw), decodeAny(t, out)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("round trip changed the value: %q -> %q", raw, out)
