@@ -4,7 +4,7 @@ package jsondoc
 // ready to use. A Doc is not safe for concurrent use; see the package doc.
 type Doc struct {
 	root *node // nil means null
-	size int    // approximate bytes held; see Size
+	size int   // approximate bytes held; see Size
 	// splitSize is what splits added to size during the current Apply:
 	// splits survive a rollback, so their accounting must too.
 	splitSize int
