@@ -80,6 +80,8 @@ type journal struct {
 	out     Changes
 }
 
+// touchSeq is where a seq-only change would be recorded; Changes.Seq is
+// read at Flush time, so there is nothing to keep.
 func (j *journal) touchSeq() {}
 
 func (j *journal) mark(m *message, k uint8) {
@@ -143,9 +145,11 @@ func (j *journal) runsChanged() { j.runs = true }
 func (j *journal) warned()      { j.warns = true }
 
 // Flush returns what changed since the previous Flush (or since the Thread
-// was created or loaded, where everything counts as changed only if the
-// caller has not read the view yet — callers start from AppendView) and
-// starts a new period. The result is valid until the next call on t.
+// was created or loaded) and starts a new period. A view-mode consumer reads
+// the whole view once (AppendView), then folds each Flush into it, reading
+// only what Changes names (AppendMessageAt, AppendTextFrom, AppendState). The
+// journal is not part of a checkpoint: after LoadCheckpoint, start again from
+// AppendView. The result is valid until the next call on t.
 func (t *Thread) Flush() *Changes {
 	j := &t.j
 	out := &j.out
