@@ -9,8 +9,8 @@ package reducer
 // what is undecided and finalises the window (emit). A light model of the
 // input's chunk lanes (lanes) runs beside it, because whether an event may
 // move depends on whether its lane has a chunk stream open. The rules, and
-// why each is safe, are on Compactor; the add* functions come first, then
-// lanes, then triads, then entries.
+// why each is safe, are on Compactor. This file holds the window, the folds
+// and the lane model; compact_triad.go the triad-to-chunk conversion.
 
 import (
 	"strings"
@@ -114,28 +114,6 @@ type compactEntry struct {
 	endOf *compactConv // on an *_END entry: the triad that absorbed it
 }
 
-// compactConv is an explicitly streamed item (START, CONTENT*, END) on its
-// way to becoming one *_CHUNK at the START's place. The chunk opens a chunk
-// stream the original did not have, which stays open in the output until
-// the next event there that closes its lane; the conversion is committed
-// only once that happened inside the window and nothing in between could
-// have seen the difference (see watch). Until then it can be aborted, and
-// the item is emitted explicitly: START, the joined CONTENT right after it,
-// the END where it was.
-type compactConv struct {
-	key                  compactKey
-	lane                 string
-	contentType, endType codec.Type
-	chunkType            codec.Type // what the triad becomes
-	start                *codec.Event
-	content              *compactEntry // the joined CONTENT, nil if none
-	end                  *codec.Event  // the absorbed END
-	ended, laneClosed    bool
-	committed, aborted   bool
-}
-
-func (cv *compactConv) done() bool { return cv.committed || cv.aborted }
-
 // NewCompactor returns an empty Compactor.
 func NewCompactor() *Compactor {
 	return &Compactor{
@@ -180,7 +158,7 @@ func (c *Compactor) Add(ev *codec.Event, res Result) {
 	if res.Fatal != nil || len(res.Warnings) > 0 {
 		c.barrier()
 		c.appendEntry(ev, 0)
-		if res.Fatal != nil || isChunk(ev.Type) {
+		if res.Fatal != nil || compactIsChunk(ev.Type) {
 			// What a refused event, or a chunk that warned, did to the
 			// chunk lanes is not modelled; until a clean run-level event
 			// resets them, every lane counts as possibly open, which
@@ -337,7 +315,7 @@ func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
 		c.appendEntry(ev, 0)
 		return
 	}
-	lane, s := c.resolveChunk(ev, id)
+	lane, s := c.resolveChunk(ev, id, compactHasID(ev))
 	if s != nil { // continuation
 		if h := c.head(compactKey{kind, s.id}); h != nil && h.stream == s.serial {
 			h.appendChunkDelta(ev)
@@ -362,11 +340,11 @@ func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
 // id continues wherever it is open; a tag names its lane; an untagged
 // id-less chunk continues the parent's stream of its kind, else the sole
 // open stream of its kind.
-func (c *Compactor) resolveChunk(ev *codec.Event, id string) (string, *compactStream) {
+func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string, *compactStream) {
 	var lane string
 	tagged := ev.Has(codec.FieldSubagentRunID)
 	switch {
-	case id != "":
+	case hasID: // a present id, "" included, names an item
 		lane = compactLaneOf(ev)
 		for k, s := range c.lanes {
 			if s.kind == ev.Type && s.id == id {
@@ -391,7 +369,7 @@ func (c *Compactor) resolveChunk(ev *codec.Event, id string) (string, *compactSt
 			}
 		}
 	}
-	if s := c.lanes[lane]; s != nil && s.kind == ev.Type && (id == "" || id == s.id) {
+	if s := c.lanes[lane]; s != nil && s.kind == ev.Type && (!hasID || id == s.id) {
 		return lane, s
 	}
 	return lane, nil
@@ -536,7 +514,7 @@ func (c *Compactor) closeLanesOf(ev *codec.Event) {
 	}
 }
 
-func isChunk(t codec.Type) bool {
+func compactIsChunk(t codec.Type) bool {
 	return t == codec.TypeTextMessageChunk || t == codec.TypeToolCallChunk || t == codec.TypeReasoningMessageChunk
 }
 
@@ -550,11 +528,6 @@ func (c *Compactor) closeAllLanes() {
 		}
 	}
 	c.prune()
-}
-
-func compactSameTag(a, b *codec.Event) bool {
-	return a.Has(codec.FieldSubagentRunID) == b.Has(codec.FieldSubagentRunID) &&
-		a.SubagentRunID == b.SubagentRunID
 }
 
 func compactID(ev *codec.Event, kind byte) string {
@@ -695,260 +668,4 @@ func compactClonePatchOp(op *codec.PatchOp) codec.PatchOp {
 	c.Value = append(codec.Raw(nil), op.Value...)
 	c.Raw = append(codec.Raw(nil), op.Raw...)
 	return c
-}
-
-// addStart handles TEXT_MESSAGE_START, REASONING_MESSAGE_START and
-// TOOL_CALL_START: the START is kept, and becomes the candidate for
-// turning the whole triad into one chunk.
-func (c *Compactor) addStart(ev *codec.Event, k compactKey, contentType, endType codec.Type) {
-	c.drop(k)
-	lane := compactLaneOf(ev)
-	delete(c.lanes, lane)
-	c.laneClosedInOutput(startKey(ev))
-	i := c.appendEntry(ev, 0)
-	if c.lanesUnknown {
-		return
-	}
-	start := c.entries[i].ev
-	cv := &compactConv{
-		key: compactKey{k.kind, compactID(start, k.kind)}, lane: lane,
-		contentType: contentType, endType: endType, start: start, chunkType: chunkTypeOf(ev.Type),
-	}
-	c.entries[i].conv = cv
-	c.active = append(c.active, cv)
-	c.setHead(cv.key, i)
-}
-
-// addEnd handles the *_END of an explicit triad. When its triad is still a
-// candidate and the END's lane has no chunk stream open (so the END closes
-// nothing else), the triad absorbs it; the END stays in the window, to be
-// emitted only if the conversion is aborted.
-func (c *Compactor) addEnd(ev *codec.Event, k compactKey) {
-	lane := compactLaneOf(ev)
-	if h := c.head(k); h != nil && h.conv != nil {
-		cv := h.conv
-		if !cv.done() && !cv.ended && cv.endType == ev.Type && !c.laneOpen(lane) {
-			c.drop(k)
-			// Not closeLane: the lane is not open in the input, and in the
-			// output this END may disappear.
-			i := c.appendEntry(ev, 0)
-			c.entries[i].endOf = cv
-			cv.end = c.entries[i].ev
-			cv.ended = true
-			if cv.laneClosed {
-				cv.committed = true
-				c.prune()
-			}
-			return
-		}
-		c.abort(cv)
-	}
-	c.drop(k)
-	c.closeLane(lane)
-	c.appendEntry(ev, 0)
-}
-
-// watch aborts the triads a clean event could tell apart from their chunk
-// form: an event naming the item (other than its own CONTENT or END), and,
-// while a triad's chunk stream is open in the output, an untagged id-less
-// chunk (it continues "the sole open stream of its kind", and there would
-// be one more).
-func (c *Compactor) watch(ev *codec.Event) {
-	if len(c.active) == 0 {
-		return
-	}
-	switch ev.Type {
-	case codec.TypeTextMessageStart, codec.TypeReasoningMessageStart, codec.TypeToolCallStart, codec.TypeToolCallResult:
-		// These are always emitted and close their lane before they act
-		// (patterns.md §3.3), so a triad waiting for that lane to close
-		// is committed before the event can name it.
-		c.laneClosedInOutput(startKey(ev))
-	}
-	if isChunk(ev.Type) && !ev.Has(codec.FieldSubagentRunID) && compactChunkID(ev) == "" {
-		for _, cv := range c.active {
-			if !cv.laneClosed {
-				c.abort(cv)
-			}
-		}
-	}
-	compactNames(ev, func(k compactKey) {
-		for _, cv := range c.active {
-			if cv.key == k && ev.Type != cv.contentType && ev.Type != cv.endType {
-				c.abort(cv)
-			}
-		}
-	})
-	c.prune()
-}
-
-func (c *Compactor) abort(cv *compactConv) {
-	if cv.done() {
-		return
-	}
-	cv.aborted = true
-	if i, ok := c.heads[cv.key]; ok && c.entries[i].conv == cv {
-		delete(c.heads, cv.key)
-	}
-}
-
-func (c *Compactor) abortAll() {
-	for _, cv := range c.active {
-		c.abort(cv)
-	}
-	clear(c.active)
-	c.active = c.active[:0]
-}
-
-// prune drops finished triads from the active list.
-func (c *Compactor) prune() {
-	n := 0
-	for _, cv := range c.active {
-		if !cv.done() {
-			c.active[n] = cv
-			n++
-		}
-	}
-	clear(c.active[n:])
-	c.active = c.active[:n]
-}
-
-// startKey is what an opener closes its lane with: the lane, and the item
-// and chunk kind it may itself become (see laneClosedInOutput).
-func startKey(ev *codec.Event) (string, compactKey, codec.Type) {
-	switch ev.Type {
-	case codec.TypeToolCallStart:
-		return compactLaneOf(ev), compactKey{'t', ev.ToolCallID}, codec.TypeToolCallChunk
-	case codec.TypeTextMessageStart, codec.TypeReasoningMessageStart:
-		return compactLaneOf(ev), compactKey{'m', ev.MessageID}, chunkTypeOf(ev.Type)
-	}
-	return compactLaneOf(ev), compactKey{}, 0
-}
-
-func chunkTypeOf(start codec.Type) codec.Type {
-	switch start {
-	case codec.TypeTextMessageStart:
-		return codec.TypeTextMessageChunk
-	case codec.TypeReasoningMessageStart:
-		return codec.TypeReasoningMessageChunk
-	case codec.TypeToolCallStart:
-		return codec.TypeToolCallChunk
-	}
-	return 0
-}
-
-// compactChunkID is the item id a chunk names, "" when it names none.
-func compactChunkID(ev *codec.Event) string {
-	if ev.Type == codec.TypeToolCallChunk {
-		return ev.ToolCallID
-	}
-	return ev.MessageID
-}
-
-// compactNames calls fn with every message and tool call an event names
-// and could act on. REASONING_ENCRYPTED_VALUE is left out: it sets a field
-// whether or not its item is open.
-func compactNames(ev *codec.Event, fn func(compactKey)) {
-	switch ev.Type {
-	case codec.TypeTextMessageStart, codec.TypeTextMessageContent, codec.TypeTextMessageEnd, codec.TypeTextMessageChunk,
-		codec.TypeReasoningMessageStart, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd,
-		codec.TypeReasoningMessageChunk, codec.TypeActivitySnapshot, codec.TypeActivityDelta:
-		if ev.MessageID != "" {
-			fn(compactKey{'m', ev.MessageID})
-		}
-	case codec.TypeToolCallStart, codec.TypeToolCallArgs, codec.TypeToolCallEnd, codec.TypeToolCallChunk:
-		if ev.ToolCallID != "" {
-			fn(compactKey{'t', ev.ToolCallID})
-		}
-		if ev.Type == codec.TypeToolCallStart || ev.Type == codec.TypeToolCallChunk {
-			if ev.Has(codec.FieldParentMessageID) {
-				fn(compactKey{'m', ev.ParentMessageID})
-			} else if ev.ToolCallID != "" {
-				fn(compactKey{'m', ev.ToolCallID}) // may create a message of that id
-			}
-		}
-	case codec.TypeToolCallResult:
-		fn(compactKey{'m', ev.MessageID})
-		fn(compactKey{'t', ev.ToolCallID})
-	}
-}
-
-// emit appends the entry's output events to dst: normally its one event; for
-// a triad's START, the chunk it became or the START and its joined CONTENT;
-// nothing for the END of a triad that became a chunk.
-func (e *compactEntry) emit(dst []*codec.Event) []*codec.Event {
-	switch {
-	case e.endOf != nil:
-		if e.endOf.committed {
-			return dst
-		}
-		return append(dst, e.ev)
-	case e.conv != nil && e.conv.committed:
-		return append(dst, e.conv.chunk())
-	case e.conv != nil:
-		dst = append(dst, e.ev)
-		if e.conv.content != nil {
-			dst = append(dst, e.conv.content.finish())
-		}
-		return dst
-	}
-	return append(dst, e.finish())
-}
-
-// chunk builds the *_CHUNK equivalent to the whole triad: the opener's
-// fields, the joined delta, and the metadata of START, CONTENTs and END
-// merged in that order (a chunk's metadata applies to the START and the
-// CONTENT it expands into; applying it twice changes nothing).
-func (cv *compactConv) chunk() *codec.Event {
-	st := cv.start
-	ch := &codec.Event{SubagentRunID: st.SubagentRunID}
-	set := func(f codec.Field) { ch.Fields = ch.Fields.With(f) }
-	set(codec.FieldType)
-	if st.Has(codec.FieldSubagentRunID) {
-		set(codec.FieldSubagentRunID)
-	}
-	switch st.Type {
-	case codec.TypeTextMessageStart:
-		ch.Type = codec.TypeTextMessageChunk
-		ch.MessageID = st.MessageID
-		set(codec.FieldMessageID)
-		if st.Has(codec.FieldRole) {
-			ch.Role = st.Role
-			set(codec.FieldRole)
-		}
-		if st.Has(codec.FieldName) {
-			ch.Name = st.Name
-			set(codec.FieldName)
-		}
-	case codec.TypeReasoningMessageStart:
-		ch.Type = codec.TypeReasoningMessageChunk
-		ch.MessageID = st.MessageID
-		set(codec.FieldMessageID)
-	case codec.TypeToolCallStart:
-		ch.Type = codec.TypeToolCallChunk
-		ch.ToolCallID, ch.ToolCallName = st.ToolCallID, st.ToolCallName
-		set(codec.FieldToolCallID)
-		set(codec.FieldToolCallName)
-		if st.Has(codec.FieldParentMessageID) {
-			ch.ParentMessageID = st.ParentMessageID
-			set(codec.FieldParentMessageID)
-		}
-	}
-	ch.TypeName = ch.Type.String()
-	var content *codec.Event
-	if cv.content != nil {
-		content = cv.content.finish()
-		ch.Delta = content.Delta
-		set(codec.FieldDelta)
-	}
-	meta := compactEntry{ev: &codec.Event{}}
-	for _, ev := range []*codec.Event{st, content, cv.end} {
-		if ev != nil {
-			meta.mergeMeta(ev)
-		}
-	}
-	if meta.ev.Has(codec.FieldMetadata) {
-		ch.Metadata = meta.finishMeta()
-		set(codec.FieldMetadata)
-	}
-	return ch
 }
