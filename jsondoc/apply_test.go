@@ -18,6 +18,7 @@ func TestApply(t *testing.T) {
 		{name: "add new member", give: `{"a":1}`, patch: `[{"op":"add","path":"/b","value":2}]`, want: `{"a":1,"b":2}`},
 		{name: "add replaces existing member", give: `{"a":1}`, patch: `[{"op":"add","path":"/a","value":[1]}]`, want: `{"a":[1]}`},
 		{name: "add null value", give: `{}`, patch: `[{"op":"add","path":"/a","value":null}]`, want: `{"a":null}`},
+		{name: "add dash is a member name on objects", give: `{}`, patch: `[{"op":"add","path":"/-","value":1}]`, want: `{"-":1}`},
 		{name: "add empty key", give: `{}`, patch: `[{"op":"add","path":"/","value":1}]`, want: `{"":1}`},
 		{name: "add nested", give: `{"a":{"b":{}}}`, patch: `[{"op":"add","path":"/a/b/c","value":true}]`, want: `{"a":{"b":{"c":true}}}`},
 		{name: "add array insert front", give: `[1,2]`, patch: `[{"op":"add","path":"/0","value":0}]`, want: `[0,1,2]`},
@@ -60,6 +61,7 @@ func TestApply(t *testing.T) {
 		{name: "move root into child fails", give: `{"a":{}}`, patch: `[{"op":"move","from":"","path":"/a/b"}]`, wantErr: ErrMoveIntoChild},
 		{name: "move to sibling with common prefix applies", give: `{"a":1}`, patch: `[{"op":"move","from":"/a","path":"/ab"}]`, want: `{"ab":1}`},
 		{name: "move missing from fails", give: `{}`, patch: `[{"op":"move","from":"/x","path":"/y"}]`, wantErr: ErrNotFound},
+		{name: "move child over its parent", give: `{"a":{"b":{"c":1}}}`, patch: `[{"op":"move","from":"/a/b","path":"/a"}]`, want: `{"a":{"c":1}}`},
 		{name: "move to root", give: `{"a":{"b":1}}`, patch: `[{"op":"move","from":"/a","path":""}]`, want: `{"b":1}`},
 		{name: "move to bad target restores source", give: `{"a":1}`, patch: `[{"op":"move","from":"/a","path":"/x/y"}]`, wantErr: ErrNotFound},
 		// copy
