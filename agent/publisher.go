@@ -90,13 +90,17 @@ type threadKey struct{ tenant, thread string }
 // in ready and not lingering; len(items) == 0 ⇒ not in ready; a thread with
 // nothing queued and nothing in flight is removed from p.threads.
 type thread struct {
-	key      threadKey
-	subject  string
-	buf      []byte // queued events, each followed by '\n'
-	items    []item // one per queued event; item.end is its end in buf (after the '\n')
-	firstAt  time.Time
-	inflight *message
-	inReady  bool
+	key     threadKey
+	subject string
+	buf     []byte // queued events, each followed by '\n'
+	items   []item // one per queued event; item.end is its end in buf (after the '\n')
+	// bufHint and itemsHint are the sizes of the last batch: the next
+	// buffers start that big instead of growing by doubling again (a busy
+	// thread's batches are alike; BenchmarkPublish/linger=2ms B/op).
+	bufHint, itemsHint int
+	firstAt            time.Time
+	inflight           *message
+	inReady            bool
 	// lingerAt is the deadline of this thread's live entry in p.timers, zero
 	// when it has none (entries with another deadline are stale).
 	lingerAt time.Time
@@ -228,6 +232,10 @@ func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event 
 	}
 	if len(th.items) == 0 {
 		th.firstAt = time.Now()
+	}
+	if th.buf == nil && th.bufHint > 0 {
+		th.buf = make([]byte, 0, max(th.bufHint, len(event)+1))
+		th.items = make([]item, 0, th.itemsHint)
 	}
 	start := len(th.buf)
 	th.buf = append(th.buf, event...)
@@ -395,6 +403,7 @@ func (p *Publisher) take(th *thread) *message {
 		data = th.buf[:size-1]
 		m.items = th.items
 		th.buf, th.items = nil, nil
+		th.bufHint, th.itemsHint = size, n
 	} else {
 		data = bytes.Clone(th.buf[:size-1])
 		m.items = append([]item(nil), th.items[:n]...)
