@@ -433,6 +433,33 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		}
 		ev.Fields = ev.Fields.With(f)
 		return end, err
+	case FieldInput, FieldOutcome, FieldUsage, FieldMessages, FieldContent:
+		return d.nestedField(ev, f, i)
+	case FieldPatch:
+		return d.patchField(ev, f, i)
+	case FieldDelta:
+		if ev.Type == TypeStateDelta {
+			return d.patchField(ev, f, i)
+		}
+	}
+	// Every remaining field is a string.
+	if c != '"' {
+		return d.wrongType(i, name, "string")
+	}
+	s, end, err := d.str(i)
+	*ev.strField(f) = s
+	ev.Fields = ev.Fields.With(f)
+	return end, err
+}
+
+// nestedField reads the fields whose values are validated nested
+// structures: input, outcome, usage, messages and content. Warnings from
+// inside get the field name as path prefix.
+func (d *Decoder) nestedField(ev *Event, f Field, i int) (int, *Error) {
+	b := d.data
+	c := b[i]
+	name := fieldNames[f]
+	switch f {
 	case FieldInput:
 		if c != '{' {
 			return d.wrongType(i, name, "object")
@@ -513,21 +540,8 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		ev.Content = r
 		ev.Fields = ev.Fields.With(f)
 		return end, nil
-	case FieldPatch:
-		return d.patchField(ev, f, i)
-	case FieldDelta:
-		if ev.Type == TypeStateDelta {
-			return d.patchField(ev, f, i)
-		}
 	}
-	// Every remaining field is a string.
-	if c != '"' {
-		return d.wrongType(i, name, "string")
-	}
-	s, end, err := d.str(i)
-	*ev.strField(f) = s
-	ev.Fields = ev.Fields.With(f)
-	return end, err
+	return i, nil
 }
 
 func (d *Decoder) patchField(ev *Event, f Field, i int) (int, *Error) {
