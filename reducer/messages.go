@@ -147,6 +147,9 @@ func newMessage(cm *codec.Message) *message {
 			if tc.Has(codec.TCEncryptedValue) {
 				c.encrypted, c.hasEncrypted = retain(tc.EncryptedValue), true
 			}
+			if tc.Has(codec.TCEncryptedValueType) {
+				c.encType, c.hasEncType = retain(tc.EncryptedValueType), true
+			}
 			if tc.Has(codec.TCMetadata) {
 				c.meta, _ = jsondoc.Parse(tc.Metadata)
 			}
@@ -155,6 +158,9 @@ func newMessage(cm *codec.Message) *message {
 	}
 	if cm.Has(codec.MsgEncryptedValue) {
 		m.encrypted, m.hasEncrypted = retain(cm.EncryptedValue), true
+	}
+	if cm.Has(codec.MsgEncryptedValueType) {
+		m.encType, m.hasEncType = retain(cm.EncryptedValueType), true
 	}
 	if cm.Has(codec.MsgSubagentRunID) {
 		m.owner = owner{retain(cm.SubagentRunID), true}

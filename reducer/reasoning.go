@@ -134,6 +134,7 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 			return nil
 		}
 		c.encrypted, c.hasEncrypted = retain(e.EncryptedValue), true
+		c.encType, c.hasEncType = encTypeOf(e)
 		t.j.replaced(c.msg)
 		return nil
 	}
@@ -143,6 +144,17 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 		return nil
 	}
 	msg.encrypted, msg.hasEncrypted = retain(e.EncryptedValue), true
+	msg.encType, msg.hasEncType = encTypeOf(e)
 	t.j.replaced(msg)
 	return nil
+}
+
+// encTypeOf returns the event's AG-UI 1.1 encryptedValueType, which the
+// codec keeps: it travels with the value it describes, and a later value
+// without one replaces both.
+func encTypeOf(e *codec.Event) (string, bool) {
+	if e.Has(codec.FieldEncryptedValueType) {
+		return retain(e.EncryptedValueType), true
+	}
+	return "", false
 }

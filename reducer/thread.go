@@ -176,6 +176,8 @@ type message struct {
 	hasToolCalls bool
 	encrypted    string
 	hasEncrypted bool
+	encType      string // AG-UI 1.1 encryptedValueType, kept as the codec reads it
+	hasEncType   bool
 	owner        owner
 	meta         *jsondoc.Doc // nil when absent
 
@@ -191,6 +193,8 @@ type toolCall struct {
 	args         []byte
 	encrypted    string
 	hasEncrypted bool
+	encType      string
+	hasEncType   bool
 	meta         *jsondoc.Doc
 	msg          *message
 }

@@ -253,3 +253,28 @@ func applyLine(t *testing.T, thr *Thread, seq uint64, line string) Result {
 	t.Helper()
 	return thr.Apply(seq, codecEvent(t, line))
 }
+
+// TestEncryptedValueType: the 1.1 field the codec keeps travels with its
+// value, and a later value without it clears it.
+func TestEncryptedValueType(t *testing.T) {
+	thr := NewThread("t")
+	for i, l := range []string{vRS,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"m"}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c"}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E1","encryptedValueType":"k"}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"E2","encryptedValueType":"j"}`,
+	} {
+		if res := applyLine(t, thr, uint64(i+1), l); res.Fatal != nil {
+			t.Fatal(res.Fatal)
+		}
+	}
+	want := `[{"id":"m","role":"assistant","content":"","encryptedValue":"E1","encryptedValueType":"k",` +
+		`"toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":""},"encryptedValue":"E2","encryptedValueType":"j"}]}]`
+	jsonEqual(t, "messages", thr.AppendMessages(nil), []byte(want))
+	applyLine(t, thr, 8, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E3"}`)
+	if strings.Contains(string(thr.AppendMessages(nil)), `"k"`) {
+		t.Fatalf("a value without a type kept the old type: %s", thr.AppendMessages(nil))
+	}
+}

@@ -118,6 +118,7 @@ func appendMessage(dst []byte, m *message) []byte {
 		dst = append(dst, `,"encryptedValue":`...)
 		dst = appendString(dst, m.encrypted)
 	}
+	dst = appendOpt(dst, `,"encryptedValueType":`, m.encType, m.hasEncType)
 	if m.owner.tagged {
 		dst = append(dst, `,"subagentRunId":`...)
 		dst = appendString(dst, m.owner.id)
@@ -141,6 +142,7 @@ func appendToolCall(dst []byte, c *toolCall) []byte {
 		dst = append(dst, `,"encryptedValue":`...)
 		dst = appendString(dst, c.encrypted)
 	}
+	dst = appendOpt(dst, `,"encryptedValueType":`, c.encType, c.hasEncType)
 	if c.meta != nil {
 		dst = append(dst, `,"metadata":`...)
 		dst = c.meta.AppendJSON(dst)
