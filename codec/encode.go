@@ -395,3 +395,27 @@ func AppendRunInput(dst []byte, in *RunInput) []byte {
 	}
 	return append(dst, '}')
 }
+
+// AppendUnquoted appends the decoded text of the JSON string literal lit
+// (quotes included), e.g. a Message.Content in string form. Escapes are
+// decoded as Decode does: a lone \uD800–\uDFFF escape becomes WTF-8, which
+// AppendString turns back into the escape (or, joined with its other half,
+// into the character). It fails when lit is not exactly one valid JSON
+// string.
+func AppendUnquoted(dst []byte, lit []byte) ([]byte, error) {
+	d := Decoder{data: lit}
+	if len(lit) == 0 || lit[0] != '"' {
+		return dst, d.syntax(0, "not a JSON string")
+	}
+	end, esc, err := d.scanString(0)
+	if err != nil {
+		return dst, err
+	}
+	if end != len(lit) {
+		return dst, d.syntax(end, "trailing data after the string")
+	}
+	if !esc {
+		return append(dst, lit[1:end-1]...), nil
+	}
+	return appendUnescaped(dst, lit[1:end-1]), nil
+}

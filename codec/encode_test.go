@@ -164,3 +164,35 @@ func TestAppendPatchFromOps(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestAppendUnquoted(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    string
+		wantErr bool
+	}{
+		{`"plain"`, "plain", false},
+		{`"a\nb\u00e9\"\\\/"`, "a\nbé\"\\/", false},
+		{`"\ud83d\ude00"`, "😀", false},
+		{`"\ud83d"`, "\xed\xa0\xbd", false},
+		{`""`, "", false},
+		{`plain`, "", true},
+		{`"open`, "", true},
+		{`"a" `, "", true},
+		{`"\q"`, "", true},
+		{``, "", true},
+	}
+	for _, tt := range tests {
+		got, err := AppendUnquoted([]byte("x"), []byte(tt.give))
+		if (err != nil) != tt.wantErr {
+			t.Errorf("AppendUnquoted(%s) error %v, wantErr %v", tt.give, err, tt.wantErr)
+			continue
+		}
+		if !tt.wantErr && string(got) != "x"+tt.want {
+			t.Errorf("AppendUnquoted(%s) = %q, want %q", tt.give, got, "x"+tt.want)
+		}
+		if !tt.wantErr && string(AppendString(nil, string(got[1:]))) != tt.give && tt.give != `"a\nb\u00e9\"\\\/"` {
+			t.Errorf("AppendString(AppendUnquoted(%s)) = %s", tt.give, AppendString(nil, string(got[1:])))
+		}
+	}
+}
