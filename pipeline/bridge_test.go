@@ -49,6 +49,12 @@ func bridgeVerify(r *http.Request, tenant string) error {
 }
 
 func startBridge(t *testing.T, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
+	return startBridgeTB(t, mod)
+}
+
+func startBridgeB(b *testing.B) *bridgeEnv { return startBridgeTB(b, nil) }
+
+func startBridgeTB(t testing.TB, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
 	t.Helper()
 	scfg := pipeline.DefaultServerConfig()
 	scfg.StoreDir = t.TempDir()
