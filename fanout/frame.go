@@ -11,18 +11,11 @@ import (
 	"github.com/threadcast/threadcast/pipeline"
 )
 
-// NOTE: this file is the only place that knows the byte layout of what the
-// pipeline publishes (view frames) and answers (snapshot replies). Until
-// pipeline/frame.go lands, the layout is the one agreed in the brief:
-//
-//	frame:    headers Tc-Seq, Tc-Prev (decimal), optional Tc-Thread;
-//	          body {"events":[<AG-UI event>...],"changes":<JSON>}
-//	snapshot: header Tc-Seq (also "seq" in the body);
-//	          body {"seq":N,"view":<view document>,"events":[<AG-UI event>...]}
-//	          an error reply carries Tc-Error-Kind and Tc-Error headers instead.
-//
-// "events" are the compacted AG-UI events the frame adds (agui mode);
-// "changes" is what view-mode subscribers receive, passed through opaquely.
+// NOTE: this file turns what the pipeline publishes (view frames) and
+// answers (snapshot replies) into the hub's immutable frame and snapshot
+// values. The wire format is pipeline's (pipeline/frame.go: Frame,
+// Snapshot, ParseFrame, ParseSnapshot); what the hub adds is the position
+// from the Tc-Seq/Tc-Prev headers, checked, and the per-variant encodings.
 
 // Errors of frame and snapshot decoding.
 var (
@@ -58,12 +51,9 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 	if prev >= seq {
 		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, pipeline.HeaderSeq, seq, pipeline.HeaderPrev, prev)
 	}
-	var body struct {
-		Events  []json.RawMessage `json:"events"`
-		Changes json.RawMessage   `json:"changes"`
-	}
-	if err := json.Unmarshal(m.Data, &body); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadFrame, err)
+	body, err := pipeline.ParseFrame(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
 	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64}
 	if len(f.events) > 0 {
@@ -100,19 +90,19 @@ func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
 	if kind := m.Header.Get(pipeline.HeaderErrorKind); kind != "" {
 		return nil, fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(m.Header.Get(pipeline.HeaderError)))
 	}
-	var body struct {
-		Seq    *uint64           `json:"seq"`
-		Status string            `json:"status"`
-		View   json.RawMessage   `json:"view"`
-		Events []json.RawMessage `json:"events"`
+	body, err := pipeline.ParseSnapshot(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	if err := json.Unmarshal(m.Data, &body); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	if len(body.View) == 0 {
+		return nil, fmt.Errorf("%w: no view", ErrBadSnapshot)
 	}
-	if body.Seq == nil || len(body.View) == 0 {
-		return nil, fmt.Errorf("%w: seq and view are required", ErrBadSnapshot)
+	// The header, when present, must agree with the body: a disagreement
+	// means a producer bug, and guessing would risk a silent gap.
+	if h := m.Header.Get(pipeline.HeaderSeq); h != "" && h != strconv.FormatUint(body.Seq, 10) {
+		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, pipeline.HeaderSeq, trunc(h), body.Seq)
 	}
-	return &snapshot{seq: *body.Seq, status: body.Status, view: body.View, events: body.Events}, nil
+	return &snapshot{seq: body.Seq, status: body.Status, view: body.View, events: body.Events}, nil
 }
 
 func trunc(s string) string {

@@ -1,0 +1,325 @@
+package fanout
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+func TestParseCursor(t *testing.T) {
+	tests := []struct {
+		give string
+		want Cursor
+	}{
+		{"12", Cursor{Seq: 12, Index: -1, Valid: true}},
+		{"0", Cursor{Seq: 0, Index: -1, Valid: true}},
+		{"12.3", Cursor{Seq: 12, Index: 3, Valid: true}},
+		{"12.0", Cursor{Seq: 12, Index: 0, Valid: true}},
+		{"12.snap", Cursor{}},
+		{"", Cursor{}},
+		{"-1", Cursor{}},
+		{"12.-1", Cursor{}},
+		{"1.2.3", Cursor{}},
+		{"abc", Cursor{}},
+		{"18446744073709551616", Cursor{}}, // overflows uint64
+		{" 12", Cursor{}},
+		{strings.Repeat("1", 50), Cursor{}},
+	}
+	for _, tt := range tests {
+		if got := ParseCursor(tt.give); got != tt.want {
+			t.Errorf("ParseCursor(%q) = %+v, want %+v", tt.give, got, tt.want)
+		}
+	}
+}
+
+// readSSE parses b as an SSE client would and returns (id, data) pairs of
+// the blocks that carry data or an id.
+func readSSE(t testing.TB, b []byte) [][2]string {
+	t.Helper()
+	c := &sseClient{br: bufio.NewReader(bytes.NewReader(b))}
+	var out [][2]string
+	for {
+		m, err := c.next()
+		if err != nil {
+			return out
+		}
+		if m.data != "" || m.hasID {
+			out = append(out, [2]string{m.id, m.data})
+		}
+	}
+}
+
+func testFrame(seq, prev uint64, events ...string) *frame {
+	f := &frame{seq: seq, prev: prev, changes: json.RawMessage(`{"x":1}`)}
+	for _, e := range events {
+		f.events = append(f.events, json.RawMessage(e))
+	}
+	return f
+}
+
+func TestEncodeFrame(t *testing.T) {
+	f := testFrame(7, 3, `{"a":1}`, `{"b":2}`, `{"c":3}`)
+	tests := []struct {
+		v    Variant
+		want string
+	}{
+		{AguiSSE, "id: 7.0\ndata: {\"a\":1}\n\nid: 7.1\ndata: {\"b\":2}\n\nid: 7\ndata: {\"c\":3}\n\n"},
+		{ViewSSE, "id: 7\ndata: {\"type\":\"changes\",\"seq\":7,\"prev\":3,\"changes\":{\"x\":1}}\n\n"},
+		{AguiWS, `{"a":1}|{"b":2}|{"c":3}`},
+		{ViewWS, `{"type":"changes","seq":7,"prev":3,"changes":{"x":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.v.String(), func(t *testing.T) {
+			got := string(bytes.Join(encodeFrame(f, tt.v), []byte("|")))
+			if got != tt.want {
+				t.Fatalf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+	// A frame without changes still tells view clients where they are.
+	if got := string(changesPayload(testFrame(2, 1))); got != `{"type":"changes","seq":2,"prev":1,"changes":{"x":1}}` {
+		t.Fatalf("changes payload %q", got)
+	}
+	f.changes = nil
+	if got := string(changesPayload(f)); got != `{"type":"changes","seq":7,"prev":3,"changes":null}` {
+		t.Fatalf("nil changes payload %q", got)
+	}
+	if got := string(encodePartial(testFrame(9, 3, `{"a":1}`, `{"b":2}`, `{"c":3}`), AguiSSE, 0)[0]); got != "id: 9.1\ndata: {\"b\":2}\n\nid: 9\ndata: {\"c\":3}\n\n" {
+		t.Fatalf("partial %q", got)
+	}
+}
+
+func TestEncodeSnapshot(t *testing.T) {
+	sn := &snapshot{seq: 5, view: json.RawMessage(`{"v":1}`), events: []json.RawMessage{json.RawMessage(`{"r":1}`), json.RawMessage(`{"m":2}`)}}
+	tests := []struct {
+		name string
+		give *snapshot
+		v    Variant
+		want string
+	}{
+		{"agui sse", sn, AguiSSE, "id: 5.snap\ndata: {\"r\":1}\n\nid: 5\ndata: {\"m\":2}\n\n"},
+		{"agui sse empty", &snapshot{seq: 4, view: sn.view}, AguiSSE, "id: 4\n\n"},
+		{"view sse", sn, ViewSSE, "id: 5\ndata: {\"type\":\"view\",\"seq\":5,\"view\":{\"v\":1}}\n\n"},
+		{"agui ws", sn, AguiWS, `{"r":1}|{"m":2}`},
+		{"view ws", sn, ViewWS, `{"type":"view","seq":5,"view":{"v":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(bytes.Join(encodeSnapshot(tt.give, tt.v), []byte("|"))); got != tt.want {
+				t.Fatalf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+	// The id-only block of an empty snapshot sets the cursor and dispatches nothing.
+	if got := readSSE(t, encodeSnapshot(&snapshot{seq: 4}, AguiSSE)[0]); len(got) != 1 || got[0] != [2]string{"4", ""} {
+		t.Fatalf("id-only block read as %q", got)
+	}
+}
+
+func TestAppendData(t *testing.T) {
+	tests := []struct {
+		give, want string // want: what an SSE client's data buffer holds
+	}{
+		{`{"a":1}`, `{"a":1}`},
+		{"{\n  \"a\": 1\n}", "{\n  \"a\": 1\n}"},
+		{"{\r\n\"a\":1\r\n}", "{\n\"a\":1\n}"},
+		{"{\r\"a\":1}", "{\n\"a\":1}"},
+		{"{\"a\":1}\n", "{\"a\":1}"},
+	}
+	for _, tt := range tests {
+		got := readSSE(t, appendData(nil, []byte(tt.give)))
+		if len(got) != 1 || got[0][1] != tt.want {
+			t.Errorf("appendData(%q) read back as %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func frameMsg(seq, prev, body string) *nats.Msg {
+	h := nats.Header{}
+	if seq != "" {
+		h.Set(pipeline.HeaderSeq, seq)
+	}
+	if prev != "" {
+		h.Set(pipeline.HeaderPrev, prev)
+	}
+	return &nats.Msg{Header: h, Data: []byte(body)}
+}
+
+func TestDecodeFrame(t *testing.T) {
+	tests := []struct {
+		name       string
+		seq, prev  string
+		body       string
+		wantErr    error
+		wantEvents int
+		wantTS     int64
+	}{
+		{"ok", "5", "2", `{"seq":5,"prev":2,"events":[{"type":"X","timestamp":1700000000000},{"type":"Y"}],"changes":{}}`, nil, 2, 1700000000000},
+		{"first frame", "1", "0", `{"events":[]}`, nil, 0, 0},
+		{"no seq", "", "0", `{}`, ErrBadFrame, 0, 0},
+		{"no prev", "3", "", `{}`, ErrBadFrame, 0, 0},
+		{"prev not before seq", "3", "3", `{}`, ErrBadFrame, 0, 0},
+		{"negative", "-3", "0", `{}`, ErrBadFrame, 0, 0},
+		{"body not json", "3", "1", `{`, ErrBadFrame, 0, 0},
+		{"events not an array", "3", "1", `{"events":{}}`, ErrBadFrame, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := decodeFrame(frameMsg(tt.seq, tt.prev, tt.body))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && (len(f.events) != tt.wantEvents || f.eventTS != tt.wantTS) {
+				t.Fatalf("frame %+v", f)
+			}
+		})
+	}
+}
+
+func TestDecodeSnapshot(t *testing.T) {
+	tests := []struct {
+		name    string
+		msg     *nats.Msg
+		wantErr error
+		wantSeq uint64
+	}{
+		{"ok", frameMsg("4", "", `{"seq":4,"status":"running","view":{},"events":[{"type":"X"}]}`), nil, 4},
+		{"no header", &nats.Msg{Data: []byte(`{"seq":0,"view":{},"events":[]}`)}, nil, 0},
+		{"error reply", &nats.Msg{Header: nats.Header{pipeline.HeaderErrorKind: {"busy"}, pipeline.HeaderError: {"queue full"}}}, ErrSnapshot, 0},
+		{"not json", &nats.Msg{Data: []byte(`nope`)}, ErrBadSnapshot, 0},
+		{"no view", &nats.Msg{Data: []byte(`{"seq":3}`)}, ErrBadSnapshot, 0},
+		{"header disagrees", frameMsg("5", "", `{"seq":4,"view":{}}`), ErrBadSnapshot, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sn, err := decodeSnapshot(tt.msg)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && sn.seq != tt.wantSeq {
+				t.Fatalf("seq %d, want %d", sn.seq, tt.wantSeq)
+			}
+		})
+	}
+}
+
+func TestRing(t *testing.T) {
+	r := newRing(3)
+	var evicted []uint64
+	push := func(seq uint64, size int) {
+		for _, f := range r.push(&frame{seq: seq, size: size}, 100) {
+			evicted = append(evicted, f.seq)
+		}
+	}
+	push(1, 10)
+	push(2, 10)
+	push(3, 10)
+	push(4, 10) // over the frame bound: 1 goes
+	push(5, 60) // over the byte bound (10+10+10+60 > 100 with 3 frames): 2 goes too, then capacity
+	var have []uint64
+	r.each(func(f *frame) { have = append(have, f.seq) })
+	if got, want := have, []uint64{3, 4, 5}; !equalU64(got, want) {
+		t.Fatalf("ring %v, want %v (evicted %v)", got, want, evicted)
+	}
+	if !equalU64(evicted, []uint64{1, 2}) {
+		t.Fatalf("evicted %v", evicted)
+	}
+	for _, tt := range []struct {
+		seq  uint64
+		want bool
+	}{{3, true}, {4, true}, {5, true}, {2, false}, {6, false}} {
+		if got := r.find(tt.seq) != nil; got != tt.want {
+			t.Errorf("find(%d) = %v", tt.seq, got)
+		}
+	}
+	push(6, 200) // bigger than the byte bound alone: kept, everything else goes
+	have = have[:0]
+	r.each(func(f *frame) { have = append(have, f.seq) })
+	if !equalU64(have, []uint64{6}) {
+		t.Fatalf("after a huge frame: %v", have)
+	}
+	r.reset()
+	if r.n != 0 || r.bytes != 0 || r.find(6) != nil {
+		t.Fatal("reset left frames")
+	}
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"1", "1.2", "1.snap", "", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c := ParseCursor(s)
+		if !c.Valid {
+			return
+		}
+		// A valid cursor prints back to an equivalent cursor.
+		back := appendID(nil, c.Seq, 0, 1)
+		if c.Index >= 0 {
+			back = appendID(nil, c.Seq, c.Index, c.Index+2)
+		}
+		if got := ParseCursor(strings.TrimSuffix(strings.TrimPrefix(string(back), "id: "), "\n")); got != c {
+			t.Fatalf("%q → %+v → %q → %+v", s, c, back, got)
+		}
+	})
+}
+
+// FuzzDecodeFrame: any body either fails with ErrBadFrame or gives a frame
+// whose SSE encoding reads back, event by event, as the events (line
+// breaks normalised as SSE defines), with ids ending in the frame's seq.
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add(`{"events":[{"type":"A"},{"type":"B"}],"changes":{}}`)
+	f.Add("{\"events\":[{\r\n\"a\":\n1}]}")
+	f.Add(`{"events":[]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		fr, err := decodeFrame(frameMsg("9", "4", body))
+		if err != nil {
+			if !errors.Is(err, ErrBadFrame) {
+				t.Fatalf("error without ErrBadFrame: %v", err)
+			}
+			return
+		}
+		got := readSSE(t, encodeFrame(fr, AguiSSE)[0])
+		var want []string
+		for _, ev := range fr.events {
+			s := strings.ReplaceAll(string(ev), "\r\n", "\n")
+			s = strings.ReplaceAll(s, "\r", "\n")
+			s = strings.TrimSuffix(s, "\n")
+			if s == "" {
+				continue // an empty payload is no SSE message
+			}
+			want = append(want, s)
+		}
+		var data []string
+		for _, g := range got {
+			if g[1] != "" {
+				data = append(data, g[1])
+			}
+		}
+		if strings.Join(data, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("events %q read back as %q", want, data)
+		}
+		if len(fr.events) > 0 && len(got) > 0 && got[len(got)-1][0] != "9" {
+			t.Fatalf("last id %q, want 9", got[len(got)-1][0])
+		}
+	})
+}
