@@ -48,6 +48,7 @@ type ckRun struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	Outcome         json.RawMessage `json:"outcome,omitempty"`
 	Usage           json.RawMessage `json:"usage,omitempty"`
+	Pending         json.RawMessage `json:"pending,omitempty"`
 	ErrMessage      *string         `json:"errMessage,omitempty"`
 	ErrCode         *string         `json:"errCode,omitempty"`
 	Rejected        bool            `json:"rejected,omitempty"`
@@ -84,6 +85,8 @@ type ckMachine struct {
 	Active      []int              `json:"active,omitempty"` // indices into Subagents
 	Closed      []string           `json:"closed,omitempty"`
 	Lanes       []ckLane           `json:"lanes,omitempty"`
+	Calls       []string           `json:"calls,omitempty"` // tool calls started this run, in order
+	Answered    []string           `json:"answered,omitempty"`
 }
 
 type ckStep struct {
@@ -114,7 +117,7 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 		c.Runs = append(c.Runs, ckRun{
 			ThreadID: r.threadID, RunID: r.runID, ParentRunID: optStr(r.parentRunID, r.hasParent),
 			ProtocolVersion: r.protocolVersion, Status: uint8(r.status),
-			Result: r.result, Outcome: r.outcome, Usage: r.usage,
+			Result: r.result, Outcome: r.outcome, Usage: r.usage, Pending: r.pending,
 			ErrMessage: optStr(r.errMessage, r.hasError), ErrCode: optStr(r.errCode, r.hasCode),
 			Rejected: r.rejected, RejectCode: r.rejectCode, RejectReason: r.rejectReason, Synthetic: r.synthetic,
 		})
@@ -139,7 +142,7 @@ func (m *machine) checkpoint(subs []*invocation) ckMachine {
 	c := ckMachine{
 		OpenText: sortedKeys(m.openText), OpenTool: sortedKeys(m.openTool), OpenSpan: sortedKeys(m.openSpan), OpenReason: sortedKeys(m.openReason),
 		OwnText: owners(m.ownText), OwnTool: owners(m.ownTool), OwnActivity: owners(m.ownActivity), OwnReason: owners(m.ownReason),
-		Closed: sortedKeys(m.closed),
+		Closed: sortedKeys(m.closed), Calls: m.calls, Answered: sortedKeys(m.answered),
 	}
 	for _, s := range m.steps {
 		c.Steps = append(c.Steps, ckStep{Owner: toCk(s.owner), Name: s.name})
@@ -213,7 +216,7 @@ func (t *Thread) loadRuns(c *ckpt) error {
 			return fmt.Errorf("%w: run status %d", ErrCheckpoint, r.Status)
 		}
 		x := &run{threadID: r.ThreadID, runID: r.RunID, protocolVersion: r.ProtocolVersion, status: runStatus(r.Status),
-			result: raw(r.Result), outcome: raw(r.Outcome), usage: raw(r.Usage),
+			result: raw(r.Result), outcome: raw(r.Outcome), usage: raw(r.Usage), pending: raw(r.Pending),
 			rejected: r.Rejected, rejectCode: r.RejectCode, rejectReason: r.RejectReason, synthetic: r.Synthetic}
 		x.parentRunID, x.hasParent = fromOpt(r.ParentRunID)
 		x.errMessage, x.hasError = fromOpt(r.ErrMessage)
@@ -240,7 +243,8 @@ func (m *machine) load(c *ckMachine, subs []*invocation) error {
 	for _, set := range []struct {
 		dst map[string]struct{}
 		src []string
-	}{{m.openText, c.OpenText}, {m.openTool, c.OpenTool}, {m.openSpan, c.OpenSpan}, {m.openReason, c.OpenReason}, {m.closed, c.Closed}} {
+	}{{m.openText, c.OpenText}, {m.openTool, c.OpenTool}, {m.openSpan, c.OpenSpan}, {m.openReason, c.OpenReason},
+		{m.closed, c.Closed}, {m.started, c.Calls}, {m.answered, c.Answered}} {
 		for _, k := range set.src {
 			set.dst[k] = struct{}{}
 		}
@@ -253,6 +257,7 @@ func (m *machine) load(c *ckMachine, subs []*invocation) error {
 			om.dst[k] = fromCk(o)
 		}
 	}
+	m.calls = append(m.calls[:0], c.Calls...)
 	for _, s := range c.Steps {
 		m.steps = append(m.steps, step{owner: fromCk(s.Owner), name: s.Name})
 	}

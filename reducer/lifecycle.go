@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/jsondoc"
 )
 
 // runStarted opens a run (patterns.md §1.1, §1.3): run-scoped tracking starts
@@ -59,6 +60,9 @@ func (t *Thread) runFinished(e *codec.Event) *ProtocolError {
 	}
 	if e.Has(codec.FieldUsage) {
 		r.usage = appendUsage(nil, e.Usage)
+	}
+	if r.status == runFinished || r.status == runInterrupted {
+		r.pending = t.pendingCalls(r.outcome)
 	}
 	t.phase = phaseFinished
 	t.j.runsChanged()
@@ -204,4 +208,35 @@ func appendUsage(dst []byte, us []codec.TokenUsage) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
+}
+
+// pendingCalls returns the run's unanswered tool calls as a JSON array (nil
+// when there are none): the success outcome's pendingToolCallIds when it
+// names any, else derived from the stream — the calls the run started that
+// got no TOOL_CALL_RESULT, in call order (run-input.md §2; absence never
+// means "nothing pending").
+func (t *Thread) pendingCalls(outcome []byte) []byte {
+	if outcome != nil {
+		if d, err := jsondoc.Parse(outcome); err == nil {
+			if named, err := d.Get(nil, "/pendingToolCallIds"); err == nil && len(named) > 2 {
+				return named
+			}
+		}
+	}
+	var out []byte
+	for _, id := range t.m.calls {
+		if _, ok := t.m.answered[id]; ok {
+			continue
+		}
+		if out == nil {
+			out = append(out, '[')
+		} else {
+			out = append(out, ',')
+		}
+		out = appendString(out, id)
+	}
+	if out == nil {
+		return nil
+	}
+	return append(out, ']')
 }

@@ -25,6 +25,13 @@ type machine struct {
 	closed map[string]struct{}    // invocations finished or errored in this run
 
 	lanes []lane // open chunk streams, at most one per owner
+
+	// Tool calls this run started (first start, in order) and those it
+	// answered with TOOL_CALL_RESULT, to derive pendingToolCallIds
+	// (run-input.md §2, X19).
+	calls    []string
+	started  map[string]struct{}
+	answered map[string]struct{}
 }
 
 // step is an open step; steps are matched by name per owner.
@@ -68,6 +75,8 @@ func (m *machine) init() {
 	m.ownReason = make(map[string]owner)
 	m.active = make(map[string]*invocation)
 	m.closed = make(map[string]struct{})
+	m.started = make(map[string]struct{})
+	m.answered = make(map[string]struct{})
 }
 
 // reset forgets everything run-scoped (a new RUN_STARTED).
@@ -78,6 +87,9 @@ func (m *machine) reset() {
 	clear(m.ownActivity)
 	clear(m.ownReason)
 	clear(m.closed)
+	clear(m.started)
+	clear(m.answered)
+	m.calls = m.calls[:0]
 }
 
 // abandon drops every open item, step, active invocation and lane (RUN_ERROR,

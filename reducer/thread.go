@@ -261,6 +261,7 @@ type run struct {
 	result          []byte // RUN_FINISHED.result; nil when absent
 	outcome         []byte // RUN_FINISHED.outcome; nil when absent
 	usage           []byte // usage of the terminal event, as JSON; nil when absent
+	pending         []byte // pendingToolCallIds (named or derived) as a JSON array; nil when none
 	errMessage      string // RUN_ERROR.message
 	errCode         string
 	hasError        bool

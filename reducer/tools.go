@@ -38,6 +38,10 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	c := t.calls[id]
 	key := retainOr(c, id)
 	m.openTool[key] = struct{}{}
+	if _, ok := m.started[key]; !ok {
+		m.started[key] = struct{}{}
+		m.calls = append(m.calls, key)
+	}
 	if !known {
 		switch {
 		case tag.tagged:
@@ -161,6 +165,9 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	id := e.MessageID
 	key := t.keyFor(t.byID[id], id)
 	t.m.ownText[key] = t.internOwner(tag)
+	if _, ok := t.m.answered[e.ToolCallID]; !ok {
+		t.m.answered[retain(e.ToolCallID)] = struct{}{}
+	}
 	msg := &message{id: key, role: roleTool, toolCallID: retain(e.ToolCallID), owner: t.internOwner(tag)}
 	setContent(msg, e.Content)
 	mergeMeta(&msg.meta, e.Metadata)

@@ -278,3 +278,111 @@ func TestEncryptedValueType(t *testing.T) {
 		t.Fatalf("a value without a type kept the old type: %s", thr.AppendMessages(nil))
 	}
 }
+
+// viewRuns decodes the runs and subagents of a view.
+type viewDoc struct {
+	Status string
+	Runs   []struct {
+		RunID, Status, Verdict string
+		Outcome                map[string]any
+		Result                 any
+		PendingToolCallIDs     []string `json:"pendingToolCallIds"`
+		Error                  *struct{ Message, Code string }
+	}
+	Steps []struct {
+		Name          string
+		SubagentRunID *string `json:"subagentRunId"`
+	}
+	Subagents []struct {
+		SubagentRunID, Name, RunID, Status string
+		Error                              *struct{ Message string }
+	}
+	Warnings int
+}
+
+func viewOf(t *testing.T, thr *Thread) viewDoc {
+	t.Helper()
+	var v viewDoc
+	mustUnmarshal(t, thr.AppendView(nil), &v)
+	return v
+}
+
+func TestRunsInView(t *testing.T) {
+	r := runLines(t,
+		`{"type":"RUN_ERROR","message":"before start","code":"E0"}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"a"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f"}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c1"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"f"}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c2"}`,
+		`{"type":"TOOL_CALL_RESULT","messageId":"t1","toolCallId":"c1","content":"ok"}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"a","result":{"x":1}}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"b"}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"b","outcome":{"type":"success","pendingToolCallIds":["z"]}}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"c"}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"c","outcome":{"type":"cancelled"}}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"d"}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"d","outcome":{"type":"interrupt","interrupts":[{"id":"i","reason":"approve"}]}}`,
+		`{"type":"RUN_ERROR","message":"late"}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"e"}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"w"}`,
+		`{"type":"SUBAGENT_FINISHED","subagentRunId":"s1","outcome":{"type":"suspended"}}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"w"}`,
+		`{"type":"SUBAGENT_ERROR","subagentRunId":"s2","message":"oops"}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s3","name":"w"}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s4","name":"w","parentSubagentRunId":"s3"}`,
+		`{"type":"SUBAGENT_FINISHED","subagentRunId":"s4"}`,
+		`{"type":"STEP_STARTED","stepName":"plan","subagentRunId":"s3"}`,
+	)
+	if r.fatalIdx >= 0 {
+		t.Fatalf("fatal at %d: %v", r.fatalIdx, r.fatal)
+	}
+	v := viewOf(t, r.thread)
+	type rs struct{ id, status string }
+	var got []rs
+	for _, x := range v.Runs {
+		got = append(got, rs{x.RunID, x.Status})
+	}
+	want := []rs{{"", "error"}, {"a", "finished"}, {"b", "finished"}, {"c", "cancelled"}, {"d", "error"}, {"e", "running"}}
+	if len(got) != len(want) {
+		t.Fatalf("runs %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("run %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if v.Runs[0].Error == nil || v.Runs[0].Error.Code != "E0" || v.Runs[4].Error == nil || v.Runs[4].Error.Message != "late" ||
+		v.Runs[4].Outcome["type"] != "interrupt" {
+		t.Errorf("errors/outcomes: %+v", v.Runs)
+	}
+	if p := v.Runs[1].PendingToolCallIDs; len(p) != 1 || p[0] != "c2" {
+		t.Errorf("derived pending = %v, want [c2]", p)
+	}
+	if p := v.Runs[2].PendingToolCallIDs; len(p) != 1 || p[0] != "z" {
+		t.Errorf("named pending = %v, want [z]", p)
+	}
+	if v.Runs[3].PendingToolCallIDs != nil {
+		t.Errorf("cancelled run lists pending calls %v", v.Runs[3].PendingToolCallIDs)
+	}
+	subs := map[string]string{}
+	for _, s := range v.Subagents {
+		subs[s.SubagentRunID] = s.Status
+	}
+	if subs["s1"] != "suspended" || subs["s2"] != "error" || subs["s3"] != "active" || subs["s4"] != "finished" {
+		t.Errorf("subagents %v", subs)
+	}
+	if len(v.Steps) != 1 || v.Steps[0].Name != "plan" || v.Steps[0].SubagentRunID == nil || *v.Steps[0].SubagentRunID != "s3" {
+		t.Errorf("steps %+v", v.Steps)
+	}
+	if v.Status != "running" {
+		t.Errorf("status %q", v.Status)
+	}
+	// RUN_ERROR abandons the active invocation.
+	applyLine(t, r.thread, 100, `{"type":"RUN_ERROR","message":"x"}`)
+	for _, s := range viewOf(t, r.thread).Subagents {
+		if s.SubagentRunID == "s3" && s.Status != "abandoned" {
+			t.Errorf("s3 after RUN_ERROR: %s", s.Status)
+		}
+	}
+}

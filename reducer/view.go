@@ -183,6 +183,7 @@ func (t *Thread) appendRuns(dst []byte) []byte {
 		dst = appendRaw(dst, `,"result":`, r.result)
 		dst = appendRaw(dst, `,"outcome":`, r.outcome)
 		dst = appendRaw(dst, `,"usage":`, r.usage)
+		dst = appendRaw(dst, `,"pendingToolCallIds":`, r.pending)
 		if r.hasError {
 			dst = append(dst, `,"error":{"message":`...)
 			dst = appendString(dst, r.errMessage)
