@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -31,15 +33,17 @@ type app struct {
 	mu     sync.Mutex
 	nc     *nats.Conn
 	ingest *pipeline.Ingest
-	// httpAddr is the bound HTTP address (tests listen on :0).
+	// httpAddr and natsURL receive the bound HTTP address and the NATS URL
+	// once known (tests listen on port 0).
 	httpAddr chan string
+	natsURL  chan string
 }
 
 func newApp(cfg config, logw io.Writer) *app {
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1)}
+	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1)}
 }
 
 // Run runs ingest until ctx ends, then drains.
@@ -65,6 +69,7 @@ func (a *app) Run(ctx context.Context) error {
 		a.log.Info("embedded NATS server", "url", url, "store", a.cfg.DataDir)
 	}
 
+	a.natsURL <- url
 	closed := make(chan struct{})
 	opts := []nats.Option{
 		nats.Name("threadcast-ingest"),
@@ -103,12 +108,30 @@ func (a *app) Run(ctx context.Context) error {
 	a.nc, a.ingest = nc, in
 	a.mu.Unlock()
 
+	var bridge http.Handler
+	if a.cfg.AuthKey != "" || a.cfg.BridgeNoAuth {
+		pub, err := agent.New(nc, agent.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("ingest: bridge publisher: %w", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), a.cfg.Drain)
+			defer cancel()
+			_ = pub.Close(cctx)
+		}()
+		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify})
+		if err != nil {
+			return fmt.Errorf("ingest: bridge: %w", err)
+		}
+		bridge = b
+	}
+
 	ln, err := net.Listen("tcp", a.cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("ingest: listen %s: %w", a.cfg.HTTP, err)
 	}
 	a.httpAddr <- ln.Addr().String()
-	hs := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: a.routes(bridge), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(ln) }()
 
@@ -123,8 +146,11 @@ func (a *app) Run(ctx context.Context) error {
 	return runErr
 }
 
-func (a *app) routes() *http.ServeMux {
+func (a *app) routes(bridge http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
+	if bridge != nil {
+		mux.Handle("/v1/ingest/", bridge)
+	}
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -154,6 +180,26 @@ func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, "ok\n")
+}
+
+// verify admits a bridge request whose bearer token, signed with
+// --auth-key, names the tenant (403 for another tenant).
+func (a *app) verify(r *http.Request, tenant string) error {
+	if a.cfg.BridgeNoAuth {
+		return nil
+	}
+	tok, ok := auth.FromRequest(r)
+	if !ok {
+		return errors.New("ingest: no bearer token")
+	}
+	c, err := auth.Verify([]byte(a.cfg.AuthKey), tok, time.Now())
+	if err != nil {
+		return err
+	}
+	if c.Tenant != tenant {
+		return fmt.Errorf("%w: token is for another tenant", pipeline.ErrForbidden)
+	}
+	return nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

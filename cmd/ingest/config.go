@@ -14,15 +14,17 @@ import (
 
 // config is everything the command reads from flags and the environment.
 type config struct {
-	NatsURL     string
-	NatsCreds   string
-	DataDir     string
-	NatsListen  string // embedded server's client listen address host:port
-	HTTP        string
-	Drain       time.Duration
-	ReadyMaxLag uint64
-	LogLevel    slog.Level
-	Pipeline    pipeline.Config
+	NatsURL      string
+	NatsCreds    string
+	DataDir      string
+	NatsListen   string // embedded server's client listen address host:port
+	HTTP         string
+	Drain        time.Duration
+	ReadyMaxLag  uint64
+	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
+	BridgeNoAuth bool   // serve the bridge without tokens (development only)
+	LogLevel     slog.Level
+	Pipeline     pipeline.Config
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
@@ -40,6 +42,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
+	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
 	fs.IntVar(&p.Partitions, "partitions", p.Partitions, "number of partitions P (fixed for the stream's life)")
@@ -88,6 +92,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("log level %q: %w", logLevel, err)
+	}
+	if c.AuthKey != "" && len(c.AuthKey) < 16 {
+		return c, errors.New("--auth-key must be at least 16 bytes")
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name    string
+		give    []string
+		env     map[string]string
+		check   func(c config) error
+		wantErr string
+	}{
+		{name: "defaults", check: func(c config) error {
+			if c.NatsURL != "" || c.Pipeline.Partitions != 64 || c.Pipeline.Instances != 1 {
+				return fmt.Errorf("%+v", c)
+			}
+			return nil
+		}},
+		{name: "env", env: map[string]string{"THREADCAST_NATS_URL": "nats://x:4222", "THREADCAST_INSTANCE": "1", "THREADCAST_INSTANCES": "3", "THREADCAST_TAP": "false"},
+			check: func(c config) error {
+				if c.NatsURL != "nats://x:4222" || c.Pipeline.Instance != 1 || c.Pipeline.Instances != 3 || c.Pipeline.Tap {
+					return fmt.Errorf("%+v", c)
+				}
+				return nil
+			}},
+		{name: "flag over env", give: []string{"--partitions", "16"}, env: map[string]string{"THREADCAST_PARTITIONS": "32"},
+			check: func(c config) error {
+				if c.Pipeline.Partitions != 16 {
+					return fmt.Errorf("partitions %d", c.Pipeline.Partitions)
+				}
+				return nil
+			}},
+		{name: "bad env", env: map[string]string{"THREADCAST_SHARDS": "many"}, wantErr: "THREADCAST_SHARDS"},
+		{name: "bad instance", give: []string{"--instance", "3", "--instances", "3"}, wantErr: "instance 3 of 3"},
+		{name: "bad log level", give: []string{"--log-level", "loud"}, wantErr: "log level"},
+		{name: "extra args", give: []string{"x"}, wantErr: "unexpected arguments"},
+		{name: "help", give: []string{"-h"}, wantErr: "usage"},
+		{name: "short key", give: []string{"--auth-key", "short"}, wantErr: "at least 16 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.give, env(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.check(c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestRunEmbedded runs the command's app with an embedded server: it gets
+// ready, takes events through the HTTP bridge, reduces them, serves metrics,
+// and on cancel drains and returns with every goroutine stopped.
+func TestRunEmbedded(t *testing.T) {
+	base := runtime.NumGoroutine()
+	key := "test-key-0123456789abcdef"
+	cfg, err := parseConfig([]string{
+		"--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--partitions", "4", "--auth-key", key, "--log-level", "error",
+	}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(cfg, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	addr := "http://" + <-a.httpAddr
+	url := <-a.natsURL
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _, err := get(addr + "/readyz")
+		if err == nil && code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %d %v", code, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body, _ := get(addr + "/livez"); code != 200 || body != "ok\n" {
+		t.Errorf("livez %d %q", code, body)
+	}
+
+	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"type":"RUN_STARTED","threadId":"th.1","runId":"r1"}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"hello"}
+{"type":"RUN_FINISHED","threadId":"th.1","runId":"r1"}
+`
+	for _, tt := range []struct {
+		tenant, token string
+		want          int
+	}{{"acme", tok, 200}, {"other", tok, 403}, {"acme", "", 401}} {
+		req, _ := http.NewRequest("POST", addr+"/v1/ingest/"+tt.tenant+"/th.1", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("bridge %s: %d %s, want %d", tt.tenant, resp.StatusCode, b, tt.want)
+		}
+	}
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		tokn := pipeline.EncodeThread("th.1")
+		msg, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tokn, 4), "acme", tokn), nil, 2*time.Second)
+		if err == nil {
+			snap, err := pipeline.ParseSnapshot(msg)
+			if err == nil && snap.Status == "finished" && strings.Contains(string(snap.View), `"hello"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread not reduced: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	nc.Close()
+	if code, body, _ := get(addr + "/metrics"); code != 200 || !strings.Contains(body, `threadcast_ingest_events_total{type="RUN_FINISHED"} 1`) {
+		t.Errorf("metrics %d, RUN_FINISHED count missing", code)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deadline = time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var _ = errors.New
+}
