@@ -531,7 +531,7 @@ func (d *Decoder) nestedField(ev *Event, f Field, i int) (int, *Error) {
 			end, err = d.skip(i, 0)
 			r = b[i:end:end]
 		} else {
-			r, end, err = d.contentValue(i, true)
+			r, end, err = d.contentValue(i, false)
 		}
 		if err != nil {
 			return end, err.prefixField(name)

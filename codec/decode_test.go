@@ -267,6 +267,19 @@ func TestDecodeStrips(t *testing.T) {
 					t.Errorf("content = %s", got)
 				}
 			}},
+		{"binary part shim (input messages)", `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"u","role":"user","content":[{"type":"binary","mimeType":"image/png","data":"AAAA","filename":"a.png"},{"type":"binary","mimeType":"application/pdf","url":"https://x/y.pdf"},{"type":"binary","mimeType":"audio/wav","id":"file-1"},{"type":"binary","data":"no mime"}]}]}`,
+			[]wantWarn{{KindRetired, Strip, "messages[0].content[0]"}, {KindRetired, Strip, "messages[0].content[1]"},
+				{KindRetired, Strip, "messages[0].content[2]"}, {KindUnknownValue, Strip, "messages[0].content[3].type"}},
+			func(t *testing.T, ev *Event) {
+				want := `[{"type":"image","source":{"type":"data","value":"AAAA","mimeType":"image/png"},"metadata":{"filename":"a.png"}},` +
+					`{"type":"document","source":{"type":"url","value":"https://x/y.pdf","mimeType":"application/pdf"}},` +
+					`{"type":"audio","source":{"type":"file","value":"file-1","mimeType":"audio/wav"}}]`
+				if got := string(ev.Messages[0].Content); got != want {
+					t.Errorf("content = %s\nwant      %s", got, want)
+				}
+			}},
+		{"binary part is unknown in a tool result", `{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":[{"type":"binary","mimeType":"image/png","data":"AAAA"}]}`,
+			[]wantWarn{{KindUnknownValue, Strip, "content[0].type"}}, nil},
 		{"unknown source member", `{"type":"TOOL_CALL_RESULT","messageId":"t","toolCallId":"c","content":[{"type":"document","source":{"type":"file","value":"f","provider":"openai","size":3}}]}`,
 			[]wantWarn{{KindUnknownField, Strip, "content[0].source.size"}}, nil},
 		{"tool call unknown member", `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}","x":1}}]}]}`,

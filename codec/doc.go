@@ -11,9 +11,10 @@
 //   - unknown top-level or nested properties of closed objects are stripped,
 //     unrecognised union members (message roles, content-part and source
 //     types, outcome types, patch ops, resume statuses, a text role outside
-//     the seven) are removed, and the legacy nulls of versioning.md §4 read as
-//     absent; each of these leaves a warning in Decoder.Warnings and the
-//     event survives;
+//     the seven) are removed, the legacy nulls of versioning.md §4 read as
+//     absent, and retired {type:"binary"} parts in messages are translated
+//     into media parts; each of these leaves a warning in Decoder.Warnings
+//     and the event survives;
 //   - an event of unknown type, or with an unrecognised value in a required
 //     closed set (REASONING_ENCRYPTED_VALUE.subtype), is an *Error with
 //     Verdict Drop: the caller removes the event and warns;
@@ -36,7 +37,10 @@
 //
 // It knows nothing of runs, threads, NATS or time: sequence rules (an event
 // before RUN_STARTED, content for an unopened message, chunk lanes, ...)
-// belong to the reducer, and so do the warnings those rules produce.
+// belong to the reducer, and so do the warnings those rules produce. For
+// the same reason it does not translate the retired THINKING_* events (their
+// translation mints ids that later events continue): they decode as unknown
+// types, verdict Drop.
 //
 // # Lifetimes
 //

@@ -23,6 +23,7 @@ var (
 	ErrNewerVersion = errors.New("codec: protocol version newer or uninterpretable")
 	ErrTooLarge     = errors.New("codec: input exceeds the size limit")
 	ErrStream       = errors.New("codec: bad stream framing")
+	ErrRetired      = errors.New("codec: retired shape translated")
 )
 
 // Kind classifies what is wrong with the input.
@@ -44,6 +45,7 @@ const (
 	KindNewerVersion                 // RUN_STARTED.protocolVersion newer than 1.1 or not MAJOR.MINOR
 	KindTooLarge                     // a stream line or event over the configured limit
 	KindStream                       // stream framing that is not JSONL, a JSON array or SSE
+	KindRetired                      // a retired shape translated by a versioning.md §4 shim (binary part)
 )
 
 var kindSentinels = [...]error{
@@ -61,6 +63,7 @@ var kindSentinels = [...]error{
 	KindNewerVersion: ErrNewerVersion,
 	KindTooLarge:     ErrTooLarge,
 	KindStream:       ErrStream,
+	KindRetired:      ErrRetired,
 }
 
 // String returns the kind's short name ("syntax", "missing field", ...).

@@ -3,6 +3,8 @@ package codec
 // Messages (all seven roles), tool calls and content parts with their
 // sources, decoded with the collect-then-judge scheme described in nested.go.
 
+import "strings"
+
 // ---- messages ---------------------------------------------------------------
 
 // messages decodes an array of Message (MESSAGES_SNAPSHOT.messages,
@@ -191,7 +193,7 @@ func (d *Decoder) messageContent(k int, shape byte) (Raw, *Error) {
 		return d.objMember(k)
 	case 'p':
 		w := len(d.warns)
-		c, _, err := d.contentValue(vs, false)
+		c, _, err := d.contentValue(vs, true)
 		if err != nil {
 			return nil, err.prefixField("content")
 		}
@@ -330,8 +332,10 @@ func (d *Decoder) function(k int, tc *ToolCall) (Raw, *Error) {
 
 // contentValue decodes a string-or-parts content at i (TOOL_CALL_RESULT,
 // user and tool messages). Unknown part types and media parts with an
-// unknown source type are dropped with a warning (P12, P13).
-func (d *Decoder) contentValue(i int, _ bool) (Raw, int, *Error) {
+// unknown source type are dropped with a warning (P12, P13). inMessage
+// enables the retired-shape shim for {type:"binary"} parts, which
+// versioning.md §4 registers for input messages only.
+func (d *Decoder) contentValue(i int, inMessage bool) (Raw, int, *Error) {
 	b := d.data
 	switch b[i] {
 	case '"':
@@ -349,7 +353,7 @@ func (d *Decoder) contentValue(i int, _ bool) (Raw, int, *Error) {
 	}
 	for k := base; k < base+n; k++ {
 		w := len(d.warns)
-		raw, keep, err := d.part(d.members[k].vstart)
+		raw, keep, err := d.part(d.members[k].vstart, inMessage)
 		seg := indexSeg("", k-base)
 		if err != nil {
 			return nil, end, err.prefixField(seg)
@@ -364,7 +368,7 @@ func (d *Decoder) contentValue(i int, _ bool) (Raw, int, *Error) {
 	return d.rebuild(i, end, base, n, false), end, nil
 }
 
-func (d *Decoder) part(i int) (Raw, bool, *Error) {
+func (d *Decoder) part(i int, inMessage bool) (Raw, bool, *Error) {
 	if d.data[i] != '{' {
 		_, err := d.wrongType(i, "", "object (content part)")
 		return nil, false, err
@@ -383,6 +387,12 @@ func (d *Decoder) part(i int) (Raw, bool, *Error) {
 	case "text":
 	case "image", "audio", "video", "document":
 		media = true
+	case "binary":
+		if inMessage {
+			raw, keep := d.binaryPart(i, base, n, tk)
+			return raw, keep, nil
+		}
+		fallthrough
 	default:
 		d.warn(KindUnknownValue, Strip, d.members[tk].vstart, "type", "content part of unrecognised type "+quote(s2b(typ))+" removed")
 		return nil, false, nil
@@ -476,4 +486,60 @@ func (d *Decoder) source(k int) (Raw, bool, *Error) {
 		return nil, false, d.missing(-1, vs, "source.mimeType", "a data source")
 	}
 	return d.rebuild(vs, end, base, n, true), true, nil
+}
+
+// binaryPart translates a retired {type:"binary", mimeType, data|url|id,
+// filename?} part (pre-1.0 BinaryInputContent) into the media part that
+// replaced it (versioning.md §4): the kind follows the MIME type's top-level
+// type (image/audio/video, anything else a document); data becomes a data
+// source, else url a url source, else id a file source; filename moves into
+// the part's metadata, where 1.0 carries such details (messages.md §1.1).
+// The translation is announced with a warning. A binary part this cannot
+// translate (no usable mimeType or payload) is unrecognised material: it is
+// removed with a warning, like any unknown part.
+func (d *Decoder) binaryPart(i, base, n, tk int) (Raw, bool) {
+	get := func(key string) (string, bool) {
+		k := d.find(base, n, key)
+		if k < 0 || d.data[d.members[k].vstart] != '"' {
+			return "", false
+		}
+		s, err := d.strMember(k)
+		return s, err == nil
+	}
+	mime, okMime := get("mimeType")
+	srcType, val := "", ""
+	for _, c := range [...][2]string{{"data", "data"}, {"url", "url"}, {"id", "file"}} {
+		if v, ok := get(c[0]); ok {
+			srcType, val = c[1], v
+			break
+		}
+	}
+	if !okMime || srcType == "" {
+		d.warn(KindUnknownValue, Strip, d.members[tk].vstart, "type", "retired binary part without a usable mimeType and data/url/id removed")
+		return nil, false
+	}
+	kind := "document"
+	for _, k := range [...]string{"image", "audio", "video"} {
+		if strings.HasPrefix(mime, k+"/") {
+			kind = k
+		}
+	}
+	s := len(d.scratch)
+	d.scratch = append(d.scratch, `{"type":"`...)
+	d.scratch = append(d.scratch, kind...)
+	d.scratch = append(d.scratch, `","source":{"type":"`...)
+	d.scratch = append(d.scratch, srcType...)
+	d.scratch = append(d.scratch, `","value":`...)
+	d.scratch = AppendString(d.scratch, val)
+	d.scratch = append(d.scratch, `,"mimeType":`...)
+	d.scratch = AppendString(d.scratch, mime)
+	d.scratch = append(d.scratch, '}')
+	if fn, ok := get("filename"); ok {
+		d.scratch = append(d.scratch, `,"metadata":{"filename":`...)
+		d.scratch = AppendString(d.scratch, fn)
+		d.scratch = append(d.scratch, '}')
+	}
+	d.scratch = append(d.scratch, '}')
+	d.warn(KindRetired, Strip, i, "", "retired binary part translated into a "+kind+" part with a "+srcType+" source")
+	return d.scratch[s:len(d.scratch):len(d.scratch)], true
 }
