@@ -66,16 +66,19 @@
 // writing out a modified ast.Node re-encodes the loaded nodes instead of
 // copying untouched text. Measured with BenchmarkVsSonicAST (one deep
 // replace, then the whole document written out, as the reducer does to
-// publish a view) on a 2-core machine under load: 10 KB 17.6 µs vs 3.0
-// µs; 1 MB 4.9 ms vs 0.28 ms; 10 MB 21 ms and 43 MB allocated per delta
-// vs 3.6 ms and 0.14 MB. Finding value boundaries in text that is known to
-// be valid and compact needs no validation, so a small Go scanner does it.
+// publish a view), one run on a loaded 2-core machine (runs vary ±2x),
+// sonic vs jsondoc: 10 KB 11.6 µs vs 1.7 µs; 1 MB 3.6 ms vs 1.3 ms; 10 MB
+// 38 ms and 43 MB allocated per delta vs 8.2 ms and 0.16 MB.
+//
+// Finding value boundaries in text already known to be valid and compact
+// needs no validation, so a small Go scanner does it.
 //
 // # Concurrency
 //
 // A Doc is not safe for concurrent use, including concurrent reads: Len
-// and Get may split containers. The reducer owns each Doc
-// from one goroutine (DESIGN.md contract 1). Distinct Docs share nothing
-// mutable and may be used from different goroutines; Equal and the
-// pointer helpers are pure functions.
+// and Get split containers, and any read of the zero Doc materialises its
+// null. The reducer owns each Doc from one goroutine (DESIGN.md contract
+// 1). Distinct Docs, Clones included, share only immutable bytes and may be
+// used from different goroutines; Equal and the pointer helpers are pure
+// functions.
 package jsondoc
