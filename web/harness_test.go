@@ -40,8 +40,9 @@ type threadcast struct {
 var testTenants = []string{"acme", "globex", "initech"}
 
 // startThreadcast starts it; everything stops in t.Cleanup, every
-// goroutine it started waited for.
-func startThreadcast(t *testing.T) *threadcast {
+// goroutine it started waited for. tune, if given, adjusts the fanout's
+// configuration.
+func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 	t.Helper()
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
@@ -80,6 +81,9 @@ func startThreadcast(t *testing.T) *threadcast {
 	fc := fanout.DefaultConfig()
 	fc.AuthKey = tc.key
 	fc.Hub.Partitions = pc.Partitions
+	for _, f := range tune {
+		f(&fc)
+	}
 	fs, err := fanout.New(nc, fc, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ const app = {
   selected: null,
   es: null, holder: { view: null }, dirty: new Dirty(), queued: [], resyncs: [],
   frames: [], renderMs: 0, raf: 0,
+  resumes: 0, views: 0,    // of the open thread: connections the browser resumed, whole views received
 };
 
 const messages = new Messages($('messages'), subagentName);
@@ -47,6 +48,11 @@ async function start() {
   $('token-form').hidden = false;
   $('token-form').addEventListener('submit', e => { e.preventDefault(); useToken($('token').value.trim()); });
   $('filter').addEventListener('input', () => { app.listDirty = true; schedule(); });
+  // One delegated listener: the rows are redrawn every second.
+  $('thread-list').addEventListener('click', e => {
+    const li = e.target.closest('li[data-thread]');
+    if (li) openThread(li.dataset.thread);
+  });
   setInterval(() => { app.listDirty = true; schedule(); }, 1000);
   new Metrics(app.cfg.metrics, {
     ingest: $('fig-ingest'), out: $('fig-out'), lat: $('fig-lat'), subs: $('fig-subs'),
@@ -135,6 +141,8 @@ function closeThread() {
 function openThread(id) {
   closeThread();
   app.selected = id;
+  app.resumes = 0;
+  app.views = 0;
   app.dirty = new Dirty();
   app.dirty.all = true;
   $('thread-title').textContent = id;
@@ -151,7 +159,14 @@ function connect() {
   const es = new EventSource(withToken('/v1/threads/' + encodeURIComponent(id) + '/events?mode=view'));
   app.es = es;
   setConn('connecting');
-  es.onopen = () => { if (app.es === es) setConn('live'); };
+  let opened = 0;
+  es.onopen = () => {
+    if (app.es !== es) return;
+    // A second open of the same EventSource is the browser resuming after
+    // a drop, with Last-Event-ID.
+    if (++opened > 1) app.resumes++;
+    setConn('live');
+  };
   es.onerror = () => {
     if (app.es !== es) return;
     // EventSource retries by itself (sending Last-Event-ID) unless the
@@ -164,6 +179,7 @@ function connect() {
     let p;
     try { p = JSON.parse(e.data); } catch { return; }
     app.frames.push(performance.now());
+    if (p && p.type === 'view') app.views++;
     app.queued.push(p);
     schedule();
   };
@@ -252,12 +268,10 @@ function drawList() {
     .sort((a, b) => (b.updated || 0) - (a.updated || 0)).slice(0, 300);
   $('thread-count').textContent = `${app.threads.size}`;
   ol.replaceChildren(...rows.map(t => {
-    const li = h('li', { class: t.id === app.selected ? 'selected' : null, 'data-thread': t.id, title: t.id },
+    return h('li', { class: t.id === app.selected ? 'selected' : null, 'data-thread': t.id, title: t.id },
       h('span', { class: `pill ${t.status || ''}` }, t.status || '·'),
       h('span', { class: 'tid' }, t.id),
       h('span', { class: 'when' }, t.updated ? ago(t.updated, now) : ''));
-    li.addEventListener('click', () => openThread(t.id));
-    return li;
   }));
 }
 
@@ -274,6 +288,7 @@ function tickFigures() {
   app.frames = app.frames.filter(t => now - t < 1000);
   $('fig-fps').textContent = app.selected ? String(app.frames.length) : '–';
   $('fig-render').textContent = app.renderMs ? `${app.renderMs.toFixed(1)} ms` : '–';
+  $('fig-resume').textContent = app.selected ? `${app.resumes}/${app.views}` : '–';
 }
 
 start();

@@ -64,7 +64,7 @@ export class Messages {
     const head = h('header', null, h('span', { class: 'role' }, role));
     if (m.name) head.append(h('span', { class: 'name' }, String(m.name)));
     if (m.subagentRunId) head.append(this.badge(String(m.subagentRunId)));
-    if (m.encryptedValue) head.append(h('span', { title: 'An encrypted reasoning artefact is attached' }, '🔒'));
+    if (m.encryptedValue) head.append(h('span', { class: 'pill', title: 'An encrypted reasoning artefact is attached' }, 'encrypted'));
     const usage = usageOf(m.metadata);
     if (usage) head.append(h('span', { class: 'muted' }, usage));
     const parts = [head];
@@ -111,7 +111,7 @@ function short(id) { return id.length > 10 ? id.slice(0, 4) + '…' + id.slice(-
 
 function countLabel(m) {
   const n = typeof m.content === 'string' ? m.content.length : 0;
-  return `Reasoning · ${n} chars${m.encryptedValue ? ' · 🔒 encrypted value attached' : ''}`;
+  return `Reasoning · ${n} chars${m.encryptedValue ? ' · encrypted value attached' : ''}`;
 }
 
 // contentText renders string content, or the text parts of a part list
@@ -140,7 +140,7 @@ function toolCall(c) {
   return h('div', { class: 'toolcall' },
     h('span', { class: 'name' }, `${f.name}()`), ' ',
     h('span', { class: 'muted mono' }, String(c.id)),
-    c.encryptedValue ? h('span', { title: 'encrypted value attached' }, ' 🔒') : null,
+    c.encryptedValue ? h('span', { class: 'pill', title: 'encrypted value attached' }, 'encrypted') : null,
     h('pre', null, pretty(typeof f.arguments === 'string' ? f.arguments : '')));
 }
 
@@ -166,7 +166,7 @@ function searchWidget(c) {
       r.snippet != null ? h('div', { class: 'snippet' }, String(r.snippet)) : null));
   }
   return h('div', { class: 'widget search', 'data-activity': 'web_search', 'data-results': String(results.length), 'data-status': String(c.status ?? '') },
-    h('h4', null, '🔎', h('span', { class: 'query' }, String(c.query ?? '')),
+    h('h4', null, h('span', { class: 'muted' }, 'web search'), h('span', { class: 'query' }, String(c.query ?? '')),
       searching ? h('span', { class: 'spinner', title: String(c.status ?? '') }) : h('span', { class: 'pill finished' }, String(c.status)),
       Number.isFinite(c.tookMs) ? h('span', { class: 'muted' }, `${c.tookMs} ms`) : null),
     results.length ? list : h('div', { class: 'empty' }, 'waiting for results…'));
@@ -185,7 +185,7 @@ function checklistWidget(c) {
     ul.append(h('li', { class: it.done === true ? 'done' : null }, box, h('span', null, String(it.label ?? ''))));
   }
   return h('div', { class: 'widget checklist', 'data-activity': 'checklist', 'data-done': String(done) },
-    h('h4', null, '☑', h('span', null, String(c.title ?? 'Checklist')), h('span', { class: 'muted' }, `${done}/${items.length}`)), ul);
+    h('h4', null, h('span', { class: 'muted' }, 'checklist'), h('span', null, String(c.title ?? 'Checklist')), h('span', { class: 'muted' }, `${done}/${items.length}`)), ul);
 }
 
 // Side panels.

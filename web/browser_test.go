@@ -1,0 +1,255 @@
+//go:build browser
+
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/fanout"
+)
+
+// The browser test drives Debian's chromium (never a downloaded browser)
+// headless against a running Threadcast — embedded NATS, ingest, fanout and
+// the dashboard in this process, with demo agents publishing through the
+// SDK — and checks what an operator would look at. It runs in CI with
+// `go test -tags browser ./web/`; THREADCAST_CHROMIUM overrides the browser
+// path and THREADCAST_ARTIFACTS the directory the screenshot is saved in.
+
+// browserDemo is the demo the test plays: one agent per tenant, at the
+// scripts' own pace, twice as fast, with no failures (the test follows one
+// thread through a web search).
+func browserDemo(seed uint64) demo.Config {
+	return demo.Config{Tenants: testTenants, Agents: len(testTenants), TimeScale: 0.5, RunsPerThread: 4, Seed: seed,
+		Options: demo.Options{ErrorRate: -1, CancelRate: -1}}
+}
+
+// searchSeed finds a demo seed whose first acme thread (agent 0) runs a
+// web search in its first run, by playing the demo into a recorder at full
+// speed, and returns it with that thread's id. The scripts are
+// deterministic, so the real run repeats it.
+func searchSeed(t *testing.T) (uint64, string) {
+	t.Helper()
+	for seed := uint64(1); seed < 200; seed++ {
+		var mu sync.Mutex
+		var found, thread string
+		cfg := browserDemo(seed)
+		cfg.TimeScale, cfg.ThreadsPerAgent, cfg.RunsPerThread, cfg.NoTimestamps = 1e-9, 1, 1, true
+		_, err := demo.Run(t.Context(), demo.PublisherFunc(func(_ context.Context, tenant, th string, ev []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if tenant == "acme" {
+				thread = th
+				if bytes.Contains(ev, []byte(`"activityType":"web_search"`)) {
+					found = th
+				}
+			}
+			return nil
+		}), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found != "" && found == thread {
+			return seed, found
+		}
+	}
+	t.Fatal("no seed with a web search in acme's first run")
+	return 0, ""
+}
+
+func chromium(t *testing.T) string {
+	if p := os.Getenv("THREADCAST_CHROMIUM"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium not installed (Debian package chromium; .ci/run installs it)")
+	}
+	return p
+}
+
+func TestDashboardInBrowser(t *testing.T) {
+	browser := chromium(t)
+	seed, thread := searchSeed(t)
+	// Streams end every few seconds, as behind a proxy with a short idle
+	// timeout: the page must resume each time with no gap.
+	tc := startThreadcast(t, func(c *fanout.Config) { c.MaxLifetime, c.Retry = 3*time.Second, 100*time.Millisecond })
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second)
+	defer cancelT()
+
+	// Start the browser, then subscribe: every uncaught exception in the
+	// page fails the test. (Events must not be the call that starts the
+	// browser while another call does the same.)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	var exMu sync.Mutex
+	var exceptions []string
+	thrown := chromedp.Events(ctx, runtime.ExceptionThrown)
+	go func() {
+		for ev, err := range thrown {
+			if err != nil {
+				return
+			}
+			exMu.Lock()
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil && d.Exception.Description != "" {
+				msg += " " + d.Exception.Description
+			}
+			exceptions = append(exceptions, fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber+1, msg))
+			exMu.Unlock()
+		}
+	}()
+
+	run := func(what string, a chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, a); err != nil {
+			shot(t, ctx, "failure")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll := func(what, expr string, timeout time.Duration) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+			shot(t, ctx, "failure")
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	// Open the thread before its agent starts: the page follows it from its
+	// first event, so it sees the web search of the first run happen.
+	run("open the dashboard", chromedp.Navigate(tc.URL+"/#tenant=acme&thread="+url.QueryEscape(thread)))
+	poll("the thread's stream connected", `document.getElementById('fig-conn').classList.contains('live')`, 30*time.Second)
+	tc.playDemo(t, browserDemo(seed))
+	poll("the thread in the live list", `document.querySelector('#thread-list li[data-thread].selected')`, 30*time.Second)
+	poll("the thread streams", `document.querySelectorAll('#messages article').length >= 2`, 30*time.Second)
+	poll("frames per second shown", `Number(document.getElementById('fig-fps').textContent) > 0`, 30*time.Second)
+
+	// The web search widget: caught while searching, then the same element
+	// fills in with results and turns done.
+	poll("a web_search widget in progress", `(() => {
+		const w = document.querySelector('#messages article.role-activity .widget.search[data-status="searching"]');
+		if (!w) return false;
+		const art = w.closest('article');
+		art.setAttribute('data-probe', 'search');
+		window.__searchArticle = art;
+		window.__searchResults = Number(w.dataset.results);
+		return true;
+	})()`, 60*time.Second)
+	poll("the same widget updates in place", `(() => {
+		const art = window.__searchArticle;
+		if (!art || !document.contains(art)) return false;
+		const w = art.querySelector('.widget.search');
+		return w && w.dataset.status === 'done' && Number(w.dataset.results) > window.__searchResults && w.querySelectorAll('ol.results li').length === Number(w.dataset.results);
+	})()`, 60*time.Second)
+
+	// A streamed answer grows in place: the same element's text gets longer.
+	poll("streamed text grows in place", `(() => {
+		const all = document.querySelectorAll('#messages article.role-assistant .content');
+		const el = all[all.length - 1];
+		if (!el) return false;
+		if (window.__probeEl !== el) { window.__probeEl = el; window.__probeLen = el.textContent.length; return false; }
+		return el.textContent.length > window.__probeLen;
+	})()`, 60*time.Second)
+
+	// The stream was cut (MaxLifetime) and the browser resumed it with
+	// Last-Event-ID: no second whole view was needed, and it still streams.
+	poll("resumed after a dropped connection", `(() => {
+		const [resumes, views] = document.getElementById('fig-resume').textContent.split('/').map(Number);
+		return resumes >= 1 && views === 1;
+	})()`, 30*time.Second)
+	poll("text still grows after resuming", `(() => {
+		const all = document.querySelectorAll('#messages article.role-assistant .content');
+		const el = all[all.length - 1];
+		if (!el) return false;
+		if (window.__probeEl2 !== el) { window.__probeEl2 = el; window.__probeLen2 = el.textContent.length; return false; }
+		return el.textContent.length > window.__probeLen2;
+	})()`, 60*time.Second)
+
+	// Reasoning is folded, the state tree shows the plan, runs are listed,
+	// the figures move, and nothing from the thread became markup.
+	poll("reasoning collapsed", `[...document.querySelectorAll('#messages details.reasoning')].some(d => !d.open)`, 30*time.Second)
+	poll("state tree with the plan", `[...document.querySelectorAll('#state .k')].some(k => k.textContent.startsWith('plan'))`, 30*time.Second)
+	poll("runs listed", `document.querySelector('#runs li[data-run] .pill')`, 30*time.Second)
+	poll("frames per second shown", `Number(document.getElementById('fig-fps').textContent) > 0`, 30*time.Second)
+	poll("no markup from data", `document.querySelectorAll('#messages script, #messages iframe, #messages img, #messages b, #messages strong').length === 0 || null`, time.Second)
+
+	// Switching tenant shows that tenant's threads only.
+	run("pick globex", chromedp.SetValue(`#tenant`, "globex"))
+	run("notify", chromedp.Evaluate[chromedp.Void](`document.getElementById('tenant').dispatchEvent(new Event('change'))`))
+	poll("globex's threads", `(() => {
+		const rows = [...document.querySelectorAll('#thread-list li[data-thread]')];
+		return rows.length > 0 && rows.every(r => r.dataset.thread.startsWith('research-'));
+	})()`, 30*time.Second)
+	// Rows are redrawn every second, so click through the page (a node
+	// picked by the driver may be gone by the time it clicks).
+	run("open a globex thread", chromedp.Evaluate[chromedp.Void](`document.querySelector('#thread-list li[data-thread]').click()`))
+	poll("globex thread streams", `document.querySelectorAll('#messages article').length >= 2`, 30*time.Second)
+	run("back to acme", chromedp.Navigate(tc.URL+"/#tenant=acme"))
+	run("reload", chromedp.Reload())
+	poll("acme again", `document.querySelector('#thread-list li[data-thread^="travel-"]')`, 30*time.Second)
+	run("reopen the thread", chromedp.Evaluate[chromedp.Void](`document.querySelector('#thread-list li[data-thread="`+thread+`"]').click()`))
+	poll("widgets drawn", `document.querySelector('#messages .widget')`, 60*time.Second)
+
+	poll("server figures", `document.getElementById('fig-ingest').textContent !== '–' && document.getElementById('fig-lat').textContent !== '–'`, 30*time.Second)
+	path := shot(t, ctx, "dashboard")
+	t.Logf("screenshot: %s", path)
+	exMu.Lock()
+	defer exMu.Unlock()
+	if len(exceptions) > 0 {
+		t.Errorf("uncaught exceptions in the page:\n%s", strings.Join(exceptions, "\n"))
+	}
+}
+
+// shot saves a screenshot of the page as a test artifact and returns its path.
+func shot(t *testing.T, ctx context.Context, name string) string {
+	dir := os.Getenv("THREADCAST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "threadcast-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("artifacts: %v", err)
+		return ""
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot: %v", err)
+		return ""
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.png", t.Name(), name))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Errorf("screenshot: %v", err)
+	}
+	return path
+}
