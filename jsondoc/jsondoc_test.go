@@ -394,6 +394,9 @@ func TestGet(t *testing.T) {
 			t.Errorf("Get(%q) error = %v, want %v", tt.ptr, err, tt.wantErr)
 			continue
 		}
+		if err != nil && !strings.HasPrefix(err.Error(), "jsondoc: ") {
+			t.Errorf("Get(%q) error %q lacks the package prefix", tt.ptr, err)
+		}
 		if string(got) != tt.want {
 			t.Errorf("Get(%q) = %s, want %s", tt.ptr, got, tt.want)
 		}
