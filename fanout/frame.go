@@ -35,6 +35,8 @@ type frame struct {
 	eventTS   int64 // the first event's "timestamp" (Unix ms), 0 if absent
 	size      int
 	enc       [numVariants][][]byte
+	run       runState // frameRun's cache, guarded like enc
+	runDone   bool
 }
 
 // decodeFrame parses a view frame. The message data belongs to the frame
@@ -79,11 +81,12 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // snapshot is a snapshot reply as the hub keeps it: immutable except enc,
 // which follows the same rule as frame.enc.
 type snapshot struct {
-	seq    uint64
-	status string
-	view   json.RawMessage
-	events []json.RawMessage
-	enc    [numVariants][][]byte
+	seq     uint64
+	status  string
+	view    json.RawMessage
+	events  []json.RawMessage
+	enc     [numVariants][][]byte
+	encSkip [numVariants][][]byte // without the first event (runs.go)
 }
 
 func decodeSnapshot(m *nats.Msg) (*snapshot, error) {

@@ -76,6 +76,7 @@ type testThread struct {
 	seq        uint64
 	text       strings.Builder
 	snapshots  int
+	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
 	sub        *nats.Subscription
 }
@@ -102,8 +103,12 @@ func (th *testThread) answer(m *nats.Msg) {
 	th.snapshots++
 	text := th.text.String()
 	view, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"id": "m1", "role": "assistant", "content": text}}})
+	run := th.runID
+	if run == "" {
+		run = "r1"
+	}
 	evs := []string{
-		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":"r1"}`, th.id),
+		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q}`, th.id, run),
 		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m1","role":"assistant","content":` + string(mustJSON(text)) + `}]}`,
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,"view":%s,"events":[%s]}`,
@@ -244,9 +249,10 @@ func (c *sseClient) next() (sseMsg, error) {
 // aguiModel applies the AG-UI events a subscriber receives to the one
 // message the test threads have.
 type aguiModel struct {
-	text      string
-	snapshots int
-	events    int
+	text        string
+	snapshots   int
+	events      int
+	runsStarted int
 }
 
 func (a *aguiModel) apply(t testing.TB, data string) {
@@ -263,6 +269,8 @@ func (a *aguiModel) apply(t testing.TB, data string) {
 	}
 	a.events++
 	switch ev.Type {
+	case "RUN_STARTED":
+		a.runsStarted++
 	case "MESSAGES_SNAPSHOT":
 		a.snapshots++
 		a.text = ""

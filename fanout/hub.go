@@ -74,6 +74,7 @@ func DefaultHubConfig() HubConfig {
 var (
 	ErrHubClosed = errors.New("fanout: hub closed")
 	ErrCatchUp   = errors.New("fanout: could not bring the subscriber up to date")
+	ErrRunSplice = errors.New("fanout: run changed during the resync gap; the stream must restart")
 )
 
 const numShards = 64
@@ -376,6 +377,11 @@ func (f *feed) deliverLocked(s *Subscriber, fr *frame) {
 		fr.enc[s.variant] = enc
 	}
 	s.last = fr.seq
+	if !s.variant.ViewMode() {
+		if st := frameRun(fr); st.changed {
+			s.run = st.open
+		}
+	}
 	s.enqueue(enc, fr.seq, fr.eventTS, false)
 }
 

@@ -256,10 +256,50 @@ func TestGapForcesSnapshot(t *testing.T) {
 	th.mu.Unlock()
 	th.publish(t, "b;")
 	a.follow(t, c, th.Text, 5*time.Second)
-	if a.snapshots != 2 {
-		t.Fatalf("snapshots = %d, want 2", a.snapshots)
+	if a.snapshots != 2 || a.runsStarted != 1 {
+		t.Fatalf("snapshots = %d, RUN_STARTED = %d; want 2 and 1 (the resync must not reopen the open run)", a.snapshots, a.runsStarted)
 	}
 	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonGap)); got != 1 {
 		t.Fatalf("gap drops = %v, want 1", got)
+	}
+}
+
+// When the run the client has open is not the run the resync snapshot
+// opens, no valid AG-UI continuation exists: the stream ends with its
+// cursor instead of inventing a RUN_FINISHED.
+func TestResyncAcrossRunsEndsStream(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "runs")
+	srv, hs := newServer(t, nc, nil)
+	th.publish(t, "a;")
+	c := openSSE(t, hs.URL+"/v1/threads/runs/events", token(t, "acme"), nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	th.mu.Lock()
+	th.seq += 5 // a lost frame, during which run r1 ended and r2 began
+	th.runID = "r2"
+	th.mu.Unlock()
+	th.publish(t, "b;")
+	for {
+		m, err := c.next()
+		if err != nil {
+			t.Fatalf("stream ended without a hint: %v", err)
+		}
+		if m.data != "" {
+			t.Fatalf("unexpected event after the gap: %s", m.data)
+		}
+		if strings.HasPrefix(m.comment, "end ") {
+			if m.comment != "end reason=resync after=2" {
+				t.Fatalf("end hint %q", m.comment)
+			}
+			break
+		}
+	}
+	waitFor(t, 5*time.Second, "ended count", func() bool { return counterValue(srv.m.Ended.WithLabelValues(EndResync)) == 1 })
+	// View mode has no run lifecycle: it resynchronises across runs.
+	v := openSSE(t, hs.URL+"/v1/threads/runs/events?mode=view", token(t, "acme"), nil)
+	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view"`) {
+		t.Fatalf("view mode: %+v %v", m, err)
 	}
 }

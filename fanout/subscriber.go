@@ -33,6 +33,7 @@ type Subscriber struct {
 	// Guarded by feed.mu.
 	state subState
 	last  uint64 // seq of the last frame (or snapshot) enqueued
+	run   string // agui: the run the client has open ("" none), runs.go
 
 	mu     sync.Mutex
 	queue  []item
@@ -168,10 +169,10 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 		if sn := f.snap; sn != nil {
 			switch f.fitLocked(sn.seq) {
 			case fitOK:
-				enc := sn.enc[s.variant]
-				if enc == nil {
-					enc = encodeSnapshot(sn, s.variant)
-					sn.enc[s.variant] = enc
+				enc, ok := snapshotFor(s, sn, reason == ReasonJoin)
+				if !ok {
+					f.mu.Unlock()
+					return ErrRunSplice
 				}
 				s.last, s.state = sn.seq, stLive
 				s.enqueue(enc, sn.seq, 0, true)
@@ -229,6 +230,9 @@ func (f *feed) resumeLocked(s *Subscriber, after Cursor) bool {
 			return false
 		}
 		s.last, s.state = fr.seq, stLive
+		if st := runOf(fr.events[:after.Index+1]); st.changed { // what the client saw of this frame
+			s.run = st.open
+		}
 		s.enqueue(encodePartial(fr, s.variant, after.Index), fr.seq, fr.eventTS, true)
 		f.replayLocked(s, fr.seq)
 		return true
