@@ -31,38 +31,59 @@
 //
 // # Durability: what is acked when
 //
-// Each partition has one durable pull consumer with AckExplicit and
-// MaxAckPending bounded. A message is acked only when every thread touched
-// by it — and by every earlier message of the partition — has a checkpoint
-// whose seq covers it: the shard keeps a per-partition low watermark (the
-// smallest stream seq not yet covered by a stored checkpoint, over the
-// threads with uncheckpointed changes) and acks every delivered message
-// below it. Checkpoints are written per thread by count (N applied events),
-// by time (dirty for longer than an interval), at the end of every run and at
-// shutdown. We ack each message individually (AckExplicit) rather than rely
-// on AckAll: with per-message acks a redelivery after a crash replays exactly
-// the un-acked messages, and the stream's ack floor is the watermark.
+// Each owned partition has one durable pull consumer (AckAll, MaxAckPending
+// bounded). A message is acked only when every thread touched by it — and by
+// every earlier message of the partition — has a stored checkpoint whose seq
+// covers it. The shard keeps a per-partition low watermark: the smallest
+// first-uncheckpointed seq over the partition's dirty threads. After each
+// batch it acks the last delivered message below the watermark; with AckAll
+// that one ack covers every earlier message, so acks cost one per batch, not
+// one per message, and the consumer's ack floor IS the watermark.
 //
-// After a crash, unacked messages are redelivered (or a restarted instance
-// starts at the ack floor). A thread's checkpoint stores the last stream seq
-// applied to it, and the shard skips every event with seq ≤ that: replay
-// never applies an event twice, and nothing acked can be uncovered.
+// Checkpoints are written per thread after CheckpointEvery events, when dirty
+// for CheckpointInterval, at the end of every run, when a partition's un-acked
+// backlog reaches half of MaxAckPending, and at shutdown. All checkpoints of
+// a batch are written with async KV publishes and awaited together: one round
+// trip per batch.
 //
-// Memory is bounded: when the hot threads' reducer.MemSize sum exceeds the
-// budget, the least recently used clean threads are evicted (their
-// checkpoint is current), and are reloaded from KV on their next event or
-// snapshot request.
+// Restart. Un-acked messages of a durable consumer are redelivered only after
+// AckWait, interleaved with new ones — a thread could then see a later event
+// before an earlier one. So at start each partition's consumer is recreated
+// to deliver from its ack floor + 1, in order. Every thread's checkpoint
+// stores the last stream seq applied to it, and messages with seq ≤ that are
+// skipped: a replay after a crash never applies an event twice, and nothing
+// acked is ever uncovered. (If the process dies between deleting and
+// recreating a consumer, the new one starts at the stream's beginning and
+// every old event is skipped by seq: slow, never wrong.) Recreating is safe
+// because a partition has one owner at a time (static --instance/--instances
+// assignment; dynamic leases are issue 8).
+//
+// Memory is bounded: when the hot threads' reducer MemSize sum of a shard
+// exceeds MemoryBudget, least recently used clean threads are evicted (their
+// checkpoint is current) and reloaded from KV on their next event or
+// snapshot request. Dirty threads are never evicted.
+//
+// # Messages
+//
+// A message carries one event or several of the same thread (a batch, as the
+// SDK sends: JSONL, optional header Threadcast-Batch: <n>). The body is cut
+// into top-level JSON objects, so a pretty-printed single event is one event;
+// a line that is not an object is one bad event. All events of a message
+// share its stream seq.
 //
 // # Frames and snapshots
 //
-// After applying a fetched batch, each changed thread publishes one frame
-// (frame.go) on view.<tenant>.<thread> carrying Tc-Seq (the stream seq the
-// view now reflects) and Tc-Prev (the previous frame's Tc-Seq). A subscriber
-// that sees Tc-Prev ≠ the last Tc-Seq it saw has missed a frame and asks for
-// a snapshot on tc.snap.<p>.<tenant>.<thread>; the partition owner answers
-// with the view, its seq, and the AG-UI snapshot events. To join with no gap:
-// subscribe to frames first, request the snapshot (seq S), drop frames with
-// Tc-Seq ≤ S.
+// A shard takes what its queue holds (up to 1,024 messages) as one batch; after
+// it, each thread whose seq advanced publishes one frame (frame.go) on
+// view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
+// reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
+// events compacted (reducer.Compactor) and the change journal. Under load
+// batches grow and frames coalesce more; idle, a frame follows each message.
+// A subscriber that sees Tc-Prev ≠ the last Tc-Seq it saw has missed a frame
+// and asks for a snapshot on tc.snap.<p>.<tenant>.<thread>; the partition
+// owner answers between two batches with the view, its seq, and the AG-UI
+// snapshot events. To join with no gap: subscribe to frames first, request the
+// snapshot (seq S), drop frames with Tc-Seq ≤ S.
 //
 // # Bad input
 //
@@ -74,8 +95,12 @@
 //
 // # Concurrency contract
 //
-// Config values are plain data. An Ingest is built by New, run once by Run,
-// and Run returns only after every goroutine it started has returned.
+// Config values are plain data. An Ingest is built by NewIngest, run once by
+// Run, and Run returns only after every goroutine it started has returned;
+// Ready and Lag may be called from any goroutine. Each shard goroutine owns
+// its partitions' threads outright (no locks); consumer callbacks only hand
+// messages to a shard's bounded queue (back-pressure when full) and snapshot
+// requests to a bounded request queue (answered "busy" when full).
 // Subject functions are pure and safe for concurrent use. Nothing in this
 // package keeps mutable package-level state, so several pipelines may run in
 // one process (tests do).

@@ -247,3 +247,36 @@ func TestIngestCorpusViews(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileThreadIDsEndToEnd publishes a small stream for every hostile
+// thread id through the real server and ingest: each id gets its own view,
+// reachable by its snapshot, and nothing leaks between them.
+func TestHostileThreadIDsEndToEnd(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	startIngest(t, nc, cfg)
+	var streams []stream
+	for i, id := range hostileIDs {
+		streams = append(streams, stream{tenant: "acme", thread: id, events: []json.RawMessage{
+			json.RawMessage(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`),
+			json.RawMessage(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"thread %d"}`, i)),
+		}})
+	}
+	seqs := publishStreams(t, js, streams, 1)
+	checkViews(t, nc, cfg.Partitions, streams, seqs)
+	for i, st := range streams {
+		snap, err := snapshot(nc, cfg.Partitions, st.tenant, st.thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// JSON cannot carry invalid UTF-8: such bytes read back as U+FFFD.
+		want, _ := json.Marshal(st.thread)
+		var wantID string
+		_ = json.Unmarshal(want, &wantID)
+		if snap.Thread != wantID || !strings.Contains(string(snap.View), fmt.Sprintf(`"thread %d"`, i)) {
+			t.Errorf("thread %q: snapshot of %q: %s", st.thread, snap.Thread, snap.View)
+		}
+	}
+}
