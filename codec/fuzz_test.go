@@ -30,6 +30,16 @@ func FuzzDecode(f *testing.F) {
 	for _, e := range seedEvents(f) {
 		f.Add(e)
 	}
+	// Shapes the corpus lacks: shims, strips, escapes, 1.1 fields.
+	for _, s := range []string{
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"u","role":"user","content":[{"type":"binary","mimeType":"image/png","data":"AA","filename":"f"},{"type":"image","source":{"type":"s3","value":"v"}},{"type":"video","source":{"type":"url","value":"u"},"metadata":null}]}]}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.2","input":{"threadId":"t","runId":"r","messages":[],"state":null,"tools":[{"name":"n","description":"d","parameters":null,"x":1}],"resume":[{"interruptId":"i","status":"maybe"}]}}`,
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[{"id":"i","reason":"r","extra":[]}]},"usage":[{"inputTokens":1e3,"foo":1}],"rawEvent":null}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"\u006d","delta":"\ud83d\"\u0000","timestamp":1.0e3}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"v","encryptedValueType":"t"}`,
+	} {
+		f.Add([]byte(s))
+	}
 	var d, d2 Decoder
 	var ev, ev2 Event
 	f.Fuzz(func(t *testing.T, data []byte) {
