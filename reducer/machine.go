@@ -32,7 +32,23 @@ type machine struct {
 	calls    []string
 	started  map[string]struct{}
 	answered map[string]struct{}
+
+	// hot caches the item the last content event appended to, so that a
+	// run of deltas to one message costs one string compare instead of
+	// three map lookups. While hot.kind != 0: hot.id is open (openText or
+	// openReason by kind), its recorded owner is hot.owner, and
+	// Thread.byID[hot.id] == hot.msg, a non-activity message. Everything
+	// that could break one of these calls dropHot.
+	hot struct {
+		kind  laneKind // laneText or laneReasoning; 0 = empty
+		id    string
+		owner owner
+		msg   *message
+	}
 }
+
+// dropHot empties the content cache.
+func (m *machine) dropHot() { m.hot.kind, m.hot.msg = 0, nil }
 
 // step is an open step; steps are matched by name per owner.
 type step struct {
@@ -95,6 +111,7 @@ func (m *machine) reset() {
 // abandon drops every open item, step, active invocation and lane (RUN_ERROR,
 // or a rejection: nothing open is expected to close).
 func (m *machine) abandon() {
+	m.dropHot()
 	clear(m.openText)
 	clear(m.openTool)
 	clear(m.openSpan)

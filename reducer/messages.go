@@ -22,6 +22,7 @@ func (t *Thread) insertMessage(i int, m *message) {
 		t.appendMessage(m)
 		return
 	}
+	t.m.dropHot() // byID's first-wins choice may change
 	t.msgs = append(t.msgs, nil)
 	copy(t.msgs[i+1:], t.msgs[i:])
 	t.msgs[i] = m
@@ -52,6 +53,7 @@ func (t *Thread) indexCall(c *toolCall) {
 // reindex rebuilds byID, calls and idx from msgs (after a MESSAGES_SNAPSHOT or
 // a checkpoint load): O(messages).
 func (t *Thread) reindex() {
+	t.m.dropHot()
 	clear(t.byID)
 	clear(t.calls)
 	for i, m := range t.msgs {

@@ -69,12 +69,9 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolE
 
 // reasoningContent appends delta to open reasoning message id.
 func (t *Thread) reasoningContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
-	if err := t.checkReasoningOpen(id, tag); err != nil {
-		return err
-	}
-	msg := t.textTarget(id)
+	msg, err := t.contentTarget(laneReasoning, id, tag)
 	if msg == nil {
-		return nil
+		return err
 	}
 	t.appendText(msg, delta)
 	if meta != nil {
@@ -89,6 +86,7 @@ func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolErr
 	if err := t.checkReasoningOpen(id, tag); err != nil {
 		return err
 	}
+	t.m.dropHot()
 	delete(t.m.openReason, id)
 	if msg := t.textTarget(id); msg != nil && meta != nil {
 		mergeMeta(&msg.meta, meta)

@@ -56,12 +56,9 @@ func (t *Thread) keyFor(msg *message, id string) string {
 
 // textContent appends delta to open text message id.
 func (t *Thread) textContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
-	if err := t.checkTextOpen(id, tag); err != nil {
-		return err
-	}
-	msg := t.textTarget(id)
+	msg, err := t.contentTarget(laneText, id, tag)
 	if msg == nil {
-		return nil
+		return err
 	}
 	t.appendText(msg, delta)
 	if meta != nil {
@@ -76,6 +73,7 @@ func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 	if err := t.checkTextOpen(id, tag); err != nil {
 		return err
 	}
+	t.m.dropHot()
 	delete(t.m.openText, id)
 	msg := t.textTarget(id)
 	if msg != nil && meta != nil {
@@ -110,4 +108,41 @@ func (t *Thread) textTarget(id string) *message {
 		return nil
 	}
 	return msg
+}
+
+// contentTarget verifies a content event of kind k for item id and returns
+// the message it appends to (nil with a warning, or with an error). The hot
+// cache answers a run of deltas to the same item without map lookups.
+func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *ProtocolError) {
+	h := &t.m.hot
+	if h.kind == k && h.id == id {
+		if !sameOwner(tag, h.owner) {
+			if k == laneText {
+				return nil, t.checkTextOpen(id, tag)
+			}
+			return nil, t.checkReasoningOpen(id, tag)
+		}
+		return h.msg, nil
+	}
+	var err *ProtocolError
+	if k == laneText {
+		err = t.checkTextOpen(id, tag)
+	} else {
+		err = t.checkReasoningOpen(id, tag)
+	}
+	if err != nil {
+		return nil, err
+	}
+	msg := t.textTarget(id)
+	if msg == nil {
+		return nil, nil
+	}
+	own := t.m.ownText
+	if k == laneReasoning {
+		own = t.m.ownReason
+	}
+	if rec, ok := own[id]; ok {
+		h.kind, h.id, h.owner, h.msg = k, msg.id, rec, msg
+	}
+	return msg, nil
 }

@@ -164,6 +164,7 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	tag := ownerOf(e)
 	id := e.MessageID
 	key := t.keyFor(t.byID[id], id)
+	t.m.dropHot() // the minted owner may replace a cached one
 	t.m.ownText[key] = t.internOwner(tag)
 	if _, ok := t.m.answered[e.ToolCallID]; !ok {
 		t.m.answered[retain(e.ToolCallID)] = struct{}{}
