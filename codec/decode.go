@@ -36,6 +36,13 @@ type Decoder struct {
 	restart bool
 }
 
+// A Decoder keeps its buffers between events up to these sizes; beyond
+// them Reset lets them go, so that a rare huge event does not pin memory.
+const (
+	maxRetainBytes = 1 << 20
+	maxRetainItems = 4096
+)
+
 // member is one name/value pair of an object being decoded.
 type member struct {
 	key          string
@@ -48,10 +55,17 @@ type member struct {
 
 // Reset releases what the Decoder retains of the last Decode; every view it
 // handed out becomes invalid (and, under the tcpoison tag, visibly poisoned).
-// It keeps its buffers for reuse.
+// It keeps its buffers for reuse, up to maxRetainBytes of scratch and
+// maxRetainItems entries per slice.
 func (d *Decoder) Reset() {
 	poison(d.scratch[:cap(d.scratch)])
 	d.scratch = d.scratch[:0]
+	if cap(d.scratch) > maxRetainBytes {
+		d.scratch = nil // one huge event must not pin its scratch forever
+	}
+	if cap(d.members) > maxRetainItems || cap(d.msgs) > maxRetainItems || cap(d.ops) > maxRetainItems {
+		d.members, d.msgs, d.ops, d.tcs = nil, nil, nil, nil
+	}
 	d.data = nil
 	clear(d.warns)
 	d.warns = d.warns[:0]
