@@ -431,3 +431,25 @@ func TestErrorFormatting(t *testing.T) {
 		t.Errorf("quote not truncated: %v", err)
 	}
 }
+
+func TestResetBoundsRetainedMemory(t *testing.T) {
+	var d Decoder
+	var ev Event
+	big := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat(`\n`, maxRetainBytes) + `"}`
+	if err := d.Decode([]byte(big), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Delta) != maxRetainBytes {
+		t.Fatalf("delta of %d bytes", len(ev.Delta))
+	}
+	d.Reset()
+	if cap(d.scratch) != 0 {
+		t.Errorf("Reset kept %d bytes of scratch", cap(d.scratch))
+	}
+	small := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\n"}`
+	d.Decode([]byte(small), &ev)
+	d.Reset()
+	if cap(d.scratch) == 0 {
+		t.Error("Reset dropped a small scratch buffer it should keep")
+	}
+}
