@@ -55,8 +55,9 @@ const (
 // text to split it. Never O(document). The exceptions are inherent or
 // bounded: copy and test cost O(size of the value copied or compared);
 // replacing or removing a subtree that earlier patches modified walks it
-// once to keep Size current; inserting into or removing from the middle
-// of an array moves the element pointers after it.
+// once to keep Size current; inserting into or removing from an array
+// moves the element pointers between the index and the nearer end, so
+// both ends are O(1) (amortised) and the middle O(length/2).
 func (d *Doc) Apply(ops []codec.PatchOp) error {
 	d.undo = d.undo[:0]
 	size := d.size
@@ -404,20 +405,6 @@ func (d *Doc) rollback() {
 			r.n.insert(r.i, r.val)
 		}
 	}
-}
-
-func (n *node) insert(i int, v *node) {
-	n.elems = append(n.elems, nil)
-	copy(n.elems[i+1:], n.elems[i:])
-	n.elems[i] = v
-}
-
-func (n *node) removeAt(i int) *node {
-	old := n.elems[i]
-	copy(n.elems[i:], n.elems[i+1:])
-	n.elems[len(n.elems)-1] = nil
-	n.elems = n.elems[:len(n.elems)-1]
-	return old
 }
 
 // quoteStr quotes a pointer for an error message, truncated like

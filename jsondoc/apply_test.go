@@ -1,7 +1,11 @@
 package jsondoc
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -119,5 +123,62 @@ func TestApply(t *testing.T) {
 				t.Fatalf("failed patch changed the document:\nbefore %s\nafter  %s", before, after)
 			}
 		})
+	}
+}
+
+// TestArrayInsertRemoveBothEnds drives a long random sequence of inserts
+// and removes at the front, back and middle of one array (the deque
+// paths of node.insert and node.removeAt), with failing patches mixed in
+// to exercise their undo, against a plain slice.
+func TestArrayInsertRemoveBothEnds(t *testing.T) {
+	d := mustParse(t, `{"xs":[]}`)
+	var model []int
+	rnd := uint32(1)
+	next := func(n int) int { // xorshift: deterministic, no global rand
+		rnd ^= rnd << 13
+		rnd ^= rnd >> 17
+		rnd ^= rnd << 5
+		return int(rnd % uint32(n))
+	}
+	for step := range 3000 {
+		var i int
+		switch next(4) {
+		case 0:
+			i = 0
+		case 1:
+			i = len(model)
+		default:
+			i = next(len(model) + 1)
+		}
+		insert := len(model) == 0 || next(5) < 3
+		var patch string
+		if insert {
+			patch = fmt.Sprintf(`[{"op":"add","path":"/xs/%d","value":%d}]`, i, step)
+		} else {
+			if i == len(model) {
+				i--
+			}
+			patch = fmt.Sprintf(`[{"op":"remove","path":"/xs/%d"}]`, i)
+		}
+		if next(7) == 0 { // the same op, then a failing one: must be undone
+			failing := strings.TrimSuffix(patch, "]") + `,{"op":"test","path":"/xs","value":0}]`
+			if err := d.Apply(mustPatch(t, failing)); !errors.Is(err, ErrTestFailed) {
+				t.Fatalf("step %d: %v", step, err)
+			}
+		}
+		if err := d.Apply(mustPatch(t, patch)); err != nil {
+			t.Fatalf("step %d %s: %v", step, patch, err)
+		}
+		if insert {
+			model = slices.Insert(model, i, step)
+		} else {
+			model = slices.Delete(model, i, i+1)
+		}
+		if step%97 == 0 || step == 2999 {
+			want, _ := json.Marshal(map[string][]int{"xs": model})
+			if got := d.AppendJSON(nil); string(got) != string(want) {
+				t.Fatalf("step %d: got %s, want %s", step, got, want)
+			}
+		}
 	}
 }

@@ -38,6 +38,10 @@
 // last value wins at the first name's place. Unmodified text keeps its
 // duplicates verbatim, so any last-wins reader sees the same value.
 //
+// Arrays are deques over a backing slice with free room at both ends, so
+// inserting or removing at either end is O(1) amortised and in the middle
+// moves half the element pointers (never any text).
+//
 // Size is an O(1) running estimate (text length plus a fixed cost per
 // split node) for memory accounting.
 //

@@ -58,7 +58,12 @@ type node struct {
 	split bool
 	raw   []byte
 
-	elems []*node // array children
+	// Array children: elems is the live window back[off:] of a backing
+	// array with off free slots in front, so an insert or remove moves
+	// only the elements between the index and the nearer end.
+	elems []*node
+	back  []*node
+	off   int
 
 	first, last *member // object members in insertion order
 	n           int     // member count
@@ -92,12 +97,13 @@ func (n *node) ensureSplit() {
 	if n.kind == KindArray {
 		for b[i] != ']' {
 			j := skipValue(b, i)
-			n.elems = append(n.elems, rawNode(b[i:j:j]))
+			n.back = append(n.back, rawNode(b[i:j:j]))
 			i = j
 			if b[i] == ',' {
 				i++
 			}
 		}
+		n.elems = n.back
 		return
 	}
 	for b[i] != '}' {
@@ -190,6 +196,48 @@ func (n *node) relink(m *member) {
 	if n.index != nil {
 		n.index[m.key] = m
 	}
+}
+
+// insert puts v at index i (0 <= i <= len), moving the shorter side.
+func (n *node) insert(i int, v *node) {
+	l := len(n.elems)
+	if i < l/2 {
+		if n.off == 0 {
+			// Make front room proportional to the length, so a run of
+			// front inserts costs amortised O(1) each.
+			slack := l/2 + 4
+			nb := make([]*node, slack+l, slack+l+l/4+4)
+			copy(nb[slack:], n.elems)
+			n.back, n.off = nb, slack
+		}
+		n.off--
+		n.elems = n.back[n.off:]
+		copy(n.elems[:i], n.elems[1:i+1])
+		n.elems[i] = v
+		return
+	}
+	n.back = append(n.back, nil)
+	n.elems = n.back[n.off:]
+	copy(n.elems[i+1:], n.elems[i:l])
+	n.elems[i] = v
+}
+
+// removeAt removes and returns the element at i (0 <= i < len), moving
+// the shorter side.
+func (n *node) removeAt(i int) *node {
+	l := len(n.elems)
+	old := n.elems[i]
+	if i < l/2 {
+		copy(n.elems[1:i+1], n.elems[:i])
+		n.elems[0] = nil
+		n.off++
+	} else {
+		copy(n.elems[i:], n.elems[i+1:])
+		n.elems[l-1] = nil
+		n.back = n.back[:len(n.back)-1]
+	}
+	n.elems = n.back[n.off:]
+	return old
 }
 
 // appendTo appends n's compact JSON: raw text when clean, else children.
