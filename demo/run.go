@@ -40,8 +40,10 @@ func DefaultTenants() []string { return []string{"acme", "globex", "initech"} }
 // Config configures Run. The zero value plays two agents per default tenant
 // at the pace of the timing hints.
 type Config struct {
-	// Tenants the agents publish for. Tenant i gets persona i mod the number
-	// of personas. Empty: DefaultTenants().
+	// Tenants the agents publish for. The default tenants keep their own
+	// persona (acme: travel, globex: research, initech: devops); another
+	// tenant at position i gets persona i mod the number of personas.
+	// Empty: DefaultTenants().
 	Tenants []string
 	// Agents is the number of concurrent agents, spread round-robin over the
 	// tenants. Each agent plays one thread at a time. 0: two per tenant.
@@ -113,7 +115,7 @@ func Run(ctx context.Context, p Publisher, cfg Config) (Stats, error) {
 	var wg sync.WaitGroup
 	for i := range cfg.Agents {
 		a := &player{cfg: &cfg, p: p, c: &c, index: i, tenant: cfg.Tenants[i%len(cfg.Tenants)]}
-		a.persona = personas[(i%len(cfg.Tenants))%len(personas)].name
+		a.persona = personaFor(a.tenant, i%len(cfg.Tenants))
 		wg.Go(func() { a.play(ctx) })
 	}
 	wg.Wait()
@@ -121,6 +123,17 @@ func Run(ctx context.Context, p Publisher, cfg Config) (Stats, error) {
 }
 
 type counters struct{ events, runs, threads, errors atomic.Uint64 }
+
+// personaFor gives each default tenant its own persona wherever it appears
+// in Config.Tenants, and other tenants the persona of their position.
+func personaFor(tenant string, i int) string {
+	for k, t := range DefaultTenants() {
+		if t == tenant {
+			return personas[k%len(personas)].name
+		}
+	}
+	return personas[i%len(personas)].name
+}
 
 // player is one demo agent: it owns its scripts, its buffer and its pacing,
 // and shares only the counters.

@@ -18,6 +18,7 @@ const app = {
   selected: null,
   es: null, holder: { view: null }, dirty: new Dirty(), queued: [], resyncs: [],
   frames: [], renderMs: 0, raf: 0,
+  follow: true, autoScrolling: false, // keep the newest message in view until the reader scrolls up
   resumes: 0, views: 0,    // of the open thread: connections the browser resumed, whole views received
 };
 
@@ -48,6 +49,10 @@ async function start() {
   $('token-form').hidden = false;
   $('token-form').addEventListener('submit', e => { e.preventDefault(); useToken($('token').value.trim()); });
   $('filter').addEventListener('input', () => { app.listDirty = true; schedule(); });
+  const box = $('messages');
+  box.addEventListener('scroll', () => {
+    if (!app.autoScrolling) app.follow = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
+  });
   // One delegated listener: the rows are redrawn every second.
   $('thread-list').addEventListener('click', e => {
     const li = e.target.closest('li[data-thread]');
@@ -143,6 +148,7 @@ function openThread(id) {
   app.selected = id;
   app.resumes = 0;
   app.views = 0;
+  app.follow = true;
   app.dirty = new Dirty();
   app.dirty.all = true;
   $('thread-title').textContent = id;
@@ -228,7 +234,6 @@ function draw() {
   if (!d.empty && v) {
     app.dirty = new Dirty();
     const box = $('messages');
-    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const msgs = Array.isArray(v.messages) ? v.messages : [];
     if (d.all || d.list) messages.renderAll(msgs, d.all, d.messages);
     else if (d.messages.size) messages.update(msgs, d.messages);
@@ -239,7 +244,13 @@ function draw() {
       renderSubagents($('subagents'), v.subagents, subagentName);
     }
     if (d.all || d.meta || d.runs) drawMeta(v);
-    if (atBottom) box.scrollTop = box.scrollHeight;
+    if (app.follow) {
+      // Scroll events of this scroll arrive before the next frame's
+      // callbacks; until then they are ours, not the reader's.
+      app.autoScrolling = true;
+      box.scrollTop = box.scrollHeight;
+      requestAnimationFrame(() => { app.autoScrolling = false; });
+    }
     const ms = performance.now() - t0;
     app.renderMs = app.renderMs ? app.renderMs * 0.9 + ms * 0.1 : ms;
   }
