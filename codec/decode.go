@@ -34,6 +34,28 @@ type Decoder struct {
 
 	typ     Type
 	restart bool
+
+	// v10 is configuration, not state (Reset keeps it): decode as a strict
+	// AG-UI 1.0 consumer. See SetProtocolVersion.
+	v10 bool
+}
+
+// SetProtocolVersion selects the AG-UI version the Decoder implements:
+// "1.1" (the default: encryptedValueType is a known field, and a producer
+// declaring "1.1" is not newer) or "1.0" (a strict 1.0 consumer:
+// encryptedValueType is an unknown property, stripped with a warning, and a
+// "1.1" declaration warns as newer — what shared/conformance/cases expects).
+// Any other value is an error and leaves the setting unchanged.
+func (d *Decoder) SetProtocolVersion(v string) error {
+	switch v {
+	case "1.0":
+		d.v10 = true
+	case "1.1":
+		d.v10 = false
+	default:
+		return &Error{Kind: KindBadValue, Verdict: Fatal, Field: "protocolVersion", Detail: "the codec implements \"1.0\" and \"1.1\"", Quote: quote(s2b(v))}
+	}
+	return nil
 }
 
 // A Decoder keeps its buffers between events up to these sizes; beyond
@@ -369,7 +391,7 @@ func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
 		return i, d.syntax(i, "unexpected end of input, expected a value")
 	}
 	f, ok := fieldByName(key)
-	if !ok || !typeSpecs[ev.Type].allowed.Has(f) {
+	if !ok || !typeSpecs[ev.Type].allowed.Has(f) || f == FieldEncryptedValueType && d.v10 {
 		end, err := d.skip(i, 0)
 		if err != nil {
 			return end, err
@@ -671,8 +693,12 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 			ev.Replace = true
 		}
 	case TypeRunStarted:
-		if ev.Has(FieldProtocolVersion) && !versionKnown(ev.ProtocolVersion) {
-			d.warn(KindNewerVersion, Ignore, 0, "protocolVersion", "producer declares "+quote(s2b(ev.ProtocolVersion))+"; this consumer speaks 1.1")
+		maxMinor, ours := 1, OurProtocolVersion
+		if d.v10 {
+			maxMinor, ours = 0, "1.0"
+		}
+		if ev.Has(FieldProtocolVersion) && !versionKnown(ev.ProtocolVersion, maxMinor) {
+			d.warn(KindNewerVersion, Ignore, 0, "protocolVersion", "producer declares "+quote(s2b(ev.ProtocolVersion))+"; this consumer speaks "+ours)
 		}
 	}
 	return nil
@@ -682,9 +708,10 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 // the optional 1.1 field encryptedValueType).
 const OurProtocolVersion = "1.1"
 
-// versionKnown reports whether v is MAJOR.MINOR with MAJOR.MINOR <= 1.1.
-// Uninterpretable declarations are handled like newer ones (versioning.md §5).
-func versionKnown(v string) bool {
+// versionKnown reports whether v is MAJOR.MINOR with MAJOR.MINOR <=
+// 1.maxMinor. Uninterpretable declarations are handled like newer ones
+// (versioning.md §5).
+func versionKnown(v string, maxMinor int) bool {
 	dot := strings.IndexByte(v, '.')
 	if dot <= 0 || dot == len(v)-1 {
 		return false
@@ -694,7 +721,7 @@ func versionKnown(v string) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	return major < 1 || major == 1 && minor <= 1
+	return major < 1 || major == 1 && minor <= maxMinor
 }
 
 func digits(s string) (int, bool) {

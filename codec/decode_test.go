@@ -453,3 +453,46 @@ func TestResetBoundsRetainedMemory(t *testing.T) {
 		t.Error("Reset dropped a small scratch buffer it should keep")
 	}
 }
+
+func TestProtocolVersion10(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want []wantWarn
+	}{
+		{"1.1 declaration is newer", `{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.1"}`,
+			[]wantWarn{{KindNewerVersion, Ignore, "protocolVersion"}}},
+		{"1.0 declaration is ours", `{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}`, nil},
+		{"encryptedValueType stripped on the event", `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"x"}`,
+			[]wantWarn{{KindUnknownField, Strip, "encryptedValueType"}}},
+		{"encryptedValueType stripped on messages and tool calls", `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","encryptedValue":"v","encryptedValueType":"x","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":""},"encryptedValueType":"y"}]}]}`,
+			[]wantWarn{{KindUnknownField, Strip, "messages[0].encryptedValueType"}, {KindUnknownField, Strip, "messages[0].toolCalls[0].encryptedValueType"}}},
+	}
+	var d Decoder
+	if err := d.SetProtocolVersion("1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetProtocolVersion("2.0"); err == nil {
+		t.Fatal("SetProtocolVersion(2.0) accepted")
+	}
+	var ev Event
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := d.Decode([]byte(tt.give), &ev); err != nil {
+				t.Fatal(err)
+			}
+			ws := d.Warnings()
+			if len(ws) != len(tt.want) {
+				t.Fatalf("warnings %v, want %d", ws, len(tt.want))
+			}
+			for i, w := range ws {
+				if w.Kind != tt.want[i].kind || w.Verdict != tt.want[i].verd || w.Field != tt.want[i].field {
+					t.Errorf("warning %d = %v, want %+v", i, w, tt.want[i])
+				}
+			}
+			if ev.EncryptedValueType != "" || len(ev.Messages) > 0 && ev.Messages[0].EncryptedValueType != "" {
+				t.Error("1.1 field survived in 1.0 mode")
+			}
+		})
+	}
+}

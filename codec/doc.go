@@ -5,8 +5,9 @@
 // # What it does
 //
 // Decoder.Decode reads one event (all 31 types of AG-UI 1.0, plus the 1.1
-// field encryptedValueType, which it knows and keeps) and judges it against
-// the schema and the processing model (shared/spec/processing.md):
+// field encryptedValueType, which it knows and keeps; SetProtocolVersion("1.0")
+// makes a Decoder a strict 1.0 consumer instead) and judges it against the
+// schema and the processing model (shared/spec/processing.md):
 //
 //   - unknown top-level or nested properties of closed objects are stripped,
 //     unrecognised union members (message roles, content-part and source

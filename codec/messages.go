@@ -149,7 +149,7 @@ func (d *Decoder) message(i int, m *Message) (Raw, bool, *Error) {
 				m.Fields = m.Fields.With(MsgEncryptedValue)
 			}
 		case "encryptedValueType":
-			if allowed = ri.allowed&mEncrypted != 0; allowed {
+			if allowed = ri.allowed&mEncrypted != 0 && !d.v10; allowed {
 				m.EncryptedValueType, err = d.strMember(k)
 				m.Fields = m.Fields.With(MsgEncryptedValueType)
 			}
@@ -271,6 +271,10 @@ func (d *Decoder) toolCall(i int, tc *ToolCall) (Raw, *Error) {
 			tc.EncryptedValue, err = d.strMember(k)
 			tc.Fields = tc.Fields.With(TCEncryptedValue)
 		case "encryptedValueType":
+			if d.v10 {
+				d.strip(k, "not a property of a tool call in AG-UI 1.0")
+				break
+			}
 			tc.EncryptedValueType, err = d.strMember(k)
 			tc.Fields = tc.Fields.With(TCEncryptedValueType)
 		case "metadata":
