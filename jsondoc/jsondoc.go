@@ -1,7 +1,11 @@
 package jsondoc
 
+import "slices"
+
 // Doc is one mutable JSON value of any kind. The zero Doc is JSON null and
 // ready to use. A Doc is not safe for concurrent use; see the package doc.
+// A Doc must not be copied after first use (the copy would share the
+// tree and the undo scratch); Clone makes an independent one.
 type Doc struct {
 	root *node // nil means null
 	size int   // approximate bytes held; see Size
@@ -112,7 +116,15 @@ func (d *Doc) Size() int {
 // member keeps its place). Text that had duplicate member names keeps them
 // while unmodified; once an object is modified, only the last value of a
 // duplicated name remains, at the first name's place (as JSON.parse does).
-func (d *Doc) AppendJSON(dst []byte) []byte { return d.rootNode().appendTo(dst) }
+func (d *Doc) AppendJSON(dst []byte) []byte {
+	r := d.rootNode()
+	if r.raw == nil {
+		// Size is at least the text length in practice (it adds per-node
+		// overhead), so writing into a nil dst allocates once, not log(n) times.
+		dst = slices.Grow(dst, d.size)
+	}
+	return r.appendTo(dst)
+}
 
 // Clone returns an independent deep copy of d. It costs one serialisation
 // of d; the copy starts unsplit.
