@@ -50,7 +50,7 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 		m.idx = ex.idx
 		t.msgs[ex.idx] = m
 		t.reindex()
-		t.j.replaced(m)
+		t.j.structural() // the old message is gone: re-read (and re-measure) the list
 	}
 	return nil
 }

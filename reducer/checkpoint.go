@@ -198,6 +198,7 @@ func LoadCheckpoint(data []byte) (*Thread, error) {
 		t.msgs = append(t.msgs, newMessage(&msgs[i]))
 	}
 	t.reindex()
+	t.j.memAll = true
 	if err := t.state.Set(c.State); err != nil {
 		return nil, fmt.Errorf("%w: state: %v", ErrCheckpoint, err)
 	}

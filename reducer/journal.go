@@ -78,6 +78,11 @@ type journal struct {
 	runs    bool
 	warns   bool
 	out     Changes
+
+	// Memory accounting rides on the same marks (MemSize): messages touched
+	// since the last MemSize, or memAll after a structural change.
+	memDirty []*message
+	memAll   bool
 }
 
 // touchSeq is where a seq-only change would be recorded; Changes.Seq is
@@ -85,6 +90,10 @@ type journal struct {
 func (j *journal) touchSeq() {}
 
 func (j *journal) mark(m *message, k uint8) {
+	if !m.memMark && !j.memAll {
+		m.memMark = true
+		j.memDirty = append(j.memDirty, m)
+	}
 	if j.shape {
 		return
 	}
@@ -113,6 +122,9 @@ func (j *journal) argsAppended(c *toolCall) { j.mark(c.msg, uint8(Replaced)) }
 func (j *journal) structural() { j.structuralNow() }
 
 func (j *journal) structuralNow() {
+	j.memAll = true
+	clear(j.memDirty)
+	j.memDirty = j.memDirty[:0]
 	j.shape = true
 	clear(j.msgs)
 	j.msgs = j.msgs[:0]

@@ -45,6 +45,8 @@ type Thread struct {
 
 	res Result  // reused: Result.Warnings is valid until the next call
 	j   journal // change journal for the fanout's view mode
+
+	memMsgs int // sum of messages' memSize (see MemSize)
 }
 
 // NewThread returns an empty Thread for threadID, whose state is {} (the
@@ -184,6 +186,8 @@ type message struct {
 	jEpoch   uint64 // journal bookkeeping, see journal.go
 	jKind    uint8
 	jTextOff int
+	memSize  int  // size at the last MemSize
+	memMark  bool // in journal.memDirty
 }
 
 // toolCall is one entry of an assistant message's toolCalls.
@@ -318,25 +322,46 @@ const (
 var subStatusNames = [...]string{"active", "finished", "suspended", "error", "abandoned"}
 
 // MemSize approximates the bytes the Thread holds, for eviction decisions.
-// It walks the messages (O(messages), not O(bytes)).
+// It re-measures only the messages changed since the previous call (all of
+// them after a restatement), so calling it after every batch costs O(changes).
 func (t *Thread) MemSize() int {
-	const perMessage, perCall, perRun = 160, 96, 200
-	n := 512 + t.state.Size() + len(t.runs)*perRun + len(t.subagents)*perRun
-	for _, m := range t.msgs {
-		n += perMessage + len(m.id) + len(m.text) + len(m.raw) + len(m.name) +
-			len(m.toolCallID) + len(m.errText) + len(m.activityType) + len(m.encrypted)
-		if m.doc != nil {
-			n += m.doc.Size()
+	const perRun = 200
+	j := &t.j
+	if j.memAll {
+		t.memMsgs = 0
+		for _, m := range t.msgs {
+			m.memSize, m.memMark = messageSize(m), false
+			t.memMsgs += m.memSize
 		}
-		if m.meta != nil {
-			n += m.meta.Size()
-		}
-		for _, c := range m.toolCalls {
-			n += perCall + len(c.id) + len(c.name) + len(c.args) + len(c.encrypted)
-			if c.meta != nil {
-				n += c.meta.Size()
-			}
+		j.memAll = false
+	} else {
+		for _, m := range j.memDirty {
+			n := messageSize(m)
+			t.memMsgs += n - m.memSize
+			m.memSize, m.memMark = n, false
 		}
 	}
-	return n + t.m.size()
+	clear(j.memDirty)
+	j.memDirty = j.memDirty[:0]
+	return 512 + t.state.Size() + (len(t.runs)+len(t.subagents))*perRun + t.memMsgs + t.m.size()
+}
+
+// messageSize approximates one message's bytes, tool calls included.
+func messageSize(m *message) int {
+	const perMessage, perCall = 160, 96
+	n := perMessage + len(m.id) + cap(m.text) + len(m.raw) + len(m.name) +
+		len(m.toolCallID) + len(m.errText) + len(m.activityType) + len(m.encrypted)
+	if m.doc != nil {
+		n += m.doc.Size()
+	}
+	if m.meta != nil {
+		n += m.meta.Size()
+	}
+	for _, c := range m.toolCalls {
+		n += perCall + len(c.id) + len(c.name) + cap(c.args) + len(c.encrypted)
+		if c.meta != nil {
+			n += c.meta.Size()
+		}
+	}
+	return n
 }
