@@ -492,3 +492,34 @@ func FuzzMergeShallow(f *testing.F) {
 		}
 	})
 }
+
+// hugeExponent matches number exponents big.Rat would take long to expand.
+var hugeExponent = regexp.MustCompile(`[eE][+-]?0*[0-9]{4,}`)
+
+// FuzzEqual checks Equal against deep equality of encoding/json trees with
+// numbers compared as exact rationals.
+func FuzzEqual(f *testing.F) {
+	f.Add(`{"a":[1,2.0,"x"]}`, `{"a":[1.0,2,"x"]}`)
+	f.Add(`1e2`, `100`)
+	f.Add(`{"a":1,"a":2}`, `{"a":2}`)
+	f.Add(`"\u00e9"`, `"é"`)
+	f.Add(`[0]`, `[-0.0]`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		got, err := Equal([]byte(a), []byte(b))
+		valid := json.Valid([]byte(a)) && json.Valid([]byte(b))
+		if (err == nil) != valid {
+			// Only sonic's nesting limit (4096) may make Equal stricter;
+			// bracket count bounds the depth from above.
+			if err != nil && strings.Count(a+b, "[")+strings.Count(a+b, "{") > 4096 {
+				return
+			}
+			t.Fatalf("Equal(%q, %q) err %v, json.Valid %v", a, b, err, valid)
+		}
+		if err != nil || !utf8.ValidString(a) || !utf8.ValidString(b) || hugeExponent.MatchString(a+b) {
+			return
+		}
+		if want := refEqual(decodeAny(t, []byte(a)), decodeAny(t, []byte(b))); got != want {
+			t.Fatalf("Equal(%s, %s) = %v, reference %v", a, b, got, want)
+		}
+	})
+}
