@@ -10,6 +10,13 @@ import (
 	"github.com/bytedance/sonic"
 )
 
+// NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace,
+// checkString and validJSON see untrusted input: they validate (with
+// sonic.Valid for structure) and never index out of bounds on any input.
+// skipString, skipValue, kindOf and decodeString run only on text ingest
+// produced, valid and compact, and rely on that. appendQuoted encodes
+// member names set by patches.
+
 // ingest validates raw as exactly one JSON value and returns a private,
 // compact copy of it: the one copy every byte entering a Doc goes through.
 // After ingest the scanners below may assume valid JSON with no
