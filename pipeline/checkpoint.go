@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // A checkpoint record, the value stored under CheckpointKey in the views
@@ -17,6 +18,51 @@ import (
 // accumulator (JSON, may be empty); the rest is reducer.AppendCheckpoint.
 
 const ckptMagic = "TCK1"
+
+// A checkpoint record larger than a chunk (a long conversation) is stored in
+// chunks, so that it never exceeds the server's max message size — a
+// checkpoint that cannot be written would hold its partition's acks back
+// forever. The head key then holds
+//
+//	"TCKC" | uvarint gen | uvarint chunks
+//
+// and chunk i is at ChunkKey(head key, gen, i). gen is the checkpoint's seq,
+// so a new generation never overwrites the chunks a stored head points at;
+// chunks are written and confirmed before their head, and the previous
+// generation's chunks are purged after it.
+const ckptChunkMagic = "TCKC"
+
+// chunkKey is the key of chunk i of generation gen of a checkpoint. The "_c"
+// prefix keeps chunks out of the <tenant>.<thread> key space that listings
+// read.
+func chunkKey(key string, gen uint64, i int) string {
+	return "_c." + key + "." + strconv.FormatUint(gen, 10) + "." + strconv.Itoa(i)
+}
+
+// chunkHead returns the head record of a chunked checkpoint.
+func chunkHead(gen uint64, n int) []byte {
+	b := append([]byte(nil), ckptChunkMagic...)
+	b = binary.AppendUvarint(b, gen)
+	return binary.AppendUvarint(b, uint64(n))
+}
+
+// parseChunkHead reports whether b is a chunk head, and its generation and
+// chunk count.
+func parseChunkHead(b []byte) (gen uint64, n int, ok bool, err error) {
+	if len(b) < len(ckptChunkMagic) || string(b[:len(ckptChunkMagic)]) != ckptChunkMagic {
+		return 0, 0, false, nil
+	}
+	b = b[len(ckptChunkMagic):]
+	gen, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, 0, true, fmt.Errorf("%w: truncated chunk head", ErrCheckpoint)
+	}
+	cn, k2 := binary.Uvarint(b[k:])
+	if k2 <= 0 || cn == 0 || cn > 1<<16 {
+		return 0, 0, true, fmt.Errorf("%w: bad chunk count", ErrCheckpoint)
+	}
+	return gen, int(cn), true, nil
+}
 
 // ErrCheckpoint is wrapped by every error about a stored checkpoint.
 var ErrCheckpoint = errors.New("pipeline: bad checkpoint")

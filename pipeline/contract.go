@@ -31,9 +31,14 @@ var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
 //
 // A CheckpointStore is used by one shard goroutine at a time; implementations
 // need not be safe for concurrent use unless they say so.
+//
+// Purge removes a key and its history, fire-and-forget (a lost purge leaves
+// garbage, never a wrong view). It is used for the chunks of a superseded
+// large checkpoint.
 type CheckpointStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Put(key string, value []byte) (PutFuture, error)
+	Purge(key string) error
 }
 
 // PutFuture is the pending outcome of a CheckpointStore.Put. Wait blocks

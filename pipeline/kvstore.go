@@ -44,6 +44,16 @@ func (s *kvStore) Put(key string, value []byte) (PutFuture, error) {
 	return kvFuture{f}, nil
 }
 
+// Purge publishes a KV purge marker (what KeyValue.Purge does) without
+// waiting for it.
+func (s *kvStore) Purge(key string) error {
+	_, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Header: nats.Header{
+		"KV-Operation": {"PURGE"},
+		"Nats-Rollup":  {"sub"},
+	}})
+	return err
+}
+
 type kvFuture struct{ f jetstream.PubAckFuture }
 
 func (k kvFuture) Wait(ctx context.Context) error {

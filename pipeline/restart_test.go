@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +182,69 @@ func allApplied(nc *nats.Conn, parts int, streams []stream, seqs map[string][]ui
 		}
 	}
 	return nil
+}
+
+// TestChunkedCheckpoints: with a tiny max message size, a thread's
+// checkpoint is larger than one message and is stored in chunks; threads are
+// evicted and reloaded from them and after a restart, the views stay exact,
+// and superseded chunks are purged.
+func TestChunkedCheckpoints(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.MaxMsgSize = 2048 // chunks of 1 KiB
+	cfg.MemoryBudget = 1  // evict every clean thread after each batch
+	cfg.Metrics = NewMetrics(nil)
+	var events []json.RawMessage
+	events = append(events, json.RawMessage(`{"type":"RUN_STARTED","threadId":"big","runId":"r1"}`))
+	for i := range 20 {
+		events = append(events, json.RawMessage(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m%d","role":"assistant","delta":"%s"}`, i%3, strings.Repeat(string(rune('a'+i)), 700))))
+	}
+	events = append(events, json.RawMessage(`{"type":"RUN_FINISHED","threadId":"big","runId":"r1"}`))
+	streams := []stream{{tenant: "acme", thread: "big", events: events}}
+	seqs := map[string][]uint64{}
+
+	ti := startIngest(t, nc, cfg)
+	mustInterleave(t, js, streams, 0, 11, 1, seqs)
+	waitFor(t, 20*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	if err := ti.stop(); err != nil {
+		t.Fatal(err)
+	}
+	startIngest(t, nc, cfg)
+	mustInterleave(t, js, streams, 11, 100, 1, seqs)
+	checkViews(t, nc, cfg.Partitions, streams, seqs)
+	if counter(t, cfg.Metrics.Loads) == 0 {
+		t.Error("no checkpoint was loaded")
+	}
+
+	kv, err := js.KeyValue(t.Context(), cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := kv.Get(t.Context(), CheckpointKey("acme", "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, n, chunked, err := parseChunkHead(head.Value())
+	if err != nil || !chunked || n < 2 {
+		t.Fatalf("head %q: chunked %v, %d chunks, %v", head.Value(), chunked, n, err)
+	}
+	// Only the current generation's chunks remain (purges are async: poll).
+	waitFor(t, 10*time.Second, func() error {
+		lister, err := kv.ListKeys(t.Context())
+		if err != nil {
+			return err
+		}
+		var stale []string
+		for k := range lister.Keys() {
+			if strings.HasPrefix(k, "_c.") && !strings.HasPrefix(k, chunkKey(CheckpointKey("acme", "big"), gen, 0)[:len("_c.acme.big.")+len(fmt.Sprint(gen))]) {
+				stale = append(stale, k)
+			}
+		}
+		if len(stale) > 0 {
+			return fmt.Errorf("stale chunks %v", stale)
+		}
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -43,6 +44,9 @@ type hotThread struct {
 	compact  *reducer.Compactor // the frame's events since the last frame
 	run      runAcc
 	mem      int
+	// chunkGen/chunkN describe the stored chunked checkpoint (0: not chunked).
+	chunkGen uint64
+	chunkN   int
 	// LRU list (most recent at s.lruHead).
 	prev, next *hotThread
 }
@@ -414,7 +418,7 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 			}
 			rec := appendCkptHeader(nil, t.th.Seq(), t.frameSeq, t.run.marshal())
 			rec = appendThreadCheckpoint(rec, t.th)
-			f, err := s.store.Put(CheckpointKey(t.key.tenant, t.key.token), rec)
+			f, err := s.putRecord(ctx, t, rec)
 			if err != nil {
 				s.m.CheckpointFails.Inc()
 				s.log.Warn("checkpoint put failed", "err", err)
@@ -442,6 +446,88 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 			delete(t.part.dirty, t)
 		}
 	}
+}
+
+// putRecord stores t's checkpoint record: in one put, or, when larger than a
+// chunk, as chunks (written and confirmed first) and then the head.
+func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (PutFuture, error) {
+	key := CheckpointKey(t.key.tenant, t.key.token)
+	chunk := s.chunkSize()
+	if len(rec) <= chunk {
+		f, err := s.store.Put(key, rec)
+		if err == nil && t.chunkN > 0 {
+			s.purgeChunks(key, t.chunkGen, t.chunkN)
+			t.chunkGen, t.chunkN = 0, 0
+		}
+		return f, err
+	}
+	gen := t.th.Seq()
+	if gen == t.chunkGen { // same generation already stored in chunks
+		return s.store.Put(key, chunkHead(gen, t.chunkN))
+	}
+	n := (len(rec) + chunk - 1) / chunk
+	futs := make([]PutFuture, 0, n)
+	for i := 0; i < n; i++ {
+		f, err := s.store.Put(chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)])
+		if err != nil {
+			return nil, err
+		}
+		futs = append(futs, f)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, f := range futs {
+		if err := f.Wait(wctx); err != nil {
+			return nil, fmt.Errorf("pipeline: checkpoint chunk: %w", err)
+		}
+	}
+	f, err := s.store.Put(key, chunkHead(gen, n))
+	if err != nil {
+		return nil, err
+	}
+	if t.chunkN > 0 {
+		s.purgeChunks(key, t.chunkGen, t.chunkN)
+	}
+	t.chunkGen, t.chunkN = gen, n
+	return f, nil
+}
+
+// chunkSize is the largest record stored in one put: well under the
+// stream's max message size, which bounds what the server accepts.
+func (s *shard) chunkSize() int {
+	return max(1024, int(s.cfg.MaxMsgSize)-4096)
+}
+
+func (s *shard) purgeChunks(key string, gen uint64, n int) {
+	for i := 0; i < n; i++ {
+		_ = s.store.Purge(chunkKey(key, gen, i))
+	}
+}
+
+// getRecord reads a thread's checkpoint record, joining chunks.
+func (s *shard) getRecord(ctx context.Context, t *hotThread) ([]byte, error) {
+	key := CheckpointKey(t.key.tenant, t.key.token)
+	val, err := s.store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	gen, n, chunked, err := parseChunkHead(val)
+	if err != nil || !chunked {
+		return val, err
+	}
+	var rec []byte
+	for i := 0; i < n; i++ {
+		c, err := s.store.Get(ctx, chunkKey(key, gen, i))
+		if errors.Is(err, ErrNoCheckpoint) {
+			return nil, fmt.Errorf("%w: chunk %d of %d missing", ErrCheckpoint, i, n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec = append(rec, c...)
+	}
+	t.chunkGen, t.chunkN = gen, n
+	return rec, nil
 }
 
 // ack acks, with AckAll semantics, the last pending message below the
@@ -491,15 +577,18 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 
 // load fills t from its checkpoint, or as a new thread.
 func (s *shard) load(ctx context.Context, t *hotThread) error {
-	val, err := s.store.Get(ctx, CheckpointKey(t.key.tenant, t.key.token))
+	val, err := s.getRecord(ctx, t)
 	if errors.Is(err, ErrNoCheckpoint) {
 		t.th = reducer.NewThread(t.id)
 		return nil
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrCheckpoint) {
 		return err
 	}
-	rec, err := parseCkpt(val)
+	var rec ckptRecord
+	if err == nil {
+		rec, err = parseCkpt(val)
+	}
 	if err == nil {
 		t.th, err = loadThreadCheckpoint(rec.thread)
 	}

@@ -30,6 +30,11 @@ func (m memStore) Put(key string, v []byte) (PutFuture, error) {
 	return doneFuture{}, nil
 }
 
+func (m memStore) Purge(key string) error {
+	delete(m, key)
+	return nil
+}
+
 type countPub struct{ n, bytes int }
 
 func (c *countPub) PublishMsg(m *nats.Msg) error {
