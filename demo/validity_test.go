@@ -126,6 +126,9 @@ func TestScriptValid(t *testing.T) {
 func TestScriptOracle(t *testing.T) {
 	dir := os.Getenv("THREADCAST_ORACLE_DIR")
 	if dir == "" {
+		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
+			t.Fatal("THREADCAST_ORACLE_DIR not set, and THREADCAST_REQUIRE_ORACLE says the reference consumer is required")
+		}
 		t.Skip("THREADCAST_ORACLE_DIR not set (see ../shared/tools/oracle/README.md)")
 	}
 	for seed := uint64(100); seed < 112; seed++ {

@@ -5,6 +5,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"os"
@@ -250,6 +251,13 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	poll("server figures", `document.getElementById('fig-ingest').textContent !== '–' && document.getElementById('fig-lat').textContent !== '–'`, 30*time.Second)
 	path := shot(t, ctx, "dashboard")
+
+	// A token the server refuses is reported, not retried forever.
+	forged := "x." + base64.RawURLEncoding.EncodeToString([]byte(`{"tenant":"acme","exp":9999999999}`)) + ".x"
+	run("open with a forged token", chromedp.Navigate(tc.URL+"/#token="+forged+"&thread="+url.QueryEscape(thread)))
+	run("reload", chromedp.Reload())
+	poll("refusal shown", `document.getElementById('fig-conn').textContent.includes('denied') &&
+		document.getElementById('thread-error').textContent.includes('refused')`, 30*time.Second)
 	t.Logf("screenshot: %s", path)
 	exMu.Lock()
 	defer exMu.Unlock()

@@ -177,7 +177,7 @@ function connect() {
     if (app.es !== es) return;
     // EventSource retries by itself (sending Last-Event-ID) unless the
     // server refused the request; then we retry after a pause.
-    if (es.readyState === EventSource.CLOSED) { setConn('retry'); setTimeout(() => { if (app.es === es) connect(); }, 2000); }
+    if (es.readyState === EventSource.CLOSED) refused(es);
     else setConn('retry');
   };
   es.onmessage = e => {
@@ -189,6 +189,27 @@ function connect() {
     app.queued.push(p);
     schedule();
   };
+}
+
+// refused handles a stream the server refused: a token it does not accept
+// is shown and not retried; anything else (unavailable, overloaded) is
+// retried after a pause.
+async function refused(es) {
+  setConn('retry');
+  let status = 0;
+  try {
+    const r = await fetch(api('/v1/threads/' + encodeURIComponent(app.selected)), { headers: { Authorization: 'Bearer ' + app.token } });
+    status = r.status;
+  } catch { /* network: retry */ }
+  if (app.es !== es) return;
+  if (status === 401 || status === 403) {
+    setConn('denied');
+    const err = $('thread-error');
+    err.hidden = false;
+    err.textContent = status === 401 ? 'The token was refused (expired or invalid): paste a new one.' : 'This token does not cover this thread.';
+    return;
+  }
+  setTimeout(() => { if (app.es === es) connect(); }, 2000);
 }
 
 // resync re-joins the stream from a fresh view (a new EventSource sends no
