@@ -13,6 +13,7 @@ package reducer
 // and the lane model; compact_triad.go the triad-to-chunk conversion.
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/threadcast/threadcast/codec"
@@ -154,7 +155,14 @@ func CompactFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
 // what its Thread.Apply returned). Only events applied cleanly — no warning,
 // no fatal error — are folded. ev is copied; the caller may reuse it when
 // Add returns.
+//
+// An event the Thread refused as stale (ErrStaleSeq: a redelivery of an
+// event already applied) is dropped: it changed nothing, and a consumer of
+// the output, which has no sequence numbers, would apply it again.
 func (c *Compactor) Add(ev *codec.Event, res Result) {
+	if errors.Is(res.Fatal, ErrStaleSeq) {
+		return
+	}
 	if res.Fatal != nil || len(res.Warnings) > 0 {
 		c.barrier()
 		c.appendEntry(ev, 0)

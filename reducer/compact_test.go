@@ -1,6 +1,7 @@
 package reducer
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -340,6 +341,9 @@ func compactFramed(events []*codec.Event, rng *rand.Rand, maxFrame int) []*codec
 		c.Add(ev, th.Apply(uint64(i)+1, ev))
 		if left--; left == 0 {
 			out = c.Flush(out)
+			if c.Pending() != 0 {
+				panic("Pending after Flush")
+			}
 			left = 1 + rng.IntN(maxFrame)
 		}
 	}
@@ -381,4 +385,35 @@ func poisonEvent(ev *codec.Event) {
 	// aliases the input Event structs themselves.
 	ev.Delta = strings.Repeat("#", len(ev.Delta))
 	ev.MessageID, ev.ToolCallID = "#", "#"
+}
+
+// TestCompactorDropsStaleRedelivery: an event the Thread refuses as stale (a
+// redelivered prefix after a crash) must not reach the output, where a
+// consumer without sequence numbers would apply it a second time.
+func TestCompactorDropsStaleRedelivery(t *testing.T) {
+	events := decodeEvents(t, lines(rs,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf))
+	th := NewThread("stale")
+	c := NewCompactor()
+	seqs := []uint64{1, 2, 3, 4, 5, 6}
+	var fed []*codec.Event
+	for i, ev := range events {
+		c.Add(ev, th.Apply(seqs[i], ev))
+		fed = append(fed, ev)
+		if i == 2 { // redeliver seq 3 (CONTENT "a") after it was applied
+			res := th.Apply(2, events[2])
+			if !errors.Is(res.Fatal, ErrStaleSeq) {
+				t.Fatalf("redelivery: want ErrStaleSeq, got %v", res.Fatal)
+			}
+			c.Add(events[2], res)
+		}
+	}
+	out := c.Flush(nil)
+	checkEquivalent(t, "stale redelivery", nil, fed, out)
+	if got := encodeJSONL(out, 10); !strings.Contains(got, `"delta":"ab"`) {
+		t.Errorf("want the content joined once, as \"ab\":\n%s", got)
+	}
 }
