@@ -110,6 +110,20 @@ type thread struct {
 	flush    bool // send now regardless of Linger (Flush, Close)
 }
 
+// push appends a copy of event, as one JSONL line, to th's queue.
+func (th *thread) push(event []byte, it item) {
+	if th.buf == nil && th.bufHint > 0 {
+		th.buf = make([]byte, 0, max(th.bufHint, len(event)+1))
+		th.items = make([]item, 0, th.itemsHint)
+	}
+	start := len(th.buf)
+	th.buf = append(th.buf, event...)
+	sanitize(th.buf[start:])
+	th.buf = append(th.buf, '\n')
+	it.end = len(th.buf)
+	th.items = append(th.items, it)
+}
+
 // queued returns the events waiting in th's queue, oldest first.
 func (th *thread) queued() []item { return th.items[th.first:] }
 
@@ -258,15 +272,7 @@ func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event 
 	if len(th.queued()) == 0 {
 		th.firstAt = time.Now()
 	}
-	if th.buf == nil && th.bufHint > 0 {
-		th.buf = make([]byte, 0, max(th.bufHint, len(event)+1))
-		th.items = make([]item, 0, th.itemsHint)
-	}
-	start := len(th.buf)
-	th.buf = append(th.buf, event...)
-	sanitize(th.buf[start:])
-	th.buf = append(th.buf, '\n')
-	th.items = append(th.items, item{end: len(th.buf), fut: fut, gen: p.gen})
+	th.push(event, item{fut: fut, gen: p.gen})
 	p.genPending[p.gen]++
 	p.ctr.accepted.Add(1)
 	if p.cfg.Linger == 0 && th.inflight == nil && !th.inReady {
