@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ import (
 // The publisher runs a closed loop: frame i is sent once every client has
 // received frame i-window, so both servers run at their own saturation rate
 // with the same bounded backlog, and deliveries/s is frames·n/elapsed.
+// Because the machine is shared, the rounds alternate the servers and each
+// reports its best round, and CPU time per delivery is reported too.
 // Latency is publish → client read (the client parses the publish time
 // from the event). Run:
 //
@@ -53,15 +56,24 @@ func BenchmarkFanoutSSE(b *testing.B) {
 				// nothing; use -benchtime 200x (one op = one frame to all).
 				return
 			}
-			naive := runBare(b, n, b.N, false)
-			bare := runBare(b, n, b.N, true)
-			tc := runThreadcast(b, n, b.N)
+			// Rounds interleave the servers, so that load from outside the
+			// benchmark (this machine is shared) hits both alike; each
+			// server's best round is its capacity estimate.
+			var naive, bare, tc benchResult
+			for r := 0; r < benchRounds; r++ {
+				naive = naive.best(runBare(b, n, b.N, false))
+				bare = bare.best(runBare(b, n, b.N, true))
+				tc = tc.best(runThreadcast(b, n, b.N))
+			}
 			b.ReportMetric(naive.rate, "naive_deliv/s")
 			b.ReportMetric(naive.p50, "naive_p50_µs")
 			b.ReportMetric(naive.p99, "naive_p99_µs")
 			b.ReportMetric(bare.rate, "bare_deliv/s")
 			b.ReportMetric(tc.rate, "tc_deliv/s")
 			b.ReportMetric(tc.rate/bare.rate, "ratio")
+			b.ReportMetric(bare.cpu, "bare_cpu_ns/deliv")
+			b.ReportMetric(tc.cpu, "tc_cpu_ns/deliv")
+			b.ReportMetric(bare.cpu/tc.cpu, "cpu_ratio")
 			b.ReportMetric(bare.p50, "bare_p50_µs")
 			b.ReportMetric(bare.p99, "bare_p99_µs")
 			b.ReportMetric(tc.p50, "tc_p50_µs")
@@ -70,7 +82,31 @@ func BenchmarkFanoutSSE(b *testing.B) {
 	}
 }
 
-type benchResult struct{ rate, p50, p99 float64 }
+// benchResult is one measured run. cpu is the process's user+system CPU
+// time per delivery (servers and clients together): unlike wall-clock
+// rates it barely moves when other processes load the machine.
+type benchResult struct{ rate, p50, p99, cpu float64 }
+
+// best keeps the round with the higher rate, and the lower CPU cost.
+func (r benchResult) best(o benchResult) benchResult {
+	cpu := o.cpu
+	if r.cpu > 0 && r.cpu < cpu {
+		cpu = r.cpu
+	}
+	if o.rate > r.rate {
+		r = o
+	}
+	r.cpu = cpu
+	return r
+}
+
+const benchRounds = 2
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // benchEvent returns the event JSON of frame i, padded so that its SSE
 // message ("id: <i>\ndata: <event>\n\n") is benchMsgSize bytes.
@@ -179,7 +215,7 @@ func (c *benchClients) close() {
 
 // drive publishes frames with the closed-loop window and returns the result.
 func drive(b *testing.B, c *benchClients, n, frames int, publish func(i int)) benchResult {
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for i := 0; i < frames; i++ {
 		for c.minLast() < int64(i-benchWindow) {
 			time.Sleep(50 * time.Microsecond)
@@ -193,7 +229,7 @@ func drive(b *testing.B, c *benchClients, n, frames int, publish func(i int)) be
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	var all []int64
 	for k := range c.lat {
 		all = append(all, c.lat[k]...)
@@ -206,6 +242,7 @@ func drive(b *testing.B, c *benchClients, n, frames int, publish func(i int)) be
 		rate: float64(n*frames) / elapsed.Seconds(),
 		p50:  float64(all[len(all)/2]) / 1e3,
 		p99:  float64(all[len(all)*99/100]) / 1e3,
+		cpu:  float64(cpu.Nanoseconds()) / float64(n*frames),
 	}
 }
 

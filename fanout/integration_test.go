@@ -110,6 +110,10 @@ func TestEndToEndWithIngest(t *testing.T) {
 
 	const deltas = 600
 	var want strings.Builder
+	for i := 0; i < deltas; i++ {
+		fmt.Fprintf(&want, "%d;", i)
+	}
+	finalText.Store(want.String()) // followers stop once they hold it
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	const clients = 6
@@ -122,7 +126,6 @@ func TestEndToEndWithIngest(t *testing.T) {
 	}
 	for i := 0; i < deltas; i++ {
 		d := fmt.Sprintf("%d;", i)
-		want.WriteString(d)
 		pub(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"` + d + `"}`)
 		if i%50 == 0 {
 			time.Sleep(5 * time.Millisecond)
@@ -130,7 +133,6 @@ func TestEndToEndWithIngest(t *testing.T) {
 	}
 	pub(`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`)
 	pub(`{"type":"RUN_FINISHED","threadId":"e2e thread","runId":"r1"}`)
-	finalText.Store(want.String())
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -207,7 +209,7 @@ func followWithResume(t *testing.T, nodes []string, tok string, seed int, _ func
 		c := &sseClient{resp: resp, br: newBufReader(resp.Body), cancel: cancel}
 		budget := 20 + r.IntN(200) // messages before this connection is dropped
 		for budget > 0 {
-			if f := finalText.Load(); f != "" && a.text == f {
+			if a.text == finalText.Load() {
 				c.close()
 				return nil
 			}

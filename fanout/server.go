@@ -74,7 +74,8 @@ type Server struct {
 	reg      *prometheus.Registry
 	log      *slog.Logger
 	mux      *http.ServeMux
-	draining chan struct{} // closed when Drain starts: every stream ends
+	drainCtx context.Context // canceled when Drain starts: every stream ends
+	drain    context.CancelFunc
 	drainOne sync.Once
 	streams  sync.WaitGroup // every stream handler in flight
 	limiter  tenantLimiter
@@ -112,8 +113,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, draining: make(chan struct{}),
-		hub: NewHub(nc, cfg.Hub, m, log)}
+	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log)}
+	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	s.limiter.n = make(map[string]int)
 	s.limiter.max = cfg.MaxConnsPerTenant
 	mux := http.NewServeMux()
@@ -203,7 +204,7 @@ func (s *Server) Drain() {
 		s.stopMu.Lock()
 		s.stopped.Store(true)
 		s.stopMu.Unlock()
-		close(s.draining)
+		s.drain()
 	})
 }
 

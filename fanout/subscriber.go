@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,20 @@ type Subscriber struct {
 	closed bool
 	signal chan struct{} // capacity 1: "there is something to take"
 	once   sync.Once
+
+	ctl atomic.Uint32 // ctl* bits raised for the writer (raise)
+}
+
+// Control bits for the writer, raised by timers (Server.pump).
+const (
+	ctlHeartbeat uint32 = 1 << iota
+	ctlLifetime
+)
+
+// raise sets a control bit and wakes the writer.
+func (s *Subscriber) raise(bit uint32) {
+	s.ctl.Or(bit)
+	s.notify()
 }
 
 // Ready returns the channel that receives a value whenever Take or CatchUp

@@ -307,7 +307,7 @@ func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *n
 			}
 		case <-lifetime:
 			return
-		case <-s.draining:
+		case <-s.drainCtx.Done():
 			return
 		case <-r.Context().Done():
 			return
