@@ -2,20 +2,23 @@ package agent
 
 // NOTE: structure of this file. Publish validates in the caller's goroutine,
 // takes a slot of the MaxPending budget, and appends the event to its
-// thread's queue (thread.buf, JSONL). A thread is in one of four places:
-// idle (nothing queued), lingering (in p.timers until its oldest event has
-// waited Linger), ready (in p.ready), or in flight (exactly one message
-// awaiting its ack; what arrives meanwhile queues behind it). The run
-// goroutine turns ready threads into messages and hands them to JetStream's
-// async publisher; acks and errors come back on nats.go's goroutines through
-// onAck/onErr, which resolve the futures and make the thread ready again if
-// it has queued events. Retries wait in p.timers too.
+// thread's queue (thread.buf, JSONL; push). A thread is in one of four
+// places: idle (nothing queued), lingering (in p.timers until its oldest
+// event has waited Linger), ready (in p.ready), or in flight (exactly one
+// message awaiting its ack; what arrives meanwhile queues behind it). take
+// turns the head of a queue into a message. Three places do that and hand
+// the message to JetStream's async publisher: the run goroutine (threads
+// that lingered or filled a batch, and retries, which wait in p.timers too),
+// Publish itself (Linger 0 and the thread idle), and onAck (what queued
+// behind the acked message). Acks and errors come back on nats.go's
+// goroutines through onAck/onErr, which resolve the futures.
 //
 // Lock: p.mu guards every field below it in Publisher, every thread and
 // every message. It is never held while calling into nats.go (publish), and
 // nats.go calls onAck/onErr without holding anything we take, so the only
 // order is nats.go's locks → p.mu (onErr runs under the JetStream publisher's
-// lock on an ack timeout).
+// lock on an ack timeout, which is why it never publishes: retries and the
+// queue behind a failed message go through run).
 
 import (
 	"bytes"
