@@ -29,7 +29,11 @@ func retainJSON(raw []byte) []byte {
 	if raw == nil {
 		return nil
 	}
-	out := make([]byte, 0, len(raw))
+	return compactInto(make([]byte, 0, len(raw)), raw)
+}
+
+// compactInto appends raw without the whitespace outside its strings.
+func compactInto(out, raw []byte) []byte {
 	inStr, esc := false, false
 	start := 0
 	for i, c := range raw {

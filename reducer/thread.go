@@ -46,7 +46,8 @@ type Thread struct {
 	res Result  // reused: Result.Warnings is valid until the next call
 	j   journal // change journal for the fanout's view mode
 
-	memMsgs int // sum of messages' memSize (see MemSize)
+	memMsgs int    // sum of messages' memSize (see MemSize)
+	scratch []byte // reused by comparisons (reconcile.go)
 }
 
 // NewThread returns an empty Thread for threadID, whose state is {} (the

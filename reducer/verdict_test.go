@@ -386,3 +386,25 @@ func TestRunsInView(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateIDsRestated: a view holding an id twice (TOOL_CALL_RESULT
+// reusing a message id, a producer error) restated by MESSAGES_SNAPSHOT gets
+// the snapshot's message in both places, as independent messages.
+func TestDuplicateIDsRestated(t *testing.T) {
+	r := runLines(t, vRS,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m0"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m0"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c0","toolCallName":"f"}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c0"}`,
+		`{"type":"TOOL_CALL_RESULT","messageId":"m0","toolCallId":"c0","content":"r"}`,
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m0","role":"assistant","content":"x"}]}`,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m0"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m0","delta":"y"}`,
+	)
+	if r.fatalIdx >= 0 {
+		t.Fatal(r.fatal)
+	}
+	checkInvariants(t, r.thread)
+	jsonEqual(t, "messages", r.thread.AppendMessages(nil),
+		[]byte(`[{"id":"m0","role":"assistant","content":"xy"},{"id":"m0","role":"assistant","content":"x"}]`))
+}
