@@ -35,6 +35,12 @@ them. Reducing the output gives the same view as reducing the input (from
 the same --input), warnings and protocol errors included: events that were
 not applied cleanly are kept as they were, and nothing moves across them.
 
+The output holds the events as the codec accepted them: properties and
+events the codec stripped or dropped (with a warning) are not in it, so
+reducing the output does not repeat those warnings. Whether an event was
+applied cleanly is judged from --input's starting point, so reduce the
+output from the same --input.
+
 Warnings go to stderr, one per line, each starting with "warning: "; a
 fatal protocol error goes to stderr as a line starting with "error: ". An
 event that is malformed (not decodable) ends the output there.
