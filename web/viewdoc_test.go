@@ -49,6 +49,11 @@ func TestViewDocApplies(t *testing.T) {
 			`{"threadId":"t","seq":16,"status":"finished","messages":[],"state":{},"runs":[{"runId":"r","status":"finished"}],"steps":[],"subagents":[],"warnings":0,"error":null}`,
 		},
 		{
+			"runs, steps and subagents by name",
+			`{"type":"changes","seq":18,"prev":10,"changes":{"runs":[{"runId":"r","status":"error"}],"steps":[{"name":"s"}],"subagents":[],"status":"errored","error":null}}`,
+			`{"threadId":"t","seq":18,"status":"errored","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"Hel"}],"state":{"plan":{"steps":[{"status":"pending"}]},"a/b":1},"runs":[{"runId":"r","status":"error"}],"steps":[{"name":"s"}],"subagents":[],"warnings":0,"error":null}`,
+		},
+		{
 			"nothing visible changed",
 			`{"type":"changes","seq":17,"prev":10,"changes":null}`,
 			`{"threadId":"t","seq":17,"status":"running","messages":[{"id":"u1","role":"user","content":"hi"},{"id":"a1","role":"assistant","content":"Hel"}],"state":{"plan":{"steps":[{"status":"pending"}]},"a/b":1},"runs":[],"steps":[],"subagents":[],"warnings":0,"error":null}`,

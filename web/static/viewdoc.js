@@ -16,6 +16,9 @@
 //    "view":{..},                 runs, steps or subagents changed: the whole view
 //    "warnings":n}
 //
+// (also accepted: "runs", "steps", "subagents", "status", "error" by name,
+// in place of "view").
+//
 // and says what changed, so that the renderer touches only that. No AG-UI
 // semantics live here: the server has already reduced the events.
 //
@@ -116,6 +119,14 @@ function applyChanges(v, ch, d) {
     d.state = true;
   }
   if (Number.isInteger(ch.warnings)) v.warnings = ch.warnings;
+  // Narrower than "view": the changed parts by name. Not sent by the
+  // pipeline today (it sends "view"); accepted so that it can switch to them
+  // without a dashboard change.
+  for (const k of ['runs', 'steps', 'subagents']) {
+    if (Array.isArray(ch[k])) { v[k] = ch[k]; d.runs = true; }
+  }
+  if (typeof ch.status === 'string') v.status = ch.status;
+  if ('error' in ch) v.error = ch.error;
 }
 
 function applyMessageChange(msgs, c, d) {
