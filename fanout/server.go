@@ -144,7 +144,15 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // most shutdownTimeout. It returns after every goroutine it started (the
 // http.Server's included) has returned.
 func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	return s.Serve(ctx, ln, s.mux, shutdownTimeout)
+}
+
+// Serve is Run with h as the HTTP handler in place of Handler: a process
+// that serves the fanout beside other routes on one port (cmd/threadcast)
+// mounts Handler inside h. Requests h routes elsewhere are drained like the
+// fanout's own: Serve returns after they have all returned.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	sweepStop := make(chan struct{})

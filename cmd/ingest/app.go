@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
-	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -37,13 +36,16 @@ type app struct {
 	// once known (tests listen on port 0).
 	httpAddr chan string
 	natsURL  chan string
+	// tokens checks bridge requests' bearer tokens against --auth-key.
+	tokens func(r *http.Request, tenant string) error
 }
 
 func newApp(cfg config, logw io.Writer) *app {
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1)}
+	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1),
+		tokens: pipeline.TokenVerifier([]byte(cfg.AuthKey), nil)}
 }
 
 // Run runs ingest until ctx ends, then drains.
@@ -188,18 +190,7 @@ func (a *app) verify(r *http.Request, tenant string) error {
 	if a.cfg.BridgeNoAuth {
 		return nil
 	}
-	tok, ok := auth.FromRequest(r)
-	if !ok {
-		return errors.New("ingest: no bearer token")
-	}
-	c, err := auth.Verify([]byte(a.cfg.AuthKey), tok, time.Now())
-	if err != nil {
-		return err
-	}
-	if c.Tenant != tenant {
-		return fmt.Errorf("%w: token is for another tenant", pipeline.ErrForbidden)
-	}
-	return nil
+	return a.tokens(r, tenant)
 }
 
 func splitHostPort(addr string) (string, int, error) {

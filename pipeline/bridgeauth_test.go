@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/threadcast/threadcast/auth"
+)
+
+func TestTokenVerifier(t *testing.T) {
+	key := []byte("bridge-key-0123456789")
+	now := time.Unix(1_800_000_000, 0)
+	mint := func(k []byte, tenant string, exp time.Time) string {
+		tok, err := auth.Mint(k, auth.Claims{Tenant: tenant, Threads: []string{"only-*"}, Expiry: exp.Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	tests := []struct {
+		name   string
+		header string // Authorization
+		query  string // access_token
+		want   error  // nil: admitted
+	}{
+		{name: "own tenant", header: "Bearer " + mint(key, "acme", now.Add(time.Hour))},
+		{name: "query token", query: mint(key, "acme", now.Add(time.Hour))},
+		{name: "no token", want: ErrNoToken},
+		{name: "other tenant", header: "Bearer " + mint(key, "globex", now.Add(time.Hour)), want: ErrForbidden},
+		{name: "expired", header: "Bearer " + mint(key, "acme", now), want: auth.ErrExpired},
+		{name: "other key", header: "Bearer " + mint([]byte("another-key-0123456789"), "acme", now.Add(time.Hour)), want: auth.ErrSignature},
+	}
+	verify := TokenVerifier(key, func() time.Time { return now })
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/v1/ingest/acme/th?access_token="+tt.query, nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			err := verify(r, "acme")
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("verify = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
