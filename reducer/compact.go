@@ -30,9 +30,8 @@ import (
 // What it does, within the window between two Flushes:
 //
 //   - Content deltas of one item (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
-//     REASONING_MESSAGE_CONTENT with the same id and the same attribution)
-//     are joined into the first of them, even when other items' events sit
-//     in between; chunk continuations are joined into the chunk that opened
+//     REASONING_MESSAGE_CONTENT with the same id) are joined into the first
+//     of them, even when other items' events sit in between; chunk continuations are joined into the chunk that opened
 //     or last continued the same chunk stream, so a chunked item becomes one
 //     event.
 //   - A finished explicit triad (START, CONTENT*, END) becomes one *_CHUNK at
@@ -60,9 +59,11 @@ import (
 //     RUN_FINISHED, RUN_ERROR, MESSAGES_SNAPSHOT or any event that was not
 //     clean: those seal the window, and stay exactly where they were.
 //   - Events closing a chunk lane (patterns.md §3.3) are folded away only
-//     when that lane has no chunk stream open, so the closing was a no-op;
-//     joined events must carry identical attribution, so no lane is closed
-//     that was not closed before.
+//     when that lane has no chunk stream open, so the closing was a no-op.
+//     A folded event keeps the attribution of the event it folds into: on
+//     a continuation or a state event the tag builds nothing (both were
+//     clean, so each agreed with the owner), and the place where a lane
+//     closes in the output stays where it was.
 //   - Metadata merges per key, last write wins, without recursion
 //     (metadata.md §3), so merging the metadata of folded events in order
 //     and then into the item gives the item the same metadata.
