@@ -247,6 +247,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// agent's answers quote <b>this</b>.
 	poll("markup-like text shown literally", `[...document.querySelectorAll('#messages .content')].some(c => c.textContent.includes('<b>this</b>')) &&
 		document.querySelectorAll('#messages b, #messages script').length === 0`, 40*time.Second)
+	poll("checklist and unknown activity widgets", `document.querySelector('#messages .widget.checklist[data-done] ul.checklist li') &&
+		document.querySelector('#messages .widget.generic pre')`, 40*time.Second)
 	shot(t, ctx, "hot-thread")
 
 	poll("server figures", `document.getElementById('fig-ingest').textContent !== '–' && document.getElementById('fig-lat').textContent !== '–'`, 30*time.Second)
