@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,7 +113,18 @@ func benchLoad(total, batch int) ([]benchMsg, int) {
 type benchResult struct {
 	events, msgs int
 	elapsed      time.Duration
+	cpu          time.Duration   // process CPU time (user+sys) during the run
 	lat          []time.Duration // per message
+}
+
+// cpuTime returns the process's CPU time so far. Everything of a run —
+// server, publisher, ingest, subscriber — is in this process, so CPU per
+// event measures the whole path's cost independently of other load on the
+// machine (wall-clock rates do not: the machine is shared).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (r benchResult) report(b *testing.B) {
@@ -127,6 +139,8 @@ func (r benchResult) report(b *testing.B) {
 	b.ReportMetric(float64(r.msgs)/r.elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(float64(r.cpu.Microseconds())/float64(r.events), "cpu-µs/event")
+	b.ReportMetric(float64(r.cpu.Microseconds())/float64(r.msgs), "cpu-µs/msg")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -250,7 +264,7 @@ func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64) benc
 	}
 	_ = sub.SetPendingLimits(-1, -1)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	times, seqs := publishAll(b, js, msgs, func(i int) string { return subjects[i] }, true, rate)
 	// The last message of each thread tells the subscriber when it is done.
 	mu.Lock()
@@ -274,11 +288,11 @@ func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64) benc
 	case <-time.After(5 * time.Minute):
 		b.Fatal("frames did not arrive")
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	mu.Lock()
 	defer mu.Unlock()
-	return benchResult{events: events, msgs: len(msgs), elapsed: elapsed, lat: latencies(msgs, times, seqs, arr)}
+	return benchResult{events: events, msgs: len(msgs), elapsed: elapsed, cpu: cpu, lat: latencies(msgs, times, seqs, arr)}
 }
 
 // runRawLoad publishes the same bytes to a plain stream and consumes them
@@ -321,18 +335,18 @@ func runRawLoad(b *testing.B, msgs []benchMsg, events int, rate float64) benchRe
 	}
 	defer cc.Stop()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	times, seqs := publishAll(b, js, msgs, func(i int) string { return subjects[i] }, true, rate)
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
 		b.Fatal("raw messages did not arrive")
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	mu.Lock()
 	defer mu.Unlock()
-	return benchResult{events: events, msgs: len(msgs), elapsed: elapsed, lat: latencies(msgs, times, seqs, arr)}
+	return benchResult{events: events, msgs: len(msgs), elapsed: elapsed, cpu: cpu, lat: latencies(msgs, times, seqs, arr)}
 }
 
 // BenchmarkIngest and BenchmarkRawJetStream take b.N as the number of

@@ -26,7 +26,7 @@ func TestParseConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(c config) error {
-			if c.NatsURL != "" || c.Pipeline.Partitions != 64 || c.Pipeline.Instances != 1 {
+			if c.NatsURL != "" || c.Pipeline.Partitions != pipeline.DefaultParts || c.Pipeline.Instances != 1 {
 				return fmt.Errorf("%+v", c)
 			}
 			return nil
