@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command (README.md, "Run the tests"). Runs every test
 # package with the race detector, then the lifetime-poisoning build of the
-# packages that hand out views into reused buffers.
+# packages that hand out views into reused buffers, then the tagged suites
+# (browser) whose tools are present.
 #
 # The differential tests need the TypeScript reference consumer; when
 # THREADCAST_ORACLE_DIR is not set and Node.js is present, it is installed into
 # a temporary directory from ../shared/tools/oracle (locked dependencies).
+# CI sets THREADCAST_REQUIRE_ORACLE=1 and THREADCAST_REQUIRE_BROWSER=1 so that
+# a missing tool fails the run instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -17,6 +20,14 @@ if [ -z "${THREADCAST_ORACLE_DIR:-}" ] && command -v npm >/dev/null 2>&1 && [ -d
   (cd "$tools/oracle" && npm ci --silent --no-audit --no-fund)
   export THREADCAST_ORACLE_DIR="$tools/oracle"
 fi
+export THREADCAST_ARTIFACTS="${THREADCAST_ARTIFACTS:-$PWD/test-artifacts}"
+mkdir -p "$THREADCAST_ARTIFACTS"
 
 go test -race -count=1 -timeout 15m ./...
 go test -race -count=1 -tags tcpoison -timeout 10m ./codec/... ./reducer/...
+
+if command -v chromium >/dev/null 2>&1 || [ -n "${THREADCAST_REQUIRE_BROWSER:-}" ]; then
+  go test -count=1 -tags browser -run Browser -timeout 5m ./web/
+else
+  echo "browser tests not run: chromium is not installed (apt-get install chromium)"
+fi
