@@ -195,6 +195,7 @@ func benchWindow(b *testing.B, from int) {
 	}
 	cp := pre.AppendCheckpoint(nil)
 	b.ReportAllocs()
+	b.ResetTimer()
 	var elapsed, cpu time.Duration
 	var allocs uint64
 	counted := 0
@@ -246,6 +247,7 @@ func BenchmarkMessagesSnapshot(b *testing.B) {
 	}
 	cp := pre.AppendCheckpoint(nil)
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		thr, err := LoadCheckpoint(cp)
@@ -352,6 +354,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 	var buf []byte
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		buf = thr.AppendCheckpoint(buf[:0])
 		if _, err := LoadCheckpoint(buf); err != nil {
@@ -370,6 +373,7 @@ func BenchmarkAppendView(b *testing.B) {
 	}
 	var buf []byte
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		buf = thr.AppendView(buf[:0])
 	}
