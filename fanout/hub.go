@@ -462,9 +462,10 @@ func (f *feed) requestSnapshot(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	if err == nil {
-		if f.snap == nil || sn.seq >= f.snap.seq {
-			f.snap = sn
-		}
+		// The latest reply is the pipeline's word, even when older than
+		// the one cached (an ingest restarted from a checkpoint replays
+		// up to it): fitLocked decides whether we can continue from it.
+		f.snap = sn
 		if !f.known {
 			// No frame since we subscribed: the snapshot is the position
 			// (every later frame is still to come, in order).

@@ -119,14 +119,25 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	if err != nil {
 		return nil, err
 	}
-	lister, err := kv.ListKeysFiltered(ctx, tenant+".*")
+	// One watcher over the tenant's keys, metadata only: the last entry of
+	// every key (with its time) in one consumer, instead of a Get per key.
+	w, err := kv.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = lister.Stop() }()
+	defer func() { _ = w.Stop() }()
 	out := []ThreadInfo{}
-	for key := range lister.Keys() {
-		_, tok, err := pipeline.ParseCheckpointKey(key)
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-w.Updates():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e == nil { // the initial values are done
+			break
+		}
+		_, tok, err := pipeline.ParseCheckpointKey(e.Key())
 		if err != nil {
 			continue
 		}
@@ -134,11 +145,7 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		if err != nil || !allow(id) {
 			continue
 		}
-		info := ThreadInfo{Thread: id}
-		if e, err := kv.Get(ctx, key); err == nil {
-			info.Updated = e.Created().UTC()
-		}
-		out = append(out, info)
+		out = append(out, ThreadInfo{Thread: id, Updated: e.Created().UTC()})
 		if len(out) == maxListed {
 			break
 		}
