@@ -2,11 +2,17 @@
 // its own file, which registers it from an init function; adding a
 // subcommand is adding one file.
 //
+//	threadcast [serve] [flags]          run everything: NATS, ingest, fanout, dashboard, demo
+//	threadcast token   [flags]          mint a subscriber token
+//	threadcast publish [flags] [FILE]   publish a recorded stream into a running Threadcast
 //	threadcast reduce  [flags] [FILE]   print the view a stream produces
 //	threadcast compact [flags] [FILE]   print the stream, compacted, as JSONL
 //
+// Without a subcommand (no arguments, or flags only) it runs serve.
+//
 // Exit status: 0 on success, 1 when the stream was rejected (a fatal protocol
-// error), 2 for unusable input or bad flags.
+// error) or the server could not start or failed, 2 for unusable input or
+// bad flags.
 package main
 
 import (
@@ -14,6 +20,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Exit statuses shared by every subcommand.
@@ -49,14 +56,15 @@ func main() {
 
 // run dispatches to the subcommand named by args[0].
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	switch {
+	case len(args) == 0:
+		return commands["serve"].run(nil, stdin, stdout, stderr)
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
 		usage(stdout)
 		return exitOK
+	case strings.HasPrefix(args[0], "-"):
+		// Flags without a subcommand are serve's: `threadcast --http :9090`.
+		return commands["serve"].run(args, stdin, stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -68,7 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: threadcast <subcommand> [flags]")
+	fmt.Fprintln(w, "usage: threadcast [<subcommand>] [flags]   (no subcommand: serve)")
 	fmt.Fprintln(w, "\nsubcommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -79,5 +87,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'threadcast <subcommand> --help' for its flags.")
-	fmt.Fprintln(w, "Exit status: 0 ok, 1 stream rejected (fatal protocol error), 2 unusable input or bad flags.")
+	fmt.Fprintln(w, "Exit status: 0 ok, 1 stream rejected (fatal protocol error) or server failed, 2 unusable input or bad flags.")
 }

@@ -413,7 +413,7 @@ func TestErrors(t *testing.T) {
 		wantStdout string // substring
 		wantStderr string // substring
 	}{
-		{"no subcommand", nil, "", exitUsage, "", "usage: threadcast"},
+		{"flags without a subcommand are serve's", []string{"--bogus"}, "", exitUsage, "", "usage: threadcast [serve]"},
 		{"help", []string{"help"}, "", exitOK, "reduce", ""},
 		{"unknown subcommand", []string{"frobnicate"}, "", exitUsage, "", `unknown subcommand "frobnicate"`},
 		{"reduce --help", []string{"reduce", "--help"}, "", exitOK, "", "usage: threadcast reduce"},

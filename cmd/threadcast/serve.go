@@ -1,0 +1,352 @@
+package main
+
+// threadcast serve: every part of Threadcast in one process (package node),
+// configured from flags and THREADCAST_* environment variables.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/web"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "run Threadcast: NATS (embedded), ingest, fanout, dashboard, demo agents (the default)",
+		run:     runServe,
+	})
+}
+
+const serveUsage = `usage: threadcast [serve] [flags]
+
+Runs Threadcast in one process, with everything on one HTTP port (--http):
+the subscriber API (/v1/threads..., SSE, WebSocket, REST), the dashboard
+(/), the ingest HTTP bridge (POST /v1/ingest/{tenant}/{thread}), /livez,
+/readyz and /metrics.
+
+Without --nats-url it embeds a NATS server with JetStream, its data in
+--data (reused across restarts: threads and the signing key survive), its
+client port on --nats-listen so that agents and the nats CLI on this
+machine can publish; demo agents then run by default, and without
+--auth-key a signing key is generated (kept in --data) and development
+tokens are printed with the dashboard's URL.
+
+With --nats-url it joins an existing NATS (JetStream) deployment; --auth-key
+is then required and the demo is off unless --demo is given.
+
+Every flag can also be set by an environment variable THREADCAST_<FLAG>,
+upper case with '-' as '_' (e.g. THREADCAST_NATS_URL); a flag on the
+command line wins over the environment.
+
+On SIGTERM or SIGINT it shuts down in order: demo agents stop, HTTP stops
+accepting and every stream ends with its resume cursor, ingest drains and
+checkpoints, then NATS. Each phase is bounded by --drain.
+
+Exit status: 0 after a clean shutdown; 1 when it could not start (a port in
+use, an unusable data directory, no NATS) or a part failed; 2 bad flags.
+
+flags:
+`
+
+// serveConfig is what runServe reads from flags and the environment.
+type serveConfig struct {
+	node        node.Config
+	authKeySet  bool          // --auth-key given; else the key lives in --data
+	devTokenTTL time.Duration // lifetime of the printed development tokens
+	tenants     []string      // demo tenants, also the dashboard's (development)
+	logLevel    slog.Level
+	logJSON     bool
+}
+
+// optBool is a boolean flag that knows whether it was set, for defaults
+// that depend on other flags (--demo).
+type optBool struct{ set, v bool }
+
+func (b *optBool) String() string {
+	if b == nil || !b.v {
+		return "false"
+	}
+	return "true"
+}
+func (b *optBool) IsBoolFlag() bool { return true }
+func (b *optBool) Set(s string) error {
+	v, err := parseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.v = true, v
+	return nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "1", "t", "true", "yes", "on":
+		return true, nil
+	case "0", "f", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean: %q", s)
+}
+
+// defaultDataDir is $XDG_DATA_HOME/threadcast, else
+// ~/.local/share/threadcast, else ./threadcast-data: outside the checkout,
+// where `go run ./cmd/threadcast` would otherwise leave it.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "threadcast")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "threadcast")
+	}
+	return "threadcast-data"
+}
+
+// serveFlags declares the flags on c; fs is returned for usage output.
+func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func() error) {
+	n := &c.node
+	*n = node.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var authKey, logLevel, logFormat, tenants string
+	var demoOn optBool
+	var seed uint64
+	fs.StringVar(&n.HTTP, "http", n.HTTP, "HTTP `address` of the API, dashboard, bridge, health and metrics (port 0: a free port)")
+	fs.StringVar(&n.DataDir, "data", defaultDataDir(getenv), "`directory` of the embedded NATS server's data and of the generated signing key")
+	fs.StringVar(&n.NatsURL, "nats-url", "", "external NATS server `URL`(s), comma-separated; empty: embed a NATS server")
+	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` for --nats-url")
+	fs.StringVar(&n.NatsListen, "nats-listen", n.NatsListen, "client `address` of the embedded NATS server (port 0: a free port)")
+	fs.BoolVar(&n.Ingest, "ingest", n.Ingest, "run ingest (the reducers) and the HTTP bridge")
+	fs.BoolVar(&n.Fanout, "fanout", n.Fanout, "run the fanout (subscriber API) and the dashboard")
+	fs.Var(&demoOn, "demo", "run demo agents (default: on with the embedded NATS server, off with --nats-url)")
+	fs.Float64Var(&n.DemoConfig.Rate, "demo-rate", 0, "demo `events/s` over all agents; 0: each agent at the pace of a live agent")
+	fs.Float64Var(&n.DemoConfig.TimeScale, "demo-time-scale", 1, "with --demo-rate 0, multiply the agents' delays by `f` (0.5: twice as fast)")
+	fs.IntVar(&n.DemoConfig.Agents, "demo-agents", 0, "concurrent demo agents, spread over the tenants (0: two per tenant)")
+	fs.StringVar(&tenants, "demo-tenants", strings.Join(demo.DefaultTenants(), ","), "comma-separated demo `tenants`; also the dashboard's tenants with development tokens")
+	fs.Uint64Var(&seed, "demo-seed", 0, "seed of the demo traffic (0: a fresh one per start, so thread ids never repeat)")
+	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
+	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
+	fs.IntVar(&n.Pipeline.Partitions, "partitions", n.Pipeline.Partitions, "partitions of the event stream (fixed for its life; the same on every ingest and fanout)")
+	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
+	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
+	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
+
+	finish := func() error {
+		if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+			return fmt.Errorf("--log-level %q: %w", logLevel, err)
+		}
+		switch logFormat {
+		case "text", "json":
+			c.logJSON = logFormat == "json"
+		default:
+			return fmt.Errorf("--log-format %q: want text or json", logFormat)
+		}
+		embedded := n.NatsURL == ""
+		n.Demo = embedded
+		if demoOn.set {
+			n.Demo = demoOn.v
+		}
+		c.tenants = nil
+		for _, t := range strings.Split(tenants, ",") {
+			if t = strings.TrimSpace(t); t == "" {
+				continue
+			}
+			if _, err := agent.Subject(t, "x"); err != nil {
+				return fmt.Errorf("--demo-tenants: %w", err)
+			}
+			c.tenants = append(c.tenants, t)
+		}
+		if len(c.tenants) == 0 {
+			return errors.New("--demo-tenants: no tenant")
+		}
+		if n.DemoConfig.Rate < 0 || n.DemoConfig.TimeScale <= 0 || n.DemoConfig.Agents < 0 {
+			return errors.New("--demo-rate and --demo-agents must not be negative, --demo-time-scale must be positive")
+		}
+		n.DemoConfig.Tenants = c.tenants
+		n.DemoConfig.Seed = seed
+		if seed == 0 {
+			n.DemoConfig.Seed = rand.Uint64() | 1
+		}
+		c.authKeySet = authKey != ""
+		if c.authKeySet {
+			if len(authKey) < auth.MinKeyLen {
+				return fmt.Errorf("--auth-key must be at least %d bytes", auth.MinKeyLen)
+			}
+			n.AuthKey = []byte(authKey)
+		} else if !embedded && (n.Ingest || n.Fanout) {
+			return errors.New("--auth-key is required with --nats-url (every fanout and ingest of a deployment verifies tokens with the same key)")
+		}
+		if !n.Ingest && !n.Fanout && !n.Demo {
+			return errors.New("nothing to run: --ingest=false, --fanout=false and no --demo")
+		}
+		if c.devTokenTTL <= 0 {
+			return errors.New("--dev-token-ttl must be positive")
+		}
+		return n.Pipeline.Validate()
+	}
+	return fs, finish
+}
+
+// parseServe reads args, with getenv supplying THREADCAST_* defaults. help
+// is true when --help was asked for (the usage was written to out).
+func parseServe(args []string, getenv func(string) string, out io.Writer) (c serveConfig, help bool, err error) {
+	fs, finish := serveFlags(&c, getenv)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
+	// The environment first, then the command line over it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, false, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, true, nil
+		}
+		return c, false, err // the flag package has printed the usage
+	}
+	if fs.NArg() > 0 {
+		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, false, finish()
+}
+
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	c, help, err := parseServe(args, os.Getenv, stderr)
+	switch {
+	case help:
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "threadcast serve: %v\n", err)
+		return exitUsage
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel})
+	if c.logJSON {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: c.logLevel})
+	}
+	log := slog.New(h)
+	c.node.Logger = log
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	dev, err := prepareServe(&c, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
+		return exitRejected
+	}
+	n, err := node.Start(c.node)
+	if err != nil {
+		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
+		return exitRejected
+	}
+	fmt.Fprintf(stdout, "NATS:       %s%s\n", n.NatsURL(), map[bool]string{true: " (embedded)", false: ""}[c.node.NatsURL == ""])
+	fmt.Fprintf(stdout, "listening on %s\n", n.URL())
+	if c.node.Fanout {
+		if len(dev) > 0 {
+			fmt.Fprintf(stdout, "dashboard:  %s/#token=%s\n", n.URL(), dev[0].Token)
+			for _, t := range dev {
+				fmt.Fprintf(stdout, "dev token:  %s %s\n", t.Tenant, t.Token)
+			}
+		} else {
+			fmt.Fprintf(stdout, "dashboard:  %s/ (paste a token: threadcast token --key ... --tenant T)\n", n.URL())
+		}
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "cause", context.Cause(ctx))
+	case <-n.Failed():
+	}
+	stop() // a second signal now kills the process the default way
+	failed := n.Err()
+	if err := n.Stop(); err != nil {
+		log.Error("shutdown", "err", err)
+		return exitRejected
+	}
+	if failed != nil {
+		return exitRejected
+	}
+	log.Info("stopped cleanly")
+	return exitOK
+}
+
+// prepareServe settles what depends on the data directory: with the
+// embedded server, the directory is created and printed, and without
+// --auth-key the signing key is loaded from it (or generated into it) and
+// development tokens are minted for the dashboard.
+func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error) {
+	n := &c.node
+	if n.NatsURL != "" {
+		return nil, nil
+	}
+	dir, err := filepath.Abs(n.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", node.ErrDataDir, err)
+	}
+	n.DataDir = dir
+	if err := node.PrepareDataDir(dir); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "data:       %s\n", dir)
+	if c.authKeySet {
+		return nil, nil
+	}
+	key, _, err := node.LoadOrCreateKey(filepath.Join(dir, node.KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", node.ErrDataDir, err)
+	}
+	n.AuthKey = key
+	exp := time.Now().Add(c.devTokenTTL).Unix()
+	for _, t := range c.tenants {
+		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Expiry: exp})
+		if err != nil {
+			return nil, err
+		}
+		dev = append(dev, web.Tenant{Tenant: t, Token: tok})
+	}
+	n.DashboardTenants = dev
+	return dev, nil
+}
+
+// startupHint names the flag to change for a start-up error.
+func startupHint(err error) error {
+	switch {
+	case errors.Is(err, node.ErrNatsListen):
+		return fmt.Errorf("%w\n  (is another NATS server or Threadcast running? choose another port with --nats-listen, or use that server with --nats-url)", err)
+	case errors.Is(err, node.ErrHTTPListen):
+		return fmt.Errorf("%w\n  (choose another address with --http)", err)
+	case errors.Is(err, node.ErrDataDir):
+		return fmt.Errorf("%w\n  (choose another directory with --data)", err)
+	case errors.Is(err, node.ErrNats), errors.Is(err, pipeline.ErrServerStart):
+		return fmt.Errorf("%w\n  (check --nats-url, --nats-creds or --nats-listen)", err)
+	case errors.Is(err, pipeline.ErrPartitionsChanged):
+		return fmt.Errorf("%w\n  (the stream was created with another --partitions)", err)
+	}
+	return err
+}

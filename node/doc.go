@@ -1,0 +1,44 @@
+// Package node assembles a Threadcast node: every part of Threadcast in one
+// process, behind one HTTP port. It is what `threadcast serve` runs, and what
+// tests that need a whole Threadcast (the dashboard's browser test) start.
+//
+// A node has, as its Config asks:
+//
+//   - NATS: an embedded nats-server with JetStream (its store in
+//     Config.DataDir, its client port on Config.NatsListen, so that other
+//     processes on the machine can publish), or a connection to an external
+//     one (Config.NatsURL);
+//   - ingest (package pipeline): the sharded reducers, and the HTTP bridge
+//     POST /v1/ingest/{tenant}/{thread} for agents without NATS;
+//   - fanout (package fanout): the /v1 API (SSE, WebSocket, REST, tap) and
+//     the dashboard (package web) at /;
+//   - demo agents (package demo), publishing through the publisher SDK
+//     (package agent) as a real agent does;
+//
+// and on the same port /livez, /readyz (every enabled part ready) and
+// /metrics (one Prometheus registry for all parts).
+//
+// Why a package and not cmd/threadcast: the assembly is more than flag
+// parsing — start-up order, one mux for several parts, readiness across
+// parts, and an ordered shutdown — and tests outside cmd/ need exactly this
+// assembly rather than a copy of it. It reads no flags and no environment
+// (STYLE: only cmd/* does); cmd/threadcast maps both onto Config.
+//
+// # Lifecycle
+//
+// Start brings every part up and returns once the HTTP port and (embedded)
+// NATS port are bound, or returns the first start-up error after undoing
+// what it had started. Stop shuts down in order — demo agents stop (each
+// open run ends with RUN_ERROR) and their publisher waits for its acks;
+// HTTP stops accepting and every stream ends with its resume cursor;
+// the bridge's publisher waits for its acks; ingest drains and checkpoints;
+// the NATS connection drains; the embedded server shuts down — and returns
+// after every goroutine the node started has returned. Failed is closed if a
+// part ends on its own (the owner then calls Stop).
+//
+// # Concurrency
+//
+// A Node's methods are safe for concurrent use; Stop is idempotent. The
+// package keeps no mutable package-level state, so several nodes can run in
+// one test binary (on different ports and data directories).
+package node

@@ -1,0 +1,604 @@
+package node
+
+// NOTE: Config and its defaults come first, then Start (the parts in the
+// order they are brought up), the HTTP side (one mux, readiness), and last
+// Stop, which undoes Start in the opposite order. Start calls Stop's
+// shutdown itself when a part fails to come up, so every part's teardown
+// must accept a part that was never started (nil fields).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/web"
+)
+
+// Config configures a node. Build it with DefaultConfig and change fields.
+type Config struct {
+	// HTTP is the address of the node's one HTTP port ("host:port"; port 0
+	// picks a free one, see Node.HTTPAddr).
+	HTTP string
+
+	// NatsURL is an external NATS server (comma-separated URLs). Empty: the
+	// node embeds a nats-server with JetStream.
+	NatsURL string
+	// NatsCreds is a credentials file for NatsURL (empty: none).
+	NatsCreds string
+	// NatsListen is the embedded server's client address "host:port"; port
+	// 0 (or -1) picks a free one (see Node.NatsURL).
+	NatsListen string
+	// DataDir holds the embedded server's JetStream store (the event log
+	// and the checkpoints): a node restarted on the same directory keeps
+	// every thread. Required when NatsURL is empty.
+	DataDir string
+
+	// Ingest runs the reducers and serves the ingest HTTP bridge; Fanout
+	// serves the /v1 API and the dashboard.
+	Ingest, Fanout bool
+	// Demo runs demo agents with DemoConfig until Stop.
+	Demo       bool
+	DemoConfig demo.Config
+
+	// AuthKey signs the bearer tokens (package auth) that the fanout and
+	// the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
+	// Ingest or Fanout is set.
+	AuthKey []byte
+	// DashboardTenants are offered by the dashboard's tenant picker with
+	// their tokens, to every visitor of the page: set them only on a
+	// development node (see web.Config.Tenants).
+	DashboardTenants []web.Tenant
+
+	// Pipeline configures ingest (its Logger and Metrics are set by the
+	// node). Fanout configures the fanout; its AuthKey is set from AuthKey
+	// and its Hub.Partitions from Pipeline.Partitions.
+	Pipeline     pipeline.Config
+	FanoutConfig fanout.Config
+
+	// Drain bounds each phase of the shutdown (and the start-up of
+	// streams): HTTP drain, the publishers' acks, ingest's checkpoints, the
+	// NATS connection's drain.
+	Drain time.Duration
+	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
+	ReadyMaxLag uint64
+
+	// Logger receives the node's logs (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: every part on, embedded NATS on
+// 127.0.0.1:4222, HTTP on :8080, no demo. DataDir and AuthKey are left for
+// the caller.
+func DefaultConfig() Config {
+	return Config{
+		HTTP:         ":8080",
+		NatsListen:   "127.0.0.1:4222",
+		Ingest:       true,
+		Fanout:       true,
+		Pipeline:     pipeline.DefaultConfig(),
+		FanoutConfig: fanout.DefaultConfig(),
+		Drain:        20 * time.Second,
+		ReadyMaxLag:  100000,
+	}
+}
+
+// Start-up errors. Each is wrapped with the address or path at fault, so
+// that a command can name the flag to change.
+var (
+	ErrConfig     = errors.New("node: bad config")
+	ErrDataDir    = errors.New("node: data directory unusable")
+	ErrNatsListen = errors.New("node: cannot listen for NATS clients")
+	ErrHTTPListen = errors.New("node: cannot listen for HTTP")
+	ErrNats       = errors.New("node: NATS")
+)
+
+// Node is a running Threadcast node; see the package documentation.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	srv      *server.Server // embedded server, or nil
+	natsURL  string
+	nc       *nats.Conn
+	ncClosed chan struct{} // closed by nats.go once nc is closed
+	reg      *prometheus.Registry
+	in       *pipeline.Ingest
+	fs       *fanout.Server
+	bridge   *agent.Publisher // the bridge's publisher, or nil
+	demoPub  *agent.Publisher
+	ln       net.Listener
+
+	// The running parts: each is stopped by its cancel and has returned
+	// when its done is closed.
+	demo, http, ingest part
+
+	stopping  atomic.Bool
+	failOnce  sync.Once
+	failed    chan struct{}
+	failErr   error // set before failed is closed
+	stopOnce  sync.Once
+	stopErr   error
+	demoStats demo.Stats // set before demo.done is closed
+}
+
+type part struct {
+	cancel context.CancelFunc // nil: not started
+	done   chan struct{}
+	err    error // set before done is closed
+}
+
+// Start starts a node; see the package documentation. On error nothing it
+// started is left running.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), ncClosed: make(chan struct{})}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	if err := n.start(); err != nil {
+		_ = n.shutdown()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (c *Config) validate() error {
+	switch {
+	case !c.Ingest && !c.Fanout && !c.Demo:
+		return fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
+	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen:
+		return fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case c.NatsURL == "" && c.DataDir == "":
+		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
+	case c.Drain <= 0:
+		return fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
+	}
+	if c.Ingest {
+		if err := c.Pipeline.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) start() error {
+	if err := n.startNats(); err != nil {
+		return err
+	}
+	n.reg = prometheus.NewRegistry()
+	var fs *fanout.Server
+	if n.cfg.Fanout {
+		fc := n.cfg.FanoutConfig
+		fc.AuthKey = n.cfg.AuthKey
+		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
+		var err error
+		if fs, err = fanout.New(n.nc, fc, n.log.With("part", "fanout")); err != nil {
+			return err
+		}
+		// One registry for every part: the fanout's (which already holds
+		// the Go and process collectors) takes ingest's metrics too.
+		n.fs, n.reg = fs, fs.Registry()
+	} else {
+		n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+
+	mux := http.NewServeMux()
+	if n.cfg.Ingest {
+		bridge, err := n.startIngest()
+		if err != nil {
+			return err
+		}
+		mux.Handle("/v1/ingest/", bridge)
+	}
+	if fs != nil {
+		dash, err := web.Handler(web.Config{Tenants: n.cfg.DashboardTenants})
+		if err != nil {
+			return err
+		}
+		mux.Handle("/v1/", fs.Handler())
+		mux.Handle("/", dash)
+	}
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", n.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	if err := n.startHTTP(mux); err != nil {
+		return err
+	}
+	if n.cfg.Demo {
+		return n.startDemo()
+	}
+	return nil
+}
+
+// startNats starts the embedded server (unless NatsURL is set) and
+// connects.
+func (n *Node) startNats() error {
+	url := n.cfg.NatsURL
+	if url == "" {
+		if err := PrepareDataDir(n.cfg.DataDir); err != nil {
+			return err
+		}
+		host, port, err := listenAddr(n.cfg.NatsListen)
+		if err != nil {
+			return err
+		}
+		sc := pipeline.DefaultServerConfig()
+		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
+		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
+		if n.srv, err = pipeline.StartServer(sc); err != nil {
+			return err
+		}
+		url = n.srv.ClientURL()
+		n.log.Info("embedded NATS server started", "url", url, "data", n.cfg.DataDir)
+	}
+	n.natsURL = url
+	opts := []nats.Option{
+		nats.Name("threadcast"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ClosedHandler(func(*nats.Conn) { close(n.ncClosed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !n.stopping.Load() {
+				n.log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("nats reconnected", "url", c.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { n.log.Warn("nats async error", "err", err) }),
+	}
+	if n.cfg.NatsCreds != "" {
+		opts = append(opts, nats.UserCredentials(n.cfg.NatsCreds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("%w: connect %s: %w", ErrNats, url, err)
+	}
+	n.nc = nc
+	return nil
+}
+
+// PrepareDataDir creates dir (mode 0700) and proves it writable, so that an unusable
+// directory is reported as such rather than as a JetStream failure.
+func PrepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w: %w", ErrDataDir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-test-*")
+	if err != nil {
+		return fmt.Errorf("%w: %s is not writable: %w", ErrDataDir, dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return nil
+}
+
+// listenAddr parses the embedded server's address and, for a fixed port,
+// proves it free: nats-server reports a taken port only in its own log and
+// then lets the start-up time out, which would leave the user waiting for
+// an unrelated error. (The port could be taken between this check and the
+// server's listen; the start-up then fails with ErrServerStart.)
+func listenAddr(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: %q: %w", ErrNatsListen, addr, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("%w: %q: bad port", ErrNatsListen, addr)
+	}
+	if port <= 0 {
+		return host, -1, nil // a free port, as nats-server spells it
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: %w", ErrNatsListen, err)
+	}
+	_ = ln.Close()
+	return host, port, nil
+}
+
+// startIngest creates the stream and bucket (so that publishers, the demo
+// included, can publish as soon as Start returns), starts the reducers, and
+// returns the bridge.
+func (n *Node) startIngest() (http.Handler, error) {
+	pc := n.cfg.Pipeline
+	pc.Logger = n.log.With("part", "ingest")
+	pc.Metrics = pipeline.NewMetrics(n.reg)
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jetstream: %w", ErrNats, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
+	_, _, err = pipeline.EnsureStreams(ctx, js, &pc)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	in, err := pipeline.NewIngest(n.nc, pc)
+	if err != nil {
+		return nil, err
+	}
+	n.in = in
+	n.ingest.run(func(ctx context.Context) error { return in.Run(ctx, n.cfg.Drain) }, n.fail("ingest"))
+
+	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
+		return nil, fmt.Errorf("node: bridge publisher: %w", err)
+	}
+	return pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+}
+
+func (n *Node) startHTTP(h http.Handler) error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHTTPListen, err)
+	}
+	n.ln = ln
+	serve := func(ctx context.Context) error { return serveHTTP(ctx, ln, h, n.cfg.Drain, n.log) }
+	if n.fs != nil {
+		// The fanout's Serve drains its streams (with resume hints) along
+		// with every other request of the port.
+		serve = func(ctx context.Context) error { return n.fs.Serve(ctx, ln, h, n.cfg.Drain) }
+	}
+	n.http.run(serve, n.fail("http"))
+	n.log.Info("listening", "url", n.URL())
+	return nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts the server down
+// within timeout; used when the fanout, whose Serve does this, is off.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, log *slog.Logger) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		_ = hs.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (n *Node) startDemo() error {
+	pub, err := agent.New(n.nc, agent.DefaultConfig())
+	if err != nil {
+		return fmt.Errorf("node: demo publisher: %w", err)
+	}
+	n.demoPub = pub
+	dc := n.cfg.DemoConfig
+	if dc.OnError == nil {
+		dc.OnError = func(tenant, thread string, err error) {
+			n.log.Warn("demo agent abandoned a thread", "tenant", tenant, "thread", thread, "err", err)
+		}
+	}
+	n.demo.run(func(ctx context.Context) error {
+		var err error
+		n.demoStats, err = demo.Run(ctx, demo.AgentPublisher(pub), dc)
+		return err
+	}, n.fail("demo"))
+	agents := dc.Agents
+	if agents == 0 {
+		agents = 2 * max(len(dc.Tenants), len(demo.DefaultTenants())) // demo.Run's default
+	}
+	n.log.Info("demo agents started", "tenants", dc.Tenants, "agents", agents, "rate", dc.Rate, "seed", dc.Seed)
+	return nil
+}
+
+// run starts f in a goroutine owned by p; onEnd is told how f ended.
+func (p *part) run(f func(ctx context.Context) error, onEnd func(error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		p.err = f(ctx)
+		onEnd(p.err)
+	}()
+}
+
+// stop cancels the part and waits for it; a part never started is a no-op.
+func (p *part) stop() error {
+	if p.cancel == nil {
+		return nil
+	}
+	p.cancel()
+	<-p.done
+	return p.err
+}
+
+// fail returns the end handler of the named part: a part that ends while
+// the node is not stopping has failed (demo agents, which end on their own
+// only with ThreadsPerAgent, are let go).
+func (n *Node) fail(name string) func(error) {
+	return func(err error) {
+		if n.stopping.Load() || (name == "demo" && err == nil) {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped on its own")
+		}
+		n.failOnce.Do(func() {
+			n.failErr = fmt.Errorf("node: %s: %w", name, err)
+			n.log.Error("part failed", "part", name, "err", err)
+			close(n.failed)
+		})
+	}
+}
+
+// Failed is closed when a part ended on its own; Err then says why. The
+// owner should Stop the node.
+func (n *Node) Failed() <-chan struct{} { return n.failed }
+
+// Err returns why the node failed, once Failed is closed (nil before).
+func (n *Node) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+// HTTPAddr returns the bound HTTP address ("127.0.0.1:8080").
+func (n *Node) HTTPAddr() string { return n.ln.Addr().String() }
+
+// URL returns a URL of the HTTP port that this machine can open: an
+// unspecified listen host (":8080", "0.0.0.0:8080") becomes 127.0.0.1.
+func (n *Node) URL() string {
+	host, port, _ := net.SplitHostPort(n.HTTPAddr())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// NatsURL returns the URL of the NATS server the node uses (the embedded
+// one's client URL, or Config.NatsURL).
+func (n *Node) NatsURL() string { return n.natsURL }
+
+// Conn returns the node's NATS connection, for publishing in the same
+// process. It is closed by Stop.
+func (n *Node) Conn() *nats.Conn { return n.nc }
+
+// Registry returns the registry /metrics serves, for callers that add their
+// own collectors.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+// DemoStats returns what the demo agents did; valid after Stop.
+func (n *Node) DemoStats() demo.Stats {
+	if n.demo.done == nil {
+		return demo.Stats{}
+	}
+	select {
+	case <-n.demo.done:
+		return n.demoStats
+	default:
+		return demo.Stats{}
+	}
+}
+
+// readyz answers 200 when every enabled part can do its job: NATS
+// connected, ingest's consumers bound and its lag under ReadyMaxLag, and
+// the node not stopping (the fanout refuses new streams then).
+func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
+	var why string
+	switch {
+	case n.stopping.Load():
+		why = "stopping"
+	case !n.nc.IsConnected():
+		why = "nats: " + n.nc.Status().String()
+	case n.in != nil && !n.in.Ready():
+		why = "ingest: consumers not bound"
+	case n.in != nil && n.in.Lag() > n.cfg.ReadyMaxLag:
+		why = fmt.Sprintf("ingest: lag %d over %d", n.in.Lag(), n.cfg.ReadyMaxLag)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if why != "" {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// Stop shuts the node down in order (see the package documentation) and
+// returns after every goroutine it started has returned. The error joins
+// what each part reported. Idempotent: later calls return the same error.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() { n.stopErr = n.shutdown() })
+	return n.stopErr
+}
+
+func (n *Node) shutdown() error {
+	n.stopping.Store(true)
+	var errs []error
+	keep := func(what string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("node: %s: %w", what, err))
+		}
+	}
+	closePub := func(what string, p *agent.Publisher) {
+		if p == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
+		defer cancel()
+		keep(what, p.Close(ctx))
+	}
+
+	// 1. Demo agents: each open run ends with RUN_ERROR, published and
+	// acknowledged before ingest stops reading.
+	if n.demo.cancel != nil {
+		keep("demo", n.demo.stop())
+		closePub("demo publisher", n.demoPub)
+		s := n.demoStats
+		n.log.Info("demo agents stopped", "events", s.Events, "runs", s.Runs, "threads", s.Threads, "errors", s.Errors)
+	} else {
+		closePub("demo publisher", n.demoPub)
+	}
+	// 2. HTTP: no new connections; streams end with their resume cursor;
+	// bridge requests finish, then the bridge's acks are awaited.
+	if n.http.cancel != nil {
+		keep("http", n.http.stop())
+		n.log.Info("http stopped: streams ended with resume cursors")
+	} else if n.ln != nil {
+		_ = n.ln.Close()
+	}
+	closePub("bridge publisher", n.bridge)
+	// 3. Ingest: stop fetching, finish, checkpoint, ack.
+	if n.ingest.cancel != nil {
+		err := n.ingest.stop()
+		keep("ingest", err)
+		n.log.Info("ingest drained: views checkpointed", "ok", err == nil)
+	}
+	// 4. The NATS connection: flush, then wait for its goroutines.
+	if n.nc != nil {
+		if n.nc.Drain() != nil {
+			n.nc.Close()
+		}
+		select {
+		case <-n.ncClosed:
+		case <-time.After(n.cfg.Drain):
+			n.nc.Close()
+			<-n.ncClosed
+		}
+	}
+	// 5. The embedded server.
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+		n.log.Info("embedded NATS server stopped")
+	}
+	return errors.Join(errs...)
+}
