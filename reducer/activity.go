@@ -16,7 +16,7 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
 	ex := t.byID[id]
 	if _, known := t.m.ownActivity[id]; !known || e.Replace {
-		t.m.ownActivity[t.keyFor(ex, id)] = t.internOwner(tag)
+		put(&t.m.ownActivity, t.keyFor(ex, id), t.internOwner(tag))
 	}
 	switch {
 	case ex == nil:

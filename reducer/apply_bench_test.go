@@ -297,6 +297,33 @@ func BenchmarkApplyShort(b *testing.B) {
 	reportRate(b, total, time.Since(start), mallocs()-m0)
 }
 
+// BenchmarkApplyShortSequential applies the same 1,000 threads one after the
+// other: the difference to BenchmarkApplyShort is what interleaving costs in
+// cache misses.
+func BenchmarkApplyShortSequential(b *testing.B) {
+	loadShortFixtures(b)
+	streams, ids := benchFixtures.shortEv, benchFixtures.shortIDs
+	total := 0
+	for _, s := range streams {
+		total += len(s)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	startCPU()
+	m0, start := mallocs(), time.Now()
+	for i := 0; i < b.N; i++ {
+		for k, s := range streams {
+			thr := NewThread(ids[k])
+			for j, e := range s {
+				if res := thr.Apply(uint64(j+1), e); res.Fatal != nil {
+					b.Fatalf("thread %d event %d: %v", k, j, res.Fatal)
+				}
+			}
+		}
+	}
+	reportRate(b, total, time.Since(start), mallocs()-m0)
+}
+
 // BenchmarkDecodeApplyLong is BenchmarkApplyLong with the codec in the loop.
 func BenchmarkDecodeApplyLong(b *testing.B) {
 	loadBenchFixtures(b)

@@ -242,20 +242,20 @@ func (t *Thread) loadRuns(c *ckpt) error {
 
 func (m *machine) load(c *ckMachine, subs []*invocation) error {
 	for _, set := range []struct {
-		dst map[string]struct{}
+		dst *map[string]struct{}
 		src []string
-	}{{m.openText, c.OpenText}, {m.openTool, c.OpenTool}, {m.openSpan, c.OpenSpan}, {m.openReason, c.OpenReason},
-		{m.closed, c.Closed}, {m.started, c.Calls}, {m.answered, c.Answered}} {
+	}{{&m.openText, c.OpenText}, {&m.openTool, c.OpenTool}, {&m.openSpan, c.OpenSpan}, {&m.openReason, c.OpenReason},
+		{&m.closed, c.Closed}, {&m.started, c.Calls}, {&m.answered, c.Answered}} {
 		for _, k := range set.src {
-			set.dst[k] = struct{}{}
+			put(set.dst, k, struct{}{})
 		}
 	}
 	for _, om := range []struct {
-		dst map[string]owner
+		dst *map[string]owner
 		src map[string]ckOwner
-	}{{m.ownText, c.OwnText}, {m.ownTool, c.OwnTool}, {m.ownActivity, c.OwnActivity}, {m.ownReason, c.OwnReason}} {
+	}{{&m.ownText, c.OwnText}, {&m.ownTool, c.OwnTool}, {&m.ownActivity, c.OwnActivity}, {&m.ownReason, c.OwnReason}} {
 		for k, o := range om.src {
-			om.dst[k] = fromCk(o)
+			put(om.dst, k, fromCk(o))
 		}
 	}
 	m.calls = append(m.calls[:0], c.Calls...)
@@ -266,7 +266,7 @@ func (m *machine) load(c *ckMachine, subs []*invocation) error {
 		if i < 0 || i >= len(subs) {
 			return fmt.Errorf("%w: active subagent index %d", ErrCheckpoint, i)
 		}
-		m.active[subs[i].id] = subs[i]
+		put(&m.active, subs[i].id, subs[i])
 	}
 	for _, l := range c.Lanes {
 		if l.Kind < uint8(laneText) || l.Kind > uint8(laneReasoning) {

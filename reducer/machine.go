@@ -80,19 +80,17 @@ type lane struct {
 	hasParent bool
 }
 
-func (m *machine) init() {
-	m.openText = make(map[string]struct{})
-	m.openTool = make(map[string]struct{})
-	m.openSpan = make(map[string]struct{})
-	m.openReason = make(map[string]struct{})
-	m.ownText = make(map[string]owner)
-	m.ownTool = make(map[string]owner)
-	m.ownActivity = make(map[string]owner)
-	m.ownReason = make(map[string]owner)
-	m.active = make(map[string]*invocation)
-	m.closed = make(map[string]struct{})
-	m.started = make(map[string]struct{})
-	m.answered = make(map[string]struct{})
+// init prepares an empty machine. The maps are created on first insert
+// (put): reads of a nil map are valid, and a thread that never uses, say,
+// reasoning spans never pays for the map.
+func (m *machine) init() {}
+
+// put sets (*mp)[k] = v, creating the map on first use.
+func put[V any](mp *map[string]V, k string, v V) {
+	if *mp == nil {
+		*mp = make(map[string]V)
+	}
+	(*mp)[k] = v
 }
 
 // reset forgets everything run-scoped (a new RUN_STARTED).

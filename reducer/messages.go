@@ -117,6 +117,11 @@ func (t *Thread) appendText(m *message, delta string) {
 		t.j.replaced(m)
 	}
 	t.j.appended(m)
+	if cap(m.text) == 0 {
+		// Messages grow by many small deltas: start at a size that skips
+		// the first few doublings.
+		m.text = make([]byte, 0, max(64, len(delta)))
+	}
 	m.text = append(m.text, delta...)
 }
 
@@ -177,19 +182,19 @@ func newMessage(cm *codec.Message) *message {
 // echoed input) in the run's owner maps: always when authoritative
 // (MESSAGES_SNAPSHOT), only for unknown ids otherwise (RUN_STARTED.input).
 func (t *Thread) seedOwner(m *message, authoritative bool) {
-	bucket := t.m.ownText
+	bucket := &t.m.ownText
 	switch m.role {
 	case roleReasoning:
-		bucket = t.m.ownReason
+		bucket = &t.m.ownReason
 	case roleActivity:
-		bucket = t.m.ownActivity
+		bucket = &t.m.ownActivity
 	}
-	if _, ok := bucket[m.id]; authoritative || !ok {
-		bucket[m.id] = m.owner
+	if _, ok := (*bucket)[m.id]; authoritative || !ok {
+		put(bucket, m.id, m.owner)
 	}
 	for _, c := range m.toolCalls {
 		if _, ok := t.m.ownTool[c.id]; authoritative || !ok {
-			t.m.ownTool[c.id] = m.owner
+			put(&t.m.ownTool, c.id, m.owner)
 		}
 	}
 }
@@ -215,19 +220,19 @@ func (t *Thread) seedEchoedOwner(cm *codec.Message) {
 	if cm.Has(codec.MsgSubagentRunID) {
 		o = owner{cm.SubagentRunID, true}
 	}
-	bucket := t.m.ownText
+	bucket := &t.m.ownText
 	switch parseRole(cm.Role) {
 	case roleReasoning:
-		bucket = t.m.ownReason
+		bucket = &t.m.ownReason
 	case roleActivity:
-		bucket = t.m.ownActivity
+		bucket = &t.m.ownActivity
 	}
-	if _, ok := bucket[cm.ID]; !ok {
-		bucket[retain(cm.ID)] = t.internOwner(o)
+	if _, ok := (*bucket)[cm.ID]; !ok {
+		put(bucket, retain(cm.ID), t.internOwner(o))
 	}
 	for i := range cm.ToolCalls {
 		if _, ok := t.m.ownTool[cm.ToolCalls[i].ID]; !ok {
-			t.m.ownTool[retain(cm.ToolCalls[i].ID)] = t.internOwner(o)
+			put(&t.m.ownTool, retain(cm.ToolCalls[i].ID), t.internOwner(o))
 		}
 	}
 }

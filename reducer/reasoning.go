@@ -17,9 +17,9 @@ func (t *Thread) spanStart(id string, tag owner) *ProtocolError {
 		return t.violation("S7", "reasoning span "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	key := retain(id)
-	m.openSpan[key] = struct{}{}
+	put(&m.openSpan, key, struct{}{})
 	if !known {
-		m.ownReason[key] = t.internOwner(tag)
+		put(&m.ownReason, key, t.internOwner(tag))
 	}
 	return nil
 }
@@ -48,9 +48,9 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolE
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
-	m.openReason[key] = struct{}{}
+	put(&m.openReason, key, struct{}{})
 	if !known {
-		m.ownReason[key] = t.internOwner(tag)
+		put(&m.ownReason, key, t.internOwner(tag))
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "REASONING_MESSAGE_START names activity message "+quote(id)+"; ignored")

@@ -39,7 +39,7 @@ func (t *Thread) subagentStarted(e *codec.Event) *ProtocolError {
 		inv.parentMessage, inv.hasParentMessage = retain(e.ParentMessageID), true
 	}
 	t.subagents = append(t.subagents, inv)
-	t.m.active[inv.id] = inv
+	put(&t.m.active, inv.id, inv)
 	t.j.runsChanged()
 	return nil
 }
@@ -52,7 +52,7 @@ func (t *Thread) subagentEnded(e *codec.Event) *ProtocolError {
 		return t.violation("A8", "no active subagent "+quote(e.SubagentRunID)+"; SUBAGENT_STARTED must come first")
 	}
 	delete(t.m.active, inv.id)
-	t.m.closed[inv.id] = struct{}{}
+	put(&t.m.closed, inv.id, struct{}{})
 	if e.Type == codec.TypeSubagentError {
 		inv.status = subError
 		inv.errMessage = retain(e.Message)

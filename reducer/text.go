@@ -20,9 +20,9 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
-	m.openText[key] = struct{}{}
+	put(&m.openText, key, struct{}{})
 	if !known {
-		m.ownText[key] = t.internOwner(tag)
+		put(&m.ownText, key, t.internOwner(tag))
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "TEXT_MESSAGE_START names activity message "+quote(id)+"; ignored")

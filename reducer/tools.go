@@ -37,19 +37,19 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	}
 	c := t.calls[id]
 	key := retainOr(c, id)
-	m.openTool[key] = struct{}{}
+	put(&m.openTool, key, struct{}{})
 	if _, ok := m.started[key]; !ok {
-		m.started[key] = struct{}{}
+		put(&m.started, key, struct{}{})
 		m.calls = append(m.calls, key)
 	}
 	if !known {
 		switch {
 		case tag.tagged:
-			m.ownTool[key] = t.internOwner(tag)
+			put(&m.ownTool, key, t.internOwner(tag))
 		case hasInherited:
-			m.ownTool[key] = inherited
+			put(&m.ownTool, key, inherited)
 		default:
-			m.ownTool[key] = owner{}
+			put(&m.ownTool, key, owner{})
 		}
 	}
 	if c != nil {
@@ -165,9 +165,9 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	id := e.MessageID
 	key := t.keyFor(t.byID[id], id)
 	t.m.dropHot() // the minted owner may replace a cached one
-	t.m.ownText[key] = t.internOwner(tag)
+	put(&t.m.ownText, key, t.internOwner(tag))
 	if _, ok := t.m.answered[e.ToolCallID]; !ok {
-		t.m.answered[retain(e.ToolCallID)] = struct{}{}
+		put(&t.m.answered, retain(e.ToolCallID), struct{}{})
 	}
 	msg := &message{id: key, role: roleTool, toolCallID: retain(e.ToolCallID), owner: t.internOwner(tag)}
 	setContent(msg, e.Content)
