@@ -52,6 +52,18 @@
 //     flush; a consumer of it must have applied every earlier flush, or
 //     resynchronise from AppendView.
 //
+// # Files
+//
+// thread.go (the Thread, its invariants, Status, MemSize), apply.go (Apply,
+// Reject, Warn, the lifecycle gate and dispatch), machine.go (run-scoped
+// tracking), one file per family: lifecycle.go, text.go, tools.go,
+// reasoning.go, chunks.go (lanes and chunk expansion), state.go,
+// activity.go, subagents.go, reconcile.go (MESSAGES_SNAPSHOT), messages.go
+// (message storage and indexes), input.go (SetInput); then view.go (the
+// view document), snapshot.go (the view as AG-UI events), checkpoint.go,
+// journal.go (Flush), json.go and copy.go (helpers). compact*.go is the
+// separate Compactor.
+//
 // # Verdicts
 //
 // Every fatal case of the spec's verdict table (processing.md §7) becomes a
