@@ -32,7 +32,8 @@ var benchFixtures struct {
 	longOnce, shortOnce sync.Once
 	long                [][]byte // raw events of the 100k-event thread
 	longEv              []*codec.Event
-	shortEv             [][]*codec.Event // 1,000 threads
+	short               [][][]byte       // raw events of 1,000 threads
+	shortEv             [][]*codec.Event // the same, decoded
 	shortIDs            []string
 	loadFailed          error
 }
@@ -75,6 +76,7 @@ func loadShortFixtures(b *testing.B) {
 			for i, e := range th.Events {
 				raws[i] = e
 			}
+			f.short = append(f.short, raws)
 			f.shortEv = append(f.shortEv, decodeAll(raws))
 			f.shortIDs = append(f.shortIDs, th.ThreadID)
 		}
@@ -316,6 +318,38 @@ func BenchmarkApplyShortSequential(b *testing.B) {
 			thr := NewThread(ids[k])
 			for j, e := range s {
 				if res := thr.Apply(uint64(j+1), e); res.Fatal != nil {
+					b.Fatalf("thread %d event %d: %v", k, j, res.Fatal)
+				}
+			}
+		}
+	}
+	reportRate(b, total, time.Since(start), mallocs()-m0)
+}
+
+// BenchmarkDecodeApplyShortSequential is BenchmarkApplyShortSequential with
+// the codec in the loop: the work @ag-ui/client's whole client pipeline does
+// in bench.mjs's threads workload (parse, validate, expand, verify, apply).
+func BenchmarkDecodeApplyShortSequential(b *testing.B) {
+	loadShortFixtures(b)
+	streams, ids := benchFixtures.short, benchFixtures.shortIDs
+	total := 0
+	for _, s := range streams {
+		total += len(s)
+	}
+	var dec codec.Decoder
+	var ev codec.Event
+	b.ReportAllocs()
+	b.ResetTimer()
+	startCPU()
+	m0, start := mallocs(), time.Now()
+	for i := 0; i < b.N; i++ {
+		for k, s := range streams {
+			thr := NewThread(ids[k])
+			for j, raw := range s {
+				if err := dec.Decode(raw, &ev); err != nil {
+					b.Fatalf("thread %d event %d: %v", k, j, err)
+				}
+				if res := thr.Apply(uint64(j+1), &ev); res.Fatal != nil {
 					b.Fatalf("thread %d event %d: %v", k, j, res.Fatal)
 				}
 			}
