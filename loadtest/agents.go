@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/reducer"
+)
+
+// threadInfo is one thread of the run: who publishes it, what was stored
+// (the offline reduction and the publish time of every acked event, by
+// stream seq), and what subscribers look latency up in.
+type threadInfo struct {
+	idx            int
+	tenant, thread string
+
+	mu      sync.Mutex
+	pubs    []pubRec // acked events, ascending seq (one publisher per thread, one message in flight)
+	lastSeq uint64   // seq of the last acked event
+	tainted bool     // an event failed to publish: the stream may have a gap, not checked
+	born    chan struct{}
+	bornOne sync.Once
+
+	// offline is the reduction of what was stored, applied with the ack's
+	// seq by the owning agent only (read after the agents stopped).
+	offline *reducer.Thread
+}
+
+type pubRec struct {
+	seq uint64
+	ns  int64 // publish time, UnixNano
+}
+
+// snapshot returns lastSeq and whether the thread is tainted.
+func (t *threadInfo) state() (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastSeq, t.tainted
+}
+
+// simAgent is one simulated agent: it owns its threads and plays their
+// demo scripts interleaved, one event per tick, round robin — an agent
+// process serving several conversations at once.
+type simAgent struct {
+	r       *runner
+	index   int
+	tenant  string
+	threads []*simThread
+	fifo    []inflight
+	dec     codec.Decoder
+	ev      codec.Event
+}
+
+type simThread struct {
+	info   *threadInfo
+	script *demo.Script
+	events []demo.Event
+	pos    int
+}
+
+type inflight struct {
+	th  *simThread
+	ns  int64
+	ev  []byte
+	fut *agent.Future
+}
+
+// play publishes until ctx ends, closes the runs it left open with
+// RUN_ERROR (as demo.Run does), and waits for every ack.
+func (a *simAgent) play(ctx context.Context, start time.Time) {
+	interval := func() time.Duration {
+		f := a.r.sc.rate(time.Since(start), a.r.cfg.Duration)
+		return time.Duration(float64(time.Second) * float64(a.r.cfg.Agents) / (a.r.cfg.Rate * max(f, 0.001)))
+	}
+	next := time.Now()
+	rr := a.index % len(a.threads) // agents do not start in lockstep on thread 0
+	for {
+		now := time.Now()
+		if now.Sub(next) > time.Second { // forgive a backlog rather than burst it out
+			next = now
+		}
+		next = next.Add(interval())
+		if d := next.Sub(now); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		th := a.threads[rr]
+		rr = (rr + 1) % len(a.threads)
+		if th.pos == len(th.events) {
+			th.events, th.pos = th.script.NextRun(), 0
+		}
+		ev := th.events[th.pos]
+		th.pos++
+		a.publish(ctx, th, ev.JSON)
+		a.reap(false)
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, th := range a.threads {
+		if th.pos > 0 && th.pos < len(th.events) {
+			a.publish(gctx, th, []byte(`{"type":"RUN_ERROR","message":"load test stopped","code":"agent_stopped"}`))
+			th.pos = len(th.events)
+		}
+	}
+	a.reap(true)
+}
+
+// publish stamps ev with the wall clock in ms (`timestamp`: what agui
+// WebSocket subscribers measure latency from) and publishes it.
+func (a *simAgent) publish(ctx context.Context, th *simThread, ev []byte) {
+	now := time.Now()
+	b := make([]byte, 0, len(ev)+24)
+	b = append(b, `{"timestamp":`...)
+	b = strconv.AppendInt(b, now.UnixMilli(), 10)
+	b = append(b, ',')
+	b = append(b, ev[1:]...)
+	fut, err := a.r.pub.Publish(ctx, th.info.tenant, th.info.thread, b)
+	if err != nil {
+		a.r.stats.publishErrors.Add(1)
+		th.info.mu.Lock()
+		th.info.tainted = true
+		th.info.mu.Unlock()
+		return
+	}
+	a.r.stats.eventsIn.Add(1)
+	a.r.series.at(now).eventsIn.Add(1)
+	a.fifo = append(a.fifo, inflight{th: th, ns: now.UnixNano(), ev: b, fut: fut})
+}
+
+// reap resolves the acked events at the front of the fifo (all of them,
+// waiting, when wait): each is applied to the thread's offline reduction
+// with its stream seq and its publish time recorded under that seq.
+func (a *simAgent) reap(wait bool) {
+	n := 0
+	for _, f := range a.fifo {
+		if wait {
+			<-f.fut.Done()
+		} else {
+			select {
+			case <-f.fut.Done():
+			default:
+				a.fifo = append(a.fifo[:0], a.fifo[n:]...)
+				return
+			}
+		}
+		n++
+		ack, err := f.fut.Result()
+		info := f.th.info
+		if err != nil {
+			a.r.stats.publishErrors.Add(1)
+			info.mu.Lock()
+			info.tainted = true
+			info.mu.Unlock()
+			continue
+		}
+		if err := a.dec.Decode(f.ev, &a.ev); err != nil {
+			info.mu.Lock()
+			info.tainted = true
+			info.mu.Unlock()
+			continue
+		}
+		if res := info.offline.Apply(ack.Seq, &a.ev); res.Fatal != nil {
+			a.r.stats.offlineFatal.Add(1)
+		}
+		info.mu.Lock()
+		info.pubs = append(info.pubs, pubRec{seq: ack.Seq, ns: f.ns})
+		info.lastSeq = ack.Seq
+		info.mu.Unlock()
+		info.bornOne.Do(func() { close(info.born) })
+	}
+	clear(a.fifo)
+	a.fifo = a.fifo[:0]
+}

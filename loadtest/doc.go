@@ -1,0 +1,104 @@
+// Command loadtest is Threadcast's load generator: simulated agents publish
+// realistic AG-UI streams through the publisher SDK while simulated
+// subscribers follow the threads over SSE and WebSocket, in agui and view
+// mode; it measures end-to-end latency and throughput and, at the end,
+// checks that nothing was lost, duplicated or reordered.
+//
+//	go run ./loadtest [flags]                       # against an embedded Threadcast
+//	go run ./loadtest --target http://127.0.0.1:8080 --nats-url nats://127.0.0.1:4222 --auth-key K
+//
+// # What runs
+//
+// Agents: --agents goroutines, each owning threads/agents of the --threads
+// threads (a tenant per agent, --tenants tenants round robin), publishing
+// one event per tick round robin over its threads so that many runs are
+// open at once. The events are the demo generator's (demo.NewScript: runs
+// with reasoning, tool calls, subagents, activities, state patches, long
+// streamed answers, errors and cancellations), stamped with the wall clock
+// (`timestamp`, ms) and published with agent.Publisher (batching on, its
+// defaults). The total rate is --rate events/s, shaped over time by the
+// scenario. Every acked event is applied, with its stream seq, to an offline
+// reducer.Thread of its thread (the reference the check compares with) and
+// its publish time is recorded under that seq.
+//
+// Subscribers: --subscribers, each on one thread: --hot-threads threads
+// share --hot-fraction of them (a few threads watched by thousands), the
+// rest are dealt one per thread over the other threads (the long tail).
+// --ws of them use WebSocket, --view of them view mode (independently, so
+// all four variants occur). Each folds what it receives: agui streams into a
+// reducer.Thread (as any AG-UI consumer would), view streams into a view
+// document (the wire format of web/static/viewdoc.js). A subscriber starts
+// when its thread's first event is stored, reconnects on a dropped stream
+// with its cursor (SSE Last-Event-ID, view WebSocket ?after=; agui over
+// WebSocket has no cursor and restarts from a snapshot), and restarts from a
+// fresh snapshot after a gap.
+//
+// # What is measured
+//
+// Latency is per stored event per subscriber that received it live: from
+// the Publish call to the arrival of the frame that carried it — the frame
+// end's SSE id, or the view payload's seq, names the stream seq it brings
+// the view to, and every event with a seq up to it not yet accounted was
+// delivered then. Agui over WebSocket carries no seq; there content and
+// delta events are measured from their `timestamp` (1 ms resolution). Events
+// a subscriber got through a snapshot are not samples; slow subscribers are
+// not sampled. The histogram (hist.go) is log-linear, HDR style: exact
+// below 128 ns, then 128 sub-buckets per power of two (≤0.8 % error), lock-free.
+// Also: events/s in, messages/s and bytes/s out, resyncs, reconnects,
+// errors, per second; the fanout's resync and drop counters from /metrics.
+//
+// # The check
+//
+// After --duration the agents close the runs they left open (RUN_ERROR, as
+// the demo agents do), the publisher drains, and the settle phase waits (up
+// to --settle) until every thread's REST view (GET /v1/threads/{thread}) is
+// at the last stored seq and every subscriber has caught up. Then: every
+// thread's REST view must equal its offline reduction (the whole view,
+// seq included); every view-mode subscriber's document must equal the REST
+// view, and every agui-mode subscriber's messages and state must (an AG-UI
+// stream restates messages and state on join; a late joiner cannot rebuild
+// the run history); no gap (a view payload whose prev is not the held seq),
+// no duplicate (a seq at or below the held one), no fold error. The run
+// fails (exit status 1) otherwise, or if it did not settle.
+//
+// # Scenarios (--scenario)
+//
+//   - steady: the target rate throughout.
+//   - ramp: from 10 % of the rate to 100 %, linearly over the run: where do
+//     latency and throughput bend.
+//   - burst: 30 % of the rate, with 3-second bursts at 300 % every 10 s
+//     (same mean as steady ×0.84): batching and queueing under surges.
+//   - reconnect-storm: steady; at half time half of the subscribers drop
+//     their connection at once and reconnect immediately with their cursor:
+//     the resume path (ring) and the snapshot path under a thundering herd.
+//   - slow-subscribers: steady; 10 % of the subscribers pause 50 ms after
+//     every message they read: their queues overflow and they are
+//     resynchronised alone; the others' latency must not suffer.
+//   - ingest-restart: steady; at 40 % of the run the embedded ingest is
+//     stopped (graceful drain), left down for 2 s, and a new one started:
+//     recovery from checkpoints, frames resuming, subscribers continuing.
+//     Needs the embedded system.
+//
+// # Report
+//
+// --out DIR (default a new directory under the temp dir, named on stderr)
+// receives report.md (also printed), chart.svg (latency p50/p99 and
+// throughput per second, drawn here without external tools) and
+// report.json (every figure and the per-second series).
+//
+// # Bounds
+//
+// A run stops by itself after --duration plus at most --settle. Targets
+// other than loopback addresses are refused unless --allow-remote is given.
+// The embedded system (the default) is an embedded NATS server with
+// JetStream in a temporary directory, pipeline.Ingest and fanout.Server on a
+// loopback port, assembled as cmd/threadcast does; it is removed at the end.
+//
+// # Concurrency
+//
+// Every goroutine (agents, subscribers, progress, scenario events, the
+// embedded system) is started by Run and waited for before it returns. A
+// subscriber's fold and counters belong to its goroutine and are read only
+// after it returned; shared counters are atomics; a thread's acked-event
+// table is guarded by its mutex (the agent appends, subscribers read).
+package main
