@@ -15,6 +15,7 @@ type corpusStream struct {
 	initial *corpusInitial
 	input   json.RawMessage
 	events  []json.RawMessage
+	proto   string // see corpusRun.proto
 }
 
 // corpusStreams loads every case and every official fixture.
@@ -24,7 +25,7 @@ func corpusStreams(t *testing.T) []corpusStream {
 	for _, file := range loadJSONFiles(t, "cases") {
 		var c corpusCase
 		readJSON(t, file, &c)
-		out = append(out, corpusStream{name: filepath.Base(file), initial: c.Initial, events: c.Events})
+		out = append(out, corpusStream{name: filepath.Base(file), initial: c.Initial, events: c.Events, proto: "1.0"})
 	}
 	for _, file := range loadJSONFiles(t, "official") {
 		var f officialFixture
@@ -50,11 +51,11 @@ func (s *corpusStream) start(t *testing.T) *Thread {
 func TestCheckpointEverySplit(t *testing.T) {
 	for _, s := range corpusStreams(t) {
 		t.Run(strings.TrimSuffix(s.name, ".json"), func(t *testing.T) {
-			want := &corpusRun{thread: s.start(t), fatalIdx: -1}
+			want := &corpusRun{thread: s.start(t), fatalIdx: -1, proto: s.proto}
 			feedRange(want, s.events, 0, len(s.events))
 			wantView := want.thread.AppendView(nil)
 			for k := 0; k <= len(s.events); k++ {
-				got := &corpusRun{thread: s.start(t), fatalIdx: -1}
+				got := &corpusRun{thread: s.start(t), fatalIdx: -1, proto: s.proto}
 				if feedRange(got, s.events, 0, k) {
 					cp := got.thread.AppendCheckpoint(nil)
 					loaded, err := LoadCheckpoint(cp)

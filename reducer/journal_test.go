@@ -113,7 +113,7 @@ func TestJournalRebuildsView(t *testing.T) {
 				thr := s.start(t)
 				thr.Flush()
 				client := newViewClient(t, thr)
-				out := &corpusRun{thread: thr, fatalIdx: -1}
+				out := &corpusRun{thread: thr, fatalIdx: -1, proto: s.proto}
 				for i := range s.events {
 					ok := feedRange(out, s.events, i, i+1)
 					if (i+1)%every == 0 || !ok || i == len(s.events)-1 {

@@ -31,16 +31,16 @@ func splitJSONL(t *testing.T, b []byte) []json.RawMessage {
 func TestSnapshotEventsLateJoiner(t *testing.T) {
 	for _, s := range corpusStreams(t) {
 		t.Run(strings.TrimSuffix(s.name, ".json"), func(t *testing.T) {
-			full := &corpusRun{thread: s.start(t), fatalIdx: -1}
+			full := &corpusRun{thread: s.start(t), fatalIdx: -1, proto: s.proto}
 			feedRange(full, s.events, 0, len(s.events))
 			for k := 0; k <= len(s.events); k++ {
-				prefix := &corpusRun{thread: s.start(t), fatalIdx: -1}
+				prefix := &corpusRun{thread: s.start(t), fatalIdx: -1, proto: s.proto}
 				if !feedRange(prefix, s.events, 0, k) {
 					break
 				}
 				snap := splitJSONL(t, prefix.thread.AppendSnapshotEvents(nil))
 				stream := append(append([]json.RawMessage{}, snap...), s.events[k:]...)
-				joiner := &corpusRun{thread: NewThread("joiner"), fatalIdx: -1}
+				joiner := &corpusRun{thread: NewThread("joiner"), fatalIdx: -1, proto: s.proto}
 				feedRange(joiner, stream, 0, len(stream))
 				if joiner.fatalIdx >= 0 && joiner.fatalIdx < len(snap) {
 					t.Fatalf("k=%d: joiner rejected snapshot event %d (%s): %v", k, joiner.fatalIdx,
