@@ -41,6 +41,8 @@ func FuzzApply(f *testing.F) {
 			k = int(split) % (len(evs) + 1)
 		}
 		thr := NewThread("t")
+		thr.Flush()
+		client := newViewClient(t, thr)
 		var restored *Thread
 		for i, e := range evs {
 			if i == k {
@@ -54,6 +56,17 @@ func FuzzApply(f *testing.F) {
 				restored.Apply(uint64(i+1), e)
 			}
 			checkInvariants(t, thr)
+			if i%3 == 2 {
+				client.apply(t, thr, thr.Flush())
+			}
+		}
+		client.apply(t, thr, thr.Flush())
+		client.check(t, thr, "journal client")
+		if got := thr.MemSize(); true {
+			thr.j.memAll = true
+			if want := thr.MemSize(); got != want {
+				t.Fatalf("incremental MemSize %d, full %d", got, want)
+			}
 		}
 		view := thr.AppendView(nil)
 		if !json.Valid(view) {

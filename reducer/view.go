@@ -55,7 +55,10 @@ func (t *Thread) AppendMessages(dst []byte) []byte {
 func (t *Thread) AppendMessageAt(dst []byte, i int) []byte { return appendMessage(dst, t.msgs[i]) }
 
 // AppendTextFrom appends, as a JSON string, the string content of message i
-// from byte offset from on (the text a journal Appended change added).
+// from byte offset from on (the text a journal Appended change added). When
+// a producer split an astral character across deltas and a flush fell
+// between the halves, each side carries one half as a \u escape; string
+// concatenation in JavaScript re-joins them, as it does for the deltas.
 func (t *Thread) AppendTextFrom(dst []byte, i, from int) []byte {
 	m := t.msgs[i]
 	if from > len(m.text) {
