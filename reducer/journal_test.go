@@ -50,15 +50,16 @@ func (c *viewClient) apply(t *testing.T, thr *Thread, ch *Changes) {
 		case Replaced:
 			c.msgs[mc.Index] = thr.AppendMessageAt(nil, mc.Index)
 		case Appended:
-			var m map[string]any
+			// Concatenate as JavaScript strings do (WTF-8 here), so that a
+			// surrogate pair split across two flushes re-joins.
+			var m map[string]json.RawMessage
 			mustUnmarshal(t, c.msgs[mc.Index], &m)
-			var more string
-			mustUnmarshal(t, thr.AppendTextFrom(nil, mc.Index, mc.TextFrom), &more)
-			old, _ := m["content"].(string)
-			if len(old) != mc.TextFrom && !strings.ContainsRune(old, '\ufffd') {
+			old := appendUnquoted(nil, m["content"])
+			if len(old) != mc.TextFrom {
 				t.Fatalf("append from %d, client content has %d bytes", mc.TextFrom, len(old))
 			}
-			m["content"] = old + more
+			text := appendUnquoted(old, thr.AppendTextFrom(nil, mc.Index, mc.TextFrom))
+			m["content"] = appendStringBytes(nil, text)
 			b, _ := json.Marshal(m)
 			c.msgs[mc.Index] = b
 		}
@@ -183,4 +184,19 @@ func TestJournalBounded(t *testing.T) {
 		t.Fatalf("journal did not degrade: structural %v, %d messages, state %v, %d ops",
 			ch.Structural, len(ch.Messages), ch.State, len(ch.StateOps))
 	}
+}
+
+// TestJournalSplitSurrogate: an astral character split across two deltas,
+// with a flush between them, re-joins on a client that concatenates.
+func TestJournalSplitSurrogate(t *testing.T) {
+	thr := NewThread("t")
+	applyLine(t, thr, 1, vRS)
+	applyLine(t, thr, 2, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`)
+	applyLine(t, thr, 3, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\ud83d"}`)
+	thr.Flush()
+	client := newViewClient(t, thr)
+	applyLine(t, thr, 4, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\ude00b"}`)
+	client.apply(t, thr, thr.Flush())
+	client.check(t, thr, "after the second half")
+	jsonEqual(t, "content", thr.AppendMessages(nil), []byte(`[{"id":"m","role":"assistant","content":"a😀b"}]`))
 }
