@@ -31,6 +31,12 @@ func init() {
 	})
 }
 
+// refRate is one line of bench.mjs's output.
+type refRate struct {
+	rate float64
+	runs int
+}
+
 // measurement is one side's result on one workload and pipeline.
 type measurement struct {
 	eventsPerSec   float64
@@ -47,9 +53,9 @@ func runReducer(e *env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(e.out, "\nReducer vs reference consumer (@ag-ui/client 1.0.0 bench.mjs), Go %s, GOMAXPROCS=%d, %d run(s) median, reference %d run(s)\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), e.runs, e.refRuns)
-	fmt.Fprintln(tw, "workload\tpipeline\tevents\tthreadcast ev/s\tallocs/ev\treference ev/s\tratio\ttarget\t")
+	fmt.Fprintf(e.out, "\nReducer vs reference consumer (@ag-ui/client 1.0.0 bench.mjs), Go %s, GOMAXPROCS=%d, median of %d run(s)\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), e.runs)
+	fmt.Fprintln(tw, "workload\tpipeline\tevents\tthreadcast ev/s\tallocs/ev\treference ev/s\t(runs)\tratio\ttarget\t")
 	for _, w := range ws {
 		decoded, err := w.decoded()
 		if err != nil {
@@ -73,14 +79,14 @@ func runReducer(e *env) error {
 				return fmt.Errorf("%s %s: %w", w.name, row.pipeline, row.err)
 			}
 			r := ref[w.label+"/"+row.refKey]
-			ratio := "-"
-			refS := "-"
-			if r > 0 {
-				refS = fmt.Sprintf("%.0f", r)
-				ratio = fmt.Sprintf("%.0fx", row.m.eventsPerSec/r)
+			ratio, refS, runs := "-", "-", "-"
+			if r.rate > 0 {
+				refS = fmt.Sprintf("%.0f", r.rate)
+				runs = fmt.Sprint(r.runs)
+				ratio = fmt.Sprintf("%.0fx", row.m.eventsPerSec/r.rate)
 			}
-			fmt.Fprintf(tw, "%s\t%s vs %s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t\n", w.name, row.pipeline, row.refKey, w.events,
-				row.m.eventsPerSec, row.m.allocsPerEvent, refS, ratio, target)
+			fmt.Fprintf(tw, "%s\t%s vs %s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t\n", w.name, row.pipeline, row.refKey, w.events,
+				row.m.eventsPerSec, row.m.allocsPerEvent, refS, runs, ratio, target)
 		}
 	}
 	return tw.Flush()
@@ -164,8 +170,9 @@ func applyOnly(threads [][]*codec.Event, events int) (measurement, error) {
 }
 
 // referenceRates runs the reference's bench.mjs (or reads its saved output)
-// and returns median events/s keyed "<workload label>/<pipeline>".
-func (e *env) referenceRates() (map[string]float64, error) {
+// and returns its median events/s (and number of runs) keyed
+// "<workload label>/<pipeline>".
+func (e *env) referenceRates() (map[string]refRate, error) {
 	var out []byte
 	if e.refJSON != "" {
 		b, err := os.ReadFile(e.refJSON)
@@ -184,12 +191,13 @@ func (e *env) referenceRates() (map[string]float64, error) {
 		}
 		out = b
 	}
-	rates := map[string]float64{}
+	rates := map[string]refRate{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var line struct {
 			Workload string  `json:"workload"`
 			Rate     float64 `json:"medianEventsPerSecond"`
+			Runs     int     `json:"runs"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Workload == "" {
 			continue
@@ -201,7 +209,7 @@ func (e *env) referenceRates() (map[string]float64, error) {
 		}
 		for _, s := range workloadSpecs {
 			if strings.HasPrefix(label, s.label) {
-				rates[s.label+"/"+pipeline] = line.Rate
+				rates[s.label+"/"+pipeline] = refRate{line.Rate, line.Runs}
 			}
 		}
 	}
