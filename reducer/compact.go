@@ -153,9 +153,12 @@ func CompactFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
 
 // Add takes the next event of the stream and the Result the reducer gave it
 // on the view the compacted output will be folded into (the pipeline passes
-// what its Thread.Apply returned). Only events applied cleanly — no warning,
-// no fatal error — are folded. ev is copied; the caller may reuse it when
-// Add returns.
+// what its Thread.Apply returned; Add reads res before returning, so the
+// Thread's reuse of Result.Warnings on its next call does not matter). Only
+// events applied cleanly — no warning, no fatal error — are folded. ev is
+// copied; the caller may reuse it when Add returns. Events the caller does
+// not hand to Apply (the codec dropped or rejected them) are not given to
+// Add either, and do not appear in the output.
 //
 // An event the Thread refused as stale (ErrStaleSeq: a redelivery of an
 // event already applied) is dropped: it changed nothing, and a consumer of
