@@ -64,3 +64,46 @@ func TestSnapshotEventsLateJoiner(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotTerminals: with no run active, the snapshot restates how the
+// last run ended, so that the next live RUN_STARTED (and, after
+// RUN_FINISHED, a late RUN_ERROR) is accepted by the joiner.
+func TestSnapshotTerminals(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     []string
+		wantLast string // type of the snapshot's last event
+		next     string // a live event the joiner must accept
+	}{
+		{"no run yet", nil, "RUN_FINISHED", vRS},
+		{"finished with outcome", []string{vRS, `{"type":"RUN_FINISHED","threadId":"t","runId":"r1","outcome":{"type":"cancelled"}}`},
+			"RUN_FINISHED", `{"type":"RUN_ERROR","message":"late"}`},
+		{"producer error", []string{vRS, `{"type":"RUN_ERROR","message":"boom","code":"E"}`}, "RUN_ERROR", vRS2},
+		{"rejected", []string{vRS, `{"type":"STEP_FINISHED","stepName":"x"}`}, "RUN_ERROR", vRS2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := NewThread("t")
+			for i, l := range tt.give {
+				applyLine(t, src, uint64(i+1), l)
+			}
+			snap := splitJSONL(t, src.AppendSnapshotEvents(nil))
+			var last struct {
+				Type string
+				Code string
+			}
+			mustUnmarshal(t, snap[len(snap)-1], &last)
+			if last.Type != tt.wantLast {
+				t.Fatalf("last snapshot event %s, want %s", snap[len(snap)-1], tt.wantLast)
+			}
+			if tt.name == "rejected" && last.Code != RejectedCode {
+				t.Fatalf("rejected run restated with code %q", last.Code)
+			}
+			joiner := &corpusRun{thread: NewThread("j"), fatalIdx: -1}
+			stream := append(append([]json.RawMessage{}, snap...), json.RawMessage(tt.next))
+			if !feedRange(joiner, stream, 0, len(stream)) {
+				t.Fatalf("joiner rejected event %d: %v", joiner.fatalIdx, joiner.fatal)
+			}
+		})
+	}
+}
