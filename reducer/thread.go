@@ -20,8 +20,9 @@ import (
 //     scanning msgs in order; call.msg is the message holding it.
 //   - seq never decreases.
 //   - phase says which events the lifecycle admits next (patterns.md §1.1);
-//     run-scoped tracking in m is empty unless phase == phaseActive, except
-//     the owner maps, which live until the next RUN_STARTED.
+//     the open sets, steps, active subagents and lanes in m are empty unless
+//     phase == phaseActive; the owner maps, the closed-subagent set and the
+//     run's tool-call lists live until the next RUN_STARTED.
 type Thread struct {
 	threadID string
 	seq      uint64
