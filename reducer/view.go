@@ -8,8 +8,28 @@ import (
 // slice; nothing is retained. Messages and state are the exact AG-UI 1.0
 // shapes (messages.md §1): absent optional fields are omitted, never null.
 
-// AppendView appends the view document: a JSON object with threadId, seq,
-// status, messages, state, runs, steps, subagents, warnings and error.
+// AppendView appends the view document, a JSON object:
+//
+//	threadId   the thread's id
+//	seq        Seq(): the stream sequence the view is at
+//	status     "idle" | "running" | "finished" | "errored" | "rejected"
+//	messages   AG-UI 1.0 messages, exactly as AppendMessages
+//	state      the agent state, exactly as AppendState
+//	runs       [{runId, threadId, parentRunId?, protocolVersion?,
+//	            status: "running"|"finished"|"interrupted"|"cancelled"|"error",
+//	            verdict: "ok"|"rejected", rejection?: {code, reason},
+//	            result?, outcome?, usage?, pendingToolCallIds?,
+//	            error?: {message, code?}}]   (error = the producer's RUN_ERROR)
+//	steps      [{name, subagentRunId?}]      the active steps, per owner
+//	subagents  [{subagentRunId, name, description?, parentSubagentRunId?,
+//	            parentToolCallId?, parentMessageId?, runId,
+//	            status: "active"|"finished"|"suspended"|"error"|"abandoned",
+//	            result?, outcome?, error?: {message, code?}}]
+//	warnings   how many warnings were counted
+//	error      the most recent stream rejection, or null
+//
+// A stream rejection (this consumer's verdict) and a run's own failure (the
+// producer's RUN_ERROR) are kept apart, as the spec requires.
 func (t *Thread) AppendView(dst []byte) []byte {
 	dst = append(dst, `{"threadId":`...)
 	dst = appendString(dst, t.threadID)
