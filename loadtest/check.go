@@ -169,6 +169,7 @@ type Result struct {
 	Subscribers   map[string]int       `json:"subscribersByVariant"`
 	Resyncs       uint64               `json:"resyncs"`
 	Reconnects    uint64               `json:"reconnects"`
+	CatchUp       uint64               `json:"catchUpDeliveries"` // events published before the connection that delivered them
 	Errors        uint64               `json:"errors"`
 	ErrorSamples  map[string]int       `json:"errorSamples,omitempty"`
 	PublishErrors uint64               `json:"publishErrors"`
@@ -201,6 +202,7 @@ func (r *runner) result(start time.Time, published time.Duration) *Result {
 		res.Subscribers[s.v.String()]++
 		res.Resyncs += s.resyncs
 		res.Reconnects += s.reconnects
+		res.CatchUp += s.catchUp
 		res.FoldWarnings += s.warnings
 	}
 	n := int(time.Since(start).Seconds()) + 1

@@ -71,9 +71,13 @@ func (h *Histogram) Record(v int64) {
 			break
 		}
 	}
+	vp := v + 1
+	if v == math.MaxInt64 {
+		vp = v // min is then off by one, for a sample no latency reaches
+	}
 	for {
 		m := h.min.Load()
-		if (m != 0 && v+1 >= m) || h.min.CompareAndSwap(m, v+1) {
+		if (m != 0 && vp >= m) || h.min.CompareAndSwap(m, vp) {
 			break
 		}
 	}
@@ -105,6 +109,9 @@ func (h *Histogram) Quantile(q float64) int64 {
 	}
 	rank := uint64(math.Ceil(q * float64(n)))
 	rank = max(rank, 1)
+	if rank >= n {
+		return h.max.Load()
+	}
 	var seen uint64
 	for i := range h.counts {
 		seen += h.counts[i].Load()

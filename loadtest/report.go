@@ -76,11 +76,12 @@ func writeMarkdown(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\nOne sample per stored event per subscriber that received it live (not through a snapshot), "+
 		"from the publish call to the frame that carried it (SSE and view payloads carry the stream seq; agui over "+
 		"WebSocket has none, so it is measured per delivered content/delta event from its `timestamp`, 1 ms resolution). "+
-		"Slow subscribers are not sampled. Log-linear histogram, ≤0.8%% relative error.\n\n")
+		"Events published before the connection that delivered them opened (a reconnect's catch-up) and slow subscribers are not sampled. Log-linear histogram, ≤0.8%% relative error.\n\n")
 	fmt.Fprintf(w, "![latency and throughput over time](chart.svg)\n\n")
 
 	fmt.Fprintf(w, "## Disturbances\n\n| | count |\n| --- | ---: |\n")
 	fmt.Fprintf(w, "| resyncs seen by subscribers (snapshots after the first) | %d |\n", r.Resyncs)
+	fmt.Fprintf(w, "| catch-up deliveries (published before the delivering connection opened; not latency samples) | %d |\n", r.CatchUp)
 	fmt.Fprintf(w, "| reconnects | %d |\n| errors (connect/read) | %d |\n| publish errors | %d |\n| fold warnings | %d |\n", r.Reconnects, r.Errors, r.PublishErrors, r.FoldWarnings)
 	keys := make([]string, 0, len(r.ServerMetrics))
 	for k := range r.ServerMetrics {

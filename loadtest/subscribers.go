@@ -59,6 +59,12 @@ type sub struct {
 	pubIdx  int
 	floor   uint64
 	foldErr string
+	// connStart is when the current connection was opened (UnixNano).
+	// Events published before it are caught up with, not delivered live:
+	// they are not latency samples (their delay includes the client's own
+	// absence), only counted in catchUp.
+	connStart int64
+	catchUp   uint64
 
 	seen     atomic.Uint64 // last, for the settle phase
 	lastRecv atomic.Int64  // UnixNano of the last message
@@ -76,6 +82,7 @@ type sub struct {
 type pendFrame struct {
 	seq  uint64
 	t    int64
+	conn int64 // when the connection that carried it was opened
 	snap bool
 }
 
@@ -95,6 +102,7 @@ func (s *sub) run(ctx context.Context) {
 		s.cancel = cancel
 		s.mu.Unlock()
 		s.conns.Add(1)
+		s.connStart = time.Now().UnixNano()
 		s.r.stats.connected.Add(1)
 		var err error
 		if s.v.ws() {
@@ -242,12 +250,12 @@ func (s *sub) dispatchSSE(id string, data []byte, hasData, first bool) error {
 		// or was spliced in (its events carry ".snap" ids).
 		if s.inSnap || (first && !hasData) {
 			s.inSnap = false
-			s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano(), snap: true})
+			s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano(), conn: s.connStart, snap: true})
 		} else {
 			if seq <= s.last {
 				s.dups++
 			}
-			s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano()})
+			s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano(), conn: s.connStart})
 		}
 		s.last = seq
 		s.seen.Store(seq)
@@ -352,7 +360,7 @@ func (s *sub) viewPayload(data []byte, now time.Time) error {
 		}
 		s.joined = true
 	}
-	s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano(), snap: typ == "view"})
+	s.pend = append(s.pend, pendFrame{seq: seq, t: now.UnixNano(), conn: s.connStart, snap: typ == "view"})
 	s.last = seq
 	s.seen.Store(seq)
 	s.resolve()
@@ -388,7 +396,12 @@ func (s *sub) applyAgui(data []byte, now time.Time, ws bool) {
 			// Never part of a snapshot (which restates with snapshots,
 			// STARTs and chunks), so the timestamp is the publish time of
 			// this content (of its first part, when deltas were joined).
-			d := now.UnixNano() - s.ev.Timestamp*int64(time.Millisecond)
+			pubNs := s.ev.Timestamp * int64(time.Millisecond)
+			if pubNs < s.connStart-int64(time.Millisecond) {
+				s.catchUp++
+				break
+			}
+			d := now.UnixNano() - pubNs
 			s.r.hists[s.v].Record(d)
 			s.r.series.at(now).hist.Record(d)
 		}
@@ -407,7 +420,11 @@ func (s *sub) resolve() {
 	for _, p := range s.pend {
 		for s.pubIdx < len(th.pubs) && th.pubs[s.pubIdx].seq <= p.seq {
 			pr := th.pubs[s.pubIdx]
-			if !p.snap && pr.seq > s.floor && !s.slow {
+			switch {
+			case p.snap || pr.seq <= s.floor || s.slow:
+			case pr.ns < p.conn:
+				s.catchUp++
+			default:
 				d := p.t - pr.ns
 				s.r.hists[s.v].Record(d)
 				s.r.series.atNano(p.t).hist.Record(d)

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A tiny run against the embedded system passes its own check, with
+// samples in every variant, and writes a readable report.
+func TestTinyRunPassesItsCheck(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Settle = 3*time.Second, 30*time.Second
+	cfg.Tenants, cfg.Threads, cfg.Agents, cfg.Rate, cfg.Subscribers = 2, 12, 4, 400, 40
+	cfg.Seed = 42
+	var progress bytes.Buffer
+	res, err := Run(context.Background(), cfg, &progress, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Check.Pass {
+		t.Fatalf("check failed: %+v", res.Check)
+	}
+	if res.Check.SubsChecked != cfg.Subscribers || res.Check.Threads != cfg.Threads {
+		t.Errorf("checked %d subscribers of %d threads, want %d of %d", res.Check.SubsChecked, res.Check.Threads, cfg.Subscribers, cfg.Threads)
+	}
+	if res.EventsIn < 600 || res.Latency.Count == 0 {
+		t.Errorf("events in %d, latency samples %d", res.EventsIn, res.Latency.Count)
+	}
+	for _, v := range []variant{aguiSSE, viewSSE, aguiWS, viewWS} {
+		if res.ByVariant[v.String()].Count == 0 {
+			t.Errorf("no latency samples for %s", v)
+		}
+	}
+	if !strings.Contains(progress.String(), "ev/s") {
+		t.Errorf("no progress line: %q", progress.String())
+	}
+	dir := t.TempDir()
+	res.Command = "go run ./loadtest (test)"
+	if err := writeReport(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !bytes.Contains(md, []byte("correctness PASS")) {
+		t.Errorf("report.md: %v %.200q", err, md)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "chart.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(svg, new(struct{})); err != nil {
+		t.Errorf("chart.svg is not well-formed XML: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    func(*Config)
+		wantErr bool
+	}{
+		{"defaults (embedded)", func(*Config) {}, false},
+		{"loopback target", func(c *Config) {
+			c.Target, c.NatsURL, c.AuthKey = "http://127.0.0.1:8080", "nats://localhost:4222", []byte("k")
+		}, false},
+		{"ipv6 loopback", func(c *Config) {
+			c.Target, c.NatsURL, c.AuthKey = "http://[::1]:8080", "nats://127.0.0.2:4222", []byte("k")
+		}, false},
+		{"remote target refused", func(c *Config) {
+			c.Target, c.NatsURL, c.AuthKey = "http://10.0.0.5:8080", "nats://127.0.0.1:4222", []byte("k")
+		}, true},
+		{"remote nats refused", func(c *Config) {
+			c.Target, c.NatsURL, c.AuthKey = "http://127.0.0.1:8080", "nats://example.com:4222", []byte("k")
+		}, true},
+		{"remote allowed explicitly", func(c *Config) {
+			c.Target, c.NatsURL, c.AuthKey, c.AllowRemote = "http://example.com", "nats://example.com:4222", []byte("k"), true
+		}, false},
+		{"target without nats", func(c *Config) { c.Target, c.AuthKey = "http://127.0.0.1:8080", []byte("k") }, true},
+		{"target without key", func(c *Config) { c.Target, c.NatsURL = "http://127.0.0.1:8080", "nats://127.0.0.1:4222" }, true},
+		{"nats without target", func(c *Config) { c.NatsURL = "nats://127.0.0.1:4222" }, true},
+		{"ingest-restart needs embedded", func(c *Config) {
+			c.Scenario, c.Target, c.NatsURL, c.AuthKey = "ingest-restart", "http://127.0.0.1:8080", "nats://127.0.0.1:4222", []byte("k")
+		}, true},
+		{"unknown scenario", func(c *Config) { c.Scenario = "chaos" }, true},
+		{"more agents than threads", func(c *Config) { c.Agents, c.Threads = 10, 5 }, true},
+		{"more tenants than agents", func(c *Config) { c.Tenants, c.Agents = 10, 5 }, true},
+		{"zero rate", func(c *Config) { c.Rate = 0 }, true},
+		{"hot fraction over 1", func(c *Config) { c.HotFraction = 1.5 }, true},
+		{"bad url", func(c *Config) { c.Target, c.NatsURL, c.AuthKey = "::", "nats://127.0.0.1:4222", []byte("k") }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.give(&c)
+			err := c.Validate()
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, errConfig) {
+				t.Errorf("error %v does not wrap errConfig", err)
+			}
+		})
+	}
+}
+
+func TestCLIRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		give []string
+	}{
+		{"unknown flag", []string{"--nope"}},
+		{"remote target", []string{"--target", "http://192.0.2.1:8080", "--nats-url", "nats://192.0.2.1:4222", "--auth-key", "k"}},
+		{"bad scenario", []string{"--scenario", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errw bytes.Buffer
+			if got := cli(tt.give, &out, &errw); got != 2 {
+				t.Errorf("exit %d, want 2 (stderr %q)", got, errw.String())
+			}
+		})
+	}
+}
+
+func TestScenarioRates(t *testing.T) {
+	d := 60 * time.Second
+	tests := []struct {
+		scenario string
+		at       time.Duration
+		want     float64
+	}{
+		{"steady", 30 * time.Second, 1},
+		{"ramp", 0, 0.1},
+		{"ramp", 60 * time.Second, 1},
+		{"burst", 2 * time.Second, 0.3},
+		{"burst", 8 * time.Second, 3},
+		{"burst", 18 * time.Second, 3},
+	}
+	for _, tt := range tests {
+		if got := scenarios[tt.scenario].rate(tt.at, d); got != tt.want {
+			t.Errorf("%s at %v = %v, want %v", tt.scenario, tt.at, got, tt.want)
+		}
+	}
+	for _, n := range scenarioNames() {
+		if _, ok := scenarios[n]; !ok {
+			t.Errorf("scenario %q listed but not defined", n)
+		}
+	}
+	if len(scenarioNames()) != len(scenarios) {
+		t.Errorf("%d names for %d scenarios", len(scenarioNames()), len(scenarios))
+	}
+}
+
+func TestCommandLineHidesKey(t *testing.T) {
+	got := commandLine([]string{"--target", "http://127.0.0.1:1", "--auth-key", "secret", "--auth-key=secret2", "--duration", "5s"})
+	if strings.Contains(got, "secret") || !strings.Contains(got, "--duration 5s") {
+		t.Errorf("commandLine = %q", got)
+	}
+}
