@@ -70,6 +70,10 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 		return ErrRunning
 	}
 	cfg := &in.cfg
+	// A fenced checkpoint write (lease_fence.go) ends the run: another
+	// instance owns one of our partitions now.
+	ctx, fence := context.WithCancelCause(ctx)
+	defer fence(nil)
 	js, err := jetstream.New(in.nc)
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
@@ -89,9 +93,13 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	defer hardCancel()
 	shards := make([]*shard, nShards)
 	for i := range shards {
-		store, err := newKVStore(in.nc, kv, cfg.Bucket)
+		base, err := newKVStore(in.nc, kv, cfg.Bucket)
 		if err != nil {
 			return fmt.Errorf("pipeline: kv store: %w", err)
+		}
+		store, err := newFencedStore(ctx, js, base, cfg.Bucket, fence)
+		if err != nil {
+			return err
 		}
 		shards[i] = newShard(i, cfg, in.log, in.m, in.nc, store)
 	}
@@ -186,6 +194,9 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	wg.Wait()
 	if startErr != nil {
 		return startErr
+	}
+	if errors.Is(context.Cause(ctx), ErrFenced) {
+		return ErrFenced
 	}
 	if hardCtx.Err() != nil {
 		return fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded)

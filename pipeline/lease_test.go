@@ -1,0 +1,380 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestLeaseConfigValidate(t *testing.T) {
+	ok := DefaultLeaseConfig()
+	ok.Holder = "ingest-0"
+	tests := []struct {
+		name    string
+		give    func(c *LeaseConfig)
+		wantErr string
+	}{
+		{name: "ok", give: func(*LeaseConfig) {}},
+		{name: "no bucket", give: func(c *LeaseConfig) { c.Bucket = "" }, wantErr: "bucket"},
+		{name: "short ttl", give: func(c *LeaseConfig) { c.TTL = 500 * time.Millisecond }, wantErr: "ttl"},
+		{name: "no holder", give: func(c *LeaseConfig) { c.Holder = "" }, wantErr: "holder"},
+		{name: "holder with a dot", give: func(c *LeaseConfig) { c.Holder = "a.b" }, wantErr: "holder"},
+		{name: "partitions", give: func(c *LeaseConfig) { c.Partitions = 0 }, wantErr: "partitions"},
+		{name: "replicas", give: func(c *LeaseConfig) { c.Replicas = 7 }, wantErr: "replicas"},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.give(&c)
+		err := c.Validate()
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: err %v, want ErrConfig mentioning %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+// newTestFencedStore opens a fenced checkpoint store on bucket over nc.
+func newTestFencedStore(t *testing.T, nc *nats.Conn, bucket string, onFence func(error)) *fencedStore {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Bucket = bucket
+	kv, err := js.CreateOrUpdateKeyValue(t.Context(), KVConfig(&cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := newKVStore(nc, kv, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := newFencedStore(t.Context(), js, base, bucket, onFence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func putWait(t *testing.T, s CheckpointStore, key, val string) error {
+	t.Helper()
+	f, err := s.Put(key, []byte(val))
+	if err != nil {
+		return err
+	}
+	return f.Wait(t.Context())
+}
+
+// TestFencedStaleOwnerWrite: an instance that read a checkpoint and then lost
+// the partition cannot overwrite what the new owner wrote since — the server
+// refuses the write (expected last subject sequence), the store reports
+// ErrFenced and calls onFence; the new owner's value stays.
+func TestFencedStaleOwnerWrite(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	var fencedA, fencedB []error
+	a := newTestFencedStore(t, nc, "FENCE", func(err error) { fencedA = append(fencedA, err) })
+	b := newTestFencedStore(t, nc, "FENCE", func(err error) { fencedB = append(fencedB, err) })
+	ctx := t.Context()
+
+	// A is the owner: it creates and updates the key.
+	if _, err := a.Get(ctx, "acme.t1"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("get of a new key: %v", err)
+	}
+	for _, v := range []string{"a1", "a2"} {
+		if err := putWait(t, a, "acme.t1", v); err != nil {
+			t.Fatalf("owner put %s: %v", v, err)
+		}
+	}
+	// B takes over: reads A's checkpoint, writes its own.
+	if v, err := b.Get(ctx, "acme.t1"); err != nil || string(v) != "a2" {
+		t.Fatalf("new owner reads %q, %v", v, err)
+	}
+	if err := putWait(t, b, "acme.t1", "b1"); err != nil {
+		t.Fatalf("new owner put: %v", err)
+	}
+	// A, stale, writes: refused.
+	err := putWait(t, a, "acme.t1", "a3-stale")
+	if !errors.Is(err, ErrFenced) || !isWrongLastSeq(errors.Unwrap(err)) && !strings.Contains(err.Error(), "wrong last sequence") {
+		t.Fatalf("stale put: err %v, want ErrFenced", err)
+	}
+	if len(fencedA) != 1 || len(fencedB) != 0 {
+		t.Fatalf("onFence calls: stale %v, owner %v", fencedA, fencedB)
+	}
+	// Still refused after reading nothing new (no silent re-read of the
+	// revision after a fence).
+	if err := putWait(t, a, "acme.t1", "a4-stale"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("second stale put: %v", err)
+	}
+	if v, err := b.Get(ctx, "acme.t1"); err != nil || string(v) != "b1" {
+		t.Fatalf("after the stale writes the key holds %q, %v; want the owner's b1", v, err)
+	}
+	// The owner keeps writing.
+	if err := putWait(t, b, "acme.t1", "b2"); err != nil {
+		t.Fatalf("owner put after fence: %v", err)
+	}
+
+	// Both believe a key absent; the first to create it wins. (Fresh
+	// stores: a fenced store refuses every further write.)
+	a = newTestFencedStore(t, nc, "FENCE", nil)
+	if _, err := a.Get(ctx, "acme.t2"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "acme.t2"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatal(err)
+	}
+	if err := putWait(t, b, "acme.t2", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := putWait(t, a, "acme.t2", "a"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("racing create: %v, want ErrFenced", err)
+	}
+
+	// A key deleted by hand: its marker's revision is read, so the owner
+	// can write it again.
+	js, _ := jetstream.New(nc)
+	kv, _ := js.KeyValue(ctx, "FENCE")
+	if err := kv.Delete(ctx, "acme.t3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "acme.t3"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("get of a deleted key: %v", err)
+	}
+	if err := putWait(t, b, "acme.t3", "b"); err != nil {
+		t.Fatalf("put after a delete marker: %v", err)
+	}
+	// A write without a prior read reads the revision back first.
+	c := newTestFencedStore(t, nc, "FENCE", nil)
+	if err := putWait(t, c, "acme.t3", "c"); err != nil {
+		t.Fatalf("unread put: %v", err)
+	}
+	// Chunk keys are not fenced.
+	if err := putWait(t, a, "_c.acme.t1.5.0", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := putWait(t, b, "_c.acme.t1.5.0", "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exclusive records which holder runs which partition and fails when two run
+// one partition at once.
+type exclusive struct {
+	mu      sync.Mutex
+	running map[int]string
+	started map[string]int // holder → partitions started
+	errs    []error
+}
+
+func newExclusive() *exclusive {
+	return &exclusive{running: map[int]string{}, started: map[string]int{}}
+}
+
+func (x *exclusive) runner(holder string) PartitionFunc {
+	return func(ctx context.Context, p int) error {
+		x.mu.Lock()
+		if other, busy := x.running[p]; busy {
+			x.errs = append(x.errs, fmt.Errorf("partition %d started by %s while %s runs it", p, holder, other))
+		}
+		x.running[p] = holder
+		x.started[holder]++
+		x.mu.Unlock()
+		<-ctx.Done()
+		x.mu.Lock()
+		if x.running[p] == holder {
+			delete(x.running, p)
+		}
+		x.mu.Unlock()
+		return nil
+	}
+}
+
+func (x *exclusive) count(holder string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, h := range x.running {
+		if h == holder {
+			n++
+		}
+	}
+	return n
+}
+
+func (x *exclusive) check(t *testing.T) {
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, err := range x.errs {
+		t.Error(err)
+	}
+}
+
+type runningLeases struct {
+	l      *Leases
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startLeases(t *testing.T, nc *nats.Conn, holder string, ttl time.Duration, parts int, run PartitionFunc) *runningLeases {
+	t.Helper()
+	lc := DefaultLeaseConfig()
+	lc.Holder, lc.TTL, lc.Partitions, lc.Logger = holder, ttl, parts, discardLogger()
+	l, err := NewLeases(nc, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningLeases{l: l, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- l.Run(ctx, run) }()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *runningLeases) stop() error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	r.cancel = nil
+	return <-r.done
+}
+
+// TestLeasesBalanceHandover: one instance takes every partition; a second
+// one joining gets half (graceful handover, no overlap); when it stops
+// gracefully its leases are released and taken back at once, not after TTL.
+func TestLeasesBalanceHandover(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	s := runServer(t)
+	const parts, ttl = 8, 3 * time.Second
+	x := newExclusive()
+	startLeases(t, connect(t, s), "a", ttl, parts, x.runner("a"))
+	waitFor(t, 10*time.Second, func() error {
+		if n := x.count("a"); n != parts {
+			return fmt.Errorf("a runs %d", n)
+		}
+		return nil
+	})
+	b := startLeases(t, connect(t, s), "b", ttl, parts, x.runner("b"))
+	waitFor(t, 10*time.Second, func() error {
+		if na, nb := x.count("a"), x.count("b"); na != parts/2 || nb != parts/2 {
+			return fmt.Errorf("a runs %d, b %d", na, nb)
+		}
+		return nil
+	})
+	if got := b.l.Held(); len(got) != parts/2 || !slices.IsSorted(got) {
+		t.Errorf("b.Held() = %v", got)
+	}
+	start := time.Now()
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if n := x.count("a"); n != parts {
+			return fmt.Errorf("a runs %d", n)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	t.Logf("graceful handover of %d partitions: %v (lease TTL %v)", parts/2, took, ttl)
+	// Released leases are claimed on the next pass (TTL/5), not after TTL.
+	if took > ttl {
+		t.Errorf("handover took %v, longer than the TTL %v: leases were not released", took, ttl)
+	}
+	x.check(t)
+}
+
+// TestLeasesTakeoverAfterCrash: an instance whose connection dies (it can no
+// longer renew or release: a crash, from the cluster's side) stops its
+// partitions before the survivor starts them, and the survivor has them all
+// within TTL plus one renewal period plus margin.
+func TestLeasesTakeoverAfterCrash(t *testing.T) {
+	s := runServer(t)
+	const parts, ttl = 8, 2 * time.Second
+	x := newExclusive()
+	startLeases(t, connect(t, s), "a", ttl, parts, x.runner("a"))
+	ncB := connect(t, s)
+	startLeases(t, ncB, "b", ttl, parts, x.runner("b"))
+	waitFor(t, 10*time.Second, func() error {
+		if na, nb := x.count("a"), x.count("b"); na != parts/2 || nb != parts/2 {
+			return fmt.Errorf("a runs %d, b %d", na, nb)
+		}
+		return nil
+	})
+	crash := time.Now()
+	ncB.Close()
+	waitFor(t, ttl+5*time.Second, func() error {
+		if n := x.count("a"); n != parts {
+			return fmt.Errorf("a runs %d", n)
+		}
+		return nil
+	})
+	took := time.Since(crash)
+	t.Logf("takeover after a crash: %v (lease TTL %v)", took, ttl)
+	if limit := ttl + ttl/5 + time.Second; took > limit {
+		t.Errorf("takeover took %v, want under %v", took, limit)
+	}
+	if took < ttl/2 {
+		t.Errorf("takeover after %v: before the crashed holder's lease could have expired", took)
+	}
+	x.check(t)
+}
+
+// TestLeasesNoDoubleOwnershipUnderChurn: four instances start and stop (some
+// gracefully, some by losing their connection) in a race for eight
+// partitions; no partition is ever run by two at once, and at the end the
+// survivors hold every partition.
+func TestLeasesNoDoubleOwnershipUnderChurn(t *testing.T) {
+	s := runServer(t)
+	const parts, ttl = 8, time.Second
+	x := newExclusive()
+	live := map[string]*runningLeases{}
+	conns := map[string]*nats.Conn{}
+	for i := range 4 {
+		h := fmt.Sprintf("i%d", i)
+		conns[h] = connect(t, s)
+		live[h] = startLeases(t, conns[h], h, ttl, parts, x.runner(h))
+	}
+	for round := range 6 {
+		time.Sleep(700 * time.Millisecond)
+		h := fmt.Sprintf("i%d", round%4)
+		if round%2 == 0 {
+			_ = live[h].stop()
+		} else {
+			conns[h].Close() // crash: its leases expire
+		}
+		time.Sleep(300 * time.Millisecond)
+		_ = live[h].stop()
+		conns[h] = connect(t, s)
+		live[h] = startLeases(t, conns[h], h, ttl, parts, x.runner(h))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		total := 0
+		for h := range live {
+			n := x.count(h)
+			if n > (parts+len(live)-1)/len(live) {
+				return fmt.Errorf("%s runs %d, above its fair share", h, n)
+			}
+			total += n
+		}
+		if total != parts {
+			return fmt.Errorf("%d of %d partitions run", total, parts)
+		}
+		return nil
+	})
+	x.check(t)
+}
