@@ -42,6 +42,7 @@ type Subscriber struct {
 	cursor uint64 // seq reached once everything in queue is written
 	resync string // non-empty: the queue was dropped for this reason
 	closed bool
+	dirty  bool          // queued items since the last Take (feed.dirty bookkeeping)
 	signal chan struct{} // capacity 1: "there is something to take"
 	once   sync.Once
 
@@ -76,6 +77,7 @@ func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync strin
 	s.mu.Lock()
 	items, s.queue = s.queue, dst[:0]
 	s.queued = 0
+	s.dirty = false
 	cursor, resync = s.cursor, s.resync
 	s.mu.Unlock()
 	return items, cursor, resync
@@ -134,8 +136,15 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	}
 	s.queued += n
 	s.cursor = seq
+	wake := !s.dirty
+	s.dirty = true
 	s.mu.Unlock()
-	s.notify()
+	switch {
+	case !s.feed.holding:
+		s.notify()
+	case wake:
+		s.feed.dirty = append(s.feed.dirty, s)
+	}
 	if n > 0 {
 		s.feed.hub.m.delivered[s.variant].Add(float64(len(msgs)))
 	}
