@@ -28,6 +28,11 @@ type Config struct {
 	// partition. Fewer shards mean bigger per-batch coalescing.
 	Shards int
 
+	// Domain is the JetStream domain of the stream and buckets ("" = the
+	// connection's own). Several server URLs, reconnects and credentials
+	// belong to the caller's *nats.Conn.
+	Domain string
+
 	// Stream and bucket settings, applied idempotently at start.
 	Replicas   int
 	MaxAge     time.Duration // event log retention by age (0 = unlimited)

@@ -74,7 +74,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	// instance owns one of our partitions now.
 	ctx, fence := context.WithCancelCause(ctx)
 	defer fence(nil)
-	js, err := jetstream.New(in.nc)
+	js, err := newJetStream(in.nc, cfg.Domain)
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
 	}

@@ -40,8 +40,10 @@ type LeaseConfig struct {
 	Holder string
 	// Partitions is P, the same as the pipeline's.
 	Partitions int
-	// Replicas of the lease bucket.
+	// Replicas of the lease bucket; Domain its JetStream domain ("" = the
+	// connection's own).
 	Replicas int
+	Domain   string
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -165,7 +167,7 @@ var ErrLeaseLost = errors.New("pipeline: partition lease lost")
 // partition, waits for them, and deletes its leases. It returns only after
 // every goroutine it started has returned.
 func (l *Leases) Run(ctx context.Context, run PartitionFunc) error {
-	js, err := jetstream.New(l.nc)
+	js, err := newJetStream(l.nc, l.cfg.Domain)
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
 	}

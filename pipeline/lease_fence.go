@@ -192,3 +192,11 @@ func (k *fencedFuture) Wait(ctx context.Context) error {
 	}
 	return k.err
 }
+
+// newJetStream returns the JetStream context of cfg's domain.
+func newJetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	if domain != "" {
+		return jetstream.NewWithDomain(nc, domain, opts...)
+	}
+	return jetstream.New(nc, opts...)
+}

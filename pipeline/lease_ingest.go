@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // LeasedIngest is the ingest service in lease mode: partitions are claimed
@@ -39,9 +38,11 @@ type LeasedIngest struct {
 
 // NewLeasedIngest validates both configs and returns a LeasedIngest using nc
 // (the caller keeps ownership of nc). cfg.Instance, cfg.Instances and
-// cfg.Shards are ignored: the partitions are the leased ones.
+// cfg.Shards are ignored: the partitions are the leased ones. lc takes
+// Partitions and Domain from cfg; its Replicas are the caller's (usually
+// cfg.Replicas).
 func NewLeasedIngest(nc *nats.Conn, cfg Config, lc LeaseConfig) (*LeasedIngest, error) {
-	lc.Partitions = cfg.Partitions
+	lc.Partitions, lc.Domain = cfg.Partitions, cfg.Domain
 	if lc.Logger == nil {
 		lc.Logger = cfg.Logger
 	}
@@ -97,7 +98,7 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 	if !li.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	js, err := jetstream.New(li.nc)
+	js, err := newJetStream(li.nc, li.cfg.Domain)
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -21,6 +22,14 @@ import (
 	"github.com/threadcast/threadcast/pipeline"
 )
 
+// ingester is the ingest service of either partition mode
+// (*pipeline.Ingest: static; *pipeline.LeasedIngest: lease).
+type ingester interface {
+	Run(ctx context.Context, drain time.Duration) error
+	Ready() bool
+	Lag() uint64
+}
+
 // app is the root object of the command: Run starts everything and returns
 // only after every goroutine it started has returned.
 type app struct {
@@ -31,7 +40,7 @@ type app struct {
 	// Set while running; read by the HTTP handlers.
 	mu     sync.Mutex
 	nc     *nats.Conn
-	ingest *pipeline.Ingest
+	ingest ingester
 	// httpAddr and natsURL receive the bound HTTP address and the NATS URL
 	// once known (tests listen on port 0).
 	httpAddr chan string
@@ -76,8 +85,10 @@ func (a *app) Run(ctx context.Context) error {
 	opts := []nats.Option{
 		nats.Name("threadcast-ingest"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// Exponential backoff from 250 ms to 4 s with jitter, so a restarted
+		// cluster is not hit by every client at once; the URL list (several
+		// servers, comma-separated) is tried in random order.
+		nats.CustomReconnectDelay(reconnectDelay),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { a.log.Warn("nats disconnected", "err", err) }),
 		nats.ReconnectHandler(func(c *nats.Conn) { a.log.Info("nats reconnected", "url", c.ConnectedUrl()) }),
@@ -102,7 +113,14 @@ func (a *app) Run(ctx context.Context) error {
 	pc := a.cfg.Pipeline
 	pc.Logger = a.log
 	pc.Metrics = pipeline.NewMetrics(a.reg)
-	in, err := pipeline.NewIngest(nc, pc)
+	var in ingester
+	if a.cfg.PartitionMode == "lease" {
+		lc := a.cfg.Lease
+		lc.Logger = a.log
+		in, err = pipeline.NewLeasedIngest(nc, pc, lc)
+	} else {
+		in, err = pipeline.NewIngest(nc, pc)
+	}
 	if err != nil {
 		return err
 	}
@@ -206,4 +224,11 @@ func splitHostPort(addr string) (string, int, error) {
 		port = -1 // a free port, as the server spells it
 	}
 	return host, port, nil
+}
+
+// reconnectDelay is the wait before reconnect attempt n (1, 2, …): 250 ms
+// doubling to 4 s, plus up to 25 % jitter.
+func reconnectDelay(attempts int) time.Duration {
+	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
+	return d + time.Duration(rand.Int64N(int64(d/4)+1))
 }

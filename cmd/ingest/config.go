@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +27,10 @@ type config struct {
 	BridgeNoAuth bool   // serve the bridge without tokens (development only)
 	LogLevel     slog.Level
 	Pipeline     pipeline.Config
+	// PartitionMode is "static" (Pipeline.Instance of Instances) or "lease"
+	// (partitions claimed with Lease; see pipeline.Leases).
+	PartitionMode string
+	Lease         pipeline.LeaseConfig
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
@@ -64,6 +70,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", p.CheckpointInterval, "checkpoint a dirty thread after this long")
 	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
 	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
+	fs.StringVar(&p.Domain, "js-domain", "", "JetStream domain of the stream and buckets (empty: the connection's own)")
+	c.Lease = pipeline.DefaultLeaseConfig()
+	fs.StringVar(&c.PartitionMode, "partition-mode", "static", "static (--instance/--instances) or lease (partitions claimed with TTL'd leases in KV, rebalanced and taken over after a crash)")
+	fs.DurationVar(&c.Lease.TTL, "lease-ttl", c.Lease.TTL, "lease mode: a crashed instance's partitions are taken over after at most this long")
+	fs.StringVar(&c.Lease.Holder, "lease-holder", "", "lease mode: this instance's unique name (default: host name and a random suffix)")
+	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
 
 	// Environment first, then the command line over it.
 	var envErr error
@@ -100,5 +112,42 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if err := p.Validate(); err != nil {
 		return c, err
 	}
+	switch c.PartitionMode {
+	case "static":
+	case "lease":
+		if c.Lease.Holder == "" {
+			c.Lease.Holder = defaultHolder(getenv)
+		}
+		c.Lease.Partitions, c.Lease.Replicas, c.Lease.Domain = p.Partitions, p.Replicas, p.Domain
+		if err := c.Lease.Validate(); err != nil {
+			return c, err
+		}
+	default:
+		return c, fmt.Errorf("--partition-mode %q: want static or lease", c.PartitionMode)
+	}
 	return c, nil
+}
+
+// defaultHolder names this instance for leases: the host name (a pod's name
+// in Kubernetes) made a subject token, plus a random suffix so that two
+// processes on one host never share a name.
+func defaultHolder(getenv func(string) string) string {
+	host := getenv("HOSTNAME")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	var b strings.Builder
+	for _, r := range host {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("ingest")
+	}
+	fmt.Fprintf(&b, "-%06x", rand.Uint32()&0xffffff)
+	return b.String()
 }
