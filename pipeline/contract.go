@@ -41,11 +41,14 @@ type CheckpointStore interface {
 	Purge(key string) error
 }
 
-// PutFuture is the pending outcome of a CheckpointStore.Put. Wait blocks
-// until the store has answered or ctx ends (then it returns ctx.Err() and the
-// outcome is unknown: the caller must treat the put as failed). Wait is
-// called at most once.
+// PutFuture is the pending outcome of a CheckpointStore.Put. Result reports
+// it without blocking (done is false while the store has not answered); Wait
+// blocks until the store has answered or ctx ends (then it returns ctx.Err()
+// and the outcome is unknown: the caller must treat the put as failed). Once
+// done, both keep returning the same outcome. A future is used by one
+// goroutine.
 type PutFuture interface {
+	Result() (done bool, err error)
 	Wait(ctx context.Context) error
 }
 

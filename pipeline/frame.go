@@ -31,6 +31,18 @@ import (
 //	 "changes":{...}}                 // the reducer's change journal for (P, S]
 //	                                  // (view mode); absent when nothing changed
 //
+// changes, resolved against the view so a consumer without the reducer can
+// apply it to the view document it holds (all members optional):
+//
+//	"messages":[{"index":i,"op":"add","message":{..}},     // new, at the end
+//	            {"index":i,"op":"replace","message":{..}}, // re-send whole
+//	            {"index":i,"op":"append","text":".."}],    // string content grew
+//	"allMessages":[..],  // instead of "messages": inserted/removed/reordered
+//	"stateOps":[[RFC 6902 patch],..]  // apply in order, or
+//	"state":{..},        // the state replaced
+//	"view":{..},         // runs, steps or subagents changed: the whole view
+//	"warnings":n         // the view's new warning count
+//
 // A frame is published for every thread whose seq advanced in a processed
 // batch — also when only warnings or skipped events advanced it — so the
 // chain is dense: for consecutive frames F1, F2 of a thread, F2.Prev ==

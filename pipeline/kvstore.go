@@ -41,7 +41,7 @@ func (s *kvStore) Put(key string, value []byte) (PutFuture, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kvFuture{f}, nil
+	return &kvFuture{f: f}, nil
 }
 
 // Purge publishes a KV purge marker (what KeyValue.Purge does) without
@@ -54,15 +54,37 @@ func (s *kvStore) Purge(key string) error {
 	return err
 }
 
-type kvFuture struct{ f jetstream.PubAckFuture }
+// kvFuture adapts a PubAckFuture, whose channels deliver once, to the
+// repeatable PutFuture.
+type kvFuture struct {
+	f    jetstream.PubAckFuture
+	done bool
+	err  error
+}
 
-func (k kvFuture) Wait(ctx context.Context) error {
-	select {
-	case <-k.f.Ok():
-		return nil
-	case err := <-k.f.Err():
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+func (k *kvFuture) Result() (bool, error) {
+	if !k.done {
+		select {
+		case <-k.f.Ok():
+			k.done = true
+		case err := <-k.f.Err():
+			k.done, k.err = true, err
+		default:
+		}
 	}
+	return k.done, k.err
+}
+
+func (k *kvFuture) Wait(ctx context.Context) error {
+	if !k.done {
+		select {
+		case <-k.f.Ok():
+			k.done = true
+		case err := <-k.f.Err():
+			k.done, k.err = true, err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return k.err
 }

@@ -44,11 +44,22 @@ type hotThread struct {
 	compact  *reducer.Compactor // the frame's events since the last frame
 	run      runAcc
 	mem      int
+	// put is the checkpoint write in flight (at most one per thread);
+	// nextDirty the first seq applied since it was issued (0: none).
+	put       *pendingPut
+	nextDirty uint64
 	// chunkGen/chunkN describe the stored chunked checkpoint (0: not chunked).
 	chunkGen uint64
 	chunkN   int
 	// LRU list (most recent at s.lruHead).
 	prev, next *hotThread
+}
+
+// pendingPut is a checkpoint write the store has not confirmed yet.
+type pendingPut struct {
+	t   *hotThread
+	seq uint64 // the thread's seq the checkpoint covers
+	f   PutFuture
 }
 
 // pendingMsg is a delivered message not yet acked.
@@ -63,6 +74,7 @@ type partState struct {
 	cons    jetstream.Consumer
 	pending []pendingMsg // in stream order
 	lastSeq uint64       // highest stream seq delivered (redeliveries are ≤)
+	ackedAt time.Time    // when the last ack was sent
 	dirty   map[*hotThread]struct{}
 }
 
@@ -92,7 +104,8 @@ type shard struct {
 	threads          map[threadKey]*hotThread
 	lruHead, lruTail *hotThread
 	mem              int64
-	batch            []*hotThread // threads changed in the current batch
+	batch            []*hotThread  // threads changed in the current batch
+	puts             []*pendingPut // checkpoint writes in flight, oldest first
 
 	dec codec.Decoder
 	ev  codec.Event
@@ -110,6 +123,10 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		threads: make(map[threadKey]*hotThread),
 	}
 }
+
+// maxCheckpointsPerFlush bounds the checkpoints a batch issues, except at
+// shutdown and under ack pressure.
+const maxCheckpointsPerFlush = 64
 
 // maxBatch bounds how many queued messages one batch takes, so frames and
 // acks are never delayed by more than that much work.
@@ -310,6 +327,9 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 		t.dirtySeq, t.dirtyAt = seq, s.now
 		t.part.dirty[t] = struct{}{}
 	}
+	if t.put != nil && t.nextDirty == 0 {
+		t.nextDirty = seq
+	}
 }
 
 func (s *shard) publish(subject string, data []byte, seq uint64) {
@@ -363,7 +383,7 @@ func (s *shard) flush(ctx context.Context, force bool) {
 	s.batch = s.batch[:0]
 	s.checkpoint(ctx, force)
 	for _, ps := range s.parts {
-		s.ack(ps)
+		s.ack(ps, force)
 	}
 	s.evict()
 }
@@ -400,21 +420,29 @@ func (s *shard) frame(t *hotThread) {
 	t.frameSeq = seq
 }
 
-// checkpoint writes the checkpoints the policy asks for, waits for them, and
-// marks the threads clean.
+// checkpoint confirms the checkpoint writes the store has answered, then
+// issues the ones the policy asks for. It does not wait for the store
+// (except when force, at shutdown): writes are pipelined, so a shard never
+// stalls a round trip per batch, and a thread becomes clean only when its
+// write is confirmed.
 func (s *shard) checkpoint(ctx context.Context, force bool) {
-	type put struct {
-		t   *hotThread
-		seq uint64
-		f   PutFuture
-	}
-	var puts []put
+	s.confirmPuts(ctx, force) // at shutdown, settle every write in flight first
+	// Threads that became dirty together reach the interval together; a cap
+	// per batch spreads their encoding over several batches instead of one
+	// long stall (map order picks at random, so none starves).
+	budget := maxCheckpointsPerFlush
 	for _, ps := range s.parts {
 		pressure := len(ps.pending) >= s.cfg.MaxAckPending/2
 		for t := range ps.dirty {
-			if !(force || pressure || t.runEnded || t.applied >= s.cfg.CheckpointEvery ||
+			if t.put != nil || !(force || pressure || t.runEnded || t.applied >= s.cfg.CheckpointEvery ||
 				s.now.Sub(t.dirtyAt) >= s.cfg.CheckpointInterval) {
 				continue
+			}
+			if !force && !pressure {
+				if budget == 0 {
+					continue
+				}
+				budget--
 			}
 			rec := appendCkptHeader(nil, t.th.Seq(), t.frameSeq, t.run.marshal())
 			rec = appendThreadCheckpoint(rec, t.th)
@@ -424,28 +452,58 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 				s.log.Warn("checkpoint put failed", "err", err)
 				continue
 			}
-			puts = append(puts, put{t, t.th.Seq(), f})
+			t.put, t.nextDirty = &pendingPut{t, t.th.Seq(), f}, 0
+			t.applied, t.runEnded = 0, false
+			s.puts = append(s.puts, t.put)
 		}
 	}
-	if len(puts) == 0 {
+	if force {
+		s.confirmPuts(ctx, true)
+	}
+}
+
+// confirmPuts marks the threads of answered checkpoint writes clean (or
+// dirty only from the first seq applied after the write). With wait it
+// waits for every write in flight, bounded by ctx and 10 s.
+func (s *shard) confirmPuts(ctx context.Context, wait bool) {
+	if len(s.puts) == 0 {
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, p := range puts {
-		if err := p.f.Wait(wctx); err != nil {
+	keep := s.puts[:0]
+	for _, p := range s.puts {
+		var done bool
+		var err error
+		if wait {
+			done, err = true, p.f.Wait(wctx)
+		} else {
+			done, err = p.f.Result()
+		}
+		if !done {
+			keep = append(keep, p)
+			continue
+		}
+		t := p.t
+		t.put = nil
+		if err != nil {
+			// Still dirty from the same seq: the policy retries the write.
 			s.m.CheckpointFails.Inc()
 			s.log.Warn("checkpoint not stored", "err", err)
+			t.nextDirty = 0
 			continue
 		}
 		s.m.Checkpoints.Inc()
-		t := p.t
 		t.ckptSeq = p.seq
-		if t.th.Seq() == p.seq { // nothing applied since (single goroutine: always)
-			t.dirtySeq, t.applied, t.runEnded = 0, 0, false
+		if t.nextDirty == 0 { // nothing applied since the write was issued
+			t.dirtySeq = 0
 			delete(t.part.dirty, t)
+		} else {
+			t.dirtySeq, t.dirtyAt, t.nextDirty = t.nextDirty, s.now, 0
 		}
 	}
+	clear(s.puts[len(keep):])
+	s.puts = keep
 }
 
 // putRecord stores t's checkpoint record: in one put, or, when larger than a
@@ -532,7 +590,13 @@ func (s *shard) getRecord(ctx context.Context, t *hotThread) ([]byte, error) {
 
 // ack acks, with AckAll semantics, the last pending message below the
 // partition's watermark.
-func (s *shard) ack(ps *partState) {
+func (s *shard) ack(ps *partState, force bool) {
+	// Acks only move the consumer's ack floor (what a restart replays), so
+	// they are sent at most every ackInterval per partition: each one also
+	// makes the server persist the consumer's state.
+	if !force && s.now.Sub(ps.ackedAt) < ackInterval && len(ps.pending) < s.cfg.MaxAckPending/4 {
+		return
+	}
 	wm := ps.watermark()
 	i := 0
 	for i < len(ps.pending) && ps.pending[i].seq < wm {
@@ -542,9 +606,16 @@ func (s *shard) ack(ps *partState) {
 		return
 	}
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
+	ps.ackedAt = s.now
 	clear(ps.pending[:i])
-	ps.pending = append(ps.pending[:0], ps.pending[i:]...)
+	ps.pending = ps.pending[i:]
+	if cap(ps.pending) > 1024 && len(ps.pending) < cap(ps.pending)/4 {
+		ps.pending = append([]pendingMsg(nil), ps.pending...) // release the consumed prefix
+	}
 }
+
+// ackInterval is the least time between two acks of a partition.
+const ackInterval = 20 * time.Millisecond
 
 // thread returns the hot thread for k, loading its checkpoint when cold. It
 // retries a failing store until ctx ends (then nil): applying without the
@@ -642,7 +713,7 @@ func (s *shard) unlink(t *hotThread) {
 func (s *shard) evict() {
 	for t := s.lruTail; t != nil && s.mem > s.cfg.MemoryBudget; {
 		prev := t.prev
-		if t.dirtySeq == 0 && !t.inBatch {
+		if t.dirtySeq == 0 && !t.inBatch && t.put == nil {
 			s.unlink(t)
 			delete(s.threads, t.key)
 			s.mem -= int64(t.mem)

@@ -18,6 +18,8 @@ type doneFuture struct{}
 
 func (doneFuture) Wait(context.Context) error { return nil }
 
+func (doneFuture) Result() (bool, error) { return true, nil }
+
 func (m memStore) Get(_ context.Context, key string) ([]byte, error) {
 	if v, ok := m[key]; ok {
 		return v, nil
