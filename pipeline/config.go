@@ -86,7 +86,7 @@ func DefaultConfig() Config {
 		AckWait:            2 * time.Minute,
 		QueueLen:           4096,
 		CheckpointEvery:    1024,
-		CheckpointInterval: 500 * time.Millisecond,
+		CheckpointInterval: time.Second,
 		MemoryBudget:       256 << 20,
 		Tap:                true,
 	}
