@@ -35,16 +35,22 @@
 // bounded). A message is acked only when every thread touched by it — and by
 // every earlier message of the partition — has a stored checkpoint whose seq
 // covers it. The shard keeps a per-partition low watermark: the smallest
-// first-uncheckpointed seq over the partition's dirty threads. After each
-// batch it acks the last delivered message below the watermark; with AckAll
-// that one ack covers every earlier message, so acks cost one per batch, not
-// one per message, and the consumer's ack floor IS the watermark.
+// first-uncheckpointed seq over the partition's dirty threads. After a batch
+// (at most every 20 ms per partition, since each ack also makes the server
+// persist the consumer's state) it acks the last delivered message below the
+// watermark; with AckAll that one ack covers every earlier message, and the
+// consumer's ack floor IS the watermark.
 //
 // Checkpoints are written per thread after CheckpointEvery events, when dirty
 // for CheckpointInterval, at the end of every run, when a partition's un-acked
-// backlog reaches half of MaxAckPending, and at shutdown. All checkpoints of
-// a batch are written with async KV publishes and awaited together: one round
-// trip per batch.
+// backlog reaches half of MaxAckPending, and at shutdown. They are async KV
+// publishes, pipelined: a shard does not wait for the store, it confirms the
+// answered writes at its next batches, and a thread counts as clean (its
+// messages ackable) only once its write is confirmed — events applied while
+// a write was in flight keep it dirty from the first of them. At most one
+// write per thread is in flight, and at most 64 are issued per batch (so
+// threads that became dirty together do not stall one batch encoding them).
+// A checkpoint larger than a message is stored in chunks (checkpoint.go).
 //
 // Restart. Un-acked messages of a durable consumer are redelivered only after
 // AckWait, interleaved with new ones — a thread could then see a later event
