@@ -138,7 +138,9 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				case sh.q <- msg:
 				case <-hardCtx.Done():
 				}
-			}, jetstream.PullMaxMessages(max(64, cfg.QueueLen/2)),
+			}, // The client-side buffer per partition is bounded in count
+				// and bytes: batches of events are big messages.
+				jetstream.PullMaxMessagesWithBytesLimit(max(64, cfg.QueueLen/2), max(pullMaxBytes, 4*int(cfg.MaxMsgSize))),
 				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 					in.log.Debug("consume", "partition", p, "err", err)
 				}))
@@ -204,6 +206,9 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	in.log.Info("ingest stopped")
 	return nil
 }
+
+// pullMaxBytes bounds the bytes a partition's consumer buffers client-side.
+const pullMaxBytes = 8 << 20
 
 // bindConsumer (re)creates partition p's durable consumer so that it
 // delivers from its ack floor, in stream order.
