@@ -250,7 +250,8 @@ func (r *runner) scrapeMetrics() map[string]float64 {
 	for sc.Scan() {
 		line := sc.Text()
 		for _, p := range []string{"threadcast_fanout_resyncs_total", "threadcast_fanout_queue_drops_total",
-			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total"} {
+			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total",
+			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total"} {
 			if strings.HasPrefix(line, p) {
 				if i := strings.LastIndexByte(line, ' '); i > 0 {
 					if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {

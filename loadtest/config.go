@@ -37,6 +37,11 @@ type Config struct {
 	// rest is agui over SSE).
 	WSFraction   float64
 	ViewFraction float64
+	// JoinOver spreads the subscribers' first connections over this long
+	// from the start (each also waits for its thread's first stored event):
+	// dashboards do not all open in the same millisecond, and a join is a
+	// snapshot request to the thread's ingest shard.
+	JoinOver time.Duration
 
 	Partitions int    // embedded pipeline's P (0: default)
 	Seed       uint64 // traffic seed (0: random)
@@ -60,6 +65,7 @@ func DefaultConfig() Config {
 		HotFraction:  0.5,
 		WSFraction:   0.3,
 		ViewFraction: 0.5,
+		JoinOver:     5 * time.Second,
 		Verbosity:    1,
 	}
 }
@@ -75,7 +81,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %d agents for %d threads (each agent needs a thread)", errConfig, c.Agents, c.Threads)
 	case c.Tenants > c.Agents:
 		return fmt.Errorf("%w: %d tenants for %d agents (each tenant needs an agent)", errConfig, c.Tenants, c.Agents)
-	case c.Rate <= 0 || c.Duration <= 0 || c.Subscribers < 0:
+	case c.Rate <= 0 || c.Duration <= 0 || c.Subscribers < 0 || c.JoinOver < 0:
 		return fmt.Errorf("%w: rate and duration must be positive", errConfig)
 	case c.HotThreads < 0 || c.HotThreads > c.Threads || c.HotFraction < 0 || c.HotFraction > 1:
 		return fmt.Errorf("%w: hot threads %d, fraction %v", errConfig, c.HotThreads, c.HotFraction)

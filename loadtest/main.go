@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -41,11 +42,13 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.HotFraction, "hot-fraction", cfg.HotFraction, "share of the subscribers on the hot threads")
 	fs.Float64Var(&cfg.WSFraction, "ws", cfg.WSFraction, "share of subscribers on WebSocket (rest SSE)")
 	fs.Float64Var(&cfg.ViewFraction, "view", cfg.ViewFraction, "share of subscribers in view mode (rest agui)")
+	fs.DurationVar(&cfg.JoinOver, "join-over", cfg.JoinOver, "spread the subscribers' first connections over this long")
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "embedded pipeline partitions (0: the pipeline's default)")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "traffic seed (0: random)")
 	fs.Float64Var(&cfg.Verbosity, "verbosity", cfg.Verbosity, "length of generated texts (demo.Options.Verbosity)")
 	fs.StringVar(&cfg.Out, "out", "", "report `DIR` (default: a new directory under the system temp dir)")
 	verbose := fs.Bool("v", false, "log the embedded system's warnings to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator and embedded system) to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,6 +68,19 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	fmt.Fprintf(stderr, "loadtest: %s, %v, %d threads, %d agents, %.0f ev/s, %d subscribers; report in %s\n",
 		cfg.Scenario, cfg.Duration, cfg.Threads, cfg.Agents, cfg.Rate, cfg.Subscribers, cfg.Out)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := Run(ctx, cfg, stderr, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -129,11 +129,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 		MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
 	}}
 	defer r.client.CloseIdleConnections()
-	if err := r.build(key); err != nil {
+	start := time.Now()
+	if err := r.build(key, start); err != nil {
 		return nil, err
 	}
 
-	start := time.Now()
 	r.series = newSeries(start, int((cfg.Duration+cfg.Settle).Seconds())+5)
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 }
 
 // build creates tenants, tokens, threads, agents and subscribers.
-func (r *runner) build(key []byte) error {
+func (r *runner) build(key []byte, start time.Time) error {
 	cfg := &r.cfg
 	var rb [3]byte
 	_, _ = rand.Read(rb[:])
@@ -240,6 +240,7 @@ func (r *runner) build(key []byte) error {
 		}
 		r.subs = append(r.subs, &sub{
 			r: r, id: i, th: th, v: v, token: r.tokens[th.tenant],
+			join: start.Add(time.Duration(frac(float64(i)*0.3819660113) * float64(cfg.JoinOver))),
 			slow: frac(float64(i)*0.5698402910+0.17) < r.sc.slowFraction,
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,6 +40,7 @@ func (v variant) ws() bool       { return v == aguiWS || v == viewWS }
 type sub struct {
 	r     *runner
 	id    int
+	join  time.Time // not before
 	th    *threadInfo
 	v     variant
 	slow  bool
@@ -95,7 +97,20 @@ func (s *sub) run(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	backoff := 50 * time.Millisecond
+	if d := time.Until(s.join); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	// After an error, wait like an EventSource does (the fanout announces
+	// retry: 2s), with jitter so that refused clients do not return in step.
+	const firstBackoff = 500 * time.Millisecond
+	backoff := firstBackoff
+	rng := rand.New(rand.NewPCG(uint64(s.id), 99))
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithCancel(ctx)
 		s.mu.Lock()
@@ -119,21 +134,24 @@ func (s *sub) run(ctx context.Context) {
 		s.reconnects++
 		switch {
 		case cut:
-			backoff = 50 * time.Millisecond
+			backoff = firstBackoff
 			continue // reconnect at once: that is the storm
 		case errors.Is(err, errResync):
 			s.cursor = ""
+			backoff = 100 * time.Millisecond
 		case err != nil:
 			s.errs++
 			s.r.noteError(err)
+		default:
+			backoff = 100 * time.Millisecond // the server ended the stream
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(backoff + time.Duration(rng.Int64N(int64(backoff))))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	s.resolve()
 }

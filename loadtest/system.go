@@ -32,7 +32,8 @@ type embedded struct {
 	log     *slog.Logger
 	dir     string
 	srv     *server.Server
-	nc      *nats.Conn // ingest and fanout share it, as cmd/threadcast does
+	nc      *nats.Conn // ingest's
+	fanNC   *nats.Conn // the fanout's: separate, as separate processes would have
 	pc      pipeline.Config
 	fanout  *fanout.Server
 	stopFan context.CancelFunc
@@ -63,6 +64,10 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("loadtest: connect embedded nats: %w", err)
 	}
+	if e.fanNC, err = nats.Connect(e.NatsURL, nats.Name("loadtest-fanout"), nats.MaxReconnects(-1)); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("loadtest: connect embedded nats: %w", err)
+	}
 	e.pc = pipeline.DefaultConfig()
 	if partitions > 0 {
 		e.pc.Partitions = partitions
@@ -76,7 +81,7 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	fc.AuthKey = e.Key
 	fc.Hub.Partitions = e.pc.Partitions
 	fc.MaxConnsPerTenant = 0 // the load is the point
-	if e.fanout, err = fanout.New(e.nc, fc, log); err != nil {
+	if e.fanout, err = fanout.New(e.fanNC, fc, log); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -161,8 +166,10 @@ func (e *embedded) Close() {
 	if err := e.StopIngest(); err != nil {
 		e.log.Warn("ingest stopped", "err", err)
 	}
-	if e.nc != nil {
-		e.nc.Close()
+	for _, nc := range []*nats.Conn{e.fanNC, e.nc} {
+		if nc != nil {
+			nc.Close()
+		}
 	}
 	if e.srv != nil {
 		e.srv.Shutdown()
