@@ -1,7 +1,12 @@
 // Command bench runs Threadcast's side-by-side comparisons and prints one
 // table per comparison:
 //
-//	go run ./bench [-oracle DIR] [-only NAME] [-runs N] [-ref-runs N] [-ref-json FILE]
+//	go run ./bench [-quick] [-oracle DIR] [-only NAME[,NAME]] [-runs N] [-ref-runs N] [-ref-json FILE]
+//
+// and closes with a summary table: every ratio next to its target from the
+// issues. The codec, ingest and fanout comparisons run those packages' own
+// side-by-side benchmarks (go test -bench) and read their metrics; -quick
+// runs everything shorter (a smoke run: the figures are noisier).
 //
 // Each comparison lives in its own file and registers itself from an init
 // function (see comparison); adding one is adding a file. The comparisons
@@ -44,12 +49,21 @@ type env struct {
 	refRuns   int    // runs of the reference (median reported)
 	refJSON   string // saved bench.mjs output to use instead of running it
 
+	quick bool // shorter runs of everything
+
 	streams map[string]*workload
+	summary []summaryRow
 }
+
+// needsOracle names the comparisons that need the reference consumer
+// (Node and the installed oracle); without it they are skipped, and the
+// summary says so.
+var needsOracle = map[string]bool{"reducer": true, "compact": true}
 
 func main() {
 	var e env
-	only := flag.String("only", "", "run only the comparison `NAME` ("+strings.Join(names(), ", ")+")")
+	only := flag.String("only", "", "run only the comparisons `NAME`s, comma-separated ("+strings.Join(names(), ", ")+")")
+	flag.BoolVar(&e.quick, "quick", false, "a fast smoke run: fewer and shorter runs of every comparison")
 	flag.StringVar(&e.oracleDir, "oracle", os.Getenv("THREADCAST_ORACLE_DIR"),
 		"`DIR` of the installed reference consumer (apply.mjs + node_modules); default $THREADCAST_ORACLE_DIR")
 	flag.IntVar(&e.runs, "runs", 5, "runs of each Threadcast measurement (median reported)")
@@ -58,25 +72,55 @@ func main() {
 	flag.Parse()
 	e.out = os.Stdout
 	e.streams = map[string]*workload{}
+	if e.quick && !isSet("runs") {
+		e.runs = 1
+	}
+	selected := map[string]bool{}
+	for _, n := range strings.Split(*only, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			if _, ok := comparisons[n]; !ok {
+				fmt.Fprintf(os.Stderr, "bench: unknown comparison %q (%s)\n", n, strings.Join(names(), ", "))
+				os.Exit(2)
+			}
+			selected[n] = true
+		}
+	}
+	noOracle := ""
 	if e.oracleDir == "" {
-		fmt.Fprintln(os.Stderr, "bench: no reference consumer (-oracle or THREADCAST_ORACLE_DIR): install it with\n"+
-			"  d=$(mktemp -d) && cp -r ../shared/tools/. $d && (cd $d/oracle && npm ci) && export THREADCAST_ORACLE_DIR=$d/oracle")
-		os.Exit(2)
+		noOracle = "no reference consumer (-oracle or THREADCAST_ORACLE_DIR)"
+	} else if e.genPath = findGen(e.oracleDir); e.genPath == "" {
+		noOracle = "streamgen/gen.mjs not found beside the oracle nor in ../shared/tools"
 	}
-	e.genPath = findGen(e.oracleDir)
-	if e.genPath == "" {
-		fmt.Fprintln(os.Stderr, "bench: streamgen/gen.mjs not found beside the oracle nor in ../shared/tools")
-		os.Exit(2)
-	}
+	failed := false
 	for _, n := range names() {
-		if *only != "" && n != *only {
+		if len(selected) > 0 && !selected[n] {
 			continue
 		}
+		if needsOracle[n] && noOracle != "" {
+			fmt.Fprintf(os.Stderr, "bench: %s skipped: %s; install it with\n"+
+				"  d=$(mktemp -d) && cp -r ../shared/tools/. $d && (cd $d/oracle && npm ci) && export THREADCAST_ORACLE_DIR=$d/oracle\n", n, noOracle)
+			e.record(summaryRow{comparison: n, measure: "(all)", value: "not run: " + noOracle, target: "-", met: "-"})
+			continue
+		}
+		before := len(e.summary)
 		if err := comparisons[n].run(&e); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", n, err)
-			os.Exit(1)
+			e.record(summaryRow{comparison: n, measure: "(all)", value: "failed: see stderr", target: "-", met: "NO"})
+			failed = true
+		} else if len(e.summary) == before {
+			e.record(summaryRow{comparison: n, measure: "see its table above", value: "-", target: "-", met: "-"})
 		}
 	}
+	if err := printSummary(e.out, e.summary); err != nil || failed {
+		os.Exit(1)
+	}
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func names() []string {

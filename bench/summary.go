@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// summaryRow is one line of the closing table: a measured ratio (or
+// absolute figure) next to its target from the issues.
+type summaryRow struct {
+	comparison string
+	measure    string
+	value      string // as measured, formatted
+	target     string // as the issue states it
+	met        string // "yes", "NO", or "-" when not applicable / not run
+	issue      int
+}
+
+// record adds a row to the closing summary.
+func (e *env) record(r summaryRow) { e.summary = append(e.summary, r) }
+
+// verdict formats whether got meets a "≥ want" target.
+func verdict(got, want float64) string {
+	if got >= want {
+		return "yes"
+	}
+	return "NO"
+}
+
+// printSummary writes the closing table.
+func printSummary(w io.Writer, rows []summaryRow) error {
+	fmt.Fprintf(w, "\nSummary: each ratio next to its target (issue number in the last column)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "comparison\tmeasure\tmeasured\ttarget\tmet\tissue")
+	for _, r := range rows {
+		issue := "-"
+		if r.issue > 0 {
+			issue = fmt.Sprintf("#%d", r.issue)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.comparison, r.measure, r.value, r.target, r.met, issue)
+	}
+	return tw.Flush()
+}
