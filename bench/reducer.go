@@ -87,6 +87,11 @@ func runReducer(e *env) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s vs %s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t\n", w.name, row.pipeline, row.refKey, w.events,
 				row.m.eventsPerSec, row.m.allocsPerEvent, refS, runs, ratio, target)
+			met := "-"
+			if r.rate > 0 {
+				met = verdict(row.m.eventsPerSec/r.rate, map[string]float64{"100x": 100, "1000x": 1000}[target])
+			}
+			e.record(summaryRow{"reducer", w.name + ", " + row.pipeline + " vs " + row.refKey, ratio, "≥" + target, met, 3})
 		}
 	}
 	return tw.Flush()
