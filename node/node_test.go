@@ -1,0 +1,315 @@
+package node
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+var testKey = []byte("node-test-key-0123456789")
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
+	}
+}
+
+// noLeaks fails if goroutines stay above base (nats.go and net/http
+// goroutines end asynchronously, hence the polling).
+func noLeaks(t *testing.T, base int) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testConfig(t *testing.T) Config {
+	c := DefaultConfig()
+	c.HTTP, c.NatsListen, c.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	c.AuthKey = testKey
+	c.Pipeline.Partitions = 4
+	c.Drain = 10 * time.Second
+	c.Logger = slog.New(slog.DiscardHandler)
+	return c
+}
+
+func token(t *testing.T, tenant string) string {
+	t.Helper()
+	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func do(t *testing.T, method, url, tok, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestNodeEmbedded: every part behind one port — the bridge takes events
+// (tokens checked), ingest reduces them, the fanout serves the view and the
+// dashboard, /metrics has every part — and Stop leaves no goroutine.
+func TestNodeEmbedded(t *testing.T) {
+	base := runtime.NumGoroutine()
+	n, err := Start(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := n.URL()
+	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", u+"/readyz", "", ""); return c == 200 })
+	if !strings.HasPrefix(n.NatsURL(), "nats://127.0.0.1:") || n.Conn() == nil || !n.Conn().IsConnected() {
+		t.Errorf("NATS %q", n.NatsURL())
+	}
+
+	acme := token(t, "acme")
+	body := `{"type":"RUN_STARTED","threadId":"th.1","runId":"r1"}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"hello"}
+{"type":"RUN_FINISHED","threadId":"th.1","runId":"r1"}
+`
+	for _, tt := range []struct {
+		name, tenant, tok string
+		want              int
+	}{{"own tenant", "acme", acme, 200}, {"other tenant", "globex", acme, 403}, {"no token", "acme", "", 401}} {
+		if code, b := do(t, "POST", u+"/v1/ingest/"+tt.tenant+"/th.1", tt.tok, body); code != tt.want {
+			t.Errorf("bridge, %s: %d %s, want %d", tt.name, code, b, tt.want)
+		}
+	}
+	waitFor(t, 20*time.Second, "the view", func() bool {
+		code, b := do(t, "GET", u+"/v1/threads/th.1", acme, "")
+		return code == 200 && strings.Contains(b, `"status":"finished"`) && strings.Contains(b, `"hello"`)
+	})
+	if code, b := do(t, "GET", u+"/v1/threads/th.1", token(t, "globex"), ""); code != 404 {
+		t.Errorf("another tenant's thread: %d %s", code, b)
+	}
+	if code, b := do(t, "GET", u+"/", "", ""); code != 200 || !strings.Contains(b, "<html") {
+		t.Errorf("dashboard: %d", code)
+	}
+	code, m := do(t, "GET", u+"/metrics", "", "")
+	for _, want := range []string{`threadcast_ingest_events_total{type="RUN_FINISHED"} 1`, "threadcast_fanout_", "go_goroutines", "process_"} {
+		if code != 200 || !strings.Contains(m, want) {
+			t.Errorf("/metrics %d: no %q", code, want)
+		}
+	}
+
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if code, _ := do(t, "GET", u+"/livez", "", ""); code != 0 {
+		t.Errorf("still serving after Stop: %d", code)
+	}
+	select {
+	case <-n.Failed():
+		t.Errorf("failed: %v", n.Err())
+	default:
+	}
+	noLeaks(t, base)
+}
+
+// TestNodeParts: three nodes on one external NATS, one part each — demo
+// agents, ingest, fanout — work together as the single node does, and
+// each serves only its own routes.
+func TestNodeParts(t *testing.T) {
+	base := runtime.NumGoroutine()
+	sc := pipeline.DefaultServerConfig()
+	sc.StoreDir = t.TempDir()
+	srv, err := pipeline.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-in first-out: this one after every node stopped.
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown(); noLeaks(t, base) })
+
+	start := func(ingest, fanout, demoOn bool) *Node {
+		c := testConfig(t)
+		c.NatsURL, c.DataDir = srv.ClientURL(), ""
+		c.Ingest, c.Fanout, c.Demo = ingest, fanout, demoOn
+		c.DemoConfig = demo.Config{Tenants: []string{"acme"}, Agents: 1, TimeScale: 0.05, Seed: 3}
+		n, err := Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := n.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+		return n
+	}
+	in := start(true, false, false)
+	fo := start(false, true, false)
+	dm := start(false, false, true)
+
+	for _, tt := range []struct {
+		name string
+		n    *Node
+		path string
+		want int
+	}{
+		{"ingest: no fanout API", in, "/v1/threads", 404},
+		{"ingest: no dashboard", in, "/", 404},
+		{"fanout: no bridge", fo, "/v1/ingest/acme/x", 404},
+		{"demo: no API", dm, "/v1/threads", 404},
+		{"demo: metrics", dm, "/metrics", 200},
+		{"fanout: ready", fo, "/readyz", 200},
+	} {
+		method := "GET"
+		if strings.HasPrefix(tt.path, "/v1/ingest/") {
+			method = "POST"
+		}
+		if code, _ := do(t, method, tt.n.URL()+tt.path, token(t, "acme"), ""); code != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, code, tt.want)
+		}
+	}
+	acme := token(t, "acme")
+	waitFor(t, 30*time.Second, "a demo thread listed by the fanout node", func() bool {
+		code, b := do(t, "GET", fo.URL()+"/v1/threads", acme, "")
+		var l struct{ Threads []json.RawMessage }
+		return code == 200 && json.Unmarshal([]byte(b), &l) == nil && len(l.Threads) > 0
+	})
+	if err := dm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := dm.DemoStats(); s.Events == 0 || s.Threads == 0 {
+		t.Errorf("demo stats %+v", s)
+	}
+}
+
+// TestNodeFailed: a part that ends on its own closes Failed, with the cause.
+func TestNodeFailed(t *testing.T) {
+	n, err := Start(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if n.Err() != nil {
+		t.Fatal(n.Err())
+	}
+	_ = n.ln.Close() // the HTTP server's listener goes away under it
+	select {
+	case <-n.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Failed not closed")
+	}
+	if err := n.Err(); err == nil || !strings.Contains(err.Error(), "node: http") {
+		t.Errorf("Err = %v", err)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	base := runtime.NumGoroutine()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		give func(c *Config)
+		want error
+	}{
+		{"no key", func(c *Config) { c.AuthKey = nil }, ErrConfig},
+		{"nothing to run", func(c *Config) { c.Ingest, c.Fanout = false, false }, ErrConfig},
+		{"embedded without data", func(c *Config) { c.DataDir = "" }, ErrConfig},
+		{"no drain", func(c *Config) { c.Drain = 0 }, ErrConfig},
+		{"bad pipeline", func(c *Config) { c.Pipeline.Partitions = 0 }, pipeline.ErrConfig},
+		{"data dir under a file", func(c *Config) { c.DataDir = filepath.Join(file, "d") }, ErrDataDir},
+		{"NATS port taken", func(c *Config) { c.NatsListen = taken.Addr().String() }, ErrNatsListen},
+		{"NATS address without port", func(c *Config) { c.NatsListen = "127.0.0.1" }, ErrNatsListen},
+		{"NATS bad port", func(c *Config) { c.NatsListen = "127.0.0.1:x" }, ErrNatsListen},
+		{"HTTP port taken", func(c *Config) { c.HTTP = taken.Addr().String() }, ErrHTTPListen},
+		{"no NATS at the URL", func(c *Config) { c.NatsURL = "nats://" + taken.Addr().String() }, ErrNats},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testConfig(t)
+			tt.give(&c)
+			n, err := Start(c)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Start: %v, want %v", err, tt.want)
+			}
+			if n != nil {
+				t.Error("a node returned with the error")
+			}
+		})
+	}
+	noLeaks(t, base)
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, KeyFile)
+	k1, created, err := LoadOrCreateKey(path)
+	if err != nil || !created || len(k1) != 32 {
+		t.Fatalf("create: %d bytes, created %v, %v", len(k1), created, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi.Mode(), err)
+	}
+	k2, created, err := LoadOrCreateKey(path)
+	if err != nil || created || string(k1) != string(k2) {
+		t.Fatalf("load: created %v, same %v, %v", created, string(k1) == string(k2), err)
+	}
+	for _, tt := range []struct{ name, content string }{
+		{"not hex", "zz\n"},
+		{"short", hex.EncodeToString([]byte("short")) + "\n"},
+		{"empty", ""},
+	} {
+		p := filepath.Join(dir, tt.name)
+		if err := os.WriteFile(p, []byte(tt.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := LoadOrCreateKey(p); err == nil || !strings.Contains(err.Error(), "not a hex key") {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	if _, _, err := LoadOrCreateKey(filepath.Join(dir, "missing", KeyFile)); err == nil {
+		t.Error("no error for a missing directory")
+	}
+}
