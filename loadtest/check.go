@@ -156,7 +156,8 @@ type Result struct {
 	Config        Config               `json:"config"`
 	Command       string               `json:"command"`
 	Start         time.Time            `json:"start"`
-	LoadAvg       string               `json:"loadAvg"` // /proc/loadavg at the end of the load phase
+	LoadAvg       string               `json:"loadAvg"`      // /proc/loadavg at the end of the load phase
+	ProcessCores  float64              `json:"processCores"` // CPU used by this process (generator and embedded system) during the load phase, in cores
 	Published     float64              `json:"publishSeconds"`
 	EventsIn      uint64               `json:"eventsIn"`
 	EventsPerSec  float64              `json:"eventsPerSec"`

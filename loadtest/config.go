@@ -17,6 +17,12 @@ type Config struct {
 	AuthKey []byte `json:"-"` // token key of the target (required with Target)
 
 	AllowRemote bool // permit non-loopback Target / NatsURL
+	// Embedded picks the assembly started when Target is empty: "node" is
+	// the product's (package node, what `threadcast serve` runs); "parts"
+	// is assembled here from pipeline and fanout, with a NATS connection
+	// each and an ingest that can be restarted alone (ingest-restart needs
+	// it and selects it).
+	Embedded string
 
 	Scenario string
 	Duration time.Duration
@@ -54,6 +60,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Scenario:     "steady",
+		Embedded:     "node",
 		Duration:     30 * time.Second,
 		Settle:       60 * time.Second,
 		Tenants:      4,
@@ -92,10 +99,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: unknown scenario %q (one of %s)", errConfig, c.Scenario, strings.Join(scenarioNames(), ", "))
 	}
 	if c.Target == "" {
-		if c.Scenario == "ingest-restart" || c.NatsURL == "" {
-			return nil
+		if c.Embedded != "node" && c.Embedded != "parts" {
+			return fmt.Errorf("%w: --embedded %q (node or parts)", errConfig, c.Embedded)
 		}
-		return fmt.Errorf("%w: --nats-url needs --target", errConfig)
+		if c.NatsURL != "" {
+			return fmt.Errorf("%w: --nats-url needs --target", errConfig)
+		}
+		return nil
 	}
 	if c.Scenario == "ingest-restart" {
 		return fmt.Errorf("%w: ingest-restart needs the embedded Threadcast (it restarts the ingest it owns)", errConfig)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -43,10 +44,15 @@ func writeMarkdown(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "# Threadcast load test — %s — correctness %s\n\n", c.Scenario, verdict)
 	fmt.Fprintf(w, "    %s\n\n", r.Command)
 	target := c.Target
-	if target == "" {
-		target = "embedded (NATS + ingest + fanout in the load generator's process)"
+	switch {
+	case target != "":
+	case c.Embedded == "parts":
+		target = "embedded in the load generator's process: NATS + pipeline.Ingest + fanout.Server assembled by loadtest (a NATS connection each)"
+	default:
+		target = "embedded in the load generator's process: package node, as `threadcast serve` runs it"
 	}
-	fmt.Fprintf(w, "Started %s; target %s; load average at the end of the load phase: %s.\n\n", r.Start.UTC().Format("2006-01-02 15:04:05 UTC"), target, r.LoadAvg)
+	fmt.Fprintf(w, "Started %s; target %s.\n\n", r.Start.UTC().Format("2006-01-02 15:04:05 UTC"), target)
+	fmt.Fprintf(w, "Machine: %d CPUs, load average %s at the end of the load phase; this process (load generator and any embedded system) used %.2f cores during it.\n\n", runtime.NumCPU(), r.LoadAvg, r.ProcessCores)
 	fmt.Fprintf(w, "| setting | value |\n| --- | --- |\n")
 	fmt.Fprintf(w, "| duration | %v (then up to %v to settle) |\n", c.Duration, c.Settle)
 	fmt.Fprintf(w, "| tenants / threads / agents | %d / %d / %d |\n", c.Tenants, c.Threads, c.Agents)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,19 +101,31 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if progress == nil {
+		progress = io.Discard
+	}
 	r := &runner{cfg: cfg, sc: scenarios[cfg.Scenario], log: log, tokens: map[string]string{}, errLast: map[string]int{}}
 	for i := range r.hists {
 		r.hists[i] = new(Histogram)
 	}
 	natsURL, key := cfg.NatsURL, cfg.AuthKey
-	if cfg.Target == "" {
+	switch {
+	case cfg.Target == "" && (cfg.Embedded == "parts" || r.sc.restartAt > 0):
 		sys, err := startEmbedded(cfg.Partitions, log)
 		if err != nil {
 			return nil, err
 		}
 		defer sys.Close()
 		r.sys, r.base, natsURL, key = sys, sys.URL, sys.NatsURL, sys.Key
-	} else {
+		r.cfg.Embedded = "parts"
+	case cfg.Target == "":
+		n, k, err := startNode(cfg.Partitions, log)
+		if err != nil {
+			return nil, err
+		}
+		defer n.Close()
+		r.base, natsURL, key = n.n.URL(), n.n.NatsURL(), k
+	default:
 		r.base = cfg.Target
 	}
 	nc, err := nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
@@ -153,8 +166,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	var scWG sync.WaitGroup
 	scWG.Go(func() { r.scenarioEvents(agentCtx, start) })
 
+	cpu0 := cpuTime()
 	agentsWG.Wait()
 	scWG.Wait()
+	loadCPU := cpuTime() - cpu0
 	r.event(start, "agents stopped")
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	if err := r.pub.Close(cctx); err != nil {
@@ -169,6 +184,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	close(progDone)
 	progWG.Wait()
 	res := r.result(start, published)
+	res.ProcessCores = loadCPU.Seconds() / cfg.Duration.Seconds()
 	res.Check = r.check(ctx)
 	res.Check.Settled = settled
 	res.Check.Pass = res.Check.Pass && settled
@@ -248,6 +264,15 @@ func (r *runner) build(key []byte, start time.Time) error {
 }
 
 func frac(x float64) float64 { return x - math.Floor(x) }
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func (r *runner) event(start time.Time, what string) {
 	r.events = append(r.events, fmt.Sprintf("%6.1fs %s", time.Since(start).Seconds(), what))

@@ -88,6 +88,8 @@ func TestConfigValidate(t *testing.T) {
 			c.Scenario, c.Target, c.NatsURL, c.AuthKey = "ingest-restart", "http://127.0.0.1:8080", "nats://127.0.0.1:4222", []byte("k")
 		}, true},
 		{"unknown scenario", func(c *Config) { c.Scenario = "chaos" }, true},
+		{"parts assembly", func(c *Config) { c.Embedded = "parts" }, false},
+		{"unknown assembly", func(c *Config) { c.Embedded = "docker" }, true},
 		{"more agents than threads", func(c *Config) { c.Agents, c.Threads = 10, 5 }, true},
 		{"more tenants than agents", func(c *Config) { c.Tenants, c.Agents = 10, 5 }, true},
 		{"zero rate", func(c *Config) { c.Rate = 0 }, true},

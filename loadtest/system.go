@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -176,4 +178,42 @@ func (e *embedded) Close() {
 		e.srv.WaitForShutdown()
 	}
 	_ = os.RemoveAll(e.dir)
+}
+
+// nodeSystem is the product's own assembly (package node, what
+// `threadcast serve` runs) on loopback ports and a temporary data directory.
+type nodeSystem struct {
+	n   *node.Node
+	dir string
+	log *slog.Logger
+}
+
+func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
+	dir, err := os.MkdirTemp("", "threadcast-loadtest-node-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("loadtest: %w", err)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg := node.DefaultConfig()
+	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
+	cfg.AuthKey = key
+	cfg.Logger = log
+	cfg.FanoutConfig.MaxConnsPerTenant = 0 // the load is the point
+	if partitions > 0 {
+		cfg.Pipeline.Partitions = partitions
+	}
+	n, err := node.Start(cfg)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return &nodeSystem{n: n, dir: dir, log: log}, key, nil
+}
+
+func (s *nodeSystem) Close() {
+	if err := s.n.Stop(); err != nil {
+		s.log.Warn("node stopped", "err", err)
+	}
+	_ = os.RemoveAll(s.dir)
 }
