@@ -25,6 +25,9 @@ type Config struct {
 	Embedded string
 
 	Scenario string
+	// Custom, when set (--scenario-file), replaces the named scenario;
+	// Scenario then holds its name.
+	Custom   *scenario `json:"-"`
 	Duration time.Duration
 	// Settle bounds the wait, after the agents stop, for every view to
 	// catch up before the correctness check.
@@ -95,7 +98,7 @@ func (c *Config) Validate() error {
 	case c.WSFraction < 0 || c.WSFraction > 1 || c.ViewFraction < 0 || c.ViewFraction > 1:
 		return fmt.Errorf("%w: fractions must be in [0,1]", errConfig)
 	}
-	if _, ok := scenarios[c.Scenario]; !ok {
+	if _, ok := scenarios[c.Scenario]; !ok && c.Custom == nil {
 		return fmt.Errorf("%w: unknown scenario %q (one of %s)", errConfig, c.Scenario, strings.Join(scenarioNames(), ", "))
 	}
 	if c.Target == "" {
@@ -107,8 +110,8 @@ func (c *Config) Validate() error {
 		}
 		return nil
 	}
-	if c.Scenario == "ingest-restart" {
-		return fmt.Errorf("%w: ingest-restart needs the embedded Threadcast (it restarts the ingest it owns)", errConfig)
+	if c.scenario().restartAt > 0 {
+		return fmt.Errorf("%w: %s restarts ingest: it needs the embedded Threadcast (it restarts the ingest it owns)", errConfig, c.Scenario)
 	}
 	if c.NatsURL == "" || len(c.AuthKey) == 0 {
 		return fmt.Errorf("%w: --target needs --nats-url and --auth-key", errConfig)
@@ -119,6 +122,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// scenario returns the run's scenario: Custom, or the named one.
+func (c *Config) scenario() scenario {
+	if c.Custom != nil {
+		return *c.Custom
+	}
+	return scenarios[c.Scenario]
 }
 
 // checkLoopback refuses a URL whose host is not a loopback address (or

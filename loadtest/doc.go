@@ -79,6 +79,10 @@
 //     recovery from checkpoints, frames resuming, subscribers continuing.
 //     Needs the embedded system.
 //
+// Or --scenario-file FILE: a JSON scenario with a piecewise-linear rate
+// curve and any of the disturbances above (scenariofile.go shows the
+// format).
+//
 // # Report
 //
 // --out DIR (default a new directory under the temp dir, named on stderr)
@@ -90,9 +94,14 @@
 //
 // A run stops by itself after --duration plus at most --settle. Targets
 // other than loopback addresses are refused unless --allow-remote is given.
-// The embedded system (the default) is an embedded NATS server with
-// JetStream in a temporary directory, pipeline.Ingest and fanout.Server on a
-// loopback port, assembled as cmd/threadcast does; it is removed at the end.
+// The embedded system (without --target) lives in a temporary directory,
+// on loopback ports, and is removed at the end: --embedded node (the
+// default) is package node, the assembly `threadcast serve` runs (embedded
+// NATS with JetStream, ingest and fanout sharing one NATS connection);
+// --embedded parts is assembled here from pipeline.StartServer,
+// pipeline.Ingest and fanout.Server with a NATS connection each, as separate
+// processes would have, and its ingest can be restarted alone
+// (ingest-restart selects it).
 //
 // # Concurrency
 //

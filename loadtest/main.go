@@ -32,6 +32,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Embedded, "embedded", cfg.Embedded, "without --target, the assembly to start: node (package node, as threadcast serve) or parts (pipeline + fanout with a NATS connection each; ingest-restart uses it)")
 	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a non-loopback --target / --nats-url")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "`NAME`: "+strings.Join(scenarioNames(), ", "))
+	scenarioPath := fs.String("scenario-file", "", "a scenario as JSON (`FILE`; see doc.go), instead of --scenario")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "load phase length (then a settle phase and the check)")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "longest wait after the load for views to catch up")
 	fs.IntVar(&cfg.Tenants, "tenants", cfg.Tenants, "tenants")
@@ -54,6 +55,14 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.AuthKey = []byte(*key)
+	if *scenarioPath != "" {
+		sc, name, err := loadScenarioFile(*scenarioPath)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		cfg.Custom, cfg.Scenario = sc, name
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2

@@ -56,7 +56,7 @@ func writeMarkdown(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "| setting | value |\n| --- | --- |\n")
 	fmt.Fprintf(w, "| duration | %v (then up to %v to settle) |\n", c.Duration, c.Settle)
 	fmt.Fprintf(w, "| tenants / threads / agents | %d / %d / %d |\n", c.Tenants, c.Threads, c.Agents)
-	fmt.Fprintf(w, "| target rate | %.0f events/s (%s) |\n", c.Rate, scenarios[c.Scenario].doc)
+	fmt.Fprintf(w, "| target rate | %.0f events/s (%s) |\n", c.Rate, c.scenario().doc)
 	fmt.Fprintf(w, "| subscribers | %d: %s |\n", c.Subscribers, variantsLine(r.Subscribers))
 	fmt.Fprintf(w, "| skew | %d hot threads share %.0f%% of the subscribers; the rest one by one over the other threads |\n\n", c.HotThreads, 100*c.HotFraction)
 

@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if progress == nil {
 		progress = io.Discard
 	}
-	r := &runner{cfg: cfg, sc: scenarios[cfg.Scenario], log: log, tokens: map[string]string{}, errLast: map[string]int{}}
+	r := &runner{cfg: cfg, sc: cfg.scenario(), log: log, tokens: map[string]string{}, errLast: map[string]int{}}
 	for i := range r.hists {
 		r.hists[i] = new(Histogram)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,47 @@ func TestCommandLineHidesKey(t *testing.T) {
 	got := commandLine([]string{"--target", "http://127.0.0.1:1", "--auth-key", "secret", "--auth-key=secret2", "--duration", "5s"})
 	if strings.Contains(got, "secret") || !strings.Contains(got, "--duration 5s") {
 		t.Errorf("commandLine = %q", got)
+	}
+}
+
+func TestScenarioFile(t *testing.T) {
+	sc, name, err := parseScenario([]byte(`{"name":"double-peak","rate":[[1,0.2],[0,0.2],[0.5,2]],
+		"slowFraction":0.05,"slowPause":"20ms","stormAt":0.6,"stormFraction":0.3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "double-peak" || sc.slowPause != 20*time.Millisecond || sc.restartPause != 2*time.Second || sc.stormAt != 0.6 {
+		t.Errorf("parsed %q %+v", name, sc)
+	}
+	d := 100 * time.Second
+	for _, tt := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 0.2}, {25 * time.Second, 1.1}, {50 * time.Second, 2}, {75 * time.Second, 1.1}, {100 * time.Second, 0.2}, {200 * time.Second, 0.2}} {
+		if got := sc.rate(tt.at, d); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("rate at %v = %v, want %v", tt.at, got, tt.want)
+		}
+	}
+	flat, _, err := parseScenario([]byte(`{}`))
+	if err != nil || flat.rate(time.Second, d) != 1 {
+		t.Errorf("empty file: %v, rate %v", err, flat.rate(time.Second, d))
+	}
+	for _, bad := range []string{
+		`{"rate":[[1.5,1]]}`, `{"rate":[[0.5,0]]}`, `{"stormAt":2}`, `{"slowPause":"soon"}`,
+		`{"unknown":1}`, `not json`,
+	} {
+		if _, _, err := parseScenario([]byte(bad)); !errors.Is(err, errConfig) {
+			t.Errorf("%s: err = %v, want errConfig", bad, err)
+		}
+	}
+	// A file scenario that restarts ingest needs the embedded system.
+	cfg := DefaultConfig()
+	cfg.Custom, cfg.Scenario = &scenario{rate: piecewise(nil), restartAt: 0.5}, "x"
+	cfg.Target, cfg.NatsURL, cfg.AuthKey = "http://127.0.0.1:1", "nats://127.0.0.1:2", []byte("k")
+	if err := cfg.Validate(); !errors.Is(err, errConfig) {
+		t.Errorf("remote restart: err = %v", err)
+	}
+	if _, _, err := loadScenarioFile(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, errConfig) {
+		t.Errorf("missing file: err = %v", err)
 	}
 }
