@@ -53,6 +53,11 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 
+	// FrameInterval is the least time between two frame bursts of a shard:
+	// batches closer together are coalesced into one frame per thread. It
+	// adds at most that much latency; 0 publishes after every batch.
+	FrameInterval time.Duration
+
 	// MemoryBudget bounds the summed reducer MemSize of hot threads per
 	// shard; beyond it, clean least-recently-used threads are evicted.
 	MemoryBudget int64
@@ -87,6 +92,7 @@ func DefaultConfig() Config {
 		QueueLen:           4096,
 		CheckpointEvery:    1024,
 		CheckpointInterval: time.Second,
+		FrameInterval:      5 * time.Millisecond,
 		MemoryBudget:       256 << 20,
 		Tap:                true,
 	}
@@ -104,6 +110,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: partitions %d not in [1, 65536]", ErrConfig, c.Partitions)
 	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:
 		return fmt.Errorf("%w: instance %d of %d", ErrConfig, c.Instance, c.Instances)
+	case c.FrameInterval < 0 || c.FrameInterval > time.Second:
+		return fmt.Errorf("%w: frame interval %v not in [0, 1s]", ErrConfig, c.FrameInterval)
 	case c.Shards < 0:
 		return fmt.Errorf("%w: shards %d", ErrConfig, c.Shards)
 	case c.Replicas < 1 || c.Replicas > 5:

@@ -75,6 +75,7 @@ type partState struct {
 	pending []pendingMsg // in stream order
 	lastSeq uint64       // highest stream seq delivered (redeliveries are ≤)
 	ackedAt time.Time    // when the last ack was sent
+	blocked uint64       // a delivered message that could not be applied (0: none): nothing from it on is acked
 	dirty   map[*hotThread]struct{}
 }
 
@@ -83,6 +84,9 @@ type partState struct {
 // is covered, so it may be acked.
 func (p *partState) watermark() uint64 {
 	wm := uint64(math.MaxUint64)
+	if p.blocked != 0 {
+		wm = p.blocked
+	}
 	for t := range p.dirty {
 		wm = min(wm, t.dirtySeq)
 	}
@@ -138,6 +142,15 @@ const maxBatch = 1024
 func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 	tick := time.NewTicker(max(s.cfg.CheckpointInterval/2, time.Millisecond))
 	defer tick.Stop()
+	// Frames are published at most every FrameInterval: batches that arrive
+	// closer together are coalesced (fewer frames for busy threads, and the
+	// frames of many threads leave in one burst, so the connection writes
+	// them with one syscall instead of one each).
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	armed := false
+	var last time.Time
 	for {
 		select {
 		case msg := <-s.q:
@@ -152,9 +165,26 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				}
 				break
 			}
+			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
+				if !armed {
+					due.Reset(wait)
+					armed = true
+				}
+				continue
+			}
 			s.flush(hardCtx, false)
+			last = s.now
+		case <-due.C:
+			armed = false
+			s.now = time.Now()
+			s.flush(hardCtx, false)
+			last = s.now
 		case req := <-s.snapq:
 			s.now = time.Now()
+			if len(s.batch) > 0 { // the reply's seq must be that of a published frame
+				s.flush(hardCtx, false)
+				last = s.now
+			}
 			s.snapshot(hardCtx, req)
 		case <-tick.C:
 			s.now = time.Now()
@@ -206,7 +236,14 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg) {
 	ps.track(seq, msg)
 	t := s.thread(ctx, ps, threadKey{tenant, token})
 	if t == nil {
-		return // shutting down while the store is unreachable; not acked, replayed later
+		// Shutting down while the store is unreachable: the message was not
+		// applied, so neither it nor anything after it may be acked; it is
+		// replayed by the next owner.
+		ps.pending = ps.pending[:len(ps.pending)-1]
+		if ps.blocked == 0 {
+			ps.blocked = seq
+		}
+		return
 	}
 	s.touch(t)
 	if seq <= t.th.Seq() { // already applied before a crash: the checkpoint covers it
