@@ -79,12 +79,14 @@
 //
 // # Frames and snapshots
 //
-// A shard takes what its queue holds (up to 1,024 messages) as one batch; after
-// it, each thread whose seq advanced publishes one frame (frame.go) on
+// A shard takes what its queue holds (up to 1,024 messages) as one batch, and
+// coalesces batches for at most FrameInterval (5 ms); then each thread whose
+// seq advanced publishes one frame (frame.go) on
 // view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
 // reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
 // events compacted (reducer.Compactor) and the change journal. Under load
-// batches grow and frames coalesce more; idle, a frame follows each message.
+// batches grow and frames coalesce more; idle, a frame follows each message
+// at once.
 // A subscriber that sees Tc-Prev ≠ the last Tc-Seq it saw has missed a frame
 // and asks for a snapshot on tc.snap.<p>.<tenant>.<thread>; the partition
 // owner answers between two batches with the view, its seq, and the AG-UI
