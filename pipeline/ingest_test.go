@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -279,4 +280,73 @@ func TestHostileThreadIDsEndToEnd(t *testing.T) {
 			t.Errorf("thread %q: snapshot of %q: %s", st.thread, snap.Thread, snap.View)
 		}
 	}
+}
+
+// TestSDKPublishedViews publishes the corpus and generated streams through
+// the agent SDK (validated, batched by linger, de-duplicated): every event
+// the SDK stored ends in a view equal to the offline reduction of exactly
+// those events; the ones it refused are not in the stream at all.
+func TestSDKPublishedViews(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	cfg := testConfig()
+	startIngest(t, nc, cfg)
+	pcfg := agent.DefaultConfig()
+	pcfg.Linger = 5 * time.Millisecond
+	pub, err := agent.New(nc, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pub.Close(context.Background()) }()
+	all := append(corpusStreams(t), genStreams(t, 20, "sdk")...)
+	type sent struct {
+		f   *agent.Future
+		key string
+		ev  json.RawMessage
+	}
+	var futs []sent
+	refused := 0
+	for i := 0; ; i++ { // round robin across threads, so batches interleave
+		any := false
+		for _, st := range all {
+			if i >= len(st.events) {
+				continue
+			}
+			any = true
+			f, err := pub.Publish(t.Context(), st.tenant, st.thread, st.events[i])
+			if errors.Is(err, agent.ErrInvalid) {
+				refused++
+				continue // validated before sending: never stored
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, sent{f, st.tenant + "/" + st.thread, st.events[i]})
+		}
+		if !any {
+			break
+		}
+	}
+	seqs := map[string][]uint64{}
+	kept := map[string][]json.RawMessage{}
+	batched := false
+	for _, s := range futs {
+		ack, err := s.f.Wait(t.Context())
+		if err != nil {
+			continue // refused by the SDK's validation: never stored
+		}
+		batched = batched || ack.Index > 0
+		seqs[s.key] = append(seqs[s.key], ack.Seq)
+		kept[s.key] = append(kept[s.key], s.ev)
+	}
+	if !batched || refused == 0 {
+		t.Errorf("batched %v, refused %d: the test must cover both batches and refusals", batched, refused)
+	}
+	var streams []stream
+	for _, st := range all {
+		if evs := kept[st.tenant+"/"+st.thread]; len(evs) > 0 {
+			streams = append(streams, stream{tenant: st.tenant, thread: st.thread, events: evs})
+		}
+	}
+	checkViews(t, nc, cfg.Partitions, streams, seqs)
 }
