@@ -612,3 +612,56 @@ func TestDefaultDataDir(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareServe: what the data directory provides in each mode — a
+// generated key and development tokens only when embedded without
+// --auth-key.
+func TestPrepareServe(t *testing.T) {
+	key := "0123456789abcdef"
+	tests := []struct {
+		name        string
+		give        []string
+		wantKeyFile bool
+		wantTokens  int
+		wantPrinted string
+	}{
+		{name: "embedded, generated key", wantKeyFile: true, wantTokens: 3, wantPrinted: "data:       "},
+		{name: "embedded, given key", give: []string{"--auth-key", key}, wantPrinted: "data:       "},
+		{name: "external NATS", give: []string{"--nats-url", "nats://127.0.0.1:1", "--auth-key", key}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			c, _, err := parseServe(append(tt.give, "--data", dir), func(string) string { return "" }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			dev, err := prepareServe(&c, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(out.String(), tt.wantPrinted) || (tt.wantPrinted == "") != (out.Len() == 0) {
+				t.Errorf("printed %q", out.String())
+			}
+			_, statErr := os.Stat(filepath.Join(dir, node.KeyFile))
+			if (statErr == nil) != tt.wantKeyFile {
+				t.Errorf("key file: %v", statErr)
+			}
+			if len(dev) != tt.wantTokens || len(c.node.DashboardTenants) != tt.wantTokens {
+				t.Fatalf("%d tokens, %d dashboard tenants, want %d", len(dev), len(c.node.DashboardTenants), tt.wantTokens)
+			}
+			for i, d := range dev {
+				cl, err := auth.Verify(c.node.AuthKey, d.Token, time.Now())
+				if err != nil || cl.Tenant != c.tenants[i] || cl.Expiry < time.Now().Add(c.devTokenTTL-time.Minute).Unix() {
+					t.Errorf("token %d: %+v %v", i, cl, err)
+				}
+			}
+			if tt.name == "external NATS" {
+				if _, err := os.Stat(dir); err == nil {
+					t.Error("the data directory was created for an external NATS")
+				}
+			}
+		})
+	}
+}
