@@ -571,7 +571,11 @@ func (n *Node) shutdown() error {
 	// bridge requests finish, then the bridge's acks are awaited.
 	if n.http.cancel != nil {
 		keep("http", n.http.stop())
-		n.log.Info("http stopped: streams ended with resume cursors")
+		if n.fs != nil {
+			n.log.Info("http stopped: streams ended with resume cursors")
+		} else {
+			n.log.Info("http stopped")
+		}
 	} else if n.ln != nil {
 		_ = n.ln.Close()
 	}
