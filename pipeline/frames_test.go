@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -316,5 +315,4 @@ func TestSnapshotErrors(t *testing.T) {
 			t.Errorf("%s: kind %q, err %v; want %s", tt.subj, msg.Header.Get(HeaderErrorKind), err, tt.kind)
 		}
 	}
-	var _ = errors.New
 }

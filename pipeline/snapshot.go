@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/threadcast/threadcast/reducer"
 )
 
 // Snapshot error kinds (Tc-Error-Kind of a failed snapshot reply).
@@ -84,6 +83,3 @@ func (s *shard) snapshot(ctx context.Context, req *nats.Msg) {
 func snapError(req *nats.Msg, kind, text string) {
 	_ = req.RespondMsg(&nats.Msg{Header: nats.Header{HeaderErrorKind: {kind}, HeaderError: {truncateN(text, 256)}}})
 }
-
-// snapshotOf is used by tests: the reply a request would get, as bytes.
-var _ = reducer.NewThread

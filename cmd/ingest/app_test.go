@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -187,5 +186,4 @@ func TestRunEmbedded(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var _ = errors.New
 }
