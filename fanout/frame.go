@@ -81,12 +81,11 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // snapshot is a snapshot reply as the hub keeps it: immutable except enc,
 // which follows the same rule as frame.enc.
 type snapshot struct {
-	seq     uint64
-	status  string
-	view    json.RawMessage
-	events  []json.RawMessage
-	enc     [numVariants][][]byte
-	encSkip [numVariants][][]byte // without the first event (runs.go)
+	seq    uint64
+	status string
+	view   json.RawMessage
+	events []json.RawMessage
+	enc    [numVariants][][]byte
 }
 
 func decodeSnapshot(m *nats.Msg) (*snapshot, error) {

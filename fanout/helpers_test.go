@@ -350,3 +350,46 @@ func connectURL(t testing.TB, url string) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
+
+// followReconnecting follows c like follow, but when the stream ends it
+// reconnects to url with the last id it saw, as EventSource does.
+func (a *aguiModel) followReconnecting(t testing.TB, c *sseClient, url, tok string, want func() string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for a.text != want() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out with %q, want %q", shorten(a.text), shorten(want()))
+		}
+		m, err := c.next()
+		if err != nil {
+			var hdr http.Header
+			if c.lastID != "" {
+				hdr = http.Header{"Last-Event-Id": {c.lastID}}
+			}
+			c.close()
+			c = openSSE(t, url, tok, hdr)
+			continue
+		}
+		if m.data != "" {
+			a.apply(t, m.data)
+			if !strings.HasPrefix(want(), a.text) {
+				t.Fatalf("text diverged: %q is not a prefix of %q", shorten(a.text), shorten(want()))
+			}
+		}
+	}
+}
+
+// publishEvents sends one frame of raw events (the text does not change).
+func (th *testThread) publishEvents(t testing.TB, evs ...string) uint64 {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	prev := th.seq
+	th.seq += uint64(len(evs))
+	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"events":[%s]}`, th.tenant, th.id, th.seq, prev, strings.Join(evs, ","))
+	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	if err := th.nc.PublishMsg(m); err != nil {
+		t.Error(err)
+	}
+	return th.seq
+}

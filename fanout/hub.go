@@ -74,7 +74,7 @@ func DefaultHubConfig() HubConfig {
 var (
 	ErrHubClosed = errors.New("fanout: hub closed")
 	ErrCatchUp   = errors.New("fanout: could not bring the subscriber up to date")
-	ErrRunSplice = errors.New("fanout: run changed during the resync gap; the stream must restart")
+	ErrRunSplice = errors.New("fanout: an agui stream cannot be resynchronised in place; it must restart")
 )
 
 const numShards = 64

@@ -127,8 +127,8 @@ func TestEndToEndWithIngest(t *testing.T) {
 	for i := 0; i < deltas; i++ {
 		d := fmt.Sprintf("%d;", i)
 		pub(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"` + d + `"}`)
-		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond)
+		if i%10 == 0 {
+			time.Sleep(2 * time.Millisecond) // a pace at which frames stay small
 		}
 	}
 	pub(`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`)
@@ -207,7 +207,7 @@ func followWithResume(t *testing.T, nodes []string, tok string, seed int, _ func
 			return fmt.Errorf("client %d: status %d %s", seed, resp.StatusCode, b)
 		}
 		c := &sseClient{resp: resp, br: newBufReader(resp.Body), cancel: cancel}
-		budget := 20 + r.IntN(200) // messages before this connection is dropped
+		budget := 1 + r.IntN(6) // messages before this connection is dropped (frames are compacted: few, long)
 		for budget > 0 {
 			if a.text == finalText.Load() {
 				c.close()

@@ -2,22 +2,26 @@ package fanout
 
 import "encoding/json"
 
-// NOTE: keeping an agui stream a valid AG-UI stream across a resync.
+// NOTE: keeping an agui stream a valid AG-UI stream.
 //
-// A subscriber that joins gets the pipeline's snapshot events, which open
-// the thread's current run (RUN_STARTED) before restating messages, state
-// and activities, so the stream is valid from its first event. A subscriber
-// resynchronised mid-stream (overflow, gap) already has a run open or
-// closed on its side. The hub tracks, per agui subscriber, the run its
-// client has open (from the run events it was sent), and splices the
-// snapshot in only when that is valid:
+// A subscriber that joins gets the pipeline's snapshot events
+// (reducer.AppendSnapshotEvents): RUN_STARTED, the open subagents, steps and
+// items re-opened, MESSAGES_SNAPSHOT, STATE_SNAPSHOT, and — when no run is
+// active — the last run's terminal event. That is a valid stream for a fresh
+// consumer only: spliced into a live stream it would start open items and
+// steps a second time, and MESSAGES_SNAPSHOT cannot remove reasoning or
+// activity messages the consumer holds. So an agui subscriber that must be
+// resynchronised after its join (queue overflow, gap) is not: its stream
+// ends with its cursor (EndResync), and the client reconnects — resuming
+// from the node's ring when it still covers the cursor (no snapshot at
+// all), else starting a fresh stream with a fresh snapshot. View-mode
+// subscribers are resynchronised in place: a view document replaces
+// everything.
 //
-//   - the client has no run open: the snapshot events as they are;
-//   - the client has run r open and the snapshot opens the same r: the
-//     snapshot without its RUN_STARTED (snapshots are valid inside a run);
-//   - otherwise (r ended, or another run began, during the gap): nothing
-//     valid can be said — AG-UI forbids inventing RUN_FINISHED — so the
-//     stream ends (EndResync) and the client reconnects to a fresh one.
+// The hub also tracks the run each agui client has open, from the run
+// events it was sent, so that a POSTed stream (an AG-UI HttpAgent, which
+// waits for the response to end) can end once no run is open and
+// everything was written (Subscriber.idle).
 
 // runState is what a sequence of events leaves of the run lifecycle.
 type runState struct {
@@ -69,38 +73,31 @@ func frameRun(fr *frame) runState {
 	return fr.run
 }
 
-// snapshotFor returns the wire messages that resynchronise s to sn, and
-// false when no valid splice exists (see the NOTE). Called with feed.mu held.
+// snapshotFor returns the wire messages that bring s to sn, and false when
+// no valid splice exists (an agui resync: see the NOTE). Called with
+// feed.mu held.
 func snapshotFor(s *Subscriber, sn *snapshot, join bool) ([][]byte, bool) {
 	v := s.variant
+	if sn.enc[v] == nil {
+		sn.enc[v] = encodeSnapshot(sn, v)
+	}
 	if v.ViewMode() {
-		return sn.encoded(v, false), true
+		return sn.enc[v], true
 	}
-	st := runOf(sn.events)
-	if join || s.run == "" {
-		s.run = st.open
-		return sn.encoded(v, false), true
+	if !join {
+		return nil, false
 	}
-	if id, ok := firstRunStarted(sn.events); ok && id == s.run {
-		s.run = st.open
-		return sn.encoded(v, true), true
-	}
-	return nil, false
+	s.run = runOf(sn.events).open
+	return sn.enc[v], true
 }
 
-// encoded returns the snapshot's messages in variant v, without its first
-// event when skipFirst; each form is encoded once and shared.
-func (sn *snapshot) encoded(v Variant, skipFirst bool) [][]byte {
-	if !skipFirst {
-		if sn.enc[v] == nil {
-			sn.enc[v] = encodeSnapshot(sn, v)
-		}
-		return sn.enc[v]
-	}
-	if sn.encSkip[v] == nil {
-		cut := *sn
-		cut.events = sn.events[1:]
-		sn.encSkip[v] = encodeSnapshot(&cut, v)
-	}
-	return sn.encSkip[v]
+// idle reports whether the subscriber's client has no run open and nothing
+// is queued for it: where a POSTed AG-UI stream ends.
+func (s *Subscriber) idle() bool {
+	f := s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == stLive && s.run == "" && len(s.queue) == 0 && s.resync == ""
 }

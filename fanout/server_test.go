@@ -197,10 +197,24 @@ func TestRunInputPOST(t *testing.T) {
 			}
 		})
 	}
+	// A POSTed stream (an AG-UI HttpAgent) ends once no run is open and
+	// everything was written: here when the run the snapshot opened
+	// finishes.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(100 * time.Millisecond)
+		th.publishEvents(t, `{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}`)
+	}()
+	start := time.Now()
 	code, body := do(t, "POST", hs.URL+"/v1/threads/t1/events", tok, `{"threadId":"t1","runId":"r2","messages":[],"tools":[],"context":[],"state":{}}`,
 		http.Header{"Accept": {"text/event-stream"}, "Content-Type": {"application/json"}})
-	if code != 200 || !strings.Contains(body, `"MESSAGES_SNAPSHOT"`) {
+	<-done
+	if code != 200 || !strings.Contains(body, `"MESSAGES_SNAPSHOT"`) || !strings.HasSuffix(body, "data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t1\",\"runId\":\"r1\"}\n\n") {
 		t.Fatalf("POST stream: %d %q", code, body)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatalf("POST stream did not end when the run finished (%v)", time.Since(start))
 	}
 }
 

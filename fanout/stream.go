@@ -17,7 +17,8 @@ const (
 	EndLifetime = "lifetime" // MaxLifetime reached
 	EndShutdown = "shutdown" // the server is draining
 	EndWrite    = "write"    // a write failed or timed out
-	EndResync   = "resync"   // the subscriber could not be brought up to date
+	EndResync   = "resync"   // the subscriber could not be brought up to date in place
+	EndIdle     = "idle"     // a POSTed agui stream: no run open, everything written
 )
 
 // maxRunInput bounds a POSTed RunAgentInput.
@@ -87,7 +88,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sk = newSSESink(w, s.cfg)
 	}
-	reason := s.pump(ctx, sub, sk)
+	// An AG-UI HttpAgent POSTs and waits for the response to end, which
+	// the SSE binding says happens after the last run's terminal event.
+	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost)
 	s.m.Ended.WithLabelValues(reason).Inc()
 }
 
@@ -131,7 +134,7 @@ type sink interface {
 // raise that same signal from timer and context callbacks (no goroutine,
 // and a one-channel receive instead of a five-way select per batch, which
 // the fan-out benchmark showed in its profile).
-func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink) string {
+func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle bool) string {
 	hb := time.AfterFunc(s.cfg.Heartbeat, func() { sub.raise(ctlHeartbeat) })
 	defer hb.Stop()
 	if s.cfg.MaxLifetime > 0 {
@@ -153,7 +156,7 @@ func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink) string {
 				if ctx.Err() != nil {
 					return EndClient
 				}
-				s.log.Debug("fanout: resync ends stream", "err", err)
+				s.log.Debug("fanout: stream ends for a resync", "err", err)
 				sk.end(EndResync, cursor)
 				return EndResync
 			}
@@ -171,6 +174,9 @@ func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink) string {
 		}
 		buf = items[:0]
 		cursor = max(cursor, cur)
+		if endWhenIdle && sub.idle() {
+			return EndIdle
+		}
 		switch ctl := sub.ctl.Swap(0); {
 		case ctx.Err() != nil:
 			return EndClient

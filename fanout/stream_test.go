@@ -229,65 +229,49 @@ func TestSlowSubscriberResynced(t *testing.T) {
 	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonOverflow)); got < 1 {
 		t.Fatalf("overflow drops = %v, want ≥ 1", got)
 	}
-	sm.follow(t, slow, th.Text, 30*time.Second)
-	if sm.snapshots < 2 {
-		t.Fatalf("slow client got %d snapshots, want a resync", sm.snapshots)
-	}
-	if got := counterValue(srv.m.Resyncs.WithLabelValues(ReasonOverflow)); got < 1 {
-		t.Fatalf("overflow resyncs = %v", got)
+	// The slow agui client's stream ended after what it had been sent
+	// (an AG-UI stream cannot be resynchronised in place); it reconnects
+	// with its Last-Event-ID like EventSource and ends with the whole text.
+	sm.followReconnecting(t, slow, hs.URL+"/v1/threads/slow/events", tok, th.Text, 30*time.Second)
+	if got := counterValue(srv.m.Ended.WithLabelValues(EndResync)); got < 1 {
+		t.Fatalf("resync stream ends = %v", got)
 	}
 }
 
-// A frame whose Tc-Prev does not follow makes subscribers resync (never a
-// silent gap).
+// A frame whose Tc-Prev does not follow is never a silent gap: a view-mode
+// subscriber gets a fresh view in place; an agui subscriber's stream ends
+// with its cursor, and reconnecting gets it a fresh stream.
 func TestGapForcesSnapshot(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
 	th := newTestThread(t, connect(t, ns), "acme", "gap")
 	srv, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
 	th.publish(t, "a;")
-	c := openSSE(t, hs.URL+"/v1/threads/gap/events", token(t, "acme"), nil)
+	c := openSSE(t, hs.URL+"/v1/threads/gap/events", tok, nil)
+	v := openSSE(t, hs.URL+"/v1/threads/gap/events?mode=view", tok, nil)
 	var a aguiModel
 	a.follow(t, c, th.Text, 5*time.Second)
+	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":2`) {
+		t.Fatalf("first view: %+v %v", m, err)
+	}
 	// Lose a frame: advance the thread without publishing it.
 	th.mu.Lock()
 	th.seq += 5
 	th.text.WriteString("lost;")
 	th.mu.Unlock()
 	th.publish(t, "b;")
-	a.follow(t, c, th.Text, 5*time.Second)
-	if a.snapshots != 2 || a.runsStarted != 1 {
-		t.Fatalf("snapshots = %d, RUN_STARTED = %d; want 2 and 1 (the resync must not reopen the open run)", a.snapshots, a.runsStarted)
-	}
-	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonGap)); got != 1 {
-		t.Fatalf("gap drops = %v, want 1", got)
-	}
-}
 
-// When the run the client has open is not the run the resync snapshot
-// opens, no valid AG-UI continuation exists: the stream ends with its
-// cursor instead of inventing a RUN_FINISHED.
-func TestResyncAcrossRunsEndsStream(t *testing.T) {
-	ns := startNATS(t)
-	nc := connect(t, ns)
-	th := newTestThread(t, connect(t, ns), "acme", "runs")
-	srv, hs := newServer(t, nc, nil)
-	th.publish(t, "a;")
-	c := openSSE(t, hs.URL+"/v1/threads/runs/events", token(t, "acme"), nil)
-	var a aguiModel
-	a.follow(t, c, th.Text, 5*time.Second)
-	th.mu.Lock()
-	th.seq += 5 // a lost frame, during which run r1 ended and r2 began
-	th.runID = "r2"
-	th.mu.Unlock()
-	th.publish(t, "b;")
+	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":9`) || !strings.Contains(m.data, `a;lost;b;`) {
+		t.Fatalf("view after the gap: %+v %v", m, err)
+	}
 	for {
 		m, err := c.next()
 		if err != nil {
-			t.Fatalf("stream ended without a hint: %v", err)
+			t.Fatalf("agui stream ended without a hint: %v", err)
 		}
 		if m.data != "" {
-			t.Fatalf("unexpected event after the gap: %s", m.data)
+			t.Fatalf("agui event after the gap: %s", m.data)
 		}
 		if strings.HasPrefix(m.comment, "end ") {
 			if m.comment != "end reason=resync after=2" {
@@ -296,10 +280,14 @@ func TestResyncAcrossRunsEndsStream(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, 5*time.Second, "ended count", func() bool { return counterValue(srv.m.Ended.WithLabelValues(EndResync)) == 1 })
-	// View mode has no run lifecycle: it resynchronises across runs.
-	v := openSSE(t, hs.URL+"/v1/threads/runs/events?mode=view", token(t, "acme"), nil)
-	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view"`) {
-		t.Fatalf("view mode: %+v %v", m, err)
+	a.followReconnecting(t, c, hs.URL+"/v1/threads/gap/events", tok, th.Text, 5*time.Second)
+	if a.snapshots != 2 || a.runsStarted != 2 {
+		t.Fatalf("snapshots %d, RUN_STARTED %d: want a fresh stream (2, 2)", a.snapshots, a.runsStarted)
+	}
+	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonGap)); got != 2 {
+		t.Fatalf("gap drops = %v, want 2 (one per subscriber)", got)
+	}
+	if got := counterValue(srv.m.Resyncs.WithLabelValues(ReasonGap)); got != 1 {
+		t.Fatalf("in-place resyncs = %v, want 1 (the view subscriber)", got)
 	}
 }

@@ -83,9 +83,14 @@ func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync strin
 	return items, cursor, resync
 }
 
-// CatchUp brings a subscriber whose queue was dropped up to date with a
-// snapshot (or from the ring when it still covers its position).
+// CatchUp brings a view-mode subscriber whose queue was dropped up to date
+// with a snapshot (or from the ring when it still covers its position). An
+// agui subscriber cannot be (runs.go): CatchUp returns ErrRunSplice and the
+// caller ends the stream.
 func (s *Subscriber) CatchUp(ctx context.Context) error {
+	if !s.variant.ViewMode() {
+		return ErrRunSplice
+	}
 	s.mu.Lock()
 	reason := s.resync
 	s.mu.Unlock()
