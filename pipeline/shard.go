@@ -588,9 +588,14 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (PutFut
 }
 
 // chunkSize is the largest record stored in one put: well under the
-// stream's max message size, which bounds what the server accepts.
+// configured max message size and the server's max payload (a *nats.Conn
+// publisher knows it), either of which bounds what the server accepts.
 func (s *shard) chunkSize() int {
-	return max(1024, int(s.cfg.MaxMsgSize)-4096)
+	limit := int(s.cfg.MaxMsgSize)
+	if c, ok := s.pub.(interface{ MaxPayload() int64 }); ok && c.MaxPayload() > 0 {
+		limit = min(limit, int(c.MaxPayload()))
+	}
+	return max(1024, limit-4096)
 }
 
 func (s *shard) purgeChunks(key string, gen uint64, n int) {
