@@ -130,7 +130,27 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 		for _, p := range owned {
 			sh := partShard[p]
 			ps := sh.parts[p]
+			// Deliveries must arrive gapless: a message lost in flight
+			// (a connection or consumer leader moved) is redelivered only
+			// after AckWait, behind newer ones, which a shard would then
+			// apply first and the lost one never (seq <= lastSeq). So a
+			// jump in the consumer (delivery) sequence stops the run with
+			// ErrDeliveryGap before the out-of-order message is queued;
+			// the caller starts a fresh Ingest, which replays in order
+			// from the ack floor (gap.go). lastDelivery is owned by this
+			// consumer's callback, which nats.go calls serially.
+			var lastDelivery uint64
+			gapped := false
 			cc, err := ps.cons.Consume(func(msg jetstream.Msg) {
+				if gapped {
+					return
+				}
+				if gap := deliveryGap(msg, &lastDelivery); gap != nil {
+					gapped = true
+					in.log.Warn("delivery gap; restarting the partitions from their ack floors", "partition", p, "err", gap)
+					fence(gap)
+					return
+				}
 				// Back-pressure: the queue is bounded; while it is full this
 				// handler waits, the consumer's buffer (PullMaxMessages)
 				// fills, and the server stops delivering.
@@ -197,8 +217,8 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if startErr != nil {
 		return startErr
 	}
-	if errors.Is(context.Cause(ctx), ErrFenced) {
-		return ErrFenced
+	if cause := context.Cause(ctx); errors.Is(cause, ErrFenced) || errors.Is(cause, ErrDeliveryGap) {
+		return cause
 	}
 	if hardCtx.Err() != nil {
 		return fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded)

@@ -33,7 +33,7 @@ type LeasedIngest struct {
 	running atomic.Bool
 	started atomic.Bool // the lease loop made its first pass
 	mu      sync.Mutex
-	ins     map[int]*Ingest // running partitions
+	ins     map[int]*Restarting // running partitions
 }
 
 // NewLeasedIngest validates both configs and returns a LeasedIngest using nc
@@ -56,7 +56,7 @@ func NewLeasedIngest(nc *nats.Conn, cfg Config, lc LeaseConfig) (*LeasedIngest, 
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil) // shared by the partitions' Ingests
 	}
-	return &LeasedIngest{cfg: cfg, lc: lc, nc: nc, leases: leases, ins: map[int]*Ingest{}}, nil
+	return &LeasedIngest{cfg: cfg, lc: lc, nc: nc, leases: leases, ins: map[int]*Restarting{}}, nil
 }
 
 // Held returns the partitions this instance holds, ascending.
@@ -112,10 +112,8 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 		// Instance p of P owns exactly partition p.
 		cfg.Instance, cfg.Instances, cfg.Shards = p, cfg.Partitions, 1
 		cfg.Logger = li.cfg.Logger.With("partition", p)
-		in, err := NewIngest(li.nc, cfg)
-		if err != nil {
-			return err
-		}
+		// A delivery gap restarts the partition in place, lease kept.
+		in := NewRestarting(func() (Service, error) { return NewIngest(li.nc, cfg) })
 		li.mu.Lock()
 		li.ins[p] = in
 		li.mu.Unlock()
@@ -124,7 +122,7 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 			delete(li.ins, p)
 			li.mu.Unlock()
 		}()
-		err = in.Run(pctx, pdrain)
+		err := in.Run(pctx, pdrain)
 		if errors.Is(context.Cause(pctx), ErrLeaseLost) && err == nil {
 			return nil
 		}

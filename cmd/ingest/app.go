@@ -23,7 +23,7 @@ import (
 )
 
 // ingester is the ingest service of either partition mode
-// (*pipeline.Ingest: static; *pipeline.LeasedIngest: lease).
+// (*pipeline.Restarting: static; *pipeline.LeasedIngest: lease).
 type ingester interface {
 	Run(ctx context.Context, drain time.Duration) error
 	Ready() bool
@@ -119,7 +119,10 @@ func (a *app) Run(ctx context.Context) error {
 		lc.Logger = a.log
 		in, err = pipeline.NewLeasedIngest(nc, pc, lc)
 	} else {
-		in, err = pipeline.NewIngest(nc, pc)
+		// A delivery gap (a NATS server or consumer leader moved) restarts
+		// the Ingest in place, replaying from the ack floors.
+		in = pipeline.NewRestarting(func() (pipeline.Service, error) { return pipeline.NewIngest(nc, pc) })
+		// (parseConfig validated pc, so the first build cannot fail on it.)
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrDeliveryGap is the cause with which an Ingest stops when a partition's
+// consumer skipped deliveries (messages lost in flight when a connection or
+// a consumer leader moved; see Ingest.Run). Nothing out of order was
+// applied; a fresh Ingest replays from the ack floor, in order, skipping per
+// thread what its checkpoint covers.
+var ErrDeliveryGap = errors.New("pipeline: consumer delivery gap")
+
+// deliveryGap checks that msg's consumer sequence follows *last (0: the
+// first delivery, anything goes) and advances *last.
+func deliveryGap(msg jetstream.Msg, last *uint64) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return nil // not a JetStream delivery; the shard reports it
+	}
+	d := meta.Sequence.Consumer
+	if *last != 0 && d != *last+1 {
+		return fmt.Errorf("%w: delivery %d after %d (stream seq %d)", ErrDeliveryGap, d, *last, meta.Sequence.Stream)
+	}
+	*last = d
+	return nil
+}
+
+// Service is what Restarting runs: an *Ingest, built afresh for each run.
+type Service interface {
+	Run(ctx context.Context, drain time.Duration) error
+	Ready() bool
+	Lag() uint64
+}
+
+// Restarting runs an Ingest, and a fresh one each time one stops on a
+// delivery gap, until ctx ends or one stops for another reason. Build it
+// with NewRestarting; Ready and Lag (of the current Ingest) are safe for
+// concurrent use.
+type Restarting struct {
+	build func() (Service, error)
+
+	mu       sync.Mutex
+	cur      Service
+	restarts int
+}
+
+// NewRestarting returns a Restarting that builds its Ingests with build.
+func NewRestarting(build func() (Service, error)) *Restarting {
+	return &Restarting{build: build}
+}
+
+// Ready reports whether the current Ingest is ready.
+func (r *Restarting) Ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur != nil && r.cur.Ready()
+}
+
+// Lag returns the current Ingest's lag.
+func (r *Restarting) Lag() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil {
+		return 0
+	}
+	return r.cur.Lag()
+}
+
+// Restarts returns how many times an Ingest was replaced after a gap.
+func (r *Restarting) Restarts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restarts
+}
+
+// Run runs Ingests (each with drain) until ctx ends; it returns the last
+// one's error, never ErrDeliveryGap unless ctx ended meanwhile.
+func (r *Restarting) Run(ctx context.Context, drain time.Duration) error {
+	for {
+		in, err := r.build()
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.cur = in
+		r.mu.Unlock()
+		err = in.Run(ctx, drain)
+		if !errors.Is(err, ErrDeliveryGap) || ctx.Err() != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.restarts++
+		r.mu.Unlock()
+	}
+}
