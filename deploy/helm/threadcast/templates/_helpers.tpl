@@ -67,10 +67,6 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ include "threadcast.natsURL" . | quote }}
 - name: THREADCAST_PARTITIONS
   value: {{ .Values.pipeline.partitions | quote }}
-{{- if .Values.externalNats.jetstreamDomain }}
-- name: THREADCAST_JS_DOMAIN
-  value: {{ .Values.externalNats.jetstreamDomain | quote }}
-{{- end }}
 {{- if .Values.externalNats.credsSecret }}
 - name: THREADCAST_NATS_CREDS
   value: /etc/threadcast/nats/{{ .Values.externalNats.credsSecretKey }}
