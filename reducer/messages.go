@@ -89,11 +89,142 @@ func mergeMeta(dst **jsondoc.Doc, raw codec.Raw) {
 		return
 	}
 	if *dst == nil {
+		// The first metadata of an item is most often its only one. Merged
+		// into nothing, an object whose names are distinct is itself, so
+		// Parse (one validated copy, nothing split) yields the same JSON as
+		// MergeShallow, which splits every member out: a third of the
+		// allocations. Duplicate names must go through MergeShallow, which
+		// keeps only the last value (as JSON.parse does).
+		if distinctNames(raw) {
+			if d, err := jsondoc.Parse(raw); err == nil {
+				*dst = d
+				return
+			}
+		}
 		*dst = new(jsondoc.Doc)
 	}
 	// The codec guarantees an object; a failure would leave the item as it
 	// was, which is the atomic outcome anyway.
 	_ = (*dst).MergeShallow(raw)
+}
+
+// maxDistinctNames bounds distinctNames' quadratic comparison.
+const maxDistinctNames = 8
+
+// distinctNames reports whether raw is a JSON object of at most
+// maxDistinctNames members whose names are pairwise distinct and hold no
+// escapes (so that comparing their raw text decides equality). It answers
+// false whenever it is unsure, including for text that is not valid JSON;
+// false only costs the slower, always-correct path.
+func distinctNames(raw []byte) bool {
+	var names [maxDistinctNames][]byte
+	n := 0
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return true
+	}
+	for i < len(raw) {
+		if raw[i] != '"' || n == maxDistinctNames {
+			return false
+		}
+		start := i + 1
+		end := start
+		for end < len(raw) && raw[end] != '"' {
+			if raw[end] == '\\' {
+				return false
+			}
+			end++
+		}
+		if end >= len(raw) {
+			return false
+		}
+		name := raw[start:end]
+		for _, prev := range names[:n] {
+			if string(prev) == string(name) {
+				return false
+			}
+		}
+		names[n] = name
+		n++
+		i = skipSpace(raw, end+1)
+		if i >= len(raw) || raw[i] != ':' {
+			return false
+		}
+		if i = skipValue(raw, skipSpace(raw, i+1)); i < 0 {
+			return false
+		}
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return false
+		}
+		switch raw[i] {
+		case '}':
+			return true
+		case ',':
+			i = skipSpace(raw, i+1)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// skipSpace returns the index of the first non-whitespace byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i, or -1
+// when the text ends first. It trusts the structure (the caller validates):
+// it only tracks strings and nesting.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch c := b[i]; c {
+		case '"':
+			i++
+			for i < len(b) && b[i] != '"' {
+				if b[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(b) {
+				return -1
+			}
+			i++
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // ends the enclosing container: a scalar ended here
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
 }
 
 // setContent stores a content value (a JSON string or a part array) from
