@@ -39,6 +39,8 @@ func TestTokenCommand(t *testing.T) {
 		{name: "key from a data directory", give: []string{"--data", dataDir, "--tenant", "acme", "--ttl", "1h"}, wantKey: dataKey,
 			wantClaims: auth.Claims{Tenant: "acme", Expiry: now.Add(time.Hour).Unix()}},
 		{name: "help", give: []string{"--help"}, wantCode: exitOK, wantStderr: "usage: threadcast token"},
+		{name: "flag over environment", give: []string{"--key", key, "--tenant", "acme"}, env: map[string]string{"THREADCAST_AUTH_KEY": "another-key-0123456789"}, wantKey: []byte(key),
+			wantClaims: auth.Claims{Tenant: "acme", Expiry: now.Add(24 * time.Hour).Unix()}},
 		{name: "no key", give: []string{"--tenant", "acme"}, wantCode: exitUsage, wantStderr: "--key"},
 		{name: "short key", give: []string{"--key", "short", "--tenant", "acme"}, wantCode: exitUsage, wantStderr: auth.ErrShortKey.Error()},
 		{name: "no tenant", give: []string{"--key", key}, wantCode: exitUsage, wantStderr: "--tenant is required"},
