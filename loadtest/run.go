@@ -325,7 +325,7 @@ func (r *runner) progress(w io.Writer, start time.Time, done <-chan struct{}) {
 			if now.Sub(start) > r.cfg.Duration {
 				phase = "settle"
 			}
-			fmt.Fprintf(w, "%5.0fs %-6s in %6d ev/s  out %7d msg/s %7.2f MB/s  p50 %7s p99 %7s  subs %5d  err %d\n",
+			fmt.Fprintf(w, "%5.0fs %-6s in %6d ev/s  out %7d msg/s %7.2f MB/s  p50 %7s p99 %7s  conns %5d  err %d\n",
 				now.Sub(start).Seconds(), phase, sec.eventsIn.Load(), sec.msgsOut.Load(),
 				float64(sec.bytesOut.Load())/1e6, fmtDur(sec.hist.Quantile(0.5)), fmtDur(sec.hist.Quantile(0.99)),
 				r.stats.connected.Load(), r.stats.errors.Load())

@@ -106,6 +106,7 @@ func (s *sub) run(ctx context.Context) {
 			return
 		}
 	}
+	defer s.resolve() // what was delivered last, once its acks are in
 	// After an error, wait like an EventSource does (the fanout announces
 	// retry: 2s), with jitter so that refused clients do not return in step.
 	const firstBackoff = 500 * time.Millisecond
@@ -132,6 +133,9 @@ func (s *sub) run(ctx context.Context) {
 			return
 		}
 		s.reconnects++
+		if s.lastRecv.Load() > s.connStart {
+			backoff = firstBackoff // the connection worked: start over
+		}
 		switch {
 		case cut:
 			backoff = firstBackoff
@@ -153,7 +157,6 @@ func (s *sub) run(ctx context.Context) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	s.resolve()
 }
 
 // cut ends the current connection (the reconnect storm).
