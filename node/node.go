@@ -205,6 +205,16 @@ func (n *Node) start() error {
 		n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 
+	// The stream and bucket exist before anything publishes (the demo, the
+	// bridge, agents once the ports are open). A node creates them when it
+	// runs ingest, or when it owns the NATS server; a node that only serves
+	// or only plays the demo on an external NATS leaves them to the
+	// deployment's ingest.
+	if n.cfg.Ingest || n.srv != nil {
+		if err := n.ensureStreams(); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
 	if n.cfg.Ingest {
 		bridge, err := n.startIngest()
@@ -322,23 +332,22 @@ func listenAddr(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// startIngest creates the stream and bucket (so that publishers, the demo
-// included, can publish as soon as Start returns), starts the reducers, and
-// returns the bridge.
+func (n *Node) ensureStreams() error {
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return fmt.Errorf("%w: jetstream: %w", ErrNats, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
+	defer cancel()
+	_, _, err = pipeline.EnsureStreams(ctx, js, &n.cfg.Pipeline)
+	return err
+}
+
+// startIngest starts the reducers and returns the bridge.
 func (n *Node) startIngest() (http.Handler, error) {
 	pc := n.cfg.Pipeline
 	pc.Logger = n.log.With("part", "ingest")
 	pc.Metrics = pipeline.NewMetrics(n.reg)
-	js, err := jetstream.New(n.nc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: jetstream: %w", ErrNats, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
-	_, _, err = pipeline.EnsureStreams(ctx, js, &pc)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 	in, err := pipeline.NewIngest(n.nc, pc)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/pipeline"
@@ -311,5 +313,32 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 	if _, _, err := LoadOrCreateKey(filepath.Join(dir, "missing", KeyFile)); err == nil {
 		t.Error("no error for a missing directory")
+	}
+}
+
+// TestNodeEmbeddedDemoOnly: a node that owns its NATS server creates the
+// stream even without ingest, so the demo's events are stored (for an
+// ingest started later, e.g. cmd/ingest --nats-url).
+func TestNodeEmbeddedDemoOnly(t *testing.T) {
+	c := testConfig(t)
+	c.Ingest, c.Fanout, c.Demo = false, false, true
+	c.DemoConfig = demo.Config{Tenants: []string{"acme"}, Agents: 1, TimeScale: 0.05, Seed: 5}
+	n, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(n.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "stored demo events", func() bool {
+		s, err := js.Stream(t.Context(), c.Pipeline.Stream)
+		return err == nil && s.CachedInfo().State.Msgs > 0
+	})
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := n.DemoStats(); s.Events == 0 || s.Errors != 0 {
+		t.Errorf("demo stats %+v", s)
 	}
 }
