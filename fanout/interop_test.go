@@ -159,6 +159,29 @@ func TestInteropHttpAgent(t *testing.T) {
 			t.Fatalf("view %v", v.Messages)
 		}
 	})
+
+	t.Run("two runs, joined during the second", func(t *testing.T) {
+		pub("two-1",
+			`{"type":"RUN_STARTED","threadId":"two-1","runId":"r1"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"first answer"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`,
+			`{"type":"RUN_FINISHED","threadId":"two-1","runId":"r1"}`,
+			`{"type":"RUN_STARTED","threadId":"two-1","runId":"r2"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"second"}`)
+		waitFor(t, 10*time.Second, "second run started", func() bool { s, _ := restView("two-1"); return s == "running" })
+		before := counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String()))
+		cmd := runAgent("two-1")
+		waitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
+			return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) > before
+		})
+		pub("two-1",
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":" answer"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"m2"}`,
+			`{"type":"RUN_FINISHED","threadId":"two-1","runId":"r2"}`)
+		check("two-1", cmd)
+	})
 }
 
 func mustString(v any) string { b, _ := json.Marshal(v); return string(b) }
