@@ -358,7 +358,9 @@ func (f *feed) onMsg(m *nats.Msg) {
 	defer func() {
 		f.holding = false
 		f.held++
-		if n, _, err := f.sub.Pending(); err != nil || n <= 1 || f.held >= maxHeld {
+		// m.Sub, not f.sub: f.sub is set when Subscribe returns, which
+		// can be after the first message's callback started.
+		if n, _, err := m.Sub.Pending(); err != nil || n <= 1 || f.held >= maxHeld {
 			f.held = 0
 			for i, s := range f.dirty {
 				s.notify()
