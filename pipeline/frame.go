@@ -43,6 +43,12 @@ import (
 //	"view":{..},         // runs, steps or subagents changed: the whole view
 //	"warnings":n         // the view's new warning count
 //
+// Events the reducer refused stay in "events" in their place (folding the
+// frame's events refuses them the same way). An event that could not be
+// decoded at all has no AG-UI form: its rejection of the run shows only as
+// "status":"rejected" and in changes.view (its run's error); an AG-UI
+// consumer restates it as RUN_ERROR, as reducer.AppendSnapshotEvents does.
+//
 // A frame is published for every thread whose seq advanced in a processed
 // batch — also when only warnings or skipped events advanced it — so the
 // chain is dense: for consecutive frames F1, F2 of a thread, F2.Prev ==
