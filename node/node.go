@@ -123,7 +123,7 @@ type Node struct {
 	nc       *nats.Conn
 	ncClosed chan struct{} // closed by nats.go once nc is closed
 	reg      *prometheus.Registry
-	in       *pipeline.Ingest
+	in       *pipeline.Restarting
 	fs       *fanout.Server
 	bridge   *agent.Publisher // the bridge's publisher, or nil
 	demoPub  *agent.Publisher
@@ -348,10 +348,22 @@ func (n *Node) startIngest() (http.Handler, error) {
 	pc := n.cfg.Pipeline
 	pc.Logger = n.log.With("part", "ingest")
 	pc.Metrics = pipeline.NewMetrics(n.reg)
-	in, err := pipeline.NewIngest(n.nc, pc)
+	// A delivery gap (a NATS server or consumer leader moved) stops an
+	// Ingest; Restarting replaces it, replaying from the ack floors. The
+	// first is built here so that its errors are start-up errors; build is
+	// called by Run's goroutine alone, so first needs no lock.
+	first, err := pipeline.NewIngest(n.nc, pc)
 	if err != nil {
 		return nil, err
 	}
+	in := pipeline.NewRestarting(func() (pipeline.Service, error) {
+		if first != nil {
+			in := first
+			first = nil
+			return in, nil
+		}
+		return pipeline.NewIngest(n.nc, pc)
+	})
 	n.in = in
 	n.ingest.run(func(ctx context.Context) error { return in.Run(ctx, n.cfg.Drain) }, n.fail("ingest"))
 
