@@ -59,6 +59,10 @@ flags:
 	defer r.Close()
 
 	f := newFolder("compact", stderr)
+	if err := f.setProtocol(sf.protocol); err != nil {
+		fmt.Fprintf(stderr, "threadcast compact: --protocol: %v\n", err)
+		return exitUsage
+	}
 	if sf.input != "" {
 		if err := f.loadInput(sf.input); err != nil {
 			fmt.Fprintf(stderr, "threadcast compact: --input: %v\n", err)

@@ -94,6 +94,9 @@ type corpusCase struct {
 	stream []byte // JSONL
 	input  string // path of a RunAgentInput file, or ""
 	doc    map[string]json.RawMessage
+	// protocol is the AG-UI version the folder was written for: cases/
+	// expects a strict 1.0 consumer, official/ was written against 1.1.
+	protocol string
 }
 
 func loadCases(t *testing.T, sub string) []corpusCase {
@@ -122,7 +125,10 @@ func loadCases(t *testing.T, sub string) []corpusCase {
 		if err := json.Unmarshal(doc[key], &events); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		c := corpusCase{name: strings.TrimSuffix(filepath.Base(f), ".json"), doc: doc}
+		c := corpusCase{name: strings.TrimSuffix(filepath.Base(f), ".json"), doc: doc, protocol: "1.1"}
+		if sub == "cases" {
+			c.protocol = "1.0"
+		}
 		for _, e := range events {
 			c.stream = append(c.stream, e...)
 			c.stream = append(c.stream, '\n')
@@ -162,10 +168,11 @@ func loadCases(t *testing.T, sub string) []corpusCase {
 }
 
 func (c corpusCase) args(sub string) []string {
+	args := []string{sub, "--protocol", c.protocol}
 	if c.input == "" {
-		return []string{sub}
+		return args
 	}
-	return []string{sub, "--input", c.input}
+	return append(args, "--input", c.input)
 }
 
 // TestReduceCases runs `threadcast reduce` on every case of the corpus and
@@ -419,6 +426,7 @@ func TestErrors(t *testing.T) {
 		{"reduce --help", []string{"reduce", "--help"}, "", exitOK, "", "usage: threadcast reduce"},
 		{"compact --help", []string{"compact", "-h"}, "", exitOK, "", "usage: threadcast compact"},
 		{"bad flag", []string{"reduce", "--bogus"}, "", exitUsage, "", "flag provided but not defined"},
+		{"unknown protocol version", []string{"reduce", "--protocol", "2.0"}, "", exitUsage, "", "--protocol"},
 		{"two stream files", []string{"reduce", "a", "b"}, "", exitUsage, "", "at most one stream file"},
 		{"missing stream file", []string{"compact", filepath.Join(dir, "nope.jsonl")}, "", exitUsage, "", "no such file"},
 		{"missing input file", []string{"reduce", "--input", filepath.Join(dir, "nope.json")}, run, exitUsage, "", "--input"},

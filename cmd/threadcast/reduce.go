@@ -46,6 +46,10 @@ flags:
 	defer r.Close()
 
 	f := newFolder("reduce", stderr)
+	if err := f.setProtocol(sf.protocol); err != nil {
+		fmt.Fprintf(stderr, "threadcast reduce: --protocol: %v\n", err)
+		return exitUsage
+	}
 	if sf.input != "" {
 		if err := f.loadInput(sf.input); err != nil {
 			fmt.Fprintf(stderr, "threadcast reduce: --input: %v\n", err)

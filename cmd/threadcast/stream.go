@@ -17,11 +17,13 @@ import (
 
 // streamFlags are the flags every stream-reading subcommand takes.
 type streamFlags struct {
-	input string
+	input    string
+	protocol string
 }
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "start from the RunAgentInput in `FILE` (its messages and state), as a run would")
+	fs.StringVar(&f.protocol, "protocol", "1.1", "the AG-UI `VERSION` to consume as: 1.1 (encryptedValueType is known; a producer declaring 1.1 is not newer) or 1.0 (a strict 1.0 consumer: encryptedValueType is stripped with a warning, a 1.1 declaration warns as newer)")
 }
 
 // parseFlags parses args with fs and returns the stream to read (the one
@@ -63,10 +65,22 @@ type folder struct {
 	ev     codec.Event
 	seq    uint64
 	fatal  bool // a fatal protocol error was reported
+	// protocol is the AG-UI version the decoders consume as ("" = the
+	// codec's default).
+	protocol string
 }
 
 func newFolder(name string, stderr io.Writer) *folder {
 	return &folder{name: name, th: reducer.NewThread("threadcast"), stderr: stderr}
+}
+
+// setProtocol makes the folder's decoders consume as AG-UI version v.
+func (f *folder) setProtocol(v string) error {
+	if err := f.dec.SetProtocolVersion(v); err != nil {
+		return err
+	}
+	f.protocol = v
+	return nil
 }
 
 // loadInput sets the thread's starting point from a RunAgentInput file.
@@ -77,6 +91,11 @@ func (f *folder) loadInput(path string) error {
 		return err
 	}
 	var d codec.Decoder
+	if f.protocol != "" {
+		if err := d.SetProtocolVersion(f.protocol); err != nil {
+			return err
+		}
+	}
 	in := new(codec.RunInput)
 	if err := d.DecodeRunInput(data, in); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
