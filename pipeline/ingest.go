@@ -161,6 +161,11 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 			}, // The client-side buffer per partition is bounded in count
 				// and bytes: batches of events are big messages.
 				jetstream.PullMaxMessagesWithBytesLimit(max(64, cfg.QueueLen/2), max(pullMaxBytes, 4*int(cfg.MaxMsgSize))),
+				// A pull request held by a consumer leader that went away
+				// is only noticed by missing heartbeats (2 × heartbeat):
+				// with nats.go's default 5 s that stalled a partition for
+				// 10 s after a NATS server stopped (cluster_test.go).
+				jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
 				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 					in.log.Debug("consume", "partition", p, "err", err)
 				}))
