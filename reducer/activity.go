@@ -15,8 +15,8 @@ import (
 func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
 	ex := t.byID[id]
-	if _, known := t.m.ownActivity[id]; !known || e.Replace {
-		put(&t.m.ownActivity, t.keyFor(ex, id), t.internOwner(tag))
+	if _, known := t.m.ownActivity.get(id); !known || e.Replace {
+		t.m.ownActivity.put(t.keyFor(ex, id), t.internOwner(tag))
 	}
 	switch {
 	case ex == nil:
@@ -73,7 +73,7 @@ func (t *Thread) newActivity(e *codec.Event, id string, tag owner) (*message, *P
 // patch is tried, as the reference does.
 func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
-	if rec, ok := t.m.ownActivity[id]; ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownActivity.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "ACTIVITY_DELTA tagged "+tag.String()+" but activity "+quote(id)+" is owned by "+rec.String())
 	}
 	ex := t.byID[id]

@@ -140,9 +140,9 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 
 func (m *machine) checkpoint(subs []*invocation) ckMachine {
 	c := ckMachine{
-		OpenText: sortedKeys(m.openText), OpenTool: sortedKeys(m.openTool), OpenSpan: sortedKeys(m.openSpan), OpenReason: sortedKeys(m.openReason),
-		OwnText: owners(m.ownText), OwnTool: owners(m.ownTool), OwnActivity: owners(m.ownActivity), OwnReason: owners(m.ownReason),
-		Closed: sortedKeys(m.closed), Calls: m.calls, Answered: sortedKeys(m.answered),
+		OpenText: sortedKeys(&m.openText), OpenTool: sortedKeys(&m.openTool), OpenSpan: sortedKeys(&m.openSpan), OpenReason: sortedKeys(&m.openReason),
+		OwnText: owners(&m.ownText), OwnTool: owners(&m.ownTool), OwnActivity: owners(&m.ownActivity), OwnReason: owners(&m.ownReason),
+		Closed: sortedKeys(&m.closed), Calls: m.calls, Answered: sortedKeys(&m.answered),
 	}
 	for _, s := range m.steps {
 		c.Steps = append(c.Steps, ckStep{Owner: toCk(s.owner), Name: s.name})
@@ -166,9 +166,9 @@ func optStr(s string, has bool) *string {
 	return &s
 }
 
-func owners(m map[string]owner) map[string]ckOwner {
-	out := make(map[string]ckOwner, len(m))
-	for k, o := range m {
+func owners(m *idMap[owner]) map[string]ckOwner {
+	out := make(map[string]ckOwner, m.len())
+	for k, o := range m.all() {
 		out[k] = toCk(o)
 	}
 	return out
@@ -242,20 +242,20 @@ func (t *Thread) loadRuns(c *ckpt) error {
 
 func (m *machine) load(c *ckMachine, subs []*invocation) error {
 	for _, set := range []struct {
-		dst *map[string]struct{}
+		dst *idSet
 		src []string
 	}{{&m.openText, c.OpenText}, {&m.openTool, c.OpenTool}, {&m.openSpan, c.OpenSpan}, {&m.openReason, c.OpenReason},
 		{&m.closed, c.Closed}, {&m.started, c.Calls}, {&m.answered, c.Answered}} {
 		for _, k := range set.src {
-			put(set.dst, k, struct{}{})
+			set.dst.put(k, struct{}{})
 		}
 	}
 	for _, om := range []struct {
-		dst *map[string]owner
+		dst *idMap[owner]
 		src map[string]ckOwner
 	}{{&m.ownText, c.OwnText}, {&m.ownTool, c.OwnTool}, {&m.ownActivity, c.OwnActivity}, {&m.ownReason, c.OwnReason}} {
 		for k, o := range om.src {
-			put(om.dst, k, fromCk(o))
+			om.dst.put(k, fromCk(o))
 		}
 	}
 	m.calls = append(m.calls[:0], c.Calls...)

@@ -76,14 +76,14 @@ func (t *Thread) checkNothingOpen() *ProtocolError {
 	switch {
 	case len(m.steps) > 0:
 		return t.violation("L5", "RUN_FINISHED while step "+quote(m.steps[0].name)+" of "+m.steps[0].owner.String()+" is still active")
-	case len(m.openText) > 0:
-		return t.violation("L5", "RUN_FINISHED while text message "+quote(anyKey(m.openText))+" is still open")
-	case len(m.openReason) > 0:
-		return t.violation("L5", "RUN_FINISHED while reasoning message "+quote(anyKey(m.openReason))+" is still open")
-	case len(m.openSpan) > 0:
-		return t.violation("L5", "RUN_FINISHED while reasoning span "+quote(anyKey(m.openSpan))+" is still open")
-	case len(m.openTool) > 0:
-		return t.violation("L5", "RUN_FINISHED while tool call "+quote(anyKey(m.openTool))+" is still open")
+	case m.openText.len() > 0:
+		return t.violation("L5", "RUN_FINISHED while text message "+quote(anyKey(&m.openText))+" is still open")
+	case m.openReason.len() > 0:
+		return t.violation("L5", "RUN_FINISHED while reasoning message "+quote(anyKey(&m.openReason))+" is still open")
+	case m.openSpan.len() > 0:
+		return t.violation("L5", "RUN_FINISHED while reasoning span "+quote(anyKey(&m.openSpan))+" is still open")
+	case m.openTool.len() > 0:
+		return t.violation("L5", "RUN_FINISHED while tool call "+quote(anyKey(&m.openTool))+" is still open")
 	case len(m.active) > 0:
 		for _, s := range t.subagents {
 			if m.active[s.id] == s {
@@ -95,9 +95,9 @@ func (t *Thread) checkNothingOpen() *ProtocolError {
 }
 
 // anyKey returns the smallest key, so that error texts are deterministic.
-func anyKey(m map[string]struct{}) string {
+func anyKey(m *idSet) string {
 	min, first := "", true
-	for k := range m {
+	for k := range m.all() {
 		if first || k < min {
 			min, first = k, false
 		}
@@ -225,7 +225,7 @@ func (t *Thread) pendingCalls(outcome []byte) []byte {
 	}
 	var out []byte
 	for _, id := range t.m.calls {
-		if _, ok := t.m.answered[id]; ok {
+		if _, ok := t.m.answered.get(id); ok {
 			continue
 		}
 		if out == nil {

@@ -9,20 +9,20 @@ package reducer
 // is open (subagents.md §3, "Bookkeeping"), so that reopens and
 // post-close continuations such as REASONING_ENCRYPTED_VALUE can be checked.
 type machine struct {
-	openText   map[string]struct{}
-	openTool   map[string]struct{}
-	openSpan   map[string]struct{} // reasoning spans (REASONING_START)
-	openReason map[string]struct{} // reasoning messages
+	openText   idSet
+	openTool   idSet
+	openSpan   idSet // reasoning spans (REASONING_START)
+	openReason idSet // reasoning messages
 
-	ownText     map[string]owner // text, tool-result and other messages
-	ownTool     map[string]owner
-	ownActivity map[string]owner
-	ownReason   map[string]owner // reasoning messages and spans (one map, as the reference)
+	ownText     idMap[owner] // text, tool-result and other messages
+	ownTool     idMap[owner]
+	ownActivity idMap[owner]
+	ownReason   idMap[owner] // reasoning messages and spans (one map, as the reference)
 
 	steps []step // active steps, in start order
 
 	active map[string]*invocation // active subagent invocations of this run
-	closed map[string]struct{}    // invocations finished or errored in this run
+	closed idSet                  // invocations finished or errored in this run
 
 	lanes []lane // open chunk streams, at most one per owner
 
@@ -30,8 +30,8 @@ type machine struct {
 	// answered with TOOL_CALL_RESULT, to derive pendingToolCallIds
 	// (run-input.md §2, X19).
 	calls    []string
-	started  map[string]struct{}
-	answered map[string]struct{}
+	started  idSet
+	answered idSet
 
 	// hot caches the item the last content event appended to, so that a
 	// run of deltas to one message costs one string compare instead of
@@ -96,13 +96,13 @@ func put[V any](mp *map[string]V, k string, v V) {
 // reset forgets everything run-scoped (a new RUN_STARTED).
 func (m *machine) reset() {
 	m.abandon()
-	clear(m.ownText)
-	clear(m.ownTool)
-	clear(m.ownActivity)
-	clear(m.ownReason)
-	clear(m.closed)
-	clear(m.started)
-	clear(m.answered)
+	m.ownText.clear()
+	m.ownTool.clear()
+	m.ownActivity.clear()
+	m.ownReason.clear()
+	m.closed.clear()
+	m.started.clear()
+	m.answered.clear()
 	m.calls = m.calls[:0]
 }
 
@@ -110,10 +110,10 @@ func (m *machine) reset() {
 // or a rejection: nothing open is expected to close).
 func (m *machine) abandon() {
 	m.dropHot()
-	clear(m.openText)
-	clear(m.openTool)
-	clear(m.openSpan)
-	clear(m.openReason)
+	m.openText.clear()
+	m.openTool.clear()
+	m.openSpan.clear()
+	m.openReason.clear()
 	m.steps = m.steps[:0]
 	clear(m.active)
 	m.lanes = m.lanes[:0]
@@ -151,9 +151,9 @@ func (m *machine) laneHolding(k laneKind, id string) int {
 
 // size approximates the bytes the machine holds.
 func (m *machine) size() int {
-	n := 48 * (len(m.openText) + len(m.openTool) + len(m.openSpan) + len(m.openReason))
-	n += 64 * (len(m.ownText) + len(m.ownTool) + len(m.ownActivity) + len(m.ownReason))
-	return n + 64*(len(m.steps)+len(m.lanes)+len(m.active)+len(m.closed))
+	n := 48 * (m.openText.len() + m.openTool.len() + m.openSpan.len() + m.openReason.len())
+	n += 64 * (m.ownText.len() + m.ownTool.len() + m.ownActivity.len() + m.ownReason.len())
+	return n + 64*(len(m.steps)+len(m.lanes)+len(m.active)+m.closed.len())
 }
 
 // sameOwner reports whether a continuation tagged tag agrees with the

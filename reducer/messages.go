@@ -320,12 +320,12 @@ func (t *Thread) seedOwner(m *message, authoritative bool) {
 	case roleActivity:
 		bucket = &t.m.ownActivity
 	}
-	if _, ok := (*bucket)[m.id]; authoritative || !ok {
-		put(bucket, m.id, m.owner)
+	if _, ok := bucket.get(m.id); authoritative || !ok {
+		bucket.put(m.id, m.owner)
 	}
 	for _, c := range m.toolCalls {
-		if _, ok := t.m.ownTool[c.id]; authoritative || !ok {
-			put(&t.m.ownTool, c.id, m.owner)
+		if _, ok := t.m.ownTool.get(c.id); authoritative || !ok {
+			t.m.ownTool.put(c.id, m.owner)
 		}
 	}
 }
@@ -358,12 +358,12 @@ func (t *Thread) seedEchoedOwner(cm *codec.Message) {
 	case roleActivity:
 		bucket = &t.m.ownActivity
 	}
-	if _, ok := (*bucket)[cm.ID]; !ok {
-		put(bucket, retain(cm.ID), t.internOwner(o))
+	if _, ok := bucket.get(cm.ID); !ok {
+		bucket.put(retain(cm.ID), t.internOwner(o))
 	}
 	for i := range cm.ToolCalls {
-		if _, ok := t.m.ownTool[cm.ToolCalls[i].ID]; !ok {
-			put(&t.m.ownTool, retain(cm.ToolCalls[i].ID), t.internOwner(o))
+		if _, ok := t.m.ownTool.get(cm.ToolCalls[i].ID); !ok {
+			t.m.ownTool.put(retain(cm.ToolCalls[i].ID), t.internOwner(o))
 		}
 	}
 }

@@ -9,48 +9,48 @@ import "github.com/threadcast/threadcast/codec"
 // spanStart opens reasoning span id; it builds nothing.
 func (t *Thread) spanStart(id string, tag owner) *ProtocolError {
 	m := &t.m
-	if _, open := m.openSpan[id]; open {
+	if _, open := m.openSpan.get(id); open {
 		return t.violation("S3", "reasoning span "+quote(id)+" is already open; close it with REASONING_END first")
 	}
-	rec, known := m.ownReason[id]
+	rec, known := m.ownReason.get(id)
 	if known && !sameOwner(tag, rec) {
 		return t.violation("S7", "reasoning span "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	key := retain(id)
-	put(&m.openSpan, key, struct{}{})
+	m.openSpan.put(key, struct{}{})
 	if !known {
-		put(&m.ownReason, key, t.internOwner(tag))
+		m.ownReason.put(key, t.internOwner(tag))
 	}
 	return nil
 }
 
 // spanEnd closes reasoning span id.
 func (t *Thread) spanEnd(id string, tag owner) *ProtocolError {
-	if _, open := t.m.openSpan[id]; !open {
+	if _, open := t.m.openSpan.get(id); !open {
 		return t.violation("S3", "no open reasoning span "+quote(id)+"; open it with REASONING_START first")
 	}
-	if rec, ok := t.m.ownReason[id]; ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownReason.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "REASONING_END tagged "+tag.String()+" but span "+quote(id)+" is owned by "+rec.String())
 	}
-	delete(t.m.openSpan, id)
+	t.m.openSpan.del(id)
 	return nil
 }
 
 // reasoningStart opens (or reopens) reasoning message id.
 func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolError {
 	m := &t.m
-	if _, open := m.openReason[id]; open {
+	if _, open := m.openReason.get(id); open {
 		return t.violation("S2", "reasoning message "+quote(id)+" is already open; close it with REASONING_MESSAGE_END first")
 	}
-	rec, known := m.ownReason[id]
+	rec, known := m.ownReason.get(id)
 	if known && !sameOwner(tag, rec) {
 		return t.violation("S7", "reasoning message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
-	put(&m.openReason, key, struct{}{})
+	m.openReason.put(key, struct{}{})
 	if !known {
-		put(&m.ownReason, key, t.internOwner(tag))
+		m.ownReason.put(key, t.internOwner(tag))
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "REASONING_MESSAGE_START names activity message "+quote(id)+"; ignored")
@@ -87,7 +87,7 @@ func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolErr
 		return err
 	}
 	t.m.dropHot()
-	delete(t.m.openReason, id)
+	t.m.openReason.del(id)
 	if msg := t.textTarget(id); msg != nil && meta != nil {
 		mergeMeta(&msg.meta, meta)
 		t.j.replaced(msg)
@@ -96,13 +96,13 @@ func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolErr
 }
 
 func (t *Thread) checkReasoningOpen(id string, tag owner) *ProtocolError {
-	if _, open := t.m.openReason[id]; !open {
-		if _, span := t.m.openSpan[id]; span {
+	if _, open := t.m.openReason.get(id); !open {
+		if _, span := t.m.openSpan.get(id); span {
 			return t.violation("S4", quote(id)+" is an open reasoning span, not an open reasoning message; spans open no message")
 		}
 		return t.violation("S1", "no open reasoning message "+quote(id)+"; start it with REASONING_MESSAGE_START first")
 	}
-	if rec, ok := t.m.ownReason[id]; ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownReason.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "continuation tagged "+tag.String()+" but reasoning message "+quote(id)+" is owned by "+rec.String())
 	}
 	return nil
@@ -117,9 +117,9 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 	var rec owner
 	var known bool
 	if e.Subtype == "tool-call" {
-		rec, known = t.m.ownTool[id]
-	} else if rec, known = t.m.ownText[id]; !known {
-		rec, known = t.m.ownReason[id]
+		rec, known = t.m.ownTool.get(id)
+	} else if rec, known = t.m.ownText.get(id); !known {
+		rec, known = t.m.ownReason.get(id)
 	}
 	if known && !sameOwner(tag, rec) {
 		return t.violation("A1", "REASONING_ENCRYPTED_VALUE tagged "+tag.String()+" but "+e.Subtype+" "+quote(id)+

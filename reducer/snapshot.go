@@ -166,20 +166,21 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 		dst = appendTag(dst, s.owner)
 		dst = append(dst, "}\n"...)
 	}
-	for _, id := range sortedKeys(m.openSpan) {
+	for _, id := range sortedKeys(&m.openSpan) {
 		dst = append(dst, `{"type":"REASONING_START","messageId":`...)
 		dst = appendString(dst, id)
-		dst = appendTag(dst, m.ownReason[id])
+		rec, _ := m.ownReason.get(id)
+		dst = appendTag(dst, rec)
 		dst = append(dst, "}\n"...)
 	}
-	for _, id := range sortedKeys(m.openText) {
+	for _, id := range sortedKeys(&m.openText) {
 		if m.laneHolding(laneText, id) < 0 && t.byID[id] != nil {
 			dst = append(dst, `{"type":"TEXT_MESSAGE_START","messageId":`...)
 			dst = appendString(dst, id)
 			dst = append(dst, "}\n"...)
 		}
 	}
-	for _, id := range sortedKeys(m.openTool) {
+	for _, id := range sortedKeys(&m.openTool) {
 		if c := t.calls[id]; m.laneHolding(laneTool, id) < 0 && c != nil {
 			dst = append(dst, `{"type":"TOOL_CALL_START","toolCallId":`...)
 			dst = appendString(dst, id)
@@ -188,7 +189,7 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 			dst = append(dst, "}\n"...)
 		}
 	}
-	for _, id := range sortedKeys(m.openReason) {
+	for _, id := range sortedKeys(&m.openReason) {
 		if m.laneHolding(laneReasoning, id) < 0 && t.byID[id] != nil {
 			dst = append(dst, `{"type":"REASONING_MESSAGE_START","messageId":`...)
 			dst = appendString(dst, id)
@@ -238,12 +239,12 @@ func appendTag(dst []byte, o owner) []byte {
 }
 
 // sortedKeys returns m's keys in order, so that snapshots are deterministic.
-func sortedKeys(m map[string]struct{}) []string {
-	if len(m) == 0 {
+func sortedKeys(m *idSet) []string {
+	if m.len() == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(m))
-	for k := range m {
+	out := make([]string, 0, m.len())
+	for k := range m.all() {
 		out = append(out, k)
 	}
 	slices.Sort(out)

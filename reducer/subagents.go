@@ -14,13 +14,13 @@ func (t *Thread) subagentStarted(e *codec.Event) *ProtocolError {
 	if _, ok := t.m.active[id]; ok {
 		return t.violation("A9", "subagent "+quote(id)+" is already active")
 	}
-	if _, ok := t.m.closed[id]; ok {
+	if _, ok := t.m.closed.get(id); ok {
 		return t.violation("A9", "subagent "+quote(id)+" already finished in this run; invocation ids are not reused")
 	}
 	if e.Has(codec.FieldParentSubagentRunID) {
 		p := e.ParentSubagentRunID
 		_, active := t.m.active[p]
-		_, closed := t.m.closed[p]
+		_, closed := t.m.closed.get(p)
 		if !active && !closed {
 			return t.violation("A10", "parentSubagentRunId "+quote(p)+" was not announced in this run")
 		}
@@ -52,7 +52,7 @@ func (t *Thread) subagentEnded(e *codec.Event) *ProtocolError {
 		return t.violation("A8", "no active subagent "+quote(e.SubagentRunID)+"; SUBAGENT_STARTED must come first")
 	}
 	delete(t.m.active, inv.id)
-	put(&t.m.closed, inv.id, struct{}{})
+	t.m.closed.put(inv.id, struct{}{})
 	if e.Type == codec.TypeSubagentError {
 		inv.status = subError
 		inv.errMessage = retain(e.Message)

@@ -11,18 +11,18 @@ import "github.com/threadcast/threadcast/codec"
 // role, name and owner stand (S5, S6).
 func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, meta codec.Raw) *ProtocolError {
 	m := &t.m
-	if _, open := m.openText[id]; open {
+	if _, open := m.openText.get(id); open {
 		return t.violation("S2", "text message "+quote(id)+" is already open; close it with TEXT_MESSAGE_END first")
 	}
-	rec, known := m.ownText[id]
+	rec, known := m.ownText.get(id)
 	if known && !sameOwner(tag, rec) {
 		return t.violation("S7", "text message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
-	put(&m.openText, key, struct{}{})
+	m.openText.put(key, struct{}{})
 	if !known {
-		put(&m.ownText, key, t.internOwner(tag))
+		m.ownText.put(key, t.internOwner(tag))
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "TEXT_MESSAGE_START names activity message "+quote(id)+"; ignored")
@@ -74,7 +74,7 @@ func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 		return err
 	}
 	t.m.dropHot()
-	delete(t.m.openText, id)
+	t.m.openText.del(id)
 	msg := t.textTarget(id)
 	if msg != nil && meta != nil {
 		mergeMeta(&msg.meta, meta)
@@ -85,10 +85,10 @@ func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 
 // checkTextOpen verifies a continuation of text message id (S1, A1).
 func (t *Thread) checkTextOpen(id string, tag owner) *ProtocolError {
-	if _, open := t.m.openText[id]; !open {
+	if _, open := t.m.openText.get(id); !open {
 		return t.violation("S1", "no open text message "+quote(id)+"; start it with TEXT_MESSAGE_START first")
 	}
-	if rec, ok := t.m.ownText[id]; ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownText.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "continuation tagged "+tag.String()+" but text message "+quote(id)+" is owned by "+rec.String())
 	}
 	return nil
@@ -137,11 +137,11 @@ func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *Pro
 	if msg == nil {
 		return nil, nil
 	}
-	own := t.m.ownText
+	own := &t.m.ownText
 	if k == laneReasoning {
-		own = t.m.ownReason
+		own = &t.m.ownReason
 	}
-	if rec, ok := own[id]; ok {
+	if rec, ok := own.get(id); ok {
 		h.kind, h.id, h.owner, h.msg = k, msg.id, rec, msg
 	}
 	return msg, nil

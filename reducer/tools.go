@@ -11,13 +11,13 @@ import "github.com/threadcast/threadcast/codec"
 // choice is replicated so that views diff cleanly against it.
 func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, meta codec.Raw) *ProtocolError {
 	m := &t.m
-	if _, open := m.openTool[id]; open {
+	if _, open := m.openTool.get(id); open {
 		return t.violation("S2", "tool call "+quote(id)+" is already open; close it with TOOL_CALL_END first")
 	}
 	var inherited owner
 	hasInherited := false
 	if hasParent {
-		if rec, ok := m.ownText[parent]; ok {
+		if rec, ok := m.ownText.get(parent); ok {
 			if tag.tagged && tag != rec {
 				return t.violation("A6", "tool call "+quote(id)+" tagged "+tag.String()+" but its parent message "+
 					quote(parent)+" is owned by "+rec.String())
@@ -25,7 +25,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 			inherited, hasInherited = rec, true
 		}
 	}
-	rec, known := m.ownTool[id]
+	rec, known := m.ownTool.get(id)
 	if known {
 		if !sameOwner(tag, rec) {
 			return t.violation("S7", "tool call "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
@@ -37,19 +37,19 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	}
 	c := t.calls[id]
 	key := retainOr(c, id)
-	put(&m.openTool, key, struct{}{})
-	if _, ok := m.started[key]; !ok {
-		put(&m.started, key, struct{}{})
+	m.openTool.put(key, struct{}{})
+	if _, ok := m.started.get(key); !ok {
+		m.started.put(key, struct{}{})
 		m.calls = append(m.calls, key)
 	}
 	if !known {
 		switch {
 		case tag.tagged:
-			put(&m.ownTool, key, t.internOwner(tag))
+			m.ownTool.put(key, t.internOwner(tag))
 		case hasInherited:
-			put(&m.ownTool, key, inherited)
+			m.ownTool.put(key, inherited)
 		default:
-			put(&m.ownTool, key, owner{})
+			m.ownTool.put(key, owner{})
 		}
 	}
 	if c != nil {
@@ -128,7 +128,7 @@ func (t *Thread) toolEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 	if err := t.checkToolOpen(id, tag); err != nil {
 		return err
 	}
-	delete(t.m.openTool, id)
+	t.m.openTool.del(id)
 	if c := t.callTarget(id); c != nil && meta != nil {
 		mergeMeta(&c.meta, meta)
 		t.j.replaced(c.msg)
@@ -137,10 +137,10 @@ func (t *Thread) toolEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 }
 
 func (t *Thread) checkToolOpen(id string, tag owner) *ProtocolError {
-	if _, open := t.m.openTool[id]; !open {
+	if _, open := t.m.openTool.get(id); !open {
 		return t.violation("S1", "no open tool call "+quote(id)+"; start it with TOOL_CALL_START first")
 	}
-	if rec, ok := t.m.ownTool[id]; ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownTool.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "continuation tagged "+tag.String()+" but tool call "+quote(id)+" is owned by "+rec.String())
 	}
 	return nil
@@ -165,9 +165,9 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	id := e.MessageID
 	key := t.keyFor(t.byID[id], id)
 	t.m.dropHot() // the minted owner may replace a cached one
-	put(&t.m.ownText, key, t.internOwner(tag))
-	if _, ok := t.m.answered[e.ToolCallID]; !ok {
-		put(&t.m.answered, retain(e.ToolCallID), struct{}{})
+	t.m.ownText.put(key, t.internOwner(tag))
+	if _, ok := t.m.answered.get(e.ToolCallID); !ok {
+		t.m.answered.put(retain(e.ToolCallID), struct{}{})
 	}
 	msg := &message{id: key, role: roleTool, toolCallID: retain(e.ToolCallID), owner: t.internOwner(tag)}
 	setContent(msg, e.Content)
