@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -34,7 +35,10 @@ func (a *app) Run(ctx context.Context) error {
 	opts := []nats.Option{
 		nats.Name("threadcast-fanout"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond),
+		// Exponential backoff with jitter (250 ms → 4 s), so a restarted
+		// NATS cluster is not hit by every node at once; --nats-url may
+		// list several servers, comma-separated.
+		nats.CustomReconnectDelay(reconnectDelay),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { a.log.Warn("nats disconnected", "err", err) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { a.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
 	}
@@ -74,4 +78,11 @@ func (a *app) Run(ctx context.Context) error {
 	err = srv.Run(ctx, ln, a.cfg.Drain)
 	a.log.Info("fanout stopped", "err", err)
 	return err
+}
+
+// reconnectDelay is the wait before reconnect attempt n (1, 2, …): 250 ms
+// doubling to 4 s, plus up to 25 % jitter (as cmd/ingest).
+func reconnectDelay(attempts int) time.Duration {
+	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
+	return d + time.Duration(rand.Int64N(int64(d/4)+1))
 }
