@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -60,7 +61,7 @@ func TestInteropHttpAgent(t *testing.T) {
 	tok := token(t, "acme")
 	js, _ := jetstream.New(connect(t, ns))
 	ctx := context.Background()
-	pub := func(thread string, evs ...string) {
+	pub := func(t *testing.T, thread string, evs ...string) {
 		subj, _ := pipeline.EventSubject("acme", thread)
 		for _, ev := range evs {
 			if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
@@ -68,11 +69,14 @@ func TestInteropHttpAgent(t *testing.T) {
 			}
 		}
 	}
-	restView := func(thread string) (status string, view struct {
+	restView := func(t *testing.T, thread string) (status string, view struct {
 		Messages []map[string]any `json:"messages"`
 		State    any              `json:"state"`
 	}) {
 		code, body := do(t, "GET", hs.URL+"/v1/threads/"+thread, tok, "", nil)
+		if code == http.StatusNotFound { // not ingested yet
+			return "", view
+		}
 		var v struct {
 			Status string          `json:"status"`
 			View   json.RawMessage `json:"view"`
@@ -82,7 +86,7 @@ func TestInteropHttpAgent(t *testing.T) {
 		}
 		return v.Status, view
 	}
-	runAgent := func(thread string) *exec.Cmd {
+	runAgent := func(t *testing.T, thread string) *exec.Cmd {
 		cmd := exec.Command(node, "testdata/httpagent.cjs", dir, hs.URL+"/v1/threads/"+thread+"/events", tok, thread)
 		cmd.Stdout = &bytes.Buffer{}
 		cmd.Stderr = &bytes.Buffer{}
@@ -91,7 +95,7 @@ func TestInteropHttpAgent(t *testing.T) {
 		}
 		return cmd
 	}
-	check := func(thread string, cmd *exec.Cmd) {
+	check := func(t *testing.T, thread string, cmd *exec.Cmd) {
 		t.Helper()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -109,7 +113,7 @@ func TestInteropHttpAgent(t *testing.T) {
 		if err := json.Unmarshal(cmd.Stdout.(*bytes.Buffer).Bytes(), &got); err != nil || got.Error != "" {
 			t.Fatalf("HttpAgent output %q (%v)", cmd.Stdout, err)
 		}
-		_, view := restView(thread)
+		_, view := restView(t, thread)
 		if len(got.Messages) != len(view.Messages) {
 			t.Fatalf("client has %d messages, view %d\nclient: %+v\nview: %+v", len(got.Messages), len(view.Messages), got.Messages, view.Messages)
 		}
@@ -125,7 +129,7 @@ func TestInteropHttpAgent(t *testing.T) {
 	}
 
 	t.Run("joined idle", func(t *testing.T) {
-		pub("idle-1",
+		pub(t, "idle-1",
 			`{"type":"RUN_STARTED","threadId":"idle-1","runId":"r1"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"Hello"}`,
@@ -133,35 +137,35 @@ func TestInteropHttpAgent(t *testing.T) {
 			`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`,
 			`{"type":"STATE_SNAPSHOT","snapshot":{"plan":["a","b"],"n":1}}`,
 			`{"type":"RUN_FINISHED","threadId":"idle-1","runId":"r1"}`)
-		waitFor(t, 10*time.Second, "run finished", func() bool { s, _ := restView("idle-1"); return s == "finished" })
-		check("idle-1", runAgent("idle-1"))
+		waitFor(t, 10*time.Second, "run finished", func() bool { s, _ := restView(t, "idle-1"); return s == "finished" })
+		check(t, "idle-1", runAgent(t, "idle-1"))
 	})
 
 	t.Run("joined mid-run", func(t *testing.T) {
-		pub("mid-1",
+		pub(t, "mid-1",
 			`{"type":"RUN_STARTED","threadId":"mid-1","runId":"r1"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"part one"}`,
 			`{"type":"STATE_SNAPSHOT","snapshot":{"step":1}}`)
-		waitFor(t, 10*time.Second, "run started", func() bool { s, _ := restView("mid-1"); return s == "running" })
+		waitFor(t, 10*time.Second, "run started", func() bool { s, _ := restView(t, "mid-1"); return s == "running" })
 		before := counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String()))
-		cmd := runAgent("mid-1")
+		cmd := runAgent(t, "mid-1")
 		waitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
 			return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) > before
 		})
-		pub("mid-1",
+		pub(t, "mid-1",
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":", part two"}`,
 			`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`,
 			`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/step","value":2}]}`,
 			`{"type":"RUN_FINISHED","threadId":"mid-1","runId":"r1"}`)
-		check("mid-1", cmd)
-		if _, v := restView("mid-1"); !strings.Contains(mustString(v.Messages), "part one, part two") {
+		check(t, "mid-1", cmd)
+		if _, v := restView(t, "mid-1"); !strings.Contains(mustString(v.Messages), "part one, part two") {
 			t.Fatalf("view %v", v.Messages)
 		}
 	})
 
 	t.Run("two runs, joined during the second", func(t *testing.T) {
-		pub("two-1",
+		pub(t, "two-1",
 			`{"type":"RUN_STARTED","threadId":"two-1","runId":"r1"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"first answer"}`,
@@ -170,17 +174,17 @@ func TestInteropHttpAgent(t *testing.T) {
 			`{"type":"RUN_STARTED","threadId":"two-1","runId":"r2"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"second"}`)
-		waitFor(t, 10*time.Second, "second run started", func() bool { s, _ := restView("two-1"); return s == "running" })
+		waitFor(t, 10*time.Second, "second run started", func() bool { s, _ := restView(t, "two-1"); return s == "running" })
 		before := counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String()))
-		cmd := runAgent("two-1")
+		cmd := runAgent(t, "two-1")
 		waitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
 			return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) > before
 		})
-		pub("two-1",
+		pub(t, "two-1",
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":" answer"}`,
 			`{"type":"TEXT_MESSAGE_END","messageId":"m2"}`,
 			`{"type":"RUN_FINISHED","threadId":"two-1","runId":"r2"}`)
-		check("two-1", cmd)
+		check(t, "two-1", cmd)
 	})
 }
 
