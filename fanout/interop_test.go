@@ -19,9 +19,10 @@ import (
 )
 
 // aguiClientDir finds an install of @ag-ui/client (the oracle's locked
-// package set, ../shared/tools/oracle after `npm ci`), or "".
+// package set: a copy of ../shared/tools/oracle after `npm ci`, which
+// scripts/test.sh makes and names in THREADCAST_ORACLE_DIR), or "".
 func aguiClientDir() string {
-	cands := []string{os.Getenv("THREADCAST_AGUI_CLIENT_DIR"), "../../shared/tools/oracle", "/tmp/tools-oracle/oracle"}
+	cands := []string{os.Getenv("THREADCAST_AGUI_CLIENT_DIR"), os.Getenv("THREADCAST_ORACLE_DIR")}
 	for _, d := range cands {
 		if d == "" {
 			continue
@@ -52,7 +53,11 @@ func TestInteropHttpAgent(t *testing.T) {
 	node, err := exec.LookPath("node")
 	dir := aguiClientDir()
 	if err != nil || dir == "" {
-		t.Skip("needs node and @ag-ui/client: set THREADCAST_AGUI_CLIENT_DIR to a directory where `npm ci` ran in ../shared/tools/oracle")
+		const why = "needs node and @ag-ui/client: set THREADCAST_ORACLE_DIR to a copy of ../shared/tools/oracle where `npm ci` ran (scripts/test.sh does)"
+		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
 	}
 	ns := startNATS(t)
 	const parts = 8

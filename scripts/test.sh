@@ -23,8 +23,12 @@ fi
 export THREADCAST_ARTIFACTS="${THREADCAST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$THREADCAST_ARTIFACTS"
 
-go test -race -count=1 -timeout 15m ./...
-go test -race -count=1 -tags tcpoison -timeout 10m ./codec/... ./reducer/...
+# Every package, with the tagged suites that need only this machine and Node:
+# oracle (differential tests against the reference consumer) and integration
+# (the SIGKILL crash test of ingest, the load generator's scenarios).
+go test -race -count=1 -tags oracle,integration -timeout 15m ./...
+# The lifetime-poisoning build: recycled buffers are overwritten with '#'.
+go test -race -count=1 -tags tcpoison,oracle -timeout 10m ./codec/... ./reducer/...
 
 if command -v chromium >/dev/null 2>&1 || [ -n "${THREADCAST_REQUIRE_BROWSER:-}" ]; then
   go test -count=1 -tags browser -run Browser -timeout 5m ./web/
