@@ -295,6 +295,12 @@ func BenchmarkApplyShort(b *testing.B) {
 		}
 	}
 	reportRate(b, total, time.Since(start), mallocs()-m0)
+	// The heap the 1,000 finished threads hold, per event applied: what a
+	// shard keeps for them (steady-state memory, not garbage).
+	b.StopTimer()
+	live := heapAfterGC()
+	clear(threads)
+	b.ReportMetric(float64(live-heapAfterGC())/float64(total), "retained-B/event")
 }
 
 // BenchmarkApplyShortSequential applies the same 1,000 threads one after the
