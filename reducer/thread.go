@@ -155,41 +155,45 @@ const (
 	WarnUnknownEvent      = "unknown-event-type"           // X1: Apply got TypeUnknown
 )
 
-// message is one message of the view, of any of the seven roles.
+// message is one message of the view, of any of the seven roles. The one-byte
+// fields are grouped at the end: scattered between the words they padded the
+// struct from 272 to 328 bytes (a 352-byte size class instead of 288), and a
+// thread allocates one per message.
 type message struct {
-	id   string
-	role role
-	idx  int // position in Thread.msgs
+	id  string
+	idx int // position in Thread.msgs
 
 	// Content: text for string content (decoded, WTF-8 for lone
 	// surrogates), raw for a content-part array (user, tool), doc for an
 	// activity's object. hasContent is false only for an assistant message
 	// that has none (a turn of tool calls only).
-	hasContent bool
-	text       []byte
-	raw        []byte
-	doc        *jsondoc.Doc
+	text []byte
+	raw  []byte
+	doc  *jsondoc.Doc
 
 	name         string
-	hasName      bool
 	toolCallID   string // tool
 	errText      string // tool
-	hasError     bool
 	activityType string // activity
 	toolCalls    []*toolCall
-	hasToolCalls bool
 	encrypted    string
-	hasEncrypted bool
 	encType      string // AG-UI 1.1 encryptedValueType, kept as the codec reads it
-	hasEncType   bool
 	owner        owner
 	meta         *jsondoc.Doc // nil when absent
 
 	jEpoch   uint64 // journal bookkeeping, see journal.go
-	jKind    uint8
 	jTextOff int
-	memSize  int  // size at the last MemSize
-	memMark  bool // in journal.memDirty
+	memSize  int // size at the last MemSize
+
+	role         role
+	hasContent   bool
+	hasName      bool
+	hasError     bool
+	hasToolCalls bool
+	hasEncrypted bool
+	hasEncType   bool
+	jKind        uint8 // journal bookkeeping
+	memMark      bool  // in journal.memDirty
 }
 
 // toolCall is one entry of an assistant message's toolCalls.
