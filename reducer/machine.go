@@ -80,9 +80,10 @@ type lane struct {
 	hasParent bool
 }
 
-// init prepares an empty machine. The maps are created on first insert
-// (put): reads of a nil map are valid, and a thread that never uses, say,
-// reasoning spans never pays for the map.
+// init prepares an empty machine. Nothing is allocated up front: the zero
+// idMap is empty and allocates on first put, and active is created on first
+// insert (put; reads of a nil map are valid), so a thread that never uses,
+// say, reasoning spans never pays for their bookkeeping.
 func (m *machine) init() {}
 
 // put sets (*mp)[k] = v, creating the map on first use.
