@@ -46,6 +46,11 @@ type Config struct {
 	MaxAckPending  int           // per partition; bounds un-acked messages in flight
 	AckWait        time.Duration // redelivery timeout of an un-acked message
 	QueueLen       int           // per-shard bound on delivered, unprocessed messages
+	// ConsumerEpoch, when not 0, is part of the durable names (lease mode
+	// sets the lease's revision): each ownership of a partition gets a
+	// consumer of its own, so a stale owner's acks (AckAll) reach its own,
+	// deleted consumer and can never acknowledge the new owner's messages.
+	ConsumerEpoch uint64
 
 	// Checkpoints: a dirty thread is checkpointed after CheckpointEvery
 	// applied events, after CheckpointInterval, at the end of each run, and
@@ -139,7 +144,11 @@ func (c *Config) OwnedPartitions() []int {
 	return ps
 }
 
-// ConsumerName returns the durable consumer name of partition p.
+// ConsumerName returns the durable consumer name of partition p:
+// <prefix>-p<p>, or <prefix>-p<p>-e<epoch> when ConsumerEpoch is set.
 func (c *Config) ConsumerName(p int) string {
+	if c.ConsumerEpoch != 0 {
+		return fmt.Sprintf("%s-p%d-e%d", c.ConsumerPrefix, p, c.ConsumerEpoch)
+	}
 	return fmt.Sprintf("%s-p%d", c.ConsumerPrefix, p)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,10 +243,16 @@ const pullMaxBytes = 8 << 20
 // delivery are only redelivered after AckWait, interleaved with new ones, so
 // a thread could see a later event before an earlier one. Recreating the
 // consumer at ack floor + 1 makes the replay ordered. This is safe because a
-// partition has one owner at a time (static assignment); if the process dies
-// between delete and create, the consumer starts from the beginning of the
-// stream and every event is skipped by its thread's checkpoint seq: slow,
-// never wrong.
+// partition has one owner at a time (static assignment, or a lease).
+//
+// Earlier incarnations are every consumer of p, under the static name or an
+// epoch name (lease mode, ConsumerEpoch): the new one starts after the
+// highest of their ack floors — each floor is covered by stored checkpoints,
+// since acks follow checkpoints — and they are deleted after it exists. If
+// the process dies in between, the next start sees both and starts from the
+// same floor; with no consumer at all it starts at the stream's beginning
+// and every event is skipped by its thread's checkpoint seq: slow, never
+// wrong.
 func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p int) (jetstream.Consumer, error) {
 	name := cfg.ConsumerName(p)
 	cc := jetstream.ConsumerConfig{
@@ -259,24 +266,63 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p i
 		MaxDeliver:    -1,
 		Replicas:      cfg.Replicas,
 	}
-	old, err := stream.Consumer(ctx, name)
-	switch {
-	case err == nil:
-		if floor := old.CachedInfo().AckFloor.Stream; floor > 0 {
-			cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-			cc.OptStartSeq = floor + 1
+	olds, err := partitionConsumers(ctx, stream, cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	var floor uint64
+	for _, o := range olds {
+		c, err := stream.Consumer(ctx, o)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
 		}
-		if err := stream.DeleteConsumer(ctx, name); err != nil {
-			return nil, fmt.Errorf("pipeline: reset consumer %s: %w", name, err)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: consumer %s: %w", o, err)
 		}
-	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return nil, fmt.Errorf("pipeline: consumer %s: %w", name, err)
+		floor = max(floor, c.CachedInfo().AckFloor.Stream)
+		if o == name { // the same durable cannot be re-created in place
+			if err := stream.DeleteConsumer(ctx, name); err != nil {
+				return nil, fmt.Errorf("pipeline: reset consumer %s: %w", name, err)
+			}
+		}
+	}
+	if floor > 0 {
+		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cc.OptStartSeq = floor + 1
 	}
 	cons, err := stream.CreateConsumer(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: create consumer %s: %w", name, err)
 	}
+	for _, o := range olds {
+		if o != name {
+			if err := stream.DeleteConsumer(ctx, o); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return nil, fmt.Errorf("pipeline: delete consumer %s: %w", o, err)
+			}
+		}
+	}
 	return cons, nil
+}
+
+// partitionConsumers lists the consumers of partition p: the static name
+// <prefix>-p<p> and every epoch name <prefix>-p<p>-e<n>.
+func partitionConsumers(ctx context.Context, stream jetstream.Stream, cfg *Config, p int) ([]string, error) {
+	base := fmt.Sprintf("%s-p%d", cfg.ConsumerPrefix, p)
+	lister := stream.ConsumerNames(ctx)
+	var out []string
+	for n := range lister.Name() {
+		if n == base {
+			out = append(out, n)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(n, base+"-e"); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			out = append(out, n)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("pipeline: list consumers: %w", err)
+	}
+	return out, nil
 }
 
 // pollLag refreshes the lag gauges every second until ctx ends.

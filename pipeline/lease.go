@@ -90,10 +90,12 @@ func (c *LeaseConfig) lostAfter() time.Duration { return c.TTL / 2 }
 func (c *LeaseConfig) PartitionDrain() time.Duration { return c.TTL / 4 }
 
 // PartitionFunc runs partition p until ctx ends and must return within
-// LeaseConfig.PartitionDrain after that. An error return (before ctx ended)
+// LeaseConfig.PartitionDrain after that. epoch is the lease's revision when
+// it was acquired: unique to this ownership of p (LeasedIngest names the
+// partition's consumer with it). An error return (before ctx ended)
 // gives the lease back: the partition restarts, here or elsewhere, from its
 // checkpoints.
-type PartitionFunc func(ctx context.Context, p int) error
+type PartitionFunc func(ctx context.Context, p int, epoch uint64) error
 
 // Leases claims, renews, balances and hands over partition leases. Build it
 // with NewLeases and call Run once; Held may be called from any goroutine.
@@ -353,7 +355,7 @@ func (st *leaseState) claim(p int) bool {
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
-		err := st.run(pctx, p)
+		err := st.run(pctx, p, rev)
 		st.done <- partDone{p, err} // buffered P: never blocks
 	}()
 	return true

@@ -106,11 +106,14 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 		return err
 	}
 	pdrain := min(drain, li.lc.PartitionDrain())
-	run := func(pctx context.Context, p int) error {
+	run := func(pctx context.Context, p int, epoch uint64) error {
 		li.started.Store(true)
 		cfg := li.cfg
 		// Instance p of P owns exactly partition p.
 		cfg.Instance, cfg.Instances, cfg.Shards = p, cfg.Partitions, 1
+		// A consumer per ownership: a stale owner's acks reach its own
+		// (deleted) consumer, never this one.
+		cfg.ConsumerEpoch = epoch
 		cfg.Logger = li.cfg.Logger.With("partition", p)
 		// A delivery gap restarts the partition in place, lease kept.
 		in := NewRestarting(func() (Service, error) { return NewIngest(li.nc, cfg) })

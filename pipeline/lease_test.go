@@ -185,7 +185,7 @@ func newExclusive() *exclusive {
 }
 
 func (x *exclusive) runner(holder string) PartitionFunc {
-	return func(ctx context.Context, p int) error {
+	return func(ctx context.Context, p int, _ uint64) error {
 		x.mu.Lock()
 		if other, busy := x.running[p]; busy {
 			x.errs = append(x.errs, fmt.Errorf("partition %d started by %s while %s runs it", p, holder, other))
