@@ -48,7 +48,9 @@ type hotThread struct {
 	// nextDirty the first seq applied since it was issued (0: none).
 	put       *pendingPut
 	nextDirty uint64
-	// chunkGen/chunkN describe the stored chunked checkpoint (0: not chunked).
+	// chunkGen/chunkN describe the stored chunked checkpoint (0: not
+	// chunked): the generation whose head the store has confirmed (or that
+	// was loaded). Only its chunks may be reused or purged.
 	chunkGen uint64
 	chunkN   int
 	// LRU list (most recent at s.lruHead).
@@ -60,6 +62,10 @@ type pendingPut struct {
 	t   *hotThread
 	seq uint64 // the thread's seq the checkpoint covers
 	f   PutFuture
+	// chunkGen/chunkN: the chunk generation the written head points at
+	// (chunkN 0: the record was written whole).
+	chunkGen uint64
+	chunkN   int
 }
 
 // pendingMsg is a delivered message not yet acked.
@@ -483,13 +489,13 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 			}
 			rec := appendCkptHeader(nil, t.th.Seq(), t.frameSeq, t.run.marshal())
 			rec = appendThreadCheckpoint(rec, t.th)
-			f, err := s.putRecord(ctx, t, rec)
+			put, err := s.putRecord(ctx, t, rec)
 			if err != nil {
 				s.m.CheckpointFails.Inc()
 				s.log.Warn("checkpoint put failed", "err", err)
 				continue
 			}
-			t.put, t.nextDirty = &pendingPut{t, t.th.Seq(), f}, 0
+			t.put, t.nextDirty = put, 0
 			t.applied, t.runEnded = 0, false
 			s.puts = append(s.puts, t.put)
 		}
@@ -532,6 +538,15 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 		}
 		s.m.Checkpoints.Inc()
 		t.ckptSeq = p.seq
+		// The stored head no longer points at the previous generation's
+		// chunks: only now may they go (purged before the head was
+		// confirmed, a failed head write would leave a head pointing at
+		// purged chunks: an unreadable checkpoint, the thread restarted
+		// empty).
+		if t.chunkN > 0 && (p.chunkN == 0 || p.chunkGen != t.chunkGen) {
+			s.purgeChunks(CheckpointKey(t.key.tenant, t.key.token), t.chunkGen, t.chunkN)
+		}
+		t.chunkGen, t.chunkN = p.chunkGen, p.chunkN
 		if t.nextDirty == 0 { // nothing applied since the write was issued
 			t.dirtySeq = 0
 			delete(t.part.dirty, t)
@@ -544,21 +559,23 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 }
 
 // putRecord stores t's checkpoint record: in one put, or, when larger than a
-// chunk, as chunks (written and confirmed first) and then the head.
-func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (PutFuture, error) {
+// chunk, as chunks (written and confirmed first) and then the head. The
+// previous generation's chunks are purged by confirmPuts, once the store has
+// confirmed the write that supersedes them.
+func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendingPut, error) {
 	key := CheckpointKey(t.key.tenant, t.key.token)
+	put := &pendingPut{t: t, seq: t.th.Seq()}
 	chunk := s.chunkSize()
 	if len(rec) <= chunk {
 		f, err := s.store.Put(key, rec)
-		if err == nil && t.chunkN > 0 {
-			s.purgeChunks(key, t.chunkGen, t.chunkN)
-			t.chunkGen, t.chunkN = 0, 0
-		}
-		return f, err
+		put.f = f
+		return put, err
 	}
 	gen := t.th.Seq()
-	if gen == t.chunkGen { // same generation already stored in chunks
-		return s.store.Put(key, chunkHead(gen, t.chunkN))
+	if gen == t.chunkGen && t.chunkN > 0 { // this generation's chunks are stored
+		f, err := s.store.Put(key, chunkHead(gen, t.chunkN))
+		put.f, put.chunkGen, put.chunkN = f, gen, t.chunkN
+		return put, err
 	}
 	n := (len(rec) + chunk - 1) / chunk
 	futs := make([]PutFuture, 0, n)
@@ -577,14 +594,8 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (PutFut
 		}
 	}
 	f, err := s.store.Put(key, chunkHead(gen, n))
-	if err != nil {
-		return nil, err
-	}
-	if t.chunkN > 0 {
-		s.purgeChunks(key, t.chunkGen, t.chunkN)
-	}
-	t.chunkGen, t.chunkN = gen, n
-	return f, nil
+	put.f, put.chunkGen, put.chunkN = f, gen, n
+	return put, err
 }
 
 // chunkSize is the largest record stored in one put: well under the

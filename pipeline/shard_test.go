@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +75,91 @@ func TestUnappliedMessageNeverAcked(t *testing.T) {
 	}
 	if _, hot := s.threads[threadKey{"acme", "b"}]; hot {
 		t.Error("thread b was created without its checkpoint")
+	}
+}
+
+// headFailStore is a memStore whose Put of one key fails (the store answers
+// with an error and keeps the old value) while failKey is set; it records
+// purges.
+type headFailStore struct {
+	memStore
+	failKey string
+	purged  []string
+}
+
+type errFuture struct{ err error }
+
+func (f errFuture) Wait(context.Context) error { return f.err }
+func (f errFuture) Result() (bool, error)      { return true, f.err }
+
+func (m *headFailStore) Put(key string, v []byte) (PutFuture, error) {
+	if key == m.failKey {
+		return errFuture{errors.New("no quorum")}, nil
+	}
+	return m.memStore.Put(key, v)
+}
+
+func (m *headFailStore) Purge(key string) error {
+	m.purged = append(m.purged, key)
+	return m.memStore.Purge(key)
+}
+
+// TestChunkPurgeWaitsForHead: a chunked checkpoint's previous chunks are
+// purged only after the store confirmed the head that supersedes them. When
+// the new head's write fails, the stored head still points at the old
+// chunks, which must still be there: the checkpoint stays readable (it was
+// purged at issue time before, and the thread would have restarted empty).
+func TestChunkPurgeWaitsForHead(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tap = false
+	cfg.MaxMsgSize = 2048 // chunks of 1 KiB
+	store := &headFailStore{memStore: memStore{}}
+	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, store)
+	ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
+	s.parts[0] = ps
+	var acked []uint64
+	big := func(seq uint64, body string) *testMsg {
+		return &testMsg{subject: StoredSubject(0, "acme", "big"), seq: seq, acked: &acked, data: []byte(body)}
+	}
+	delta := func(c byte) string {
+		return `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"` + strings.Repeat(string(c), 1500) + `"}`
+	}
+	ctx := context.Background()
+	key := CheckpointKey("acme", "big")
+	s.now = time.Now()
+	s.handle(ctx, big(1, `{"type":"RUN_STARTED","threadId":"big","runId":"r"}`+"\n"+delta('a')))
+	s.flush(ctx, true)
+	gen1, n1, chunked, err := parseChunkHead(store.memStore[key])
+	if err != nil || !chunked || gen1 != 1 || n1 < 2 {
+		t.Fatalf("first checkpoint: gen %d, %d chunks, chunked %v, %v", gen1, n1, chunked, err)
+	}
+
+	store.failKey = key
+	s.handle(ctx, big(2, delta('b')))
+	s.flush(ctx, true)
+	if len(store.purged) != 0 {
+		t.Errorf("purged %v although the superseding head was not stored", store.purged)
+	}
+	fresh := &hotThread{key: threadKey{"acme", "big"}, id: "big"}
+	if err := s.load(ctx, fresh); err != nil || fresh.ckptSeq != 1 || fresh.th.Seq() != 1 {
+		t.Fatalf("after a failed head write: checkpoint seq %d (want 1), err %v", fresh.ckptSeq, err)
+	}
+	if slices.Contains(acked, 2) {
+		t.Errorf("acked %v: seq 2 has no stored checkpoint", acked)
+	}
+
+	store.failKey = ""
+	s.flush(ctx, true) // the thread is still dirty: the write is retried
+	for i := range n1 {
+		if _, ok := store.memStore[chunkKey(key, gen1, i)]; ok {
+			t.Errorf("chunk %d of the superseded generation not purged", i)
+		}
+	}
+	fresh = &hotThread{key: threadKey{"acme", "big"}, id: "big"}
+	if err := s.load(ctx, fresh); err != nil || fresh.ckptSeq != 2 {
+		t.Fatalf("after the retry: checkpoint seq %d (want 2), err %v", fresh.ckptSeq, err)
+	}
+	if !slices.Contains(acked, 2) {
+		t.Errorf("acked %v: seq 2 is covered now", acked)
 	}
 }
