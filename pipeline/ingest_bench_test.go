@@ -224,6 +224,12 @@ func latencies(msgs []benchMsg, times []time.Time, seqs []uint64, arr []arrival)
 
 // runIngestLoad runs one measured load through a fresh server and ingest.
 func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64, tap bool) benchResult {
+	return runIngestLoadWith(b, msgs, events, rate, tap, func(tb testing.TB, nc *nats.Conn, cfg Config) { startIngest(tb, nc, cfg) })
+}
+
+// runIngestLoadWith is runIngestLoad with the ingest started by start
+// (lease_bench_test.go starts a LeasedIngest).
+func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, tap bool, startFn func(testing.TB, *nats.Conn, Config)) benchResult {
 	s := runServer(b)
 	nc := connect(b, s)
 	pubc := connect(b, s)
@@ -231,7 +237,7 @@ func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64, tap 
 	cfg := DefaultConfig()
 	cfg.Logger = discardLogger()
 	cfg.Tap = tap // the tap is one core publish per event: measured apart
-	startIngest(b, nc, cfg)
+	startFn(b, nc, cfg)
 
 	subjects := make([]string, benchThreads)
 	threadOf := make(map[string]int, benchThreads)
