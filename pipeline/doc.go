@@ -24,8 +24,14 @@
 // by nats-server's {{partition(P,1,2)}} subject transform when the message is
 // stored (Partition computes the same number in Go). Doing it in the server
 // means publishers need no Threadcast code at all — `nats pub` works — and no
-// publisher can misroute a thread. Instance i of n owns the partitions p with
-// p % n == i. Inside an instance each owned partition has exactly one shard
+// publisher can misroute a thread. Ownership is static (instance i of n owns
+// the partitions p with p % n == i) or leased (lease*.go: LeasedIngest runs
+// one Ingest per partition whose TTL'd lease in KV THREADCAST_LEASES it
+// holds; leases are renewed, balanced, released on drain and taken over
+// after a crash; a partition unrenewed for TTL/2 stops itself; checkpoint
+// writes are fenced by the revision they expect and each ownership binds a
+// consumer of its own, so a stale owner can neither overwrite a checkpoint
+// nor ack the new owner's messages). Inside an instance each owned partition has exactly one shard
 // goroutine, which is the only one to touch that partition's threads: events
 // are applied in stream order, with no locks (DESIGN.md, contract 1).
 //
@@ -61,8 +67,10 @@
 // acked is ever uncovered. (If the process dies between deleting and
 // recreating a consumer, the new one starts at the stream's beginning and
 // every old event is skipped by seq: slow, never wrong.) Recreating is safe
-// because a partition has one owner at a time (static --instance/--instances
-// assignment; dynamic leases are issue 8).
+// because a partition has one owner at a time (static assignment, or a
+// lease). The same ordered replay answers a delivery gap — messages lost in
+// flight when a NATS server or consumer leader moves (gap.go): the run stops
+// before applying anything out of order and Restarting starts a fresh one.
 //
 // Memory is bounded: when the hot threads' reducer MemSize sum of a shard
 // exceeds MemoryBudget, least recently used clean threads are evicted (their
