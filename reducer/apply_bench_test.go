@@ -362,6 +362,36 @@ func BenchmarkDecodeApplyShortSequential(b *testing.B) {
 	reportRate(b, total, time.Since(start), mallocs()-m0)
 }
 
+// BenchmarkDecodeShortSequential is BenchmarkDecodeApplyShortSequential
+// without the Apply: the codec's share, so that the difference between the
+// two is the reducer's cost as the pipeline pays it — on an event the
+// decoder has just written, which is in cache, unlike the fixtures' decoded
+// events that BenchmarkApplyShortSequential reads cold from a large heap.
+func BenchmarkDecodeShortSequential(b *testing.B) {
+	loadShortFixtures(b)
+	streams := benchFixtures.short
+	total := 0
+	for _, s := range streams {
+		total += len(s)
+	}
+	var dec codec.Decoder
+	var ev codec.Event
+	b.ReportAllocs()
+	b.ResetTimer()
+	startCPU()
+	m0, start := mallocs(), time.Now()
+	for i := 0; i < b.N; i++ {
+		for k, s := range streams {
+			for j, raw := range s {
+				if err := dec.Decode(raw, &ev); err != nil {
+					b.Fatalf("thread %d event %d: %v", k, j, err)
+				}
+			}
+		}
+	}
+	reportRate(b, total, time.Since(start), mallocs()-m0)
+}
+
 // BenchmarkDecodeApplyLong is BenchmarkApplyLong with the codec in the loop.
 func BenchmarkDecodeApplyLong(b *testing.B) {
 	loadBenchFixtures(b)
