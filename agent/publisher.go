@@ -38,7 +38,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 )
 
-// Header names shared with pipeline/subjects.go (HeaderBatch, HeaderMsgID).
+// Header names shared with pipeline (pipeline.HeaderBatch, HeaderMsgID).
 const (
 	headerBatch = "Threadcast-Batch"
 	headerMsgID = jetstream.MsgIDHeader // "Nats-Msg-Id"

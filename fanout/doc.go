@@ -10,7 +10,7 @@
 // is encoded once per Variant (SSE or WebSocket framing, agui or view mode)
 // and the same []byte goes into every subscriber's queue. That is HTTP
 // knowledge, which pipeline/ deliberately does not have. The hub's NATS side
-// uses only pipeline's vocabulary (subjects.go) and frame format (frame.go),
+// uses only the subject vocabulary (package subject, via pipeline) and frame format (frame.go),
 // which fanout/frame.go decodes.
 //
 // # Guarantees

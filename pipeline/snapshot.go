@@ -3,9 +3,10 @@ package pipeline
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/subject"
 )
 
 // Snapshot error kinds (Tc-Error-Kind of a failed snapshot reply).
@@ -20,15 +21,8 @@ const (
 // It runs on the shard goroutine between batches, so the reply's seq is the
 // seq of the thread's last published frame.
 func (s *shard) snapshot(ctx context.Context, req *nats.Msg) {
-	rest, ok := strings.CutPrefix(req.Subject, SnapPrefix+".")
-	ps, rest, ok2 := strings.Cut(rest, ".")
-	p, perr := strconv.Atoi(ps)
-	var tenant, token string
-	var err error
-	if ok && ok2 && perr == nil {
-		tenant, token, err = splitTenantToken(rest, req.Subject)
-	}
-	if !ok || !ok2 || perr != nil || err != nil {
+	p, tenant, token, err := subject.ParseSnapSubject(req.Subject)
+	if err != nil {
 		s.m.Snapshots.WithLabelValues("error").Inc()
 		snapError(req, SnapErrBadRequest, "malformed snapshot subject")
 		return

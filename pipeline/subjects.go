@@ -1,43 +1,27 @@
 package pipeline
 
-import (
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"hash/fnv"
-	"strconv"
-	"strings"
-)
+import "github.com/threadcast/threadcast/subject"
 
-// NOTE: this file is the subject, key and header vocabulary shared by every
-// process that talks to NATS for Threadcast: the publisher SDK (agent/), the
-// HTTP bridge, ingest and fanout. Change a name here and all of them follow.
-//
-// Subject layout (broad to narrow, tenant first, so that a tenant's traffic is
-// one wildcard and another tenant's never matches it):
-//
-//	agui.<tenant>.<thread>.events        what agents publish (stream AGUI_EVENTS)
-//	aguip.<p>.<tenant>.<thread>          the same message as stored: the stream's
-//	                                     SubjectTransform adds the partition p
-//	view.<tenant>.<thread>               view frames (core NATS, see frame.go)
-//	tc.snap.<p>.<tenant>.<thread>        snapshot requests (request-reply)
-//	dlq.<tenant>.<thread>                dead letters (core NATS)
-//	tap.<tenant>.<TYPE>.<thread>         analytics tap: accepted, normalized events
-//	tap.<tenant>.RUN_SUMMARY.<thread>    analytics tap: one summary per finished run
-//
-// <thread> is always a ThreadToken (EncodeThread), never the raw id.
+// NOTE: the subject, key and thread-token vocabulary lives in package
+// subject (standard library only, so that the agent SDK shares it without
+// linking nats-server). The names below keep pipeline's API: each is the
+// subject package's, unchanged. Headers, dead-letter kinds and the stream
+// and bucket defaults are pipeline's own.
 
-// Subject prefixes and fixed tokens.
+// Subject prefixes, fixed tokens and limits (see package subject).
 const (
-	EventsPrefix   = "agui"        // agui.<tenant>.<thread>.events
-	EventsSuffix   = "events"      // last token of an event subject
-	StoredPrefix   = "aguip"       // aguip.<p>.<tenant>.<thread>
-	ViewPrefix     = "view"        // view.<tenant>.<thread>
-	SnapPrefix     = "tc.snap"     // tc.snap.<p>.<tenant>.<thread>
-	DLQPrefix      = "dlq"         // dlq.<tenant>.<thread>
-	TapPrefix      = "tap"         // tap.<tenant>.<TYPE>.<thread>
-	RunSummaryType = "RUN_SUMMARY" // the tap's pseudo event type for run summaries
-	EventsWildcard = "agui.*.*.events"
+	EventsPrefix   = subject.EventsPrefix
+	EventsSuffix   = subject.EventsSuffix
+	StoredPrefix   = subject.StoredPrefix
+	ViewPrefix     = subject.ViewPrefix
+	SnapPrefix     = subject.SnapPrefix
+	DLQPrefix      = subject.DLQPrefix
+	TapPrefix      = subject.TapPrefix
+	RunSummaryType = subject.RunSummaryType
+	EventsWildcard = subject.EventsWildcard
+	MaxThreadIDLen = subject.MaxThreadIDLen
+	MaxTenantLen   = subject.MaxTenantLen
+
 	DefaultStream  = "AGUI_EVENTS"
 	DefaultViewsKV = "THREADCAST_VIEWS"
 	// DefaultParts is the default number of partitions P. Each partition an
@@ -46,11 +30,7 @@ const (
 	// filter: measured on one instance (BenchmarkIngest, CPU per event), P=64
 	// costs a third more than P=16, and P=8 no less than P=16. 16 allows up
 	// to 16 instances.
-	DefaultParts    = 16
-	MaxThreadIDLen  = 1024
-	MaxTenantLen    = 63
-	threadEscape    = '='
-	threadEscapeStr = "="
+	DefaultParts = 16
 )
 
 // Message headers. Tc-* headers are set by Threadcast on what it publishes;
@@ -86,247 +66,85 @@ const (
 	ErrKindTooBig  = "too-big" // over a configured limit
 )
 
-// Errors returned by the subject functions.
+// Errors returned by the subject functions (package subject's).
 var (
-	ErrBadTenant  = errors.New("pipeline: invalid tenant name")
-	ErrBadThread  = errors.New("pipeline: invalid thread token")
-	ErrBadSubject = errors.New("pipeline: malformed subject")
-	ErrThreadLen  = errors.New("pipeline: thread id too long")
+	ErrBadTenant  = subject.ErrBadTenant
+	ErrBadThread  = subject.ErrBadThread
+	ErrBadSubject = subject.ErrBadSubject
+	ErrThreadLen  = subject.ErrThreadLen
 )
 
-// ValidTenant reports whether s is a valid tenant name: 1 to 63 characters
-// from [a-z0-9_-], starting with [a-z0-9]. Tenants are names an operator
-// chooses, not wire data, so they are validated, never escaped: a tenant is
-// used verbatim as a subject token and a KV key part.
-func ValidTenant(s string) error {
-	if len(s) == 0 || len(s) > MaxTenantLen {
-		return fmt.Errorf("%w: %q", ErrBadTenant, truncate(s))
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-'))
-		if !ok {
-			return fmt.Errorf("%w: %q", ErrBadTenant, truncate(s))
-		}
-	}
-	return nil
-}
+// ValidTenant is subject.ValidTenant.
+func ValidTenant(s string) error { return subject.ValidTenant(s) }
 
-// tokenSafe reports whether id can be used as its own token: non-empty, only
-// [A-Za-z0-9_-]. Such a token cannot start with the escape marker '=', which
-// is outside the set, so the readable and escaped forms never collide.
-func tokenSafe(id string) bool {
-	if len(id) == 0 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// EncodeThread is subject.EncodeThread: the subject token of a thread id.
+func EncodeThread(id string) string { return subject.EncodeThread(id) }
 
-// EncodeThread returns the subject token for the opaque thread id: the id
-// itself when it is token-safe ([A-Za-z0-9_-]+), else '=' followed by the
-// unpadded base64url of its bytes ("=" alone for the empty id).
-//
-// Why: thread ids come from the wire. Used raw, "a.b" would be two tokens and
-// "*" or ">" a wildcard, so a publisher could write into, or a subscriber read,
-// another thread. The token alphabet [A-Za-z0-9_=-] has no separator, no
-// wildcard and no whitespace, is valid in a subject AND in a JetStream KV key
-// (which allows only [-/_=.a-zA-Z0-9]), and is reversible (DecodeThread).
-// The common case — UUIDs, ULIDs, slugs — stays readable in `nats sub`.
-//
-// Ids longer than MaxThreadIDLen are the caller's to reject (EventSubject
-// does); EncodeThread itself encodes any length.
-func EncodeThread(id string) string {
-	if tokenSafe(id) {
-		return id
-	}
-	return threadEscapeStr + base64.RawURLEncoding.EncodeToString([]byte(id))
-}
+// AppendThreadToken is subject.AppendThreadToken.
+func AppendThreadToken(dst []byte, id string) []byte { return subject.AppendThreadToken(dst, id) }
 
-// AppendThreadToken appends EncodeThread(id) to dst without allocating when
-// dst has room.
-func AppendThreadToken(dst []byte, id string) []byte {
-	if tokenSafe(id) {
-		return append(dst, id...)
-	}
-	dst = append(dst, threadEscape)
-	n := base64.RawURLEncoding.EncodedLen(len(id))
-	dst = growBytes(dst, n)
-	base64.RawURLEncoding.Encode(dst[len(dst)-n:], []byte(id))
-	return dst
-}
+// DecodeThread is subject.DecodeThread.
+func DecodeThread(tok string) (string, error) { return subject.DecodeThread(tok) }
 
-func growBytes(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n {
-		return b[:len(b)+n]
-	}
-	nb := make([]byte, len(b)+n, 2*len(b)+n)
-	copy(nb, b)
-	return nb
-}
+// EventSubject is subject.EventSubject.
+func EventSubject(tenant, thread string) (string, error) { return subject.EventSubject(tenant, thread) }
 
-// DecodeThread is the inverse of EncodeThread. It rejects every token that
-// EncodeThread cannot produce (so each id has exactly one token): an escaped
-// token whose payload is not canonical unpadded base64url, or whose id would
-// have been token-safe, and an unescaped token with characters outside
-// [A-Za-z0-9_-].
-func DecodeThread(tok string) (string, error) {
-	if len(tok) > 0 && tok[0] == threadEscape {
-		b, err := base64.RawURLEncoding.Strict().DecodeString(tok[1:])
-		if err != nil || tokenSafe(string(b)) {
-			return "", fmt.Errorf("%w: %q", ErrBadThread, truncate(tok))
-		}
-		return string(b), nil
-	}
-	if !tokenSafe(tok) {
-		return "", fmt.Errorf("%w: %q", ErrBadThread, truncate(tok))
-	}
-	return tok, nil
-}
-
-// EventSubject returns the subject agents publish a thread's events on:
-// agui.<tenant>.<EncodeThread(thread)>.events.
-func EventSubject(tenant, thread string) (string, error) {
-	if err := ValidTenant(tenant); err != nil {
-		return "", err
-	}
-	if len(thread) > MaxThreadIDLen {
-		return "", fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(thread), MaxThreadIDLen)
-	}
-	return EventsPrefix + "." + tenant + "." + EncodeThread(thread) + "." + EventsSuffix, nil
-}
-
-// ParseEventSubject splits agui.<tenant>.<token>.events into the tenant and
-// the thread token (not decoded; see DecodeThread). It checks the tenant and
-// the token's alphabet.
+// ParseEventSubject is subject.ParseEventSubject.
 func ParseEventSubject(subj string) (tenant, token string, err error) {
-	rest, ok := strings.CutPrefix(subj, EventsPrefix+".")
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	rest, ok = strings.CutSuffix(rest, "."+EventsSuffix)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	return splitTenantToken(rest, subj)
+	return subject.ParseEventSubject(subj)
 }
 
-// ParseStoredSubject splits aguip.<p>.<tenant>.<token>, the subject of an
-// event as stored in the stream, into its parts.
+// ParseStoredSubject is subject.ParseStoredSubject.
 func ParseStoredSubject(subj string) (part int, tenant, token string, err error) {
-	rest, ok := strings.CutPrefix(subj, StoredPrefix+".")
-	if !ok {
-		return 0, "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	ps, rest, ok := strings.Cut(rest, ".")
-	if !ok {
-		return 0, "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	part, perr := strconv.Atoi(ps)
-	if perr != nil || part < 0 {
-		return 0, "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	tenant, token, err = splitTenantToken(rest, subj)
-	return part, tenant, token, err
+	return subject.ParseStoredSubject(subj)
 }
 
-func splitTenantToken(rest, subj string) (tenant, token string, err error) {
-	tenant, token, ok := strings.Cut(rest, ".")
-	if !ok || strings.IndexByte(token, '.') >= 0 {
-		return "", "", fmt.Errorf("%w: %q", ErrBadSubject, truncate(subj))
-	}
-	if err := ValidTenant(tenant); err != nil {
-		return "", "", err
-	}
-	if _, err := DecodeThread(token); err != nil {
-		return "", "", err
-	}
-	return tenant, token, nil
-}
-
-// Partition returns the partition in [0, parts) of a thread, computed exactly
-// as nats-server computes {{partition(parts,1,2)}} in the stream's subject
-// transform: FNV-1a (32 bit) over the tenant token followed directly by the
-// thread token (no separator), modulo parts. (nats-server
-// server/subject_transform.go, getHashPartition.) Fanout uses it to address
-// snapshot requests to the owning partition; the equality with the server is
-// tested against a real server.
-//
-// The stable, server-side hash is why partitioning is done by the stream and
-// not by clients: a plain `nats pub agui.acme.t1.events` lands in the right
-// partition, and no publisher can put a thread in the wrong one.
+// Partition is subject.Partition: the partition of a thread, as the stream's
+// subject transform computes it.
 func Partition(tenant, threadToken string, parts int) int {
-	if parts <= 0 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(tenant))
-	_, _ = h.Write([]byte(threadToken))
-	return int(h.Sum32() % uint32(parts))
+	return subject.Partition(tenant, threadToken, parts)
 }
 
-// StoredSubject returns aguip.<p>.<tenant>.<token>, the subject under which
-// the stream stores the events of that thread.
+// StoredSubject is subject.StoredSubject.
 func StoredSubject(part int, tenant, token string) string {
-	return StoredPrefix + "." + strconv.Itoa(part) + "." + tenant + "." + token
+	return subject.StoredSubject(part, tenant, token)
 }
 
-// PartitionFilter returns aguip.<p>.>, the filter subject of partition p's
-// consumer.
-func PartitionFilter(part int) string {
-	return StoredPrefix + "." + strconv.Itoa(part) + ".>"
-}
+// PartitionFilter is subject.PartitionFilter.
+func PartitionFilter(part int) string { return subject.PartitionFilter(part) }
 
-// ViewSubject returns view.<tenant>.<token>, where frames of a thread go.
-func ViewSubject(tenant, token string) string {
-	return ViewPrefix + "." + tenant + "." + token
-}
+// ViewSubject is subject.ViewSubject.
+func ViewSubject(tenant, token string) string { return subject.ViewSubject(tenant, token) }
 
-// SnapSubject returns tc.snap.<p>.<tenant>.<token>: the request subject of a
-// thread's snapshot, answered by the instance owning partition p.
+// SnapSubject is subject.SnapSubject.
 func SnapSubject(part int, tenant, token string) string {
-	return SnapPrefix + "." + strconv.Itoa(part) + "." + tenant + "." + token
+	return subject.SnapSubject(part, tenant, token)
 }
 
-// SnapPartitionWildcard returns tc.snap.<p>.*.*, what the owner of partition
-// p subscribes to.
-func SnapPartitionWildcard(part int) string {
-	return SnapPrefix + "." + strconv.Itoa(part) + ".*.*"
-}
+// SnapPartitionWildcard is subject.SnapPartitionWildcard.
+func SnapPartitionWildcard(part int) string { return subject.SnapPartitionWildcard(part) }
 
-// DLQSubject returns dlq.<tenant>.<token>.
-func DLQSubject(tenant, token string) string {
-	return DLQPrefix + "." + tenant + "." + token
-}
+// DLQSubject is subject.DLQSubject.
+func DLQSubject(tenant, token string) string { return subject.DLQSubject(tenant, token) }
 
-// TapSubject returns tap.<tenant>.<eventType>.<token>; eventType is an AG-UI
-// type name (upper case, token-safe) or RunSummaryType.
+// TapSubject is subject.TapSubject.
 func TapSubject(tenant, eventType, token string) string {
-	return TapPrefix + "." + tenant + "." + eventType + "." + token
+	return subject.TapSubject(tenant, eventType, token)
 }
 
-// CheckpointKey returns the KV key <tenant>.<token> of a thread's checkpoint
-// in the views bucket. The token alphabet is a subset of the KV key alphabet.
-func CheckpointKey(tenant, token string) string {
-	return tenant + "." + token
-}
+// CheckpointKey is subject.CheckpointKey.
+func CheckpointKey(tenant, token string) string { return subject.CheckpointKey(tenant, token) }
 
-// ParseCheckpointKey splits a CheckpointKey.
+// ParseCheckpointKey is subject.ParseCheckpointKey.
 func ParseCheckpointKey(key string) (tenant, token string, err error) {
-	return splitTenantToken(key, key)
+	return subject.ParseCheckpointKey(key)
 }
 
-// StreamSubjectTransform returns the destination of the stream's subject
-// transform for parts partitions:
-// aguip.{{partition(parts,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.
-func StreamSubjectTransform(parts int) string {
-	return StoredPrefix + ".{{partition(" + strconv.Itoa(parts) + ",1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
-}
+// StreamSubjectTransform is subject.StreamSubjectTransform.
+func StreamSubjectTransform(parts int) string { return subject.StreamSubjectTransform(parts) }
+
+// tokenSafe reports whether s can be used verbatim as a subject token.
+func tokenSafe(s string) bool { return subject.IsToken(s) }
 
 // truncate shortens a hostile input quoted in an error message.
 func truncate(s string) string {
