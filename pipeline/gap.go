@@ -45,6 +45,8 @@ type Service interface {
 // concurrent use.
 type Restarting struct {
 	build func() (Service, error)
+	// OnRestart, when set before Run, is called after each replacement.
+	OnRestart func()
 
 	mu       sync.Mutex
 	cur      Service
@@ -98,5 +100,8 @@ func (r *Restarting) Run(ctx context.Context, drain time.Duration) error {
 		r.mu.Lock()
 		r.restarts++
 		r.mu.Unlock()
+		if r.OnRestart != nil {
+			r.OnRestart()
+		}
 	}
 }

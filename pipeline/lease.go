@@ -46,6 +46,8 @@ type LeaseConfig struct {
 	Domain   string
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics receives lease counters; nil means no metrics.
+	Metrics *LeaseMetrics
 }
 
 // DefaultLeaseConfig returns the defaults; Holder is left for the caller.
@@ -116,6 +118,9 @@ func NewLeases(nc *nats.Conn, cfg LeaseConfig) (*Leases, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewLeaseMetrics(nil)
 	}
 	return &Leases{cfg: cfg, nc: nc, log: cfg.Logger.With("holder", cfg.Holder)}, nil
 }
@@ -351,6 +356,7 @@ func (st *leaseState) claim(p int) bool {
 	pctx, pcancel := context.WithCancelCause(context.Background())
 	st.parts[p] = &held{rev: rev, renewed: sent, startedAt: sent, cancel: func() { pcancel(ErrLeaseLost) }}
 	st.published()
+	st.l.cfg.Metrics.Events.WithLabelValues(LeaseAcquired).Inc()
 	st.l.log.Info("partition lease acquired", "partition", p)
 	st.wg.Add(1)
 	go func() {
@@ -382,6 +388,14 @@ func (st *leaseState) ended(d partDone) {
 	h := st.parts[d.p]
 	if h == nil {
 		return
+	}
+	switch {
+	case !h.stopping:
+		st.l.cfg.Metrics.Events.WithLabelValues(LeaseFailed).Inc()
+	case h.lost:
+		st.l.cfg.Metrics.Events.WithLabelValues(LeaseLost).Inc()
+	default:
+		st.l.cfg.Metrics.Events.WithLabelValues(LeaseReleased).Inc()
 	}
 	if !h.stopping { // it failed by itself: give the lease back, retry later
 		st.l.log.Warn("partition stopped with an error; releasing it", "partition", d.p, "err", d.err)
@@ -442,6 +456,7 @@ func (st *leaseState) published() {
 	st.l.mu.Lock()
 	st.l.held = ps
 	st.l.mu.Unlock()
+	st.l.cfg.Metrics.Held.Set(float64(len(ps)))
 }
 
 func hashString(s string) uint32 {

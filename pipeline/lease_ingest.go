@@ -117,6 +117,7 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 		cfg.Logger = li.cfg.Logger.With("partition", p)
 		// A delivery gap restarts the partition in place, lease kept.
 		in := NewRestarting(func() (Service, error) { return NewIngest(li.nc, cfg) })
+		in.OnRestart = func() { li.leases.cfg.Metrics.Events.WithLabelValues(LeaseRestarted).Inc() }
 		li.mu.Lock()
 		li.ins[p] = in
 		li.mu.Unlock()

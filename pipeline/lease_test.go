@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestLeaseConfigValidate(t *testing.T) {
@@ -226,6 +228,7 @@ func (x *exclusive) check(t *testing.T) {
 
 type runningLeases struct {
 	l      *Leases
+	m      *LeaseMetrics
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -234,12 +237,13 @@ func startLeases(t *testing.T, nc *nats.Conn, holder string, ttl time.Duration, 
 	t.Helper()
 	lc := DefaultLeaseConfig()
 	lc.Holder, lc.TTL, lc.Partitions, lc.Logger = holder, ttl, parts, discardLogger()
+	lc.Metrics = NewLeaseMetrics(nil)
 	l, err := NewLeases(nc, lc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningLeases{l: l, cancel: cancel, done: make(chan error, 1)}
+	r := &runningLeases{l: l, m: lc.Metrics, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- l.Run(ctx, run) }()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -306,9 +310,9 @@ func TestLeasesTakeoverAfterCrash(t *testing.T) {
 	s := runServer(t)
 	const parts, ttl = 8, 2 * time.Second
 	x := newExclusive()
-	startLeases(t, connect(t, s), "a", ttl, parts, x.runner("a"))
+	a := startLeases(t, connect(t, s), "a", ttl, parts, x.runner("a"))
 	ncB := connect(t, s)
-	startLeases(t, ncB, "b", ttl, parts, x.runner("b"))
+	b := startLeases(t, ncB, "b", ttl, parts, x.runner("b"))
 	waitFor(t, 10*time.Second, func() error {
 		if na, nb := x.count("a"), x.count("b"); na != parts/2 || nb != parts/2 {
 			return fmt.Errorf("a runs %d, b %d", na, nb)
@@ -332,6 +336,18 @@ func TestLeasesTakeoverAfterCrash(t *testing.T) {
 		t.Errorf("takeover after %v: before the crashed holder's lease could have expired", took)
 	}
 	x.check(t)
+	waitFor(t, 5*time.Second, func() error {
+		if got := metricValue(b.m.Events.WithLabelValues(LeaseLost)); got != parts/2 {
+			return fmt.Errorf("crashed holder counted %v leases lost, want %d", got, parts/2)
+		}
+		return nil
+	})
+	if got := metricValue(a.m.Held); got != parts {
+		t.Errorf("survivor's leases_held = %v, want %d", got, parts)
+	}
+	if got := metricValue(b.m.Events.WithLabelValues(LeaseReleased)); got != 0 {
+		t.Errorf("crashed holder counted %v releases", got)
+	}
 }
 
 // TestLeasesNoDoubleOwnershipUnderChurn: four instances start and stop (some
@@ -377,4 +393,18 @@ func TestLeasesNoDoubleOwnershipUnderChurn(t *testing.T) {
 		return nil
 	})
 	x.check(t)
+}
+
+// metricValue reads a gauge's or counter's current value.
+func metricValue(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var d dto.Metric
+	if err := (<-ch).Write(&d); err != nil {
+		return -1
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
 }

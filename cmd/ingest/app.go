@@ -117,6 +117,7 @@ func (a *app) Run(ctx context.Context) error {
 	if a.cfg.PartitionMode == "lease" {
 		lc := a.cfg.Lease
 		lc.Logger = a.log
+		lc.Metrics = pipeline.NewLeaseMetrics(a.reg)
 		in, err = pipeline.NewLeasedIngest(nc, pc, lc)
 	} else {
 		// A delivery gap (a NATS server or consumer leader moved) restarts

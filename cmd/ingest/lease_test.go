@@ -131,6 +131,10 @@ func TestRunLeaseMode(t *testing.T) {
 		return nil
 	})
 
+	if code, body, _ := get(addr + "/metrics"); code != 200 || !strings.Contains(body, "threadcast_ingest_leases_held 4") ||
+		!strings.Contains(body, `threadcast_ingest_lease_events_total{event="acquired"} 4`) {
+		t.Errorf("metrics %d: lease gauges missing", code)
+	}
 	subj, _ := pipeline.EventSubject("acme", "lease-thread")
 	for _, ev := range []string{`{"type":"RUN_STARTED","threadId":"lease-thread","runId":"r1"}`,
 		`{"type":"RUN_FINISHED","threadId":"lease-thread","runId":"r1"}`} {
