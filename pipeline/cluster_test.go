@@ -236,6 +236,7 @@ func (n *ingestNode) kill() {
 // fanoutNode is one fanout.Server with its own connection and listener.
 type fanoutNode struct {
 	addr string
+	stop func() // drains the node (streams end with their cursor); idempotent
 }
 
 func startFanoutNode(t *testing.T, c *natsCluster, first int, name string) *fanoutNode {
@@ -255,8 +256,10 @@ func startFanoutNode(t *testing.T, c *natsCluster, first int, name string) *fano
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &fanoutNode{addr: "http://" + ln.Addr().String()}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return &fanoutNode{addr: "http://" + ln.Addr().String(), stop: stop}
 }
 
 // loadThreads reads testdata/threads.jsonl: 100 generated conversations.
@@ -580,10 +583,11 @@ func jsonEqual(a, b []byte) bool {
 
 // TestClusterFaults: a three-server NATS cluster (replicas 3), two ingest
 // instances in lease mode, two fanout nodes, SDK load throughout; stop one
-// NATS server, then kill one ingest instance, then restart both. Every
-// thread's final view equals the offline reduction of its stream as stored,
-// subscribers never see a silent gap, and the time from each fault to full
-// service (every partition applying new events) is measured.
+// NATS server, then kill one ingest instance, then restart both, then drain
+// one fanout node. Every thread's final view equals the offline reduction of
+// its stream as stored, subscribers resume on the other node and never see a
+// silent gap, and the time from each fault to full service (every partition
+// applying new events; every moved subscriber receiving again) is measured.
 func TestClusterFaults(t *testing.T) {
 	c := startCluster(t)
 	admin := c.connect(0, "admin")
@@ -683,6 +687,34 @@ func TestClusterFaults(t *testing.T) {
 	rebalance := time.Since(t2)
 	restartServed := pr.served(time.Now(), 30*time.Second)
 	t.Logf("restart of n0 and ingest-b: rebalanced 4/4 after %v, then probe served in %v", rebalance, restartServed)
+
+	// Fault 3, under load still: drain fanout-1. Its subscribers' streams end
+	// with their cursor; they resume on fanout-2 (ring or snapshot, never a
+	// silent gap — checked at the end).
+	type mark struct{ reconns, msgs int }
+	before := make([]mark, len(subs))
+	for i, s := range subs {
+		s.mu.Lock()
+		before[i] = mark{s.reconns, s.views + s.frames}
+		s.mu.Unlock()
+	}
+	t3 := time.Now()
+	f1.stop()
+	waitFor(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
+		for i, s := range subs {
+			if s.nodes[0] != f1 {
+				continue
+			}
+			s.mu.Lock()
+			ok := s.reconns > before[i].reconns && s.views+s.frames > before[i].msgs
+			s.mu.Unlock()
+			if !ok {
+				return fmt.Errorf("%s not resumed", s.thread)
+			}
+		}
+		return nil
+	})
+	t.Logf("fault 3, fanout-1 drained: its subscribers resumed on fanout-2 and received again after %v", time.Since(t3))
 
 	if err := <-loadDone; err != nil {
 		t.Fatalf("load: %v", err)
