@@ -30,6 +30,20 @@ go test -race -count=1 -tags oracle,integration -timeout 15m ./...
 # The lifetime-poisoning build: recycled buffers are overwritten with '#'.
 go test -race -count=1 -tags tcpoison,oracle -timeout 10m ./codec/... ./reducer/...
 
+# The scale-out fault test: a three-server NATS cluster in the process, two
+# lease-mode ingest instances, two fanout nodes, faults under load.
+go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
+
+# The Helm chart: lint, render, and decode every manifest strictly into the
+# Kubernetes types (its own Go module under deploy/helm). helm is built from
+# the Go module proxy, pinned, when it is not on PATH.
+HELM="${HELM:-$(command -v helm || true)}"
+if [ -z "$HELM" ]; then
+  GOBIN="$(go env GOPATH)/bin" go install helm.sh/helm/v3/cmd/helm@v3.22.0
+  HELM="$(go env GOPATH)/bin/helm"
+fi
+HELM="$HELM" bash deploy/helm/check.sh
+
 if command -v chromium >/dev/null 2>&1 || [ -n "${THREADCAST_REQUIRE_BROWSER:-}" ]; then
   go test -count=1 -tags browser -run Browser -timeout 5m ./web/
 else
