@@ -10,8 +10,8 @@
 // is encoded once per Variant (SSE or WebSocket framing, agui or view mode)
 // and the same []byte goes into every subscriber's queue. That is HTTP
 // knowledge, which pipeline/ deliberately does not have. The hub's NATS side
-// uses only the subject vocabulary (package subject, via pipeline) and frame format (frame.go),
-// which fanout/frame.go decodes.
+// uses only the subject vocabulary (package subject, via pipeline) and the
+// frame format (pipeline/frame.go), which fanout/frame.go decodes.
 //
 // # Guarantees
 //
@@ -19,6 +19,12 @@
 //   - Join without gap: subscribe, request a snapshot at S, continue with the
 //     frames after S; a frame whose Tc-Prev is not the subscriber's last seq
 //     makes it resynchronise with a snapshot (never a silent gap).
+//   - Lost last frames: a frame lost while NATS was unreachable (or dropped
+//     as a slow consumer) is otherwise only noticed at the thread's next
+//     frame. After every reconnect, and when a feed's subscription dropped
+//     messages, Server.Run asks the pipeline where those threads are
+//     (Hub.Reconcile) and resynchronises the subscribers of the feeds that
+//     are behind (reconcile.go).
 //   - Resume: a cursor (Last-Event-ID or ?after=) the node's ring of recent
 //     frames still covers continues with no gap and no duplicate; otherwise a
 //     fresh snapshot. All state is node-local, so nodes are interchangeable.
@@ -32,7 +38,8 @@
 //
 // Hub and Server are safe for concurrent use. A Subscriber is drained by one
 // goroutine (Ready/Take/CatchUp); Close may be called from any. The hub
-// starts no goroutines: frames are handled on the NATS subscription's
+// starts no goroutines (except Reconcile's snapshot requests, which it waits
+// for before returning): frames are handled on the NATS subscription's
 // callback goroutine, which only takes locks and appends to queues (it never
 // blocks on a client). Each stream is written by its own HTTP handler
 // goroutine. Server.Run returns after every goroutine it started returned.

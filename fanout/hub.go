@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -85,9 +86,10 @@ const maxHeld = 8
 
 // Hub keeps, per thread, one NATS subscription for all local subscribers
 // and shares each frame's encoded bytes among them. Safe for concurrent use.
-// It starts no goroutines of its own: frames are handled in the NATS
-// subscription callbacks (owned by the nats.Conn, stopped by Close's
-// unsubscribes), and each Subscriber is drained by its caller's goroutine.
+// It starts no goroutines of its own (Reconcile's have returned when it
+// returns): frames are handled in the NATS subscription callbacks (owned by
+// the nats.Conn, stopped by Close's unsubscribes), and each Subscriber is
+// drained by its caller's goroutine.
 type Hub struct {
 	nc     *nats.Conn
 	cfg    HubConfig
@@ -294,8 +296,9 @@ type feed struct {
 	sub       *nats.Subscription
 	err       error
 	ready     chan struct{}
-	refs      int       // guarded by the shard lock
-	idleSince time.Time // guarded by the shard lock; when refs last became 0
+	refs      int          // guarded by the shard lock
+	idleSince time.Time    // guarded by the shard lock; when refs last became 0
+	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
 
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}

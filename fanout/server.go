@@ -155,10 +155,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	sweepStop := make(chan struct{})
+	loopCtx, stopLoop := context.WithCancel(context.Background())
 	sweepDone := make(chan struct{})
-	go s.sweepLoop(sweepStop, sweepDone)
-	defer func() { close(sweepStop); <-sweepDone }()
+	go s.sweepLoop(loopCtx, sweepDone)
+	defer func() { stopLoop(); <-sweepDone }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -186,24 +186,42 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	return err
 }
 
-// sweepLoop ends lingering feeds (Hub.Sweep) until stop is closed.
-func (s *Server) sweepLoop(stop <-chan struct{}, done chan<- struct{}) {
+// sweepLoop ends lingering feeds (Hub.Sweep) and reconciles feeds that
+// may have lost frames (reconcile.go): every feed after a NATS reconnect,
+// a feed whose subscription dropped messages — until ctx ends.
+func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	every := s.cfg.Hub.Linger / 4
 	if every < time.Second {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
+	sweep := time.NewTicker(every)
+	defer sweep.Stop()
+	check := time.NewTicker(reconcileCheck)
+	defer check.Stop()
+	reconnects := s.nc.Stats().Reconnects
 	for {
 		select {
-		case now := <-t.C:
+		case now := <-sweep.C:
 			s.hub.Sweep(now)
-		case <-stop:
+		case <-check.C:
+			if rc := s.nc.Stats().Reconnects; rc != reconnects && s.nc.IsConnected() {
+				reconnects = rc
+				if n := s.hub.Reconcile(ctx); n > 0 {
+					s.log.Info("fanout: threads behind after a NATS reconnect resynchronised", "threads", n)
+				}
+			} else if n := s.hub.reconcile(ctx, false); n > 0 {
+				s.log.Info("fanout: threads that dropped frames resynchronised", "threads", n)
+			}
+		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// reconcileCheck is how often the server looks for a NATS reconnect or
+// dropped frames.
+const reconcileCheck = time.Second
 
 // Drain ends every stream with a resume hint and makes /readyz fail; new
 // streams are refused with 503. Idempotent.
