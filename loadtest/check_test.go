@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,7 +39,7 @@ type recorded struct {
 // two streams up to the last seq.
 func record(t *testing.T) *recorded {
 	t.Helper()
-	sys, err := startEmbedded(2, nil)
+	sys, err := startEmbedded(2, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,10 @@ func record(t *testing.T) *recorded {
 	time.Sleep(200 * time.Millisecond) // both joined (their snapshots are at seq 1 or later)
 	for _, e := range events[1:] {
 		publish(e.JSON)
+		// Ingest coalesces the messages it finds queued into one frame;
+		// a pause lets most events be a frame of their own, so that the
+		// mutations below hit one frame among many.
+		time.Sleep(3 * time.Millisecond)
 	}
 	rec.agui, rec.view = <-aguiC, <-viewC
 	rec.th.lastSeq = rec.lastSeq

@@ -17,7 +17,7 @@ import (
 // samples in every variant, and writes a readable report.
 func TestTinyRunPassesItsCheck(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Duration, cfg.Settle = 3*time.Second, 30*time.Second
+	cfg.Duration, cfg.Settle, cfg.JoinOver = 3*time.Second, 30*time.Second, 500*time.Millisecond
 	cfg.Tenants, cfg.Threads, cfg.Agents, cfg.Rate, cfg.Subscribers = 2, 12, 4, 400, 40
 	cfg.Seed = 42
 	var progress bytes.Buffer

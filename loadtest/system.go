@@ -49,6 +49,9 @@ type embedded struct {
 
 // startEmbedded starts the system; partitions sets the pipeline's P.
 func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	dir, err := os.MkdirTemp("", "threadcast-loadtest-")
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
