@@ -104,6 +104,10 @@ func TestNodeEmbedded(t *testing.T) {
 	}
 
 	acme := token(t, "acme")
+	narrow, err := auth.Mint(testKey, auth.Claims{Tenant: "acme", Threads: []string{"th.2"}, Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	body := `{"type":"RUN_STARTED","threadId":"th.1","runId":"r1"}
 {"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"hello"}
 {"type":"RUN_FINISHED","threadId":"th.1","runId":"r1"}
@@ -111,7 +115,8 @@ func TestNodeEmbedded(t *testing.T) {
 	for _, tt := range []struct {
 		name, tenant, tok string
 		want              int
-	}{{"own tenant", "acme", acme, 200}, {"other tenant", "globex", acme, 403}, {"no token", "acme", "", 401}} {
+	}{{"own tenant", "acme", acme, 200}, {"other tenant", "globex", acme, 403}, {"no token", "acme", "", 401},
+		{"token for another thread", "acme", narrow, 403}} {
 		if code, b := do(t, "POST", u+"/v1/ingest/"+tt.tenant+"/th.1", tt.tok, body); code != tt.want {
 			t.Errorf("bridge, %s: %d %s, want %d", tt.name, code, b, tt.want)
 		}

@@ -15,11 +15,14 @@ var ErrNoToken = errors.New("pipeline: no bearer token")
 
 // TokenVerifier returns a BridgeConfig.Verify that admits a request whose
 // bearer token (package auth: the Authorization header or access_token)
-// is signed with key, unexpired at now(), and names the tenant of the URL;
-// a valid token of another tenant is ErrForbidden (403). The thread
-// patterns of a token are not consulted: they limit what a subscriber may
-// read, and the bridge only writes. now nil means time.Now. The function is
-// safe for concurrent use.
+// is signed with key, unexpired at now(), names the tenant of the URL and
+// covers its thread (r.PathValue("thread"), set by the bridge's routing);
+// a valid token of another tenant, or one whose thread patterns do not
+// cover the thread, is ErrForbidden (403). Why the patterns count: a token
+// limited to some threads is typically handed to a browser to read them;
+// letting it write events into every other thread of its tenant would make
+// the narrowest token as strong as the widest. now nil means time.Now. The
+// function is safe for concurrent use.
 func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenant string) error {
 	if now == nil {
 		now = time.Now
@@ -35,6 +38,9 @@ func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenan
 		}
 		if c.Tenant != tenant {
 			return fmt.Errorf("%w: token is for another tenant", ErrForbidden)
+		}
+		if !c.AllowsThread(r.PathValue("thread")) {
+			return fmt.Errorf("%w: token does not cover the thread", ErrForbidden)
 		}
 		return nil
 	}

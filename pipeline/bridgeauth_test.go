@@ -23,10 +23,13 @@ func TestTokenVerifier(t *testing.T) {
 		name   string
 		header string // Authorization
 		query  string // access_token
+		thread string // the routed thread: "" only-th, "-" none
 		want   error  // nil: admitted
 	}{
 		{name: "own tenant", header: "Bearer " + mint(key, "acme", now.Add(time.Hour))},
 		{name: "query token", query: mint(key, "acme", now.Add(time.Hour))},
+		{name: "thread not covered", thread: "other", header: "Bearer " + mint(key, "acme", now.Add(time.Hour)), want: ErrForbidden},
+		{name: "no thread routed", thread: "-", header: "Bearer " + mint(key, "acme", now.Add(time.Hour)), want: ErrForbidden},
 		{name: "no token", want: ErrNoToken},
 		{name: "other tenant", header: "Bearer " + mint(key, "globex", now.Add(time.Hour)), want: ErrForbidden},
 		{name: "expired", header: "Bearer " + mint(key, "acme", now), want: auth.ErrExpired},
@@ -36,6 +39,13 @@ func TestTokenVerifier(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/v1/ingest/acme/th?access_token="+tt.query, nil)
+			switch tt.thread {
+			case "":
+				r.SetPathValue("thread", "only-th")
+			case "-":
+			default:
+				r.SetPathValue("thread", tt.thread)
+			}
 			if tt.header != "" {
 				r.Header.Set("Authorization", tt.header)
 			}
