@@ -370,7 +370,12 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	return pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+	if err != nil {
+		return nil, err
+	}
+	n.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*, as README lists
+	return b, nil
 }
 
 func (n *Node) startHTTP(h http.Handler) error {

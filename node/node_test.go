@@ -132,7 +132,7 @@ func TestNodeEmbedded(t *testing.T) {
 		t.Errorf("dashboard: %d", code)
 	}
 	code, m := do(t, "GET", u+"/metrics", "", "")
-	for _, want := range []string{`threadcast_ingest_events_total{type="RUN_FINISHED"} 1`, "threadcast_fanout_", "go_goroutines", "process_"} {
+	for _, want := range []string{`threadcast_ingest_events_total{type="RUN_FINISHED"} 1`, "threadcast_fanout_", "threadcast_bridge_events_accepted_total 3", "go_goroutines", "process_"} {
 		if code != 200 || !strings.Contains(m, want) {
 			t.Errorf("/metrics %d: no %q", code, want)
 		}

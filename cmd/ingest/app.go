@@ -147,6 +147,7 @@ func (a *app) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
+		a.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*
 		bridge = b
 	}
 

@@ -164,8 +164,9 @@ func TestRunEmbedded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	nc.Close()
-	if code, body, _ := get(addr + "/metrics"); code != 200 || !strings.Contains(body, `threadcast_ingest_events_total{type="RUN_FINISHED"} 1`) {
-		t.Errorf("metrics %d, RUN_FINISHED count missing", code)
+	if code, body, _ := get(addr + "/metrics"); code != 200 || !strings.Contains(body, `threadcast_ingest_events_total{type="RUN_FINISHED"} 1`) ||
+		!strings.Contains(body, "threadcast_bridge_events_accepted_total 3") {
+		t.Errorf("metrics %d, RUN_FINISHED or bridge accepted count missing", code)
 	}
 
 	cancel()
