@@ -3,6 +3,8 @@ package demo
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 // obj appends one JSON object, member by member, in the order written. The
@@ -86,37 +88,7 @@ func mustJSON(v any) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. It escapes what RFC 8259 requires
-// (quote, backslash, control characters) and nothing else: the generator's
-// text is valid UTF-8, and '<' stays '<' on the wire so that the dashboard's
-// escaping is exercised by real data.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			// Bytes of multi-byte UTF-8 sequences are all >= 0x80 and pass
-			// through unchanged.
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s as a JSON string: codec.AppendString, which
+// escapes what RFC 8259 requires and nothing else — '<' stays '<' on the
+// wire, so the dashboard's escaping is exercised by real data.
+func appendString(dst []byte, s string) []byte { return codec.AppendString(dst, s) }

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math/bits"
-	"unicode/utf8"
 
 	"github.com/bytedance/sonic"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 // NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace,
@@ -314,47 +315,7 @@ func decodeString(lit []byte) string {
 // hasEscape reports whether a string literal needs decoding to compare.
 func hasEscape(lit []byte) bool { return bytes.IndexByte(lit, '\\') >= 0 }
 
-// appendQuoted appends s as a JSON string literal. Only what JSON requires
-// is escaped (quote, backslash, control characters); invalid UTF-8 becomes
-// U+FFFD so the output is always valid JSON.
-func appendQuoted(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, "\ufffd"...)
-				i++
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendQuoted appends s as a JSON string literal: codec.AppendString,
+// the one JSON string encoder of the module (only what JSON requires is
+// escaped; invalid UTF-8 becomes U+FFFD, so the output is always valid JSON).
+func appendQuoted(dst []byte, s string) []byte { return codec.AppendString(dst, s) }
