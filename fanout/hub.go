@@ -299,6 +299,7 @@ type feed struct {
 	refs      int          // guarded by the shard lock
 	idleSince time.Time    // guarded by the shard lock; when refs last became 0
 	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
+	suspect   atomic.Bool  // a reconcile could not reach the pipeline: retry
 
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}

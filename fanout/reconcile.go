@@ -27,7 +27,8 @@ const reconcileParallel = 8
 func (h *Hub) Reconcile(ctx context.Context) int { return h.reconcile(ctx, true) }
 
 // reconcile checks every feed (all) or only those whose subscription
-// dropped messages since the last check.
+// dropped messages since the last check, or whose last check could not
+// reach the pipeline (suspect).
 func (h *Hub) reconcile(ctx context.Context, all bool) int {
 	var feeds []*feed
 	for i := range h.shards {
@@ -42,7 +43,7 @@ func (h *Hub) reconcile(ctx context.Context, all bool) int {
 			if f.err != nil || f.sub == nil {
 				continue
 			}
-			if !all {
+			if !all && !f.suspect.Load() {
 				n, err := f.sub.Dropped()
 				if err != nil || int64(n) == f.dropSeen.Swap(int64(n)) {
 					continue
@@ -93,8 +94,10 @@ func (f *feed) reconcile(ctx context.Context) bool {
 		return false
 	}
 	if f.requestSnapshot(ctx) != nil {
-		return false // the pipeline is unreachable; the next reconnect retries
+		f.suspect.Store(true) // unknown yet: the next check retries it
+		return false
 	}
+	f.suspect.Store(false)
 	deadline := time.Now().Add(f.hub.cfg.JoinWait)
 	for {
 		f.mu.Lock()

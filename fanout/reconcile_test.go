@@ -166,3 +166,46 @@ func TestServerReconcilesAfterReconnect(t *testing.T) {
 		t.Fatal("no resync after the reconnect")
 	}
 }
+
+// TestReconcileRetriesUnreachable: a feed whose check could not reach the
+// pipeline (no snapshot responder) is checked again by the next periodic
+// pass, which looks only at suspect feeds and feeds that dropped frames.
+func TestReconcileRetriesUnreachable(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "away")
+	srv, hs := newServer(t, nc, nil)
+	th.publish(t, "a;")
+	v := openSSE(t, hs.URL+"/v1/threads/away/events?mode=view", token(t, "acme"), nil)
+	if d := nextData(t, v); !strings.Contains(d, `"seq":2`) {
+		t.Fatalf("first view: %s", d)
+	}
+	ctx := t.Context()
+	if n := srv.hub.reconcile(ctx, false); n != 0 {
+		t.Fatalf("periodic pass with nothing dropped = %d, want 0", n)
+	}
+	if err := th.sub.Unsubscribe(); err != nil { // the ingest is away
+		t.Fatal(err)
+	}
+	th.loseFrame("lost;")
+	if n := srv.hub.Reconcile(ctx); n != 0 {
+		t.Fatalf("Reconcile without a pipeline = %d, want 0", n)
+	}
+	sub, err := th.nc.Subscribe(th.sub.Subject, th.answer) // back
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := th.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.hub.reconcile(ctx, false); n != 1 {
+		t.Fatalf("periodic pass after the pipeline returned = %d, want 1 (the suspect feed)", n)
+	}
+	if d := nextData(t, v); !strings.Contains(d, `"type":"view","seq":7`) || !strings.Contains(d, "a;lost;") {
+		t.Fatalf("view after the retry: %s", d)
+	}
+	if n := srv.hub.reconcile(ctx, false); n != 0 {
+		t.Errorf("periodic pass after the retry = %d, want 0", n)
+	}
+}
