@@ -58,16 +58,9 @@ flags:
 	}
 	defer r.Close()
 
-	f := newFolder("compact", stderr)
-	if err := f.setProtocol(sf.protocol); err != nil {
-		fmt.Fprintf(stderr, "threadcast compact: --protocol: %v\n", err)
+	f, ok := sf.folder("compact", stderr)
+	if !ok {
 		return exitUsage
-	}
-	if sf.input != "" {
-		if err := f.loadInput(sf.input); err != nil {
-			fmt.Fprintf(stderr, "threadcast compact: --input: %v\n", err)
-			return exitUsage
-		}
 	}
 	c := reducer.NewCompactor()
 	status = f.each(r, false, c.Add)

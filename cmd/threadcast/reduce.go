@@ -45,16 +45,9 @@ flags:
 	}
 	defer r.Close()
 
-	f := newFolder("reduce", stderr)
-	if err := f.setProtocol(sf.protocol); err != nil {
-		fmt.Fprintf(stderr, "threadcast reduce: --protocol: %v\n", err)
+	f, ok := sf.folder("reduce", stderr)
+	if !ok {
 		return exitUsage
-	}
-	if sf.input != "" {
-		if err := f.loadInput(sf.input); err != nil {
-			fmt.Fprintf(stderr, "threadcast reduce: --input: %v\n", err)
-			return exitUsage
-		}
 	}
 	status = f.each(r, true, nil)
 	if status == exitUsage {

@@ -74,6 +74,24 @@ func newFolder(name string, stderr io.Writer) *folder {
 	return &folder{name: name, th: reducer.NewThread("threadcast"), stderr: stderr}
 }
 
+// folder returns the folder the flags describe for subcommand name: its
+// protocol set and its --input loaded. ok is false (the message written to
+// stderr) when a flag's value is unusable: the caller exits with exitUsage.
+func (sf *streamFlags) folder(name string, stderr io.Writer) (f *folder, ok bool) {
+	f = newFolder(name, stderr)
+	if err := f.setProtocol(sf.protocol); err != nil {
+		fmt.Fprintf(stderr, "threadcast %s: --protocol: %v\n", name, err)
+		return nil, false
+	}
+	if sf.input != "" {
+		if err := f.loadInput(sf.input); err != nil {
+			fmt.Fprintf(stderr, "threadcast %s: --input: %v\n", name, err)
+			return nil, false
+		}
+	}
+	return f, true
+}
+
 // setProtocol makes the folder's decoders consume as AG-UI version v.
 func (f *folder) setProtocol(v string) error {
 	if err := f.dec.SetProtocolVersion(v); err != nil {
