@@ -7,7 +7,9 @@
 //   - NATS: an embedded nats-server with JetStream (its store in
 //     Config.DataDir, its client port on Config.NatsListen, so that other
 //     processes on the machine can publish), or a connection to an external
-//     one (Config.NatsURL);
+//     one (Config.NatsURL), with one connection each for ingest (and the
+//     bridge), the fanout and the demo publisher, so that a flood on one
+//     (a subscriber join storm) cannot head-of-line-block the others;
 //   - ingest (package pipeline): the sharded reducers, and the HTTP bridge
 //     POST /v1/ingest/{tenant}/{thread} for agents without NATS;
 //   - fanout (package fanout): the /v1 API (SSE, WebSocket, REST, tap) and
@@ -32,7 +34,7 @@
 // open run ends with RUN_ERROR) and their publisher waits for its acks;
 // HTTP stops accepting and every stream ends with its resume cursor;
 // the bridge's publisher waits for its acks; ingest drains and checkpoints;
-// the NATS connection drains; the embedded server shuts down — and returns
+// the NATS connections drain (each after the last part using it stopped); the embedded server shuts down — and returns
 // after every goroutine the node started has returned. Failed is closed if a
 // part ends on its own (the owner then calls Stop).
 //

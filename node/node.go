@@ -120,14 +120,18 @@ type Node struct {
 
 	srv      *server.Server // embedded server, or nil
 	natsURL  string
-	nc       *nats.Conn
+	nc       *nats.Conn    // ingest's connection (and the bridge's)
 	ncClosed chan struct{} // closed by nats.go once nc is closed
-	reg      *prometheus.Registry
-	in       *pipeline.Restarting
-	fs       *fanout.Server
-	bridge   *agent.Publisher // the bridge's publisher, or nil
-	demoPub  *agent.Publisher
-	ln       net.Listener
+	// fnc is the fanout's own connection and dnc the demo publisher's
+	// (nil when that part is off); see connect for why they are separate.
+	fnc, dnc             *nats.Conn
+	fncClosed, dncClosed chan struct{}
+	reg                  *prometheus.Registry
+	in                   *pipeline.Restarting
+	fs                   *fanout.Server
+	bridge               *agent.Publisher // the bridge's publisher, or nil
+	demoPub              *agent.Publisher
+	ln                   net.Listener
 
 	// The running parts: each is stopped by its cancel and has returned
 	// when its done is closed.
@@ -154,7 +158,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), ncClosed: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{})}
 	if n.log == nil {
 		n.log = slog.Default()
 	}
@@ -195,7 +199,10 @@ func (n *Node) start() error {
 		fc.AuthKey = n.cfg.AuthKey
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
 		var err error
-		if fs, err = fanout.New(n.nc, fc, n.log.With("part", "fanout")); err != nil {
+		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
+			return err
+		}
+		if fs, err = fanout.New(n.fnc, fc, n.log.With("part", "fanout")); err != nil {
 			return err
 		}
 		// One registry for every part: the fanout's (which already holds
@@ -267,28 +274,72 @@ func (n *Node) startNats() error {
 		n.log.Info("embedded NATS server started", "url", url, "data", n.cfg.DataDir)
 	}
 	n.natsURL = url
+	nc, closed, err := n.connect("threadcast")
+	if err != nil {
+		return err
+	}
+	n.nc, n.ncClosed = nc, closed
+	return nil
+}
+
+// connect opens one NATS connection named name; closed is closed by nats.go
+// once the connection is closed.
+//
+// Why ingest, fanout and the demo publisher each have their own connection:
+// a connection is one TCP stream read by one goroutine, and the server
+// queues what it sends a client in one outbound buffer. On one shared
+// connection a join storm (thousands of snapshot requests, each answered
+// with a whole view) filled that buffer and the reader's pending limits with
+// snapshot traffic, so ingest's consumer deliveries, its acks' replies and
+// the fanout's frames queued behind them: the load test saw no frame at all
+// for 20 s, and the server may even cut a connection whose buffer stays full
+// as a slow consumer, taking every part down at once. Separate connections
+// give each part its own socket, reader, buffers and slow-consumer verdict,
+// so a flood on the fanout's connection costs the fanout alone. (The
+// snapshot replies still leave on ingest's connection, but those are
+// bounded by its shard queues — pipeline's snapshot coalescing.)
+func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
+	closed := make(chan struct{})
 	opts := []nats.Option{
-		nats.Name("threadcast"),
+		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ClosedHandler(func(*nats.Conn) { close(n.ncClosed) }),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !n.stopping.Load() {
-				n.log.Warn("nats disconnected", "err", err)
+				n.log.Warn("nats disconnected", "conn", name, "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("nats reconnected", "url", c.ConnectedUrl()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { n.log.Warn("nats async error", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("nats reconnected", "conn", name, "url", c.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			n.log.Warn("nats async error", "conn", name, "err", err)
+		}),
 	}
 	if n.cfg.NatsCreds != "" {
 		opts = append(opts, nats.UserCredentials(n.cfg.NatsCreds))
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(n.natsURL, opts...)
 	if err != nil {
-		return fmt.Errorf("%w: connect %s: %w", ErrNats, url, err)
+		return nil, nil, fmt.Errorf("%w: connect %s: %w", ErrNats, n.natsURL, err)
 	}
-	n.nc = nc
-	return nil
+	return nc, closed, nil
+}
+
+// closeConn drains nc (nil: nothing to do) within the drain timeout, then
+// waits until nats.go has closed it.
+func (n *Node) closeConn(nc *nats.Conn, closed chan struct{}) {
+	if nc == nil {
+		return
+	}
+	if nc.Drain() != nil {
+		nc.Close()
+	}
+	select {
+	case <-closed:
+	case <-time.After(n.cfg.Drain):
+		nc.Close()
+		<-closed
+	}
 }
 
 // PrepareDataDir creates dir (mode 0700) and proves it writable, so that an unusable
@@ -419,7 +470,11 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout tim
 }
 
 func (n *Node) startDemo() error {
-	pub, err := agent.New(n.nc, agent.DefaultConfig())
+	var err error
+	if n.dnc, n.dncClosed, err = n.connect("threadcast-demo"); err != nil {
+		return err
+	}
+	pub, err := agent.New(n.dnc, agent.DefaultConfig())
 	if err != nil {
 		return fmt.Errorf("node: demo publisher: %w", err)
 	}
@@ -545,6 +600,8 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "stopping"
 	case !n.nc.IsConnected():
 		why = "nats: " + n.nc.Status().String()
+	case n.fnc != nil && !n.fnc.IsConnected():
+		why = "nats (fanout): " + n.fnc.Status().String()
 	case n.in != nil && !n.in.Ready():
 		why = "ingest: consumers not bound"
 	case n.in != nil && n.in.Lag() > n.cfg.ReadyMaxLag:
@@ -593,6 +650,7 @@ func (n *Node) shutdown() error {
 	} else {
 		closePub("demo publisher", n.demoPub)
 	}
+	n.closeConn(n.dnc, n.dncClosed)
 	// 2. HTTP: no new connections; streams end with their resume cursor;
 	// bridge requests finish, then the bridge's acks are awaited.
 	if n.http.cancel != nil {
@@ -605,6 +663,7 @@ func (n *Node) shutdown() error {
 	} else if n.ln != nil {
 		_ = n.ln.Close()
 	}
+	n.closeConn(n.fnc, n.fncClosed) // every stream has ended
 	closePub("bridge publisher", n.bridge)
 	// 3. Ingest: stop fetching, finish, checkpoint, ack.
 	if n.ingest.cancel != nil {
@@ -612,18 +671,8 @@ func (n *Node) shutdown() error {
 		keep("ingest", err)
 		n.log.Info("ingest drained: views checkpointed", "ok", err == nil)
 	}
-	// 4. The NATS connection: flush, then wait for its goroutines.
-	if n.nc != nil {
-		if n.nc.Drain() != nil {
-			n.nc.Close()
-		}
-		select {
-		case <-n.ncClosed:
-		case <-time.After(n.cfg.Drain):
-			n.nc.Close()
-			<-n.ncClosed
-		}
-	}
+	// 4. Ingest's NATS connection: flush, then wait for its goroutines.
+	n.closeConn(n.nc, n.ncClosed)
 	// 5. The embedded server.
 	if n.srv != nil {
 		n.srv.Shutdown()
