@@ -25,6 +25,27 @@ func nextData(t *testing.T, c *sseClient) string {
 	}
 }
 
+// expectEnd reads c up to its end hint, which must be want, with no event
+// before it.
+func expectEnd(t *testing.T, c *sseClient, want string) {
+	t.Helper()
+	for {
+		m, err := c.next()
+		if err != nil {
+			t.Fatalf("agui stream ended without a hint: %v", err)
+		}
+		if m.data != "" {
+			t.Fatalf("agui event instead of the end: %s", m.data)
+		}
+		if strings.HasPrefix(m.comment, "end ") {
+			if m.comment != want {
+				t.Fatalf("end hint %q, want %q", m.comment, want)
+			}
+			return
+		}
+	}
+}
+
 // loseFrame advances the thread as a frame the fanout never receives would
 // (published while its connection was down), and publishes nothing after it:
 // the thread goes idle, so no later Tc-Prev reveals the gap.
@@ -65,21 +86,7 @@ func TestReconcileFindsLostLastFrame(t *testing.T) {
 	if d := nextData(t, v); !strings.Contains(d, `"type":"view","seq":7`) || !strings.Contains(d, "a;lost;") {
 		t.Fatalf("view after Reconcile: %s", d)
 	}
-	for {
-		m, err := c.next()
-		if err != nil {
-			t.Fatalf("agui stream ended without a hint: %v", err)
-		}
-		if m.data != "" {
-			t.Fatalf("agui event instead of the end: %s", m.data)
-		}
-		if strings.HasPrefix(m.comment, "end ") {
-			if m.comment != "end reason=resync after=2" {
-				t.Fatalf("end hint %q", m.comment)
-			}
-			break
-		}
-	}
+	expectEnd(t, c, "end reason=resync after=2")
 	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonGap)); got != 2 {
 		t.Errorf("gap drops = %v, want 2 (one per subscriber)", got)
 	}

@@ -258,21 +258,7 @@ func TestGapForcesSnapshot(t *testing.T) {
 	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":9`) || !strings.Contains(m.data, `a;lost;b;`) {
 		t.Fatalf("view after the gap: %+v %v", m, err)
 	}
-	for {
-		m, err := c.next()
-		if err != nil {
-			t.Fatalf("agui stream ended without a hint: %v", err)
-		}
-		if m.data != "" {
-			t.Fatalf("agui event after the gap: %s", m.data)
-		}
-		if strings.HasPrefix(m.comment, "end ") {
-			if m.comment != "end reason=resync after=2" {
-				t.Fatalf("end hint %q", m.comment)
-			}
-			break
-		}
-	}
+	expectEnd(t, c, "end reason=resync after=2")
 	a.followReconnecting(t, c, hs.URL+"/v1/threads/gap/events", tok, th.Text, 5*time.Second)
 	if a.snapshots != 2 || a.runsStarted != 2 {
 		t.Fatalf("snapshots %d, RUN_STARTED %d: want a fresh stream (2, 2)", a.snapshots, a.runsStarted)
