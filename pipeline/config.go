@@ -46,6 +46,10 @@ type Config struct {
 	MaxAckPending  int           // per partition; bounds un-acked messages in flight
 	AckWait        time.Duration // redelivery timeout of an un-acked message
 	QueueLen       int           // per-shard bound on delivered, unprocessed messages
+	// SnapshotQueue bounds the distinct threads with snapshot requests
+	// queued per shard (requests for a queued thread share its reply); a
+	// request beyond it is answered "busy". 0 means DefaultSnapshotQueue.
+	SnapshotQueue int
 	// ConsumerEpoch, when not 0, is part of the durable names (lease mode
 	// sets the lease's revision): each ownership of a partition gets a
 	// consumer of its own, so a stale owner's acks (AckAll) reach its own,
@@ -123,6 +127,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: replicas %d not in [1, 5]", ErrConfig, c.Replicas)
 	case c.MaxMsgSize < 1024:
 		return fmt.Errorf("%w: max message size %d < 1024", ErrConfig, c.MaxMsgSize)
+	case c.SnapshotQueue < 0:
+		return fmt.Errorf("%w: snapshot queue %d", ErrConfig, c.SnapshotQueue)
 	case c.MaxAckPending < 1 || c.QueueLen < 1:
 		return fmt.Errorf("%w: max ack pending %d, queue %d", ErrConfig, c.MaxAckPending, c.QueueLen)
 	case c.CheckpointEvery < 1 || c.CheckpointInterval <= 0:

@@ -175,9 +175,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 			}
 			ccs = append(ccs, cc)
 			sub, err := in.nc.Subscribe(SnapPartitionWildcard(p), func(req *nats.Msg) {
-				select {
-				case sh.snapq <- req:
-				default:
+				if !sh.snapq.add(req) { // overflow policy: tail drop (snapshot.go)
 					in.m.Snapshots.WithLabelValues("busy").Inc()
 					snapError(req, SnapErrBusy, "snapshot queue full")
 				}

@@ -43,7 +43,11 @@ type hotThread struct {
 	inBatch  bool               // seq advanced in the current batch: a frame is due
 	compact  *reducer.Compactor // the frame's events since the last frame
 	run      runAcc
-	mem      int
+	mem      int // th.MemSize() + len(snap)
+	// snap is the encoded snapshot reply at snapSeq (nil: none cached);
+	// dropped by the next apply (snapshot.go).
+	snap    []byte
+	snapSeq uint64
 	// put is the checkpoint write in flight (at most one per thread);
 	// nextDirty the first seq applied since it was issued (0: none).
 	put       *pendingPut
@@ -109,7 +113,8 @@ type shard struct {
 	parts map[int]*partState
 
 	q     chan jetstream.Msg // bounded by cfg.QueueLen; full = back-pressure on the consumer
-	snapq chan *nats.Msg     // bounded; full = the request is answered "busy"
+	snapq *snapQueue         // bounded, coalesced by thread; full = the request is answered "busy"
+	snaps []snapGroup        // scratch for snapq.take
 
 	threads          map[threadKey]*hotThread
 	lruHead, lruTail *hotThread
@@ -129,7 +134,7 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		id: id, cfg: cfg, log: log.With("shard", id), m: m, pub: pub, store: store,
 		parts:   make(map[int]*partState),
 		q:       make(chan jetstream.Msg, cfg.QueueLen),
-		snapq:   make(chan *nats.Msg, 256),
+		snapq:   newSnapQueue(cfg.SnapshotQueue),
 		threads: make(map[threadKey]*hotThread),
 	}
 }
@@ -185,13 +190,17 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 			s.now = time.Now()
 			s.flush(hardCtx, false)
 			last = s.now
-		case req := <-s.snapq:
+		case <-s.snapq.sig:
 			s.now = time.Now()
 			if len(s.batch) > 0 { // the reply's seq must be that of a published frame
 				s.flush(hardCtx, false)
 				last = s.now
 			}
-			s.snapshot(hardCtx, req)
+			s.snaps = s.snapq.take(s.snaps[:0], snapGroupsPerTurn)
+			for i, g := range s.snaps {
+				s.snapshot(hardCtx, g)
+				s.snaps[i] = snapGroup{}
+			}
 		case <-tick.C:
 			s.now = time.Now()
 			s.flush(hardCtx, false)
@@ -207,6 +216,11 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				break
 			}
 			s.flush(hardCtx, true)
+			// Requests still queued get "busy": the requester retries
+			// (on this thread's next owner).
+			for g := s.snapq.take(nil, math.MaxInt); len(g) > 0; g = g[1:] {
+				snapErrorAll(g[0].reqs, SnapErrBusy, "shutting down")
+			}
 			return
 		}
 	}
@@ -279,6 +293,7 @@ func (p *partState) track(seq uint64, msg jetstream.Msg) {
 // apply decodes one message — one event or a JSONL batch — and applies its
 // events to t, all with the message's stream seq.
 func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
+	s.dropSnapshot(t)
 	lines := 0
 	for {
 		ev, rest, ok := nextEvent(data)
@@ -419,7 +434,7 @@ func (s *shard) flush(ctx context.Context, force bool) {
 		s.frame(t)
 		t.inBatch = false
 		old := t.mem
-		t.mem = t.th.MemSize()
+		t.mem = t.th.MemSize() + len(t.snap)
 		s.mem += int64(t.mem - old)
 	}
 	clear(s.batch)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,20 +18,118 @@ const (
 	SnapErrStore      = "store"           // the checkpoint could not be read
 )
 
-// snapshot answers one request on tc.snap.<p>.<tenant>.<token> (frame.go).
-// It runs on the shard goroutine between batches, so the reply's seq is the
-// seq of the thread's last published frame.
-func (s *shard) snapshot(ctx context.Context, req *nats.Msg) {
-	p, tenant, token, err := subject.ParseSnapSubject(req.Subject)
+// DefaultSnapshotQueue is Config.SnapshotQueue's value when it is 0.
+const DefaultSnapshotQueue = 256
+
+// snapWaitersPerThread bounds the requests queued for one thread (requests
+// of several fanout nodes; one node asks once per thread at a time).
+const snapWaitersPerThread = 64
+
+// snapGroupsPerTurn bounds the threads answered per turn of the shard loop,
+// so that a queue of cold loads does not hold frames back for long.
+const snapGroupsPerTurn = 8
+
+// snapQueue is a shard's bounded queue of snapshot requests, coalesced by
+// thread: a request for a thread already queued joins that entry and is
+// answered with the same reply, so a join storm costs one encoding per
+// thread, and the bound is on distinct threads (limit), not on requests.
+//
+// Overflow policy: tail drop. A request that would add a thread beyond
+// limit (or a waiter beyond snapWaitersPerThread) is answered at once with
+// SnapErrBusy and counted as Snapshots{result="busy"}; what is queued is
+// never displaced. The fanout retries busy replies with backoff.
+//
+// add is called by the NATS subscription goroutines, take by the shard
+// goroutine; mu guards the rest.
+type snapQueue struct {
+	limit int
+	sig   chan struct{} // capacity 1: "the queue is not empty"
+
+	mu      sync.Mutex
+	pending map[string][]*nats.Msg // by subject
+	order   []string               // subjects, oldest first
+}
+
+func newSnapQueue(limit int) *snapQueue {
+	if limit <= 0 {
+		limit = DefaultSnapshotQueue
+	}
+	return &snapQueue{limit: limit, sig: make(chan struct{}, 1), pending: make(map[string][]*nats.Msg)}
+}
+
+// add queues req, or reports false when the queue is full (the caller
+// answers busy).
+func (q *snapQueue) add(req *nats.Msg) bool {
+	q.mu.Lock()
+	reqs, queued := q.pending[req.Subject]
+	switch {
+	case queued && len(reqs) >= snapWaitersPerThread, !queued && len(q.order) >= q.limit:
+		q.mu.Unlock()
+		return false
+	case !queued:
+		q.order = append(q.order, req.Subject)
+	}
+	q.pending[req.Subject] = append(reqs, req)
+	q.mu.Unlock()
+	select {
+	case q.sig <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// snapGroup is the queued requests for one thread.
+type snapGroup struct {
+	subject string
+	reqs    []*nats.Msg
+}
+
+// take appends up to max groups, oldest first, to dst and removes them; it
+// re-signals when groups remain.
+func (q *snapQueue) take(dst []snapGroup, max int) []snapGroup {
+	q.mu.Lock()
+	n := min(max, len(q.order))
+	for _, subj := range q.order[:n] {
+		dst = append(dst, snapGroup{subj, q.pending[subj]})
+		delete(q.pending, subj)
+	}
+	clear(q.order[:n])
+	q.order = q.order[n:]
+	if len(q.order) == 0 {
+		q.order = q.order[:0:0] // let the backing array go
+	}
+	left := len(q.order) > 0
+	q.mu.Unlock()
+	if left {
+		select {
+		case q.sig <- struct{}{}:
+		default:
+		}
+	}
+	return dst
+}
+
+// snapshot answers the queued requests for one thread on
+// tc.snap.<p>.<tenant>.<token> (frame.go) with one reply. It runs on the
+// shard goroutine between batches, so the reply's seq is the seq of the
+// thread's last published frame.
+//
+// The encoded reply of a hot thread is cached on the thread (t.snap) until
+// the next apply changes it, so that every request at the same seq —
+// whichever node, whenever — is answered with the same bytes, encoded once.
+// The cache counts in the thread's memory (t.mem), so it is bounded by
+// MemoryBudget like the view itself.
+func (s *shard) snapshot(ctx context.Context, g snapGroup) {
+	p, tenant, token, err := subject.ParseSnapSubject(g.subject)
 	if err != nil {
-		s.m.Snapshots.WithLabelValues("error").Inc()
-		snapError(req, SnapErrBadRequest, "malformed snapshot subject")
+		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
+		snapErrorAll(g.reqs, SnapErrBadRequest, "malformed snapshot subject")
 		return
 	}
 	part := s.parts[p]
 	if part == nil || Partition(tenant, token, s.cfg.Partitions) != p {
-		s.m.Snapshots.WithLabelValues("error").Inc()
-		snapError(req, SnapErrPartition, "thread is in partition "+strconv.Itoa(Partition(tenant, token, s.cfg.Partitions)))
+		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
+		snapErrorAll(g.reqs, SnapErrPartition, "thread is in partition "+strconv.Itoa(Partition(tenant, token, s.cfg.Partitions)))
 		return
 	}
 	k := threadKey{tenant, token}
@@ -39,23 +138,59 @@ func (s *shard) snapshot(ctx context.Context, req *nats.Msg) {
 		id, _ := DecodeThread(token)
 		t = &hotThread{key: k, id: id, part: part}
 		if err := s.load(ctx, t); err != nil {
-			s.m.Snapshots.WithLabelValues("error").Inc()
-			snapError(req, SnapErrStore, err.Error())
+			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
+			snapErrorAll(g.reqs, SnapErrStore, err.Error())
 			return
 		}
 		// Not kept hot: a snapshot of a cold thread should not evict a
 		// thread that is being written to.
 		result = "cold"
 	}
-	found := t.th.Seq() > 0
-	if !found {
-		result = "miss"
+	seq := t.th.Seq()
+	var data []byte
+	switch {
+	case t.snap != nil && t.snapSeq == seq:
+		data, result = t.snap, "cached"
+	default:
+		if seq == 0 {
+			result = "miss"
+		}
+		data = s.encodeSnapshot(t)
+		if result == "hot" {
+			t.snap, t.snapSeq = data, seq
+			t.mem += len(data)
+			s.mem += int64(len(data))
+		}
 	}
 	s.m.Snapshots.WithLabelValues(result).Inc()
+	if len(g.reqs) > 1 {
+		s.m.Snapshots.WithLabelValues("coalesced").Add(float64(len(g.reqs) - 1))
+	}
+	// The replies share data and the header: PublishMsg copies both into
+	// the connection's buffer and neither is changed after.
+	h := nats.Header{HeaderSeq: {strconv.FormatUint(seq, 10)}}
+	for _, req := range g.reqs {
+		_ = req.RespondMsg(&nats.Msg{Data: data, Header: h})
+	}
+}
+
+// dropSnapshot forgets t's cached snapshot reply: t is about to change.
+func (s *shard) dropSnapshot(t *hotThread) {
+	if t.snap == nil {
+		return
+	}
+	t.mem -= len(t.snap)
+	s.mem -= int64(len(t.snap))
+	t.snap, t.snapSeq = nil, 0
+}
+
+// encodeSnapshot returns t's snapshot reply body in a new slice (it may be
+// cached, so it must not alias s.buf).
+func (s *shard) encodeSnapshot(t *hotThread) []byte {
 	seq := t.th.Seq()
 	b := s.buf[:0]
 	b = append(b, `{"tenant":"`...)
-	b = append(b, tenant...)
+	b = append(b, t.key.tenant...)
 	b = append(b, `","thread":`...)
 	b = appendJSONString(b, t.id)
 	b = append(b, `,"seq":`...)
@@ -63,15 +198,20 @@ func (s *shard) snapshot(ctx context.Context, req *nats.Msg) {
 	b = append(b, `,"status":"`...)
 	b = append(b, t.th.Status().String()...)
 	b = append(b, `","found":`...)
-	b = strconv.AppendBool(b, found)
+	b = strconv.AppendBool(b, seq > 0)
 	b = append(b, `,"view":`...)
 	b = appendThreadView(b, t.th)
 	b = append(b, `,"events":`...)
 	b = appendSnapshotEvents(b, t.th)
 	b = append(b, '}')
-	h := nats.Header{HeaderSeq: {strconv.FormatUint(seq, 10)}}
-	_ = req.RespondMsg(&nats.Msg{Data: b, Header: h})
 	s.buf = b[:0]
+	return append([]byte(nil), b...)
+}
+
+func snapErrorAll(reqs []*nats.Msg, kind, text string) {
+	for _, req := range reqs {
+		snapError(req, kind, text)
+	}
 }
 
 func snapError(req *nats.Msg, kind, text string) {

@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestSnapQueue: requests for a queued thread join its entry (one reply for
+// all); a new thread beyond the limit, or a waiter beyond the per-thread
+// bound, is refused (tail drop); take returns the oldest threads first.
+func TestSnapQueue(t *testing.T) {
+	q := newSnapQueue(2)
+	req := func(subj string) *nats.Msg { return &nats.Msg{Subject: subj} }
+	for _, tt := range []struct {
+		give string
+		want bool
+	}{
+		{"a", true}, {"b", true}, {"a", true}, {"c", false}, {"b", true},
+	} {
+		if got := q.add(req(tt.give)); got != tt.want {
+			t.Errorf("add(%s) = %v, want %v", tt.give, got, tt.want)
+		}
+	}
+	groups := q.take(nil, 1)
+	if len(groups) != 1 || groups[0].subject != "a" || len(groups[0].reqs) != 2 {
+		t.Fatalf("take 1: %+v, want a with 2 requests", groups)
+	}
+	select {
+	case <-q.sig:
+	default:
+		t.Fatal("no signal while b is still queued")
+	}
+	if !q.add(req("c")) { // a's slot is free again
+		t.Error("c refused after a was taken")
+	}
+	groups = q.take(nil, 10)
+	if len(groups) != 2 || groups[0].subject != "b" || len(groups[0].reqs) != 2 || groups[1].subject != "c" {
+		t.Fatalf("take all: %+v, want b (2), c (1)", groups)
+	}
+	for i := range snapWaitersPerThread {
+		if !q.add(req("d")) {
+			t.Fatalf("waiter %d of d refused", i)
+		}
+	}
+	if q.add(req("d")) {
+		t.Error("waiter beyond snapWaitersPerThread accepted")
+	}
+}
+
+// TestSnapshotCache: a hot thread's reply is encoded once per seq — the same
+// bytes for every request at that seq, counted "cached" — and the next
+// apply makes a fresh one.
+func TestSnapshotCache(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	streams := genStreams(t, 1, "cache")
+	st := streams[0]
+	tok := EncodeThread(st.thread)
+	subj := SnapSubject(Partition(st.tenant, tok, cfg.Partitions), st.tenant, tok)
+	request := func() *nats.Msg {
+		t.Helper()
+		msg, err := nc.Request(subj, nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseSnapshot(msg); err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	seqs := map[string][]uint64{}
+	mustInterleave(t, js, streams, 0, 5, 1, seqs)
+	waitFor(t, 20*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	cachedBefore := counter(t, cfg.Metrics.Snapshots.WithLabelValues("cached"))
+	a, b := request(), request()
+	if !bytes.Equal(a.Data, b.Data) || a.Header.Get(HeaderSeq) != b.Header.Get(HeaderSeq) {
+		t.Fatalf("two replies at one seq differ:\n%s\n%s", a.Data, b.Data)
+	}
+	if got := counter(t, cfg.Metrics.Snapshots.WithLabelValues("cached")) - cachedBefore; got < 1 {
+		t.Errorf("cached replies %v, want ≥ 1", got)
+	}
+
+	mustInterleave(t, js, streams, 5, 6, 1, seqs)
+	ss := seqs[st.tenant+"/"+st.thread]
+	want := strconv.FormatUint(ss[len(ss)-1], 10)
+	waitFor(t, 20*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	c := request()
+	if c.Header.Get(HeaderSeq) != want || bytes.Equal(c.Data, a.Data) {
+		t.Fatalf("after an apply: seq %s (want %s), same bytes as before: %v", c.Header.Get(HeaderSeq), want, bytes.Equal(c.Data, a.Data))
+	}
+	snap, err := ParseSnapshot(c)
+	if err != nil || strconv.FormatUint(snap.Seq, 10) != want {
+		t.Fatalf("fresh reply: %+v, %v", snap, err)
+	}
+}
