@@ -17,6 +17,7 @@ type Doc struct {
 	undo  []undoRec
 	stack []*node
 	buf   []byte
+	spans []int // ensureSplit's scratch
 }
 
 // Parse returns a Doc holding a private, compact copy of raw, which must be
@@ -64,8 +65,8 @@ func (d *Doc) split(n *node) {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
 	}
-	n.ensureSplit()
-	grown := nodeOverhead * (len(n.elems) + n.n)
+	n.ensureSplit(&d.spans)
+	grown := nodeOverhead * n.count()
 	d.size += grown
 	d.splitSize += grown
 }
@@ -91,10 +92,7 @@ func (d *Doc) Kind() Kind {
 func (d *Doc) Len() int {
 	r := d.rootNode()
 	d.split(r)
-	if r.kind == KindArray {
-		return len(r.elems)
-	}
-	return r.n
+	return r.count()
 }
 
 // Size approximates the memory the value holds, in bytes: the length of
@@ -169,7 +167,7 @@ func (d *Doc) MergeShallow(obj []byte) error {
 	r := d.rootNode()
 	switch r.kind {
 	case KindNull:
-		r = &node{kind: KindObject, split: true}
+		r = &node{kind: KindObject, split: true, kids: new(kids)}
 		d.root = r
 		d.size = nodeOverhead
 	case KindObject:
@@ -178,18 +176,21 @@ func (d *Doc) MergeShallow(obj []byte) error {
 		return fail(ErrNotObject, "merge target is %s", r.kind)
 	}
 	src := rawNode(b)
-	src.ensureSplit()
+	src.ensureSplit(&d.spans)
 	if src.n == 0 {
 		return nil
 	}
 	r.raw = nil
-	for m := src.first; m != nil; m = m.next {
+	// src is private and dropped after the loop, so its members move into
+	// r as they are (link rewrites their list pointers; next is read first).
+	for m, next := src.first, (*member)(nil); m != nil; m = next {
+		next = m.next
 		if old := r.find(m.key); old != nil {
 			d.grow(m.val.size() - old.val.size())
 			old.val = m.val
 		} else {
 			d.grow(len(m.keyRaw) + m.val.size())
-			r.link(&member{key: m.key, keyRaw: m.keyRaw, val: m.val})
+			r.link(m)
 		}
 	}
 	return nil

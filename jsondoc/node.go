@@ -41,6 +41,9 @@ func (k Kind) String() string {
 // from name to member; below it a linear scan of the list is cheaper.
 const indexThreshold = 16
 
+// maxKeptSpans bounds the split scratch kept between splits.
+const maxKeptSpans = 3 * 1024
+
 // nodeOverhead approximates the heap cost of one node (or member) for Size.
 const nodeOverhead = 64
 
@@ -53,11 +56,20 @@ const nodeOverhead = 64
 //     compact encoding of its children (modulo duplicate names, which raw
 //     keeps and the children resolve last-wins);
 //   - raw bytes are immutable once created, so nodes may share them.
+//
+// A scalar or an unsplit container has no kids (nil): most nodes are the
+// scalars a split produces, and keeping the container fields out of line
+// makes them 48 bytes instead of 128, which is most of the bytes a split
+// allocates and the GC scans.
 type node struct {
 	kind  Kind
 	split bool
 	raw   []byte
+	*kids // non-nil exactly when split
+}
 
+// kids holds a split container's children.
+type kids struct {
 	// Array children: elems is the live window back[off:] of a backing
 	// array with off free slots in front, so an insert or remove moves
 	// only the elements between the index and the nearer end.
@@ -68,6 +80,14 @@ type node struct {
 	first, last *member // object members in insertion order
 	n           int     // member count
 	index       map[string]*member
+}
+
+// count returns the number of children of n: 0 unless n is split.
+func (n *node) count() int {
+	if n.kids == nil {
+		return 0
+	}
+	return len(n.elems) + n.n
 }
 
 // member is one name/value pair of an object, in a doubly linked list so
@@ -87,40 +107,99 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 
 // ensureSplit builds n's children from its raw text, once. It is a change
 // of representation only, so Apply does not log it for undo.
-func (n *node) ensureSplit() {
+//
+// It allocates per container, not per child: one scan records the child
+// boundaries in *spans (the caller's reusable scratch), then all child
+// nodes come from one slice, all members from another, and all decoded
+// names from one string. A child that outlives its siblings keeps the
+// whole batch alive; it already keeps the parent's raw text alive (children
+// are views of it), so the bound on what a split can pin is unchanged in
+// kind: proportional to the text split.
+func (n *node) ensureSplit(spans *[]int) {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
 	}
 	n.split = true
+	n.kids = new(kids)
 	b := n.raw
+	sp := (*spans)[:0]
+	defer func() {
+		if cap(sp) > maxKeptSpans {
+			sp = nil // one huge container must not pin a huge scratch
+		}
+		*spans = sp[:0]
+	}()
 	i := 1 // past '{' or '['
 	if n.kind == KindArray {
 		for b[i] != ']' {
 			j := skipValue(b, i)
-			n.back = append(n.back, rawNode(b[i:j:j]))
+			sp = append(sp, i, j)
 			i = j
 			if b[i] == ',' {
 				i++
 			}
 		}
+		cnt := len(sp) / 2
+		if cnt == 0 {
+			return
+		}
+		nodes := make([]node, cnt)
+		n.back = make([]*node, cnt)
+		for k := range nodes {
+			raw := b[sp[2*k]:sp[2*k+1]:sp[2*k+1]]
+			nodes[k] = node{kind: kindOf(raw), raw: raw}
+			n.back[k] = &nodes[k]
+		}
 		n.elems = n.back
 		return
 	}
+	keyLen := 0
 	for b[i] != '}' {
 		k := skipString(b, i)
-		keyLit := b[i:k:k]
-		i = k + 1 // past ':'
-		j := skipValue(b, i)
-		val := rawNode(b[i:j:j])
-		key := decodeString(keyLit)
-		if m := n.find(key); m != nil {
-			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
-		} else {
-			n.link(&member{key: key, keyRaw: keyLit, val: val})
-		}
+		j := skipValue(b, k+1)
+		sp = append(sp, i, k, j)
+		keyLen += k - i - 2
 		i = j
 		if b[i] == ',' {
 			i++
+		}
+	}
+	cnt := len(sp) / 3
+	if cnt == 0 {
+		return
+	}
+	nodes := make([]node, cnt)
+	members := make([]member, cnt)
+	// Names without escapes (nearly all) are decoded by slicing one string
+	// holding all of them; escaped ones are decoded on their own.
+	kb := make([]byte, 0, keyLen)
+	for k := 0; k < cnt; k++ {
+		lit := b[sp[3*k]:sp[3*k+1]]
+		if !hasEscape(lit) {
+			kb = append(kb, lit[1:len(lit)-1]...)
+		}
+	}
+	all := string(kb)
+	off := 0
+	for k := 0; k < cnt; k++ {
+		ks, ke, ve := sp[3*k], sp[3*k+1], sp[3*k+2]
+		keyLit := b[ks:ke:ke]
+		var key string
+		if hasEscape(keyLit) {
+			key = decodeString(keyLit)
+		} else {
+			key = all[off : off+ke-ks-2]
+			off += ke - ks - 2
+		}
+		raw := b[ke+1 : ve : ve]
+		nodes[k] = node{kind: kindOf(raw), raw: raw}
+		val := &nodes[k]
+		if m := n.find(key); m != nil {
+			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
+		} else {
+			m := &members[k]
+			m.key, m.keyRaw, m.val = key, keyLit, val
+			n.link(m)
 		}
 	}
 }
@@ -277,7 +356,7 @@ func (n *node) appendTo(dst []byte) []byte {
 // into: O(1) for the values patches usually replace or remove.
 func (n *node) size() int {
 	if n.raw != nil {
-		return len(n.raw) + nodeOverhead*(1+len(n.elems)+n.n)
+		return len(n.raw) + nodeOverhead*(1+n.count())
 	}
 	s := nodeOverhead
 	for _, e := range n.elems {
