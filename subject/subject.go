@@ -222,7 +222,8 @@ func splitTenantToken(rest, subj string) (tenant, token string, err error) {
 // thread token (no separator), modulo parts. (nats-server
 // server/subject_transform.go, getHashPartition.) Fanout uses it to address
 // snapshot requests to the owning partition; the equality with the server is
-// tested against a real server.
+// tested against a real server (pipeline's TestPartitionMatchesServer: this
+// package links no server).
 //
 // The stable, server-side hash is why partitioning is done by the stream and
 // not by clients: a plain `nats pub agui.acme.t1.events` lands in the right
