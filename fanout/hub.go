@@ -42,6 +42,11 @@ type HubConfig struct {
 	Partitions int
 	// SnapshotTimeout bounds one snapshot request.
 	SnapshotTimeout time.Duration
+	// SnapshotRetry bounds how long a snapshot request is retried while the
+	// pipeline answers "busy" or times out (a join storm), with jittered
+	// exponential backoff. Past it the
+	// join fails with ErrSnapshotBusy (HTTP 503 with Retry-After).
+	SnapshotRetry time.Duration
 	// RingFrames and RingBytes bound each thread's ring of recent frames,
 	// which is what lets a client resume with no snapshot.
 	RingFrames int
@@ -63,6 +68,7 @@ func DefaultHubConfig() HubConfig {
 	return HubConfig{
 		Partitions:      pipeline.DefaultParts,
 		SnapshotTimeout: 5 * time.Second,
+		SnapshotRetry:   15 * time.Second,
 		RingFrames:      1024,
 		RingBytes:       4 << 20,
 		QueueBytes:      1 << 20,
@@ -96,6 +102,9 @@ type Hub struct {
 	m      *Metrics
 	log    *slog.Logger
 	shards [numShards]hubShard
+	// closing is closed by Close: snapshot retries stop waiting.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 type hubShard struct {
@@ -115,6 +124,9 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	}
 	if cfg.SnapshotTimeout <= 0 {
 		cfg.SnapshotTimeout = d.SnapshotTimeout
+	}
+	if cfg.SnapshotRetry <= 0 {
+		cfg.SnapshotRetry = d.SnapshotRetry
 	}
 	if cfg.RingFrames <= 0 {
 		cfg.RingFrames = d.RingFrames
@@ -137,7 +149,7 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{nc: nc, cfg: cfg, m: m, log: log}
+	h := &Hub{nc: nc, cfg: cfg, m: m, log: log, closing: make(chan struct{})}
 	for i := range h.shards {
 		h.shards[i].feeds = make(map[feedKey]*feed)
 	}
@@ -185,6 +197,7 @@ func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, a
 // still open keep their queues; their writers end them (Server does so
 // first). Idempotent.
 func (h *Hub) Close() {
+	h.closeOnce.Do(func() { close(h.closing) })
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.Lock()
@@ -479,22 +492,9 @@ func (f *feed) requestSnapshot(ctx context.Context) error {
 	f.snapCall = call
 	f.mu.Unlock()
 
-	h := f.hub
-	subj := pipeline.SnapSubject(pipeline.Partition(f.key.tenant, f.key.token, h.cfg.Partitions), f.key.tenant, f.key.token)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.SnapshotTimeout)
-	msg, err := h.nc.RequestWithContext(rctx, subj, nil)
-	cancel()
-	var sn *snapshot
-	if err == nil {
-		sn, err = decodeSnapshot(msg)
-	} else {
-		err = fmt.Errorf("%w: %w", ErrSnapshot, err)
-	}
-	if err != nil {
-		h.m.Snapshots.WithLabelValues("error").Inc()
-	} else {
-		h.m.Snapshots.WithLabelValues("ok").Inc()
-	}
+	// The request outlives the caller that happens to lead it: the other
+	// joiners wait for it too. It is bounded by SnapshotRetry.
+	sn, err := f.hub.snapshot(context.WithoutCancel(ctx), f.key.tenant, f.key.token)
 	f.mu.Lock()
 	if err == nil {
 		// The latest reply is the pipeline's word, even when older than

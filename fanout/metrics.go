@@ -8,21 +8,23 @@ import (
 // package-level collectors), so two servers can live in one test binary;
 // Register adds them to a registry of the caller's choice.
 type Metrics struct {
-	Subscribers *prometheus.GaugeVec            // by variant
-	Feeds       prometheus.Gauge                // threads with a NATS subscription on this node
-	Frames      prometheus.Counter              // frames received from NATS
-	BadFrames   prometheus.Counter              // frames that did not decode
-	Delivered   *prometheus.CounterVec          // wire messages enqueued to subscribers, by variant
-	BytesSent   *prometheus.CounterVec          // bytes written to connections, by variant
-	Resyncs     *prometheus.CounterVec          // snapshots sent after join, by reason
-	Drops       *prometheus.CounterVec          // queues dropped, by reason
-	Snapshots   *prometheus.CounterVec          // snapshot requests, by result
-	Rejected    *prometheus.CounterVec          // requests refused, by status reason
-	Latency     prometheus.Histogram            // event timestamp → write, seconds
-	Ended       *prometheus.CounterVec          // streams ended, by reason
-	TapDropped  prometheus.Counter              // tap messages dropped by a slow tap reader
-	delivered   [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
-	collectors  []prometheus.Collector
+	Subscribers *prometheus.GaugeVec   // by variant
+	Feeds       prometheus.Gauge       // threads with a NATS subscription on this node
+	Frames      prometheus.Counter     // frames received from NATS
+	BadFrames   prometheus.Counter     // frames that did not decode
+	Delivered   *prometheus.CounterVec // wire messages enqueued to subscribers, by variant
+	BytesSent   *prometheus.CounterVec // bytes written to connections, by variant
+	Resyncs     *prometheus.CounterVec // snapshots sent after join, by reason
+	Drops       *prometheus.CounterVec // queues dropped, by reason
+	Snapshots   *prometheus.CounterVec // snapshot requests, by result (ok, error, gave_up)
+	// SnapshotRetries counts snapshot attempts retried, by reason (RetryBusy, ...).
+	SnapshotRetries *prometheus.CounterVec
+	Rejected        *prometheus.CounterVec          // requests refused, by status reason
+	Latency         prometheus.Histogram            // event timestamp → write, seconds
+	Ended           *prometheus.CounterVec          // streams ended, by reason
+	TapDropped      prometheus.Counter              // tap messages dropped by a slow tap reader
+	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
+	collectors      []prometheus.Collector
 }
 
 // Reasons used as label values.
@@ -36,16 +38,17 @@ const (
 // NewMetrics returns unregistered metrics.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		Subscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "threadcast_fanout_subscribers", Help: "Connected subscribers by variant."}, []string{"variant"}),
-		Feeds:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_threads", Help: "Threads with a NATS subscription on this node."}),
-		Frames:      prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_frames_received_total", Help: "View frames received from NATS."}),
-		BadFrames:   prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bad_frames_total", Help: "View frames that did not decode (dropped)."}),
-		Delivered:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_messages_enqueued_total", Help: "Wire messages enqueued to subscribers."}, []string{"variant"}),
-		BytesSent:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_bytes_sent_total", Help: "Bytes written to subscriber connections."}, []string{"variant"}),
-		Resyncs:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_resyncs_total", Help: "Subscribers brought up to date with a snapshot or from the ring, by reason."}, []string{"reason"}),
-		Drops:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_queue_drops_total", Help: "Subscriber queues dropped, by reason."}, []string{"reason"}),
-		Snapshots:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_snapshot_requests_total", Help: "Snapshot requests to the pipeline, by result."}, []string{"result"}),
-		Rejected:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_requests_rejected_total", Help: "HTTP requests refused, by reason."}, []string{"reason"}),
+		Subscribers:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "threadcast_fanout_subscribers", Help: "Connected subscribers by variant."}, []string{"variant"}),
+		Feeds:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_threads", Help: "Threads with a NATS subscription on this node."}),
+		Frames:          prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_frames_received_total", Help: "View frames received from NATS."}),
+		BadFrames:       prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bad_frames_total", Help: "View frames that did not decode (dropped)."}),
+		Delivered:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_messages_enqueued_total", Help: "Wire messages enqueued to subscribers."}, []string{"variant"}),
+		BytesSent:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_bytes_sent_total", Help: "Bytes written to subscriber connections."}, []string{"variant"}),
+		Resyncs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_resyncs_total", Help: "Subscribers brought up to date with a snapshot or from the ring, by reason."}, []string{"reason"}),
+		Drops:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_queue_drops_total", Help: "Subscriber queues dropped, by reason."}, []string{"reason"}),
+		Snapshots:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_snapshot_requests_total", Help: "Snapshot requests to the pipeline, by result."}, []string{"result"}),
+		SnapshotRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_snapshot_retries_total", Help: "Snapshot attempts retried after a transient failure, by reason."}, []string{"reason"}),
+		Rejected:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_requests_rejected_total", Help: "HTTP requests refused, by reason."}, []string{"reason"}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "threadcast_fanout_latency_seconds", Help: "From an event's timestamp to its write to a subscriber.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		Ended:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_streams_ended_total", Help: "Streams ended, by reason."}, []string{"reason"}),
@@ -60,6 +63,9 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{ReasonOverflow, ReasonGap} {
 		m.Drops.WithLabelValues(r)
 	}
+	for _, r := range []string{RetryBusy, RetryTimeout} {
+		m.SnapshotRetries.WithLabelValues(r)
+	}
 	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {
 		m.Resyncs.WithLabelValues(r)
 	}
@@ -67,7 +73,7 @@ func NewMetrics() *Metrics {
 		m.Ended.WithLabelValues(r)
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.Delivered, m.BytesSent,
-		m.Resyncs, m.Drops, m.Snapshots, m.Rejected, m.Latency, m.Ended, m.TapDropped}
+		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped}
 	return m
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -312,6 +314,19 @@ func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+}
+
+// denyUnavailable refuses a request whose snapshot could not be had. When
+// the pipeline stayed busy past the hub's retries (a join storm), the
+// client is told when to come back, with jitter so that the storm's
+// refused clients do not all return in the same second.
+func (s *Server) denyUnavailable(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrSnapshotBusy) {
+		w.Header().Set("Retry-After", strconv.Itoa(2+rand.IntN(4)))
+		s.deny(w, http.StatusServiceUnavailable, "snapshot_busy")
+		return
+	}
+	s.deny(w, http.StatusServiceUnavailable, "unavailable")
 }
 
 // tenantLimiter counts open streams per tenant.

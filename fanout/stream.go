@@ -67,7 +67,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	sub, err := s.hub.Subscribe(ctx, c.Tenant, thread, v, after)
 	if err != nil {
 		s.log.Warn("fanout: subscribe failed", "tenant", c.Tenant, "err", err)
-		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		s.denyUnavailable(w, err)
 		return
 	}
 	defer sub.Close()

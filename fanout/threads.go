@@ -26,17 +26,10 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := pipeline.EncodeThread(thread)
-	subj := pipeline.SnapSubject(pipeline.Partition(c.Tenant, tok, s.hub.cfg.Partitions), c.Tenant, tok)
-	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
-	defer cancel()
-	msg, err := s.nc.RequestWithContext(ctx, subj, nil)
-	var sn *snapshot
-	if err == nil {
-		sn, err = decodeSnapshot(msg)
-	}
+	sn, err := s.hub.snapshot(r.Context(), c.Tenant, tok)
 	if err != nil {
 		s.log.Warn("fanout: view request failed", "tenant", c.Tenant, "err", err)
-		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		s.denyUnavailable(w, err)
 		return
 	}
 	if sn.seq == 0 {
