@@ -37,7 +37,7 @@ var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
 // large checkpoint.
 type CheckpointStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
-	Put(key string, value []byte) (PutFuture, error)
+	Put(key string, value []byte, meta nats.Header) (PutFuture, error)
 	Purge(key string) error
 }
 

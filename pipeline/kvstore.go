@@ -36,8 +36,8 @@ func (s *kvStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-func (s *kvStore) Put(key string, value []byte) (PutFuture, error) {
-	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Data: value})
+func (s *kvStore) Put(key string, value []byte, meta nats.Header) (PutFuture, error) {
+	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Data: value, Header: meta})
 	if err != nil {
 		return nil, err
 	}

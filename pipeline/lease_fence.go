@@ -110,9 +110,9 @@ func (s *fencedStore) remember(key string, rev uint64) {
 
 // Put writes key conditionally on the revision last seen (reading it back
 // first when unknown).
-func (s *fencedStore) Put(key string, value []byte) (PutFuture, error) {
+func (s *fencedStore) Put(key string, value []byte, meta nats.Header) (PutFuture, error) {
 	if !fenced(key) {
-		return s.kvStore.Put(key, value)
+		return s.kvStore.Put(key, value, meta)
 	}
 	if s.fencedErr != nil {
 		return nil, s.fencedErr
@@ -127,9 +127,11 @@ func (s *fencedStore) Put(key string, value []byte) (PutFuture, error) {
 		}
 		rev = r
 	}
-	msg := &nats.Msg{Subject: s.prefix + key, Data: value, Header: nats.Header{
-		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(rev, 10)},
-	}}
+	h := nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(rev, 10)}}
+	for k, v := range meta { // meta is the caller's: copied, never changed
+		h[k] = v
+	}
+	msg := &nats.Msg{Subject: s.prefix + key, Data: value, Header: h}
 	f, err := s.js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, err

@@ -74,7 +74,7 @@ func newTestFencedStore(t *testing.T, nc *nats.Conn, bucket string, onFence func
 
 func putWait(t *testing.T, s CheckpointStore, key, val string) error {
 	t.Helper()
-	f, err := s.Put(key, []byte(val))
+	f, err := s.Put(key, []byte(val), nil)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,8 @@ type hotThread struct {
 	inBatch  bool               // seq advanced in the current batch: a frame is due
 	compact  *reducer.Compactor // the frame's events since the last frame
 	run      runAcc
-	mem      int // th.MemSize() + len(snap)
+	lastAt   int64 // Unix ms of the last event applied (HeaderLastEvent); 0: none since loaded
+	mem      int   // th.MemSize() + len(snap)
 	// snap is the encoded snapshot reply at snapSeq (nil: none cached);
 	// dropped by the next apply (snapshot.go).
 	snap    []byte
@@ -336,6 +337,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.m.Warnings.Inc()
 		return
 	}
+	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	s.m.Warnings.Add(float64(len(res.Warnings)))
 	if res.Fatal != nil {
@@ -581,21 +583,22 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 	key := CheckpointKey(t.key.tenant, t.key.token)
 	put := &pendingPut{t: t, seq: t.th.Seq()}
 	chunk := s.chunkSize()
+	meta := summaryHeader(t)
 	if len(rec) <= chunk {
-		f, err := s.store.Put(key, rec)
+		f, err := s.store.Put(key, rec, meta)
 		put.f = f
 		return put, err
 	}
 	gen := t.th.Seq()
 	if gen == t.chunkGen && t.chunkN > 0 { // this generation's chunks are stored
-		f, err := s.store.Put(key, chunkHead(gen, t.chunkN))
+		f, err := s.store.Put(key, chunkHead(gen, t.chunkN), meta)
 		put.f, put.chunkGen, put.chunkN = f, gen, t.chunkN
 		return put, err
 	}
 	n := (len(rec) + chunk - 1) / chunk
 	futs := make([]PutFuture, 0, n)
 	for i := 0; i < n; i++ {
-		f, err := s.store.Put(chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)])
+		f, err := s.store.Put(chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)], nil)
 		if err != nil {
 			return nil, err
 		}
@@ -608,9 +611,23 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 			return nil, fmt.Errorf("pipeline: checkpoint chunk: %w", err)
 		}
 	}
-	f, err := s.store.Put(key, chunkHead(gen, n))
+	f, err := s.store.Put(key, chunkHead(gen, n), meta)
 	put.f, put.chunkGen, put.chunkN = f, gen, n
 	return put, err
+}
+
+// summaryHeader is the thread summary stored with t's checkpoint head (see
+// HeaderStatus). A thread reloaded and checkpointed with no event applied
+// since (lastAt 0) carries no HeaderLastEvent rather than a wrong one.
+func summaryHeader(t *hotThread) nats.Header {
+	h := nats.Header{
+		HeaderSeq:    {strconv.FormatUint(t.th.Seq(), 10)},
+		HeaderStatus: {t.th.Status().String()},
+	}
+	if t.lastAt > 0 {
+		h[HeaderLastEvent] = []string{strconv.FormatInt(t.lastAt, 10)}
+	}
+	return h
 }
 
 // chunkSize is the largest record stored in one put: well under the

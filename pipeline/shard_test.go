@@ -92,11 +92,11 @@ type errFuture struct{ err error }
 func (f errFuture) Wait(context.Context) error { return f.err }
 func (f errFuture) Result() (bool, error)      { return true, f.err }
 
-func (m *headFailStore) Put(key string, v []byte) (PutFuture, error) {
+func (m *headFailStore) Put(key string, v []byte, meta nats.Header) (PutFuture, error) {
 	if key == m.failKey {
 		return errFuture{errors.New("no quorum")}, nil
 	}
-	return m.memStore.Put(key, v)
+	return m.memStore.Put(key, v, meta)
 }
 
 func (m *headFailStore) Purge(key string) error {

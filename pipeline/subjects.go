@@ -56,6 +56,14 @@ const (
 	// HeaderEventIndex is, on a dead letter cut from a batch, the 0-based
 	// index of the event within the published message.
 	HeaderEventIndex = "Tc-Event-Index"
+	// HeaderStatus and HeaderLastEvent are the thread summary a checkpoint
+	// carries in its KV message's headers (with HeaderSeq), so that a
+	// listing reads status and last activity from headers alone, never the
+	// records: the reducer status ("idle", "running", ...) and the Unix ms
+	// time of the last applied event (its own timestamp when it has one,
+	// else the time ingest applied it).
+	HeaderStatus    = "Tc-Status"
+	HeaderLastEvent = "Tc-Last-Event"
 )
 
 // Dead-letter kinds (the HeaderErrorKind values).
