@@ -361,10 +361,13 @@ func TestThreadList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"acme.t1", "acme." + pipeline.EncodeThread("a.b*"), "other.t9", "acme.x2"} {
+	for _, k := range []string{"acme.t1", "acme." + pipeline.EncodeThread("a.b*"), "other.t9", "acme.x2", "acme.gone"} {
 		if _, err := kv.Put(ctx, k, []byte("ckpt")); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := kv.Delete(ctx, "acme.gone"); err != nil { // a deleted key is not listed
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name string

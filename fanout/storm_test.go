@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -261,5 +262,58 @@ func TestSnapshotBusyRetry(t *testing.T) {
 				t.Errorf("REST view: status %d, want 503", code)
 			}
 		})
+	}
+}
+
+// TestThreadListStatus: with the real pipeline, GET /v1/threads carries each
+// thread's status and last activity from the summary stored with its
+// checkpoint (a finished run, an open one), and only the token's tenant.
+func TestThreadListStatus(t *testing.T) {
+	ns := startNATS(t)
+	const parts = 8
+	startIngest(t, ns, parts)
+	_, node := newServer(t, connect(t, ns), func(c *Config) { c.Hub.Partitions = parts })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ts = 1767225600000 // 2026-01-01T00:00:00Z
+	pub := func(tenant, thread string, evs ...string) {
+		subj, _ := pipeline.EventSubject(tenant, thread)
+		for _, ev := range evs {
+			if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pub("acme", "done", `{"type":"RUN_STARTED","threadId":"done","runId":"r1","timestamp":1767225500000}`,
+		fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":"done","runId":"r1","timestamp":%d}`, ts))
+	pub("acme", "open", `{"type":"RUN_STARTED","threadId":"open","runId":"r1"}`)
+	pub("other", "theirs", `{"type":"RUN_STARTED","threadId":"theirs","runId":"r1"}`)
+	tok := token(t, "acme")
+	var got map[string]ThreadInfo
+	waitFor(t, 20*time.Second, "both threads checkpointed", func() bool {
+		code, body := do(t, "GET", node.URL+"/v1/threads", tok, "", nil)
+		var out struct{ Threads []ThreadInfo }
+		if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+			t.Fatalf("%d %s", code, body)
+		}
+		got = map[string]ThreadInfo{}
+		for _, ti := range out.Threads {
+			got[ti.Thread] = ti
+		}
+		return got["done"].Status == "finished" && got["open"].Status == "running"
+	})
+	if len(got) != 2 {
+		t.Errorf("threads %v, want done and open only", got)
+	}
+	done, open := got["done"], got["open"]
+	if done.LastEvent == nil || !done.LastEvent.Equal(time.UnixMilli(ts)) || done.Seq == 0 {
+		t.Errorf("done: %+v, want lastEvent %v (the event's timestamp) and a seq", done, time.UnixMilli(ts).UTC())
+	}
+	// No timestamp on the event: the time ingest applied it.
+	if open.LastEvent == nil || time.Since(*open.LastEvent) > time.Minute || open.LastEvent.After(open.Updated.Add(time.Second)) {
+		t.Errorf("open: %+v, want lastEvent about now, not after its checkpoint", open)
 	}
 }

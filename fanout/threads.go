@@ -62,11 +62,19 @@ func mustJSON(v string) []byte {
 }
 
 // ThreadInfo is one entry of GET /v1/threads.
+//
+// In the listing, Seq, Status and LastEvent are the summary the pipeline
+// stored with the thread's last checkpoint (pipeline.HeaderStatus): as of
+// Updated, so at most a checkpoint interval (or a run's end) behind the
+// live view. They are absent for a checkpoint written before the pipeline
+// stored a summary, and LastEvent also when no event was applied since the
+// thread was last loaded.
 type ThreadInfo struct {
-	Thread  string    `json:"thread"`
-	Updated time.Time `json:"updated"`          // time of the last checkpoint
-	Seq     uint64    `json:"seq,omitempty"`    // live variant: seq of the frame
-	Status  string    `json:"status,omitempty"` // live variant: reducer status after the frame
+	Thread    string     `json:"thread"`
+	Updated   time.Time  `json:"updated"`             // time of the last checkpoint
+	Seq       uint64     `json:"seq,omitempty"`       // seq of the checkpoint (live variant: of the frame)
+	Status    string     `json:"status,omitempty"`    // reducer status ("idle", "running", "finished", "errored", ...)
+	LastEvent *time.Time `json:"lastEvent,omitempty"` // time of the last event applied (its timestamp when it had one)
 }
 
 // maxListed bounds one listing.
@@ -105,46 +113,82 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, s.cfg.ViewsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	// The bucket's stream read directly, not through a KV watcher: the
+	// watcher hides message headers, which is where the pipeline puts the
+	// thread summary. One ordered consumer, headers only (no record is
+	// sent), the last message of every key of the tenant: what a KV
+	// watcher with MetaOnly does, plus the headers.
+	prefix := "$KV." + s.cfg.ViewsBucket + "."
+	cons, err := js.OrderedConsumer(ctx, "KV_"+s.cfg.ViewsBucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + tenant + ".*"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		HeadersOnly:    true,
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return []ThreadInfo{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	// One watcher over the tenant's keys, metadata only: the last entry of
-	// every key (with its time) in one consumer, instead of a Get per key.
-	w, err := kv.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = w.Stop() }()
 	out := []ThreadInfo{}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-w.Updates():
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	left := cons.CachedInfo().NumPending
+	for left > 0 && len(out) < maxListed {
+		wait := 5 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			wait = time.Until(d)
 		}
-		if e == nil { // the initial values are done
-			break
+		if wait < time.Millisecond {
+			return nil, context.DeadlineExceeded
 		}
-		_, tok, err := pipeline.ParseCheckpointKey(e.Key())
+		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(wait))
 		if err != nil {
-			continue
+			return nil, err
 		}
-		id, err := pipeline.DecodeThread(tok)
-		if err != nil || !allow(id) {
-			continue
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			left = meta.NumPending
+			if info, ok := threadInfo(m.Headers(), strings.TrimPrefix(m.Subject(), prefix), meta.Timestamp, allow); ok && len(out) < maxListed {
+				out = append(out, info)
+			}
 		}
-		out = append(out, ThreadInfo{Thread: id, Updated: e.Created().UTC()})
-		if len(out) == maxListed {
-			break
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if n == 0 { // FetchMaxWait passed with nothing
+			return nil, context.DeadlineExceeded
 		}
 	}
 	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
 	return out, nil
+}
+
+// threadInfo is the listing entry of the views bucket's key (with its
+// message's headers and time), or false for a deleted key, a key that is
+// not a thread's checkpoint, or a thread the token does not cover.
+func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool) (ThreadInfo, bool) {
+	if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return ThreadInfo{}, false
+	}
+	_, tok, err := pipeline.ParseCheckpointKey(key)
+	if err != nil {
+		return ThreadInfo{}, false
+	}
+	id, err := pipeline.DecodeThread(tok)
+	if err != nil || !allow(id) {
+		return ThreadInfo{}, false
+	}
+	info := ThreadInfo{Thread: id, Updated: at.UTC(), Status: h.Get(pipeline.HeaderStatus)}
+	info.Seq, _ = strconv.ParseUint(h.Get(pipeline.HeaderSeq), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get(pipeline.HeaderLastEvent), 10, 64); err == nil && ms > 0 {
+		t := time.UnixMilli(ms).UTC()
+		info.LastEvent = &t
+	}
+	return info, true
 }
 
 // threadListLive streams {"thread","seq","status","updated"} per frame.
