@@ -66,8 +66,8 @@ type Config struct {
 	// Ingest or Fanout is set.
 	AuthKey []byte
 	// DashboardTenants are offered by the dashboard's tenant picker with
-	// their tokens, to every visitor of the page: set them only on a
-	// development node (see web.Config.Tenants).
+	// their tokens, to visitors connecting from a loopback address only
+	// (web.Config.TenantsLocalOnly): set them only on a development node.
 	DashboardTenants []web.Tenant
 
 	// Pipeline configures ingest (its Logger and Metrics are set by the
@@ -231,7 +231,9 @@ func (n *Node) start() error {
 		mux.Handle("/v1/ingest/", bridge)
 	}
 	if fs != nil {
-		dash, err := web.Handler(web.Config{Tenants: n.cfg.DashboardTenants})
+		// Development tokens go only to visitors on this machine: the
+		// default --http listens on every interface.
+		dash, err := web.Handler(web.Config{Tenants: n.cfg.DashboardTenants, TenantsLocalOnly: true})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -40,6 +42,13 @@ type Config struct {
 	// embedded mode). Empty: the visitor pastes a token (or opens the page
 	// as .../#token=<token>).
 	Tenants []Tenant
+	// TenantsLocalOnly offers Tenants (and so their tokens) only to
+	// visitors connecting from a loopback address; others get an empty
+	// picker and paste a token. A development instance listening on all
+	// interfaces then does not hand its tokens to the network. (Behind a
+	// reverse proxy on the same host every visitor looks local: don't set
+	// Tenants there.)
+	TenantsLocalOnly bool
 	// API is the origin of the fanout API ("https://fanout.example.com").
 	// Empty: the dashboard's own origin. It must be an http(s) origin
 	// without a path.
@@ -81,13 +90,21 @@ func Handler(cfg Config) (http.Handler, error) {
 	if cfg.Tenants == nil {
 		cfg.Tenants = []Tenant{}
 	}
-	conf, err := json.Marshal(struct {
+	type pageConfig struct {
 		Tenants []Tenant `json:"tenants"`
 		API     string   `json:"api"`
 		Metrics string   `json:"metrics"`
-	}{cfg.Tenants, cfg.API, cfg.Metrics})
+	}
+	conf, err := json.Marshal(pageConfig{cfg.Tenants, cfg.API, cfg.Metrics})
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
+	}
+	// What a visitor from elsewhere gets when TenantsLocalOnly is set.
+	remoteConf := conf
+	if cfg.TenantsLocalOnly {
+		if remoteConf, err = json.Marshal(pageConfig{[]Tenant{}, cfg.API, cfg.Metrics}); err != nil {
+			return nil, fmt.Errorf("web: %w", err)
+		}
 	}
 	csp := strings.Join([]string{
 		"default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
@@ -109,10 +126,25 @@ func Handler(cfg Config) (http.Handler, error) {
 		if strings.TrimPrefix(r.URL.Path, "/") == "config.json" {
 			h.Set("Content-Type", "application/json")
 			h.Set("Cache-Control", "no-store")
-			_, _ = w.Write(conf)
+			if isLoopback(r.RemoteAddr) {
+				_, _ = w.Write(conf)
+			} else {
+				_, _ = w.Write(remoteConf)
+			}
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
 		static.ServeHTTP(w, r)
 	}), nil
+}
+
+// isLoopback reports whether a request's RemoteAddr ("host:port") is a
+// loopback address.
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -149,3 +149,39 @@ func TestNoMarkupFromData(t *testing.T) {
 		t.Fatalf("only %d scripts embedded", files)
 	}
 }
+
+// Development tokens are handed only to visitors on this machine when
+// TenantsLocalOnly is set; without it, to everyone (the documented default).
+func TestHandlerTenantsLocalOnly(t *testing.T) {
+	withTokens := `{"tenants":[{"tenant":"acme","token":"tok"}],"api":"","metrics":"/metrics"}`
+	without := `{"tenants":[],"api":"","metrics":"/metrics"}`
+	tests := []struct {
+		name      string
+		localOnly bool
+		give      string // RemoteAddr
+		want      string
+	}{
+		{"loopback v4", true, "127.0.0.1:5000", withTokens},
+		{"loopback v6", true, "[::1]:5000", withTokens},
+		{"v4-mapped loopback", true, "[::ffff:127.0.0.1]:5000", withTokens},
+		{"other host", true, "192.0.2.1:5000", without},
+		{"private network", true, "10.1.2.3:5000", without},
+		{"unparsable address", true, "somewhere", without},
+		{"not local-only", false, "192.0.2.1:5000", withTokens},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := web.Handler(web.Config{Tenants: []web.Tenant{{Tenant: "acme", Token: "tok"}}, TenantsLocalOnly: tt.localOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/config.json", nil)
+			req.RemoteAddr = tt.give
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if got := rec.Body.String(); got != tt.want {
+				t.Errorf("config %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
