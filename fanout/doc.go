@@ -19,6 +19,10 @@
 //   - Join without gap: subscribe, request a snapshot at S, continue with the
 //     frames after S; a frame whose Tc-Prev is not the subscriber's last seq
 //     makes it resynchronise with a snapshot (never a silent gap).
+//   - Join storms wait, not fail: a "busy" or timed-out snapshot request is
+//     retried (single flight per thread, jittered backoff) for up to
+//     HubConfig.SnapshotRetry; only then is the client refused (503 with
+//     Retry-After).
 //   - Lost last frames: a frame lost while NATS was unreachable (or dropped
 //     as a slow consumer) is otherwise only noticed at the thread's next
 //     frame. After every reconnect, and when a feed's subscription dropped

@@ -99,7 +99,12 @@
 // and asks for a snapshot on tc.snap.<p>.<tenant>.<thread>; the partition
 // owner answers between two batches with the view, its seq, and the AG-UI
 // snapshot events. To join with no gap: subscribe to frames first, request the
-// snapshot (seq S), drop frames with Tc-Seq ≤ S.
+// snapshot (seq S), drop frames with Tc-Seq ≤ S. Requests are queued per
+// shard coalesced by thread (one reply for all requests of a queued thread),
+// bounded by Config.SnapshotQueue threads, overflow answered "busy" (tail
+// drop); a hot thread's encoded reply is cached until its next apply.
+// A checkpoint's KV message carries the thread's summary in its headers
+// (Tc-Seq, Tc-Status, Tc-Last-Event) for listings that read no record.
 //
 // # Bad input
 //
@@ -116,7 +121,8 @@
 // Ready and Lag may be called from any goroutine. Each shard goroutine owns
 // its partitions' threads outright (no locks); consumer callbacks only hand
 // messages to a shard's bounded queue (back-pressure when full) and snapshot
-// requests to a bounded request queue (answered "busy" when full).
+// requests to a bounded request queue coalesced by thread (answered "busy"
+// when full), guarded by its own mutex.
 // Subject functions are pure and safe for concurrent use. Nothing in this
 // package keeps mutable package-level state, so several pipelines may run in
 // one process (tests do).
