@@ -58,13 +58,20 @@ const (
 // once to keep Size current; inserting into or removing from an array
 // moves the element pointers between the index and the nearer end, so
 // both ends are O(1) (amortised) and the middle O(length/2).
-func (d *Doc) Apply(ops []codec.PatchOp) error {
+func (d *Doc) Apply(ops []codec.PatchOp) error { return d.apply(ops, false) }
+
+// ApplyDecoded is Apply for ops a codec.Decoder produced: see Decoded
+// input in the package doc. Values are copied, compacted and their strings
+// checked, but not validated again.
+func (d *Doc) ApplyDecoded(ops []codec.PatchOp) error { return d.apply(ops, true) }
+
+func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 	d.undo = d.undo[:0]
 	size := d.size
 	d.splitSize = 0
 	for i := range ops {
 		op := &ops[i]
-		if e := d.applyOne(op); e != nil {
+		if e := d.applyOne(op, decoded); e != nil {
 			d.rollback()
 			d.size = size + d.splitSize
 			d.release()
@@ -96,13 +103,13 @@ func (d *Doc) clearStack() {
 	d.stack = d.stack[:0]
 }
 
-func (d *Doc) applyOne(op *codec.PatchOp) *opError {
+func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
 	if !checkPointer(op.Path) {
 		return fail(ErrInvalidPointer, "path %s", quoteStr(op.Path))
 	}
 	switch op.Op {
 	case codec.OpAdd, codec.OpReplace:
-		v, e := valueNode(op)
+		v, e := valueNode(op, decoded)
 		if e != nil {
 			return e
 		}
@@ -128,11 +135,11 @@ func (d *Doc) applyOne(op *codec.PatchOp) *opError {
 
 // valueNode copies and validates an add/replace value: the one copy of
 // bytes that came from the caller's (reused) event buffer.
-func valueNode(op *codec.PatchOp) (*node, *opError) {
+func valueNode(op *codec.PatchOp, decoded bool) (*node, *opError) {
 	if op.Value == nil {
 		return nil, fail(ErrBadOp, "%s without value", OpName(op.Op))
 	}
-	b, err := ingest(op.Value)
+	b, err := ingestAs(op.Value, decoded)
 	if err != nil {
 		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
 	}

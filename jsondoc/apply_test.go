@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 func TestApply(t *testing.T) {
@@ -97,32 +99,116 @@ func TestApply(t *testing.T) {
 		{name: "failing test after many ops", give: `{"a":[1,2],"b":{"c":1}}`, patch: `[{"op":"add","path":"/a/0","value":0},{"op":"remove","path":"/b/c"},{"op":"move","from":"/a/2","path":"/b/d"},{"op":"copy","from":"/b","path":"/e"},{"op":"replace","path":"","value":3},{"op":"test","path":"","value":4}]`, wantErr: ErrTestFailed, wantIdx: 5},
 		{name: "empty patch is a no-op", give: `{"a":1}`, patch: `[]`, want: `{"a":1}`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := mustParse(t, tt.give)
-			before := string(d.AppendJSON(nil))
-			err := d.Apply(mustPatch(t, tt.patch))
-			if tt.wantErr == nil {
-				if err != nil {
-					t.Fatalf("Apply: %v", err)
+	// Every case runs through both entry points: the patches' values are
+	// valid JSON, as ApplyDecoded's contract requires, so it must behave
+	// exactly as Apply.
+	entries := []struct {
+		name  string
+		apply func(*Doc, []codec.PatchOp) error
+	}{
+		{"Apply", (*Doc).Apply},
+		{"ApplyDecoded", (*Doc).ApplyDecoded},
+	}
+	for _, entry := range entries {
+		for _, tt := range tests {
+			t.Run(entry.name+"/"+tt.name, func(t *testing.T) {
+				testApplyCase(t, entry.apply, tt.give, tt.patch, tt.want, tt.wantErr, tt.wantIdx)
+			})
+		}
+	}
+}
+
+// testApplyCase applies patch to give with apply and checks the outcome:
+// want (semantic) on success, else the sentinel, the failing op's index
+// and a byte-identical document.
+func testApplyCase(t *testing.T, apply func(*Doc, []codec.PatchOp) error, give, patch, want string, wantErr error, wantIdx int) {
+	t.Helper()
+	d := mustParse(t, give)
+	before := string(d.AppendJSON(nil))
+	err := apply(d, mustPatch(t, patch))
+	if wantErr == nil {
+		if err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		assertJSON(t, d, want)
+		return
+	}
+	var pe *PatchError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Apply error = %v, want *PatchError", err)
+	}
+	if !errors.Is(err, wantErr) {
+		t.Fatalf("Apply error = %v, want cause %v", err, wantErr)
+	}
+	if pe.Index != wantIdx {
+		t.Fatalf("PatchError.Index = %d, want %d (%v)", pe.Index, wantIdx, err)
+	}
+	if after := string(d.AppendJSON(nil)); after != before {
+		t.Fatalf("failed patch changed the document:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestDecodedInput: the Decoded entry points skip only the structural
+// validation the codec already did. On valid text they give what the
+// validating ones give (whitespace compacted); string contents are still
+// checked while compacting, so a raw control character or a bad escape
+// (both of which sonic.Valid lets through) is still refused, and the
+// document is left as it was.
+func TestDecodedInput(t *testing.T) {
+	const base = `{"a":1}`
+	entries := []struct {
+		name string
+		run  func(d *Doc, raw codec.Raw) (*Doc, error)
+	}{
+		{"ParseDecoded", func(_ *Doc, raw codec.Raw) (*Doc, error) { return ParseDecoded(raw) }},
+		{"SetDecoded", func(d *Doc, raw codec.Raw) (*Doc, error) { return d, d.SetDecoded(raw) }},
+		{"MergeShallowDecoded", func(d *Doc, raw codec.Raw) (*Doc, error) {
+			return d, d.MergeShallowDecoded(codec.Raw(`{"v":` + string(raw) + `}`))
+		}},
+		{"ApplyDecoded", func(d *Doc, raw codec.Raw) (*Doc, error) {
+			return d, d.ApplyDecoded([]codec.PatchOp{
+				{Op: codec.OpAdd, Path: "/b", Value: codec.Raw(`2`)},
+				{Op: codec.OpAdd, Path: "/v", Value: raw},
+			})
+		}},
+	}
+	tests := []struct {
+		name    string
+		give    string
+		want    map[string]string // per entry, when valid
+		wantBad bool
+	}{
+		{name: "whitespace compacted", give: "{ \"x\" : [ 1 , \"s t\" ] }", want: map[string]string{
+			"ParseDecoded":        `{"x":[1,"s t"]}`,
+			"SetDecoded":          `{"x":[1,"s t"]}`,
+			"MergeShallowDecoded": `{"a":1,"v":{"x":[1,"s t"]}}`,
+			"ApplyDecoded":        `{"a":1,"b":2,"v":{"x":[1,"s t"]}}`,
+		}},
+		{name: "raw control character", give: "\"a\x01b\"", wantBad: true},
+		{name: "bad escape", give: `"a\xb"`, wantBad: true},
+	}
+	for _, e := range entries {
+		for _, tt := range tests {
+			t.Run(e.name+"/"+tt.name, func(t *testing.T) {
+				d := mustParse(t, base)
+				got, err := e.run(d, codec.Raw(tt.give))
+				if tt.wantBad {
+					if !errors.Is(err, ErrInvalidJSON) {
+						t.Fatalf("error = %v, want ErrInvalidJSON", err)
+					}
+					if s := string(d.AppendJSON(nil)); s != base {
+						t.Fatalf("refused input changed the document: %s", s)
+					}
+					return
 				}
-				assertJSON(t, d, tt.want)
-				return
-			}
-			var pe *PatchError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Apply error = %v, want *PatchError", err)
-			}
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("Apply error = %v, want cause %v", err, tt.wantErr)
-			}
-			if pe.Index != tt.wantIdx {
-				t.Fatalf("PatchError.Index = %d, want %d (%v)", pe.Index, tt.wantIdx, err)
-			}
-			if after := string(d.AppendJSON(nil)); after != before {
-				t.Fatalf("failed patch changed the document:\nbefore %s\nafter  %s", before, after)
-			}
-		})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := string(got.AppendJSON(nil)); s != tt.want[e.name] {
+					t.Fatalf("got %s, want %s", s, tt.want[e.name])
+				}
+			})
+		}
 	}
 }
 

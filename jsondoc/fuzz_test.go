@@ -30,6 +30,10 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		out := d.AppendJSON(nil)
+		// Valid input is in ParseDecoded's contract: same document.
+		if dd, err := ParseDecoded(raw); err != nil || !bytes.Equal(dd.AppendJSON(nil), out) {
+			t.Fatalf("ParseDecoded(%q) = %v, want %q like Parse", raw, err, out)
+		}
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, raw); err != nil || !bytes.Equal(out, compact.Bytes()) {
 			t.Fatalf("Parse(%q) wrote %q, json.Compact %q (%v)", raw, out, compact.Bytes(), err)

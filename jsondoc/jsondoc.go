@@ -1,6 +1,10 @@
 package jsondoc
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/threadcast/threadcast/codec"
+)
 
 // Doc is one mutable JSON value of any kind. The zero Doc is JSON null and
 // ready to use. A Doc is not safe for concurrent use; see the package doc.
@@ -24,8 +28,14 @@ type Doc struct {
 // exactly one JSON value (surrounding whitespace allowed). raw is not
 // retained: the caller may reuse it as soon as Parse returns. Nothing is
 // split into children yet, so the cost is one validation pass and one copy.
-func Parse(raw []byte) (*Doc, error) {
-	b, err := ingest(raw)
+func Parse(raw []byte) (*Doc, error) { return parse(raw, false) }
+
+// ParseDecoded is Parse for a codec.Raw a codec.Decoder produced: see
+// Decoded input in the package doc.
+func ParseDecoded(raw codec.Raw) (*Doc, error) { return parse(raw, true) }
+
+func parse(raw []byte, decoded bool) (*Doc, error) {
+	b, err := ingestAs(raw, decoded)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +48,14 @@ func newDoc(b []byte) *Doc {
 
 // Set replaces the whole value with a private copy of raw (a snapshot). On
 // error d is unchanged.
-func (d *Doc) Set(raw []byte) error {
-	b, err := ingest(raw)
+func (d *Doc) Set(raw []byte) error { return d.set(raw, false) }
+
+// SetDecoded is Set for a codec.Raw a codec.Decoder produced: see Decoded
+// input in the package doc.
+func (d *Doc) SetDecoded(raw codec.Raw) error { return d.set(raw, true) }
+
+func (d *Doc) set(raw []byte, decoded bool) error {
+	b, err := ingestAs(raw, decoded)
 	if err != nil {
 		return err
 	}
@@ -156,8 +172,14 @@ func (d *Doc) Get(dst []byte, ptr string) ([]byte, error) {
 // taken whole, nothing is merged recursively. d must hold an object, or
 // null, which becomes an empty object first. obj is copied, not retained.
 // On error d is unchanged.
-func (d *Doc) MergeShallow(obj []byte) error {
-	b, err := ingest(obj)
+func (d *Doc) MergeShallow(obj []byte) error { return d.mergeShallow(obj, false) }
+
+// MergeShallowDecoded is MergeShallow for a codec.Raw a codec.Decoder
+// produced: see Decoded input in the package doc.
+func (d *Doc) MergeShallowDecoded(obj codec.Raw) error { return d.mergeShallow(obj, true) }
+
+func (d *Doc) mergeShallow(obj []byte, decoded bool) error {
+	b, err := ingestAs(obj, decoded)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,29 @@ func ingest(raw []byte) ([]byte, error) {
 	return out, nil
 }
 
+// ingestDecoded is ingest for text a codec.Decoder produced, which is
+// structurally valid JSON by codec.Raw's contract (see Decoded input in the
+// package doc). It skips sonic.Valid, and so the zero padding only sonic
+// needs. compactInPlace still checks string contents, and reads nothing out
+// of bounds whatever raw holds.
+func ingestDecoded(raw []byte) ([]byte, error) {
+	buf := make([]byte, len(raw))
+	copy(buf, raw)
+	out, ok := compactInPlace(buf)
+	if !ok {
+		return nil, errInvalidJSON(raw)
+	}
+	return out, nil
+}
+
+// ingestAs is ingestDecoded if decoded, else ingest.
+func ingestAs(raw []byte, decoded bool) ([]byte, error) {
+	if decoded {
+		return ingestDecoded(raw)
+	}
+	return ingest(raw)
+}
+
 // validPadding is the zeroed slack kept after the bytes handed to
 // sonic.Valid. Its native validator reads past the end of the slice when
 // the input ends inside a literal: sonic.Valid([]byte("null")[:2]) is

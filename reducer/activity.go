@@ -30,7 +30,7 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 			if ex.doc == nil {
 				ex.doc, ex.hasContent = new(jsondoc.Doc), true
 			}
-			if err := ex.doc.Set(e.Content); err != nil {
+			if err := ex.doc.SetDecoded(e.Content); err != nil {
 				return t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
 			}
 			if ex.activityType != e.ActivityType {
@@ -56,7 +56,7 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 }
 
 func (t *Thread) newActivity(e *codec.Event, id string, tag owner) (*message, *ProtocolError) {
-	doc, err := jsondoc.Parse(e.Content)
+	doc, err := jsondoc.ParseDecoded(e.Content)
 	if err != nil {
 		return nil, t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
 	}
@@ -90,7 +90,7 @@ func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	if ex.doc == nil { // an activity restated without content: patch {}
 		ex.doc, ex.hasContent = parseOrNull([]byte("{}")), true
 	}
-	if err := ex.doc.Apply(e.Patch); err != nil {
+	if err := ex.doc.ApplyDecoded(e.Patch); err != nil {
 		return t.patchFailed("activity "+quote(id), err)
 	}
 	if ex.activityType != e.ActivityType {

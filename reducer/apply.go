@@ -19,6 +19,9 @@ import (
 // thread. e is read during the call only: every string and Raw it holds may
 // be reused by the caller as soon as Apply returns (the reducer copies what
 // it keeps, once). The returned Result is valid until the next call on t.
+// e must hold what a codec.Decoder produced (or an Event.Clone of it): its
+// Raw values are trusted to be valid JSON, codec.Raw's contract, and are
+// not validated again (jsondoc's Decoded input).
 //
 // An event of TypeUnknown is dropped with a warning (processing.md X1); a
 // caller whose codec already reported that drop should call Warn instead.

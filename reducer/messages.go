@@ -96,7 +96,7 @@ func mergeMeta(dst **jsondoc.Doc, raw codec.Raw) {
 		// allocations. Duplicate names must go through MergeShallow, which
 		// keeps only the last value (as JSON.parse does).
 		if distinctNames(raw) {
-			if d, err := jsondoc.Parse(raw); err == nil {
+			if d, err := jsondoc.ParseDecoded(raw); err == nil {
 				*dst = d
 				return
 			}
@@ -105,7 +105,7 @@ func mergeMeta(dst **jsondoc.Doc, raw codec.Raw) {
 	}
 	// The codec guarantees an object; a failure would leave the item as it
 	// was, which is the atomic outcome anyway.
-	_ = (*dst).MergeShallow(raw)
+	_ = (*dst).MergeShallowDecoded(raw)
 }
 
 // maxDistinctNames bounds distinctNames' quadratic comparison.
@@ -289,7 +289,7 @@ func newMessage(cm *codec.Message) *message {
 				c.encType, c.hasEncType = retain(tc.EncryptedValueType), true
 			}
 			if tc.Has(codec.TCMetadata) {
-				c.meta, _ = jsondoc.Parse(tc.Metadata)
+				c.meta, _ = jsondoc.ParseDecoded(tc.Metadata)
 			}
 			m.toolCalls[i] = c
 		}
@@ -304,7 +304,7 @@ func newMessage(cm *codec.Message) *message {
 		m.owner = owner{retain(cm.SubagentRunID), true}
 	}
 	if cm.Has(codec.MsgMetadata) {
-		m.meta, _ = jsondoc.Parse(cm.Metadata)
+		m.meta, _ = jsondoc.ParseDecoded(cm.Metadata)
 	}
 	return m
 }
@@ -370,8 +370,8 @@ func (t *Thread) seedEchoedOwner(cm *codec.Message) {
 
 // parseOrNull parses raw (validated by the codec) into a Doc; should it fail
 // anyway, the value reads as null rather than leaving a nil Doc behind.
-func parseOrNull(raw []byte) *jsondoc.Doc {
-	d, err := jsondoc.Parse(raw)
+func parseOrNull(raw codec.Raw) *jsondoc.Doc {
+	d, err := jsondoc.ParseDecoded(raw)
 	if err != nil {
 		return new(jsondoc.Doc)
 	}

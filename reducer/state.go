@@ -13,7 +13,7 @@ import (
 // stateSnapshot replaces the state wholesale; null and other non-objects are
 // values like any other (P5).
 func (t *Thread) stateSnapshot(e *codec.Event) *ProtocolError {
-	if err := t.state.Set(e.Snapshot); err != nil {
+	if err := t.state.SetDecoded(e.Snapshot); err != nil {
 		return t.violation("P1", "STATE_SNAPSHOT.snapshot is not one JSON value: "+err.Error())
 	}
 	t.j.stateReplaced()
@@ -24,7 +24,7 @@ func (t *Thread) stateSnapshot(e *codec.Event) *ProtocolError {
 // does not apply is warned about and the prior state kept whole (P3). The
 // cost is O(patch size x path depth), independent of the state's size.
 func (t *Thread) stateDelta(e *codec.Event) *ProtocolError {
-	if err := t.state.Apply(e.Patch); err != nil {
+	if err := t.state.ApplyDecoded(e.Patch); err != nil {
 		return t.patchFailed("state", err)
 	}
 	t.j.stateDelta(e.PatchRaw)
