@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
@@ -345,5 +346,40 @@ func TestNodeEmbeddedDemoOnly(t *testing.T) {
 	}
 	if s := n.DemoStats(); s.Events == 0 || s.Errors != 0 {
 		t.Errorf("demo stats %+v", s)
+	}
+}
+
+// TestNodeConnections: ingest, the fanout and the demo publisher each have
+// their own NATS connection (so a join storm on the fanout's cannot hold up
+// ingest's deliveries), and the snapshot service is on ingest's alone.
+func TestNodeConnections(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Demo = true
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Stop() }()
+	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
+	cz, err := n.srv.Connz(&server.ConnzOptions{Subscriptions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapSubs := map[string]int{}
+	for _, c := range cz.Conns {
+		snapSubs[c.Name] += 0
+		for _, s := range c.Subs {
+			if strings.HasPrefix(s, "tc.snap.") {
+				snapSubs[c.Name]++
+			}
+		}
+	}
+	for _, name := range []string{"threadcast", "threadcast-fanout", "threadcast-demo"} {
+		if _, ok := snapSubs[name]; !ok {
+			t.Errorf("no NATS connection named %q (have %v)", name, snapSubs)
+		}
+	}
+	if snapSubs["threadcast"] != cfg.Pipeline.Partitions || snapSubs["threadcast-fanout"] != 0 {
+		t.Errorf("snapshot subscriptions per connection %v; want %d on threadcast only", snapSubs, cfg.Pipeline.Partitions)
 	}
 }
