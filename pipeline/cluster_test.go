@@ -199,7 +199,10 @@ func clusterConfig() pipeline.Config {
 	return cfg
 }
 
-// ingestNode is one LeasedIngest with its own connection.
+// ingestNode is one LeasedIngest in the test process with its own
+// connection: the instance that survives the faults, so that the test can ask
+// it what it holds. The instance that is killed is a cmd/ingest process
+// (ingestProc in cluster_helpers_test.go).
 type ingestNode struct {
 	name   string
 	nc     *nats.Conn
@@ -222,15 +225,6 @@ func startIngestNode(t *testing.T, c *natsCluster, first int, name string) *inge
 	go func() { n.done <- li.Run(ctx, 5*time.Second) }()
 	t.Cleanup(func() { n.cancel(); <-n.done })
 	return n
-}
-
-// kill abandons the node the way SIGKILL would, as far as the cluster can
-// tell: its connection is gone at once — no drain, no checkpoint, no lease
-// release, no ack. (Its goroutines then notice and end; nothing they try can
-// reach NATS any more.)
-func (n *ingestNode) kill() {
-	n.nc.Close()
-	n.cancel()
 }
 
 // fanoutNode is one fanout.Server with its own connection and listener.
@@ -582,8 +576,9 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // TestClusterFaults: a three-server NATS cluster (replicas 3), two ingest
-// instances in lease mode, two fanout nodes, SDK load throughout; stop one
-// NATS server, then kill one ingest instance, then restart both, then drain
+// instances in lease mode (ingest-a in this process, ingest-b a cmd/ingest
+// subprocess), two fanout nodes, SDK load throughout; stop one NATS server,
+// then SIGKILL the ingest-b process, then restart both, then drain
 // one fanout node. Every thread's final view equals the offline reduction of
 // its stream as stored, subscribers resume on the other node and never see a
 // silent gap, and the time from each fault to full service (every partition
@@ -593,20 +588,26 @@ func TestClusterFaults(t *testing.T) {
 	admin := c.connect(0, "admin")
 	waitJetStream(t, c, admin)
 
+	ingestBin := buildIngest(t)
 	a := startIngestNode(t, c, 0, "ingest-a")
-	b := startIngestNode(t, c, 1, "ingest-b")
+	b := startIngestProc(t, ingestBin, c, 1, "ingest-b")
 	waitFor(t, 30*time.Second, "both ingest instances ready with 4 partitions each", func() error {
-		ha, hb := a.li.Held(), b.li.Held()
-		for _, n := range []*ingestNode{a, b} {
-			select {
-			case err := <-n.done:
-				n.done <- err
-				t.Fatalf("%s ended: %v", n.name, err)
-			default:
-			}
+		select {
+		case err := <-a.done:
+			a.done <- err
+			t.Fatalf("%s ended: %v", a.name, err)
+		default:
 		}
-		if len(ha) != clusterParts/2 || len(hb) != clusterParts/2 || !a.li.Ready() || !b.li.Ready() {
-			return fmt.Errorf("a holds %v (ready %v), b %v (ready %v)", ha, a.li.Ready(), hb, b.li.Ready())
+		if err := b.exited(); err != nil {
+			t.Fatal(err)
+		}
+		ha := a.li.Held()
+		hb, err := b.held()
+		if err != nil {
+			return err
+		}
+		if len(ha) != clusterParts/2 || hb != clusterParts/2 || !a.li.Ready() || !b.ready() {
+			return fmt.Errorf("a holds %v (ready %v), b %d (ready %v)", ha, a.li.Ready(), hb, b.ready())
 		}
 		return nil
 	})
@@ -659,10 +660,15 @@ func TestClusterFaults(t *testing.T) {
 	natsFault := pr.served(t0, 30*time.Second)
 	t.Logf("fault 1, NATS server n0 stopped: full service after %v (target < 5s)", natsFault)
 
-	// Fault 2: kill ingest-b (no drain, no release).
+	// Fault 2: SIGKILL the ingest-b process (no drain, no checkpoint, no
+	// lease release, no ack: its leases expire after the TTL).
 	time.Sleep(time.Second)
+	if err := b.exited(); err != nil {
+		t.Fatal(err)
+	}
 	t1 := time.Now()
 	b.kill()
+	t.Logf("ingest-b (pid %d) killed: %v", b.cmd.Process.Pid, b.waitErr)
 	ingestFault := pr.served(t1, 30*time.Second)
 	t.Logf("fault 2, ingest-b killed: full service after %v (target < lease TTL %v + 2s)", ingestFault, clusterTTL)
 	waitFor(t, 10*time.Second, "ingest-a holds every partition", func() error {
@@ -676,11 +682,18 @@ func TestClusterFaults(t *testing.T) {
 	time.Sleep(time.Second)
 	t2 := time.Now()
 	c.start(0)
-	b2 := startIngestNode(t, c, 1, "ingest-b")
+	b2 := startIngestProc(t, ingestBin, c, 1, "ingest-b")
 	waitFor(t, 30*time.Second, "rebalanced after the restarts", func() error {
-		ha, hb := a.li.Held(), b2.li.Held()
-		if len(ha) != clusterParts/2 || len(hb) != clusterParts/2 || !b2.li.Ready() {
-			return fmt.Errorf("a holds %v, b %v", ha, hb)
+		if err := b2.exited(); err != nil {
+			t.Fatal(err)
+		}
+		ha := a.li.Held()
+		hb, err := b2.held()
+		if err != nil {
+			return err
+		}
+		if len(ha) != clusterParts/2 || hb != clusterParts/2 || !b2.ready() {
+			return fmt.Errorf("a holds %v, b %d (ready %v)", ha, hb, b2.ready())
 		}
 		return nil
 	})
