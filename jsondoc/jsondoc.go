@@ -21,7 +21,6 @@ type Doc struct {
 	undo  []undoRec
 	stack []*node
 	buf   []byte
-	spans []int // ensureSplit's scratch
 }
 
 // Parse returns a Doc holding a private, compact copy of raw, which must be
@@ -81,7 +80,7 @@ func (d *Doc) split(n *node) {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
 	}
-	n.ensureSplit(&d.spans)
+	n.ensureSplit()
 	grown := nodeOverhead * n.count()
 	d.size += grown
 	d.splitSize += grown
@@ -198,7 +197,7 @@ func (d *Doc) mergeShallow(obj []byte, decoded bool) error {
 		return fail(ErrNotObject, "merge target is %s", r.kind)
 	}
 	src := rawNode(b)
-	src.ensureSplit(&d.spans)
+	src.ensureSplit()
 	if src.n == 0 {
 		return nil
 	}

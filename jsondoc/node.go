@@ -41,8 +41,9 @@ func (k Kind) String() string {
 // from name to member; below it a linear scan of the list is cheaper.
 const indexThreshold = 16
 
-// maxKeptSpans bounds the split scratch kept between splits.
-const maxKeptSpans = 3 * 1024
+// stackSpans is the size of ensureSplit's boundary scratch on the stack:
+// three ints per member, two per element.
+const stackSpans = 3 * 16
 
 // nodeOverhead approximates the heap cost of one node (or member) for Size.
 const nodeOverhead = 64
@@ -109,26 +110,24 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 // of representation only, so Apply does not log it for undo.
 //
 // It allocates per container, not per child: one scan records the child
-// boundaries in *spans (the caller's reusable scratch), then all child
+// boundaries in a scratch on the stack (on the heap only past
+// stackSpans/3 members, whose split then costs more anyway), then all child
 // nodes come from one slice, all members from another, and all decoded
 // names from one string. A child that outlives its siblings keeps the
 // whole batch alive; it already keeps the parent's raw text alive (children
 // are views of it), so the bound on what a split can pin is unchanged in
 // kind: proportional to the text split.
-func (n *node) ensureSplit(spans *[]int) {
+func (n *node) ensureSplit() {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
 	}
 	n.split = true
 	n.kids = new(kids)
 	b := n.raw
-	sp := (*spans)[:0]
-	defer func() {
-		if cap(sp) > maxKeptSpans {
-			sp = nil // one huge container must not pin a huge scratch
-		}
-		*spans = sp[:0]
-	}()
+	// Most Docs are small and split a container or two in their lifetime,
+	// so a scratch kept per Doc would be allocated per split anyway.
+	var stack [stackSpans]int
+	sp := stack[:0]
 	i := 1 // past '{' or '['
 	if n.kind == KindArray {
 		for b[i] != ']' {
