@@ -308,6 +308,18 @@ func TestThreadListStatus(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("threads %v, want done and open only", got)
 	}
+	// Listings leave no consumer behind on the bucket's stream.
+	st, err := js.Stream(ctx, "KV_"+pipeline.DefaultViewsKV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Consumers != 0 {
+		t.Errorf("%d consumers left on the views stream", info.State.Consumers)
+	}
 	done, open := got["done"], got["open"]
 	if done.LastEvent == nil || !done.LastEvent.Equal(time.UnixMilli(ts)) || done.Seq == 0 {
 		t.Errorf("done: %+v, want lastEvent %v (the event's timestamp) and a seq", done, time.UnixMilli(ts).UTC())

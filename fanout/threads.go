@@ -123,6 +123,8 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		FilterSubjects: []string{prefix + tenant + ".*"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		HeadersOnly:    true,
+		// A backstop: the consumer is deleted below when the listing ends.
+		InactiveThreshold: 30 * time.Second,
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return []ThreadInfo{}, nil
@@ -130,6 +132,14 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	if err != nil {
 		return nil, err
 	}
+	// A pull consumer outlives its reader on the server (a KV watcher's
+	// push consumer goes with its subscription): delete it, or every
+	// listing would leave one behind for InactiveThreshold.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(dctx, "KV_"+s.cfg.ViewsBucket, cons.CachedInfo().Name)
+	}()
 	out := []ThreadInfo{}
 	left := cons.CachedInfo().NumPending
 	for left > 0 && len(out) < maxListed {
