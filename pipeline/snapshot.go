@@ -84,11 +84,11 @@ type snapGroup struct {
 	reqs    []*nats.Msg
 }
 
-// take appends up to max groups, oldest first, to dst and removes them; it
+// take appends up to most groups, oldest first, to dst and removes them; it
 // re-signals when groups remain.
-func (q *snapQueue) take(dst []snapGroup, max int) []snapGroup {
+func (q *snapQueue) take(dst []snapGroup, most int) []snapGroup {
 	q.mu.Lock()
-	n := min(max, len(q.order))
+	n := min(most, len(q.order))
 	for _, subj := range q.order[:n] {
 		dst = append(dst, snapGroup{subj, q.pending[subj]})
 		delete(q.pending, subj)

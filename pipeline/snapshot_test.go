@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -101,4 +102,45 @@ func TestSnapshotCache(t *testing.T) {
 	if err != nil || strconv.FormatUint(snap.Seq, 10) != want {
 		t.Fatalf("fresh reply: %+v, %v", snap, err)
 	}
+}
+
+// BenchmarkSnapshotReply measures answering a join's snapshot request for a
+// hot thread (one stream of the ingest benchmark's load) that has not changed since the last request:
+// "cached" is the shard's path (the reply encoded once per seq, then
+// shared); the baseline encodes the reply for every request, as the shard
+// did before the cache. NATS is left out (the request is not bound to a
+// connection, so the respond is a no-op): this is the shard goroutine's cost.
+//
+//	go test -run '^$' -bench SnapshotReply ./pipeline
+func BenchmarkSnapshotReply(b *testing.B) {
+	msgs, _ := benchLoad(benchThreads*200, 32)
+	cfg := DefaultConfig()
+	cfg.Tap = false
+	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, memStore{})
+	tok := EncodeThread("bench-snap")
+	p := Partition("acme", tok, cfg.Partitions)
+	ps := &partState{p: p, dirty: make(map[*hotThread]struct{})}
+	s.parts[p] = ps
+	t := s.thread(context.Background(), ps, threadKey{"acme", tok})
+	s.now = time.Now()
+	for i, m := range msgs {
+		if m.thread == 0 { // one thread's stream, in order
+			s.apply(t, uint64(i+1), m.data, nil)
+		}
+	}
+	s.flush(context.Background(), false)
+	g := snapGroup{subject: SnapSubject(p, "acme", tok), reqs: []*nats.Msg{{Reply: "_INBOX.x"}}}
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.snapshot(context.Background(), g)
+		}
+		b.ReportMetric(float64(len(t.snap)), "reply-bytes")
+	})
+	b.Run("baseline-encode-each", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = s.encodeSnapshot(t)
+		}
+	})
 }
