@@ -14,7 +14,8 @@
 // # Lazy parsing
 //
 // Every byte entering a Doc (Parse, Set, MergeShallow, an op's value) is
-// validated with sonic.Valid and copied once into a private compact buffer.
+// validated with sonic.Valid (unless the codec did already: see Decoded
+// input) and copied once into a private compact buffer.
 // Nothing is decoded then: the value is a single raw node over that text.
 // A container is split into child nodes only when a patch path goes
 // through it, and only one level: its children start raw. So a 10 MB
@@ -41,6 +42,11 @@
 // Arrays are deques over a backing slice with free room at both ends, so
 // inserting or removing at either end is O(1) amortised and in the middle
 // moves half the element pointers (never any text).
+//
+// Splitting allocates per container, not per child: the children's nodes,
+// members and unescaped names each come in one batch, and a scalar node is
+// 48 bytes (container fields live apart, in kids). A child that outlives
+// its siblings keeps its batch alive, as it keeps the parent's text alive.
 //
 // Size is an O(1) running estimate (text length plus a fixed cost per
 // split node) for memory accounting.

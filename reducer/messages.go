@@ -91,7 +91,7 @@ func mergeMeta(dst **jsondoc.Doc, raw codec.Raw) {
 	if *dst == nil {
 		// The first metadata of an item is most often its only one. Merged
 		// into nothing, an object whose names are distinct is itself, so
-		// Parse (one validated copy, nothing split) yields the same JSON as
+		// ParseDecoded (one copy, nothing split) yields the same JSON as
 		// MergeShallow, which splits every member out: a third of the
 		// allocations. Duplicate names must go through MergeShallow, which
 		// keeps only the last value (as JSON.parse does).
