@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,9 @@ import (
 // buildIngest compiles cmd/ingest once per test into a temporary directory,
 // so the instance the test kills is the real command in its own process:
 // SIGKILL then means what it means in production (no deferred drain, no
-// lease release, no last ack, sockets closed by the kernel).
+// lease release, no last ack, sockets closed by the kernel). Under -race the
+// command is built with -race too, and startIngestProc fails the test on a
+// race report in its stderr.
 func buildIngest(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -34,15 +37,34 @@ func buildIngest(t *testing.T) string {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "ingest")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/threadcast/threadcast/cmd/ingest")
+	args := []string{"build", "-o", bin}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goBin, append(args, "github.com/threadcast/threadcast/cmd/ingest")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go build cmd/ingest: %v\n%s", err, out.String())
 	}
-	t.Logf("built cmd/ingest in %v", time.Since(t0))
+	t.Logf("built cmd/ingest (%v) in %v", args[3:], time.Since(t0))
 	return bin
+}
+
+// raceEnabled reports whether this test binary was built with -race (its
+// build settings say so; there is no other way without a tagged file).
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
 
 // logTail keeps the last max bytes written to it (a subprocess's stderr), so
@@ -123,6 +145,11 @@ func startIngestProc(t *testing.T, bin string, c *natsCluster, first int, name s
 	}()
 	t.Cleanup(func() {
 		p.kill()
+		// A race detected in the child is printed when found; the child
+		// never exits on its own here (SIGKILL), so its exit code can't tell.
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s: the race detector reported a data race", name)
+		}
 		if t.Failed() || os.Getenv("CLUSTER_LOG") != "" {
 			t.Logf("%s (pid %d) exited: %v; stderr (last %d KiB):\n%s", name, p.cmd.Process.Pid, p.waitErr, p.stderr.max>>10, p.stderr.String())
 		}

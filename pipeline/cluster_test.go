@@ -713,6 +713,22 @@ func TestClusterFaults(t *testing.T) {
 	}
 	t3 := time.Now()
 	f1.stop()
+	// One more event for each moved subscriber's thread, so that "received
+	// again" does not depend on the load still running: when an earlier
+	// fault took long (the NATS server fault takes up to ~8 s under -race),
+	// the load has sent every thread's last event before this point.
+	for _, s := range subs {
+		if s.nodes[0] == f1 {
+			subj, _ := pipeline.EventSubject("acme", s.thread)
+			waitFor(t, 10*time.Second, "nudge "+s.thread, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_, err := pr.js.Publish(ctx, subj, []byte(`{"type":"CUSTOM","name":"nudge","value":1}`),
+					jetstream.WithMsgID("nudge-"+s.thread))
+				return err
+			})
+		}
+	}
 	waitFor(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
 		for i, s := range subs {
 			if s.nodes[0] != f1 {
