@@ -42,6 +42,9 @@ const (
 	clusterParts = 8
 	clusterTTL   = 4 * time.Second
 	authKey      = "cluster-test-key-0123456789"
+	// clock formats wall times in the log, to place a subscriber's error
+	// among the faults (and next to the subprocess's JSON log times).
+	clock = "15:04:05.000"
 )
 
 // natsCluster is three JetStream servers with routes between them, on fixed
@@ -471,13 +474,13 @@ func (s *subscriber) read(body io.Reader) {
 		switch m.Type {
 		case "view":
 			if m.Seq < s.last {
-				s.gapErrs = append(s.gapErrs, fmt.Sprintf("snapshot went back: seq %d after %d", m.Seq, s.last))
+				s.gapErrs = append(s.gapErrs, fmt.Sprintf("snapshot went back: seq %d after %d (at %s)", m.Seq, s.last, time.Now().Format(clock)))
 			}
 			s.views++
 			s.last = m.Seq
 		case "changes":
 			if m.Prev != s.last {
-				s.gapErrs = append(s.gapErrs, fmt.Sprintf("silent gap: changes prev %d, last seen %d", m.Prev, s.last))
+				s.gapErrs = append(s.gapErrs, fmt.Sprintf("silent gap: changes prev %d, last seen %d (at %s)", m.Prev, s.last, time.Now().Format(clock)))
 			}
 			s.frames++
 			s.last = m.Seq
@@ -658,7 +661,7 @@ func TestClusterFaults(t *testing.T) {
 	t0 := time.Now()
 	c.stop(0)
 	natsFault := pr.served(t0, 30*time.Second)
-	t.Logf("fault 1, NATS server n0 stopped: full service after %v (target < 5s)", natsFault)
+	t.Logf("fault 1, NATS server n0 stopped at %s: full service after %v (target < 5s)", t0.Format(clock), natsFault)
 
 	// Fault 2: SIGKILL the ingest-b process (no drain, no checkpoint, no
 	// lease release, no ack: its leases expire after the TTL).
@@ -670,7 +673,7 @@ func TestClusterFaults(t *testing.T) {
 	b.kill()
 	t.Logf("ingest-b (pid %d) killed: %v", b.cmd.Process.Pid, b.waitErr)
 	ingestFault := pr.served(t1, 30*time.Second)
-	t.Logf("fault 2, ingest-b killed: full service after %v (target < lease TTL %v + 2s)", ingestFault, clusterTTL)
+	t.Logf("fault 2, ingest-b killed at %s: full service after %v (target < lease TTL %v + 2s)", t1.Format(clock), ingestFault, clusterTTL)
 	waitFor(t, 10*time.Second, "ingest-a holds every partition", func() error {
 		if h := a.li.Held(); len(h) != clusterParts {
 			return fmt.Errorf("a holds %v", h)
@@ -699,7 +702,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 	rebalance := time.Since(t2)
 	restartServed := pr.served(time.Now(), 30*time.Second)
-	t.Logf("restart of n0 and ingest-b: rebalanced 4/4 after %v, then probe served in %v", rebalance, restartServed)
+	t.Logf("restart of n0 and ingest-b at %s: rebalanced 4/4 after %v, then probe served in %v", t2.Format(clock), rebalance, restartServed)
 
 	// Fault 3, under load still: drain fanout-1. Its subscribers' streams end
 	// with their cursor; they resume on fanout-2 (ring or snapshot, never a
@@ -743,7 +746,7 @@ func TestClusterFaults(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("fault 3, fanout-1 drained: its subscribers resumed on fanout-2 and received again after %v", time.Since(t3))
+	t.Logf("fault 3, fanout-1 drained at %s: its subscribers resumed on fanout-2 and received again after %v", t3.Format(clock), time.Since(t3))
 
 	if err := <-loadDone; err != nil {
 		t.Fatalf("load: %v", err)
