@@ -63,7 +63,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{ReasonOverflow, ReasonGap} {
 		m.Drops.WithLabelValues(r)
 	}
-	for _, r := range []string{RetryBusy, RetryTimeout} {
+	for _, r := range []string{RetryBusy, RetryTimeout, RetryBehind} {
 		m.SnapshotRetries.WithLabelValues(r)
 	}
 	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {

@@ -21,6 +21,7 @@ var ErrSnapshotBusy = errors.New("fanout: the pipeline is busy; retry later")
 const (
 	RetryBusy    = "busy"    // the shard's snapshot queue was full
 	RetryTimeout = "timeout" // no reply within SnapshotTimeout (a shard busy answering others)
+	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (Subscriber.catchUp)
 )
 
 // Backoff between snapshot attempts: full jitter over an exponentially

@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,10 +180,21 @@ func (s *Subscriber) notify() {
 // every subscriber of the thread that needs one at the same time). Each
 // attempt is bounded; a snapshot the feed cannot continue from (older than
 // the ring) is retried a few times before giving up with ErrCatchUp.
+//
+// A snapshot older than what the client already has (its cursor, or what
+// this subscriber delivered before a resync) is held back: it would take
+// the client's view back. That happens when a partition's new owner answers
+// from a checkpoint before replaying the events after it (after a crash of
+// the old owner, which had published frames past its last checkpoint). Such
+// a snapshot is asked for again with backoff until the owner has caught up,
+// for at most HubConfig.SnapshotRetry; past that the older snapshot is sent
+// after all (the thread's log was reset, or the cursor was never real): a
+// fresh start, never a silent gap.
 func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
 	f := s.feed
 	h := f.hub
-	var waitUntil time.Time
+	var waitUntil, behindUntil time.Time
+	backoff := snapBackoffMin
 	for attempt := 0; attempt < 4; {
 		f.mu.Lock()
 		s.mu.Lock()
@@ -194,8 +206,15 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 			h.m.Resyncs.WithLabelValues(ReasonResume).Inc()
 			return nil
 		}
+		floor := s.last
+		if after.Valid && after.Index < 0 && after.Seq > floor {
+			floor = after.Seq
+		}
 		var waitCh chan struct{}
-		if sn := f.snap; sn != nil {
+		behind := false
+		if sn := f.snap; sn != nil && sn.seq < floor && (behindUntil.IsZero() || time.Now().Before(behindUntil)) {
+			behind = true
+		} else if sn != nil {
 			switch f.fitLocked(sn.seq) {
 			case fitOK:
 				enc, ok := snapshotFor(s, sn, reason == ReasonJoin)
@@ -239,6 +258,27 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 			}
 			t.Stop()
 			continue
+		}
+		if behind {
+			if behindUntil.IsZero() {
+				behindUntil = time.Now().Add(h.cfg.SnapshotRetry)
+			}
+			h.m.SnapshotRetries.WithLabelValues(RetryBehind).Inc()
+			t := time.NewTimer(rand.N(backoff) + time.Millisecond)
+			select {
+			case <-t.C:
+			case <-h.closing:
+				t.Stop()
+				return ErrHubClosed
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			backoff = min(2*backoff, snapBackoffMax)
+			if err := f.requestSnapshot(ctx); err != nil {
+				return err
+			}
+			continue // not an attempt: the owner is catching up
 		}
 		if err := f.requestSnapshot(ctx); err != nil {
 			return err
