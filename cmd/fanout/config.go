@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
 )
 
@@ -50,19 +51,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.Hub.Linger, "linger", f.Hub.Linger, "keep a thread's subscription this long after its last subscriber left")
 
 	// Environment first, then the command line over it.
-	var envErr error
-	fs.VisitAll(func(fl *flag.Flag) {
-		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
-			if err := fl.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			var b strings.Builder
 			fs.SetOutput(&b)
@@ -70,9 +59,6 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("usage:\n%s", b.String())
 		}
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("log level %q: %w", logLevel, err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -79,19 +80,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
 
 	// Environment first, then the command line over it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			var b strings.Builder
 			fs.SetOutput(&b)
@@ -99,9 +88,6 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("usage:\n%s", b.String())
 		}
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("log level %q: %w", logLevel, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
@@ -216,26 +217,13 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (c ser
 		fs.PrintDefaults()
 	}
 	// The environment first, then the command line over it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "THREADCAST_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, false, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, true, nil
 		}
-		return c, false, err // the flag package has printed the usage
-	}
-	if fs.NArg() > 0 {
-		return c, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+		// On a bad command-line flag the flag package has already printed
+		// the error and the usage to out.
+		return c, false, err
 	}
 	return c, false, finish()
 }
