@@ -153,7 +153,7 @@ func (t *Thread) explicit(e *codec.Event) *ProtocolError {
 	case codec.TypeTextMessageStart:
 		return t.textStart(e.MessageID, e.Role, e.Name, e.Has(codec.FieldName), tag, e.Metadata)
 	case codec.TypeTextMessageContent:
-		return t.textContent(e.MessageID, e.Delta, tag, e.Metadata)
+		return t.streamContent(laneText, e.MessageID, e.Delta, tag, e.Metadata)
 	case codec.TypeTextMessageEnd:
 		return t.textEnd(e.MessageID, tag, e.Metadata)
 	case codec.TypeToolCallStart:
@@ -172,7 +172,7 @@ func (t *Thread) explicit(e *codec.Event) *ProtocolError {
 	case codec.TypeReasoningMessageStart:
 		return t.reasoningStart(e.MessageID, tag, e.Metadata)
 	case codec.TypeReasoningMessageContent:
-		return t.reasoningContent(e.MessageID, e.Delta, tag, e.Metadata)
+		return t.streamContent(laneReasoning, e.MessageID, e.Delta, tag, e.Metadata)
 	case codec.TypeReasoningMessageEnd:
 		return t.reasoningEnd(e.MessageID, tag, e.Metadata)
 	case codec.TypeStepStarted:

@@ -153,9 +153,9 @@ func (t *Thread) textChunk(e *codec.Event) *ProtocolError {
 		id, opener, opened = l.id, l.tag, true
 	}
 	if ct := contentTag(tag, opener); e.Has(codec.FieldDelta) {
-		return t.textContent(id, e.Delta, ct, e.Metadata)
+		return t.streamContent(laneText, id, e.Delta, ct, e.Metadata)
 	} else if !opened && e.Metadata != nil {
-		return t.textContent(id, "", ct, e.Metadata)
+		return t.streamContent(laneText, id, "", ct, e.Metadata)
 	}
 	return nil
 }
@@ -244,9 +244,9 @@ func (t *Thread) reasoningChunk(e *codec.Event) *ProtocolError {
 		id, opener, opened = l.id, l.tag, true
 	}
 	if ct := contentTag(tag, opener); e.Has(codec.FieldDelta) {
-		return t.reasoningContent(id, e.Delta, ct, e.Metadata)
+		return t.streamContent(laneReasoning, id, e.Delta, ct, e.Metadata)
 	} else if !opened && e.Metadata != nil {
-		return t.reasoningContent(id, "", ct, e.Metadata)
+		return t.streamContent(laneReasoning, id, "", ct, e.Metadata)
 	}
 	return nil
 }

@@ -60,24 +60,7 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolE
 		msg = &message{id: key, role: roleReasoning, hasContent: true, owner: t.internOwner(tag)}
 		t.appendMessage(msg)
 	}
-	if meta != nil {
-		mergeMeta(&msg.meta, meta)
-		t.j.replaced(msg)
-	}
-	return nil
-}
-
-// reasoningContent appends delta to open reasoning message id.
-func (t *Thread) reasoningContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
-	msg, err := t.contentTarget(laneReasoning, id, tag)
-	if msg == nil {
-		return err
-	}
-	t.appendText(msg, delta)
-	if meta != nil {
-		mergeMeta(&msg.meta, meta)
-		t.j.replaced(msg)
-	}
+	t.mergeInto(msg, meta)
 	return nil
 }
 
@@ -88,10 +71,7 @@ func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolErr
 	}
 	t.m.dropHot()
 	t.m.openReason.del(id)
-	if msg := t.textTarget(id); msg != nil && meta != nil {
-		mergeMeta(&msg.meta, meta)
-		t.j.replaced(msg)
-	}
+	t.mergeInto(t.textTarget(id), meta)
 	return nil
 }
 

@@ -39,10 +39,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 		}
 		t.appendMessage(msg)
 	}
-	if meta != nil {
-		mergeMeta(&msg.meta, meta)
-		t.j.replaced(msg)
-	}
+	t.mergeInto(msg, meta)
 	return nil
 }
 
@@ -54,18 +51,25 @@ func (t *Thread) keyFor(msg *message, id string) string {
 	return retain(id)
 }
 
-// textContent appends delta to open text message id.
-func (t *Thread) textContent(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
-	msg, err := t.contentTarget(laneText, id, tag)
+// streamContent appends delta to the open text or reasoning message id
+// (lane laneText or laneReasoning): *_CONTENT and chunk continuations.
+func (t *Thread) streamContent(lane laneKind, id, delta string, tag owner, meta codec.Raw) *ProtocolError {
+	msg, err := t.contentTarget(lane, id, tag)
 	if msg == nil {
 		return err
 	}
 	t.appendText(msg, delta)
-	if meta != nil {
+	t.mergeInto(msg, meta)
+	return nil
+}
+
+// mergeInto merges an event's metadata into msg (metadata.md: per key, last
+// write wins) and journals the change. msg or meta may be nil.
+func (t *Thread) mergeInto(msg *message, meta codec.Raw) {
+	if msg != nil && meta != nil {
 		mergeMeta(&msg.meta, meta)
 		t.j.replaced(msg)
 	}
-	return nil
 }
 
 // textEnd closes text message id.
@@ -75,11 +79,7 @@ func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 	}
 	t.m.dropHot()
 	t.m.openText.del(id)
-	msg := t.textTarget(id)
-	if msg != nil && meta != nil {
-		mergeMeta(&msg.meta, meta)
-		t.j.replaced(msg)
-	}
+	t.mergeInto(t.textTarget(id), meta)
 	return nil
 }
 
