@@ -6,7 +6,9 @@ package codec
 // allocates except to build an *Error.
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -75,7 +77,15 @@ func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
 	j := start
 	ascii := true
 	for {
-		// Fast path: plain ASCII bytes.
+		// Fast path: plain ASCII bytes, eight at a time (stopAt8), then
+		// one at a time up to the byte that ends the run.
+		for j+8 <= len(b) {
+			if m := stopAt8(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
+		}
 		for j < len(b) {
 			c := b[j]
 			if c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
@@ -116,6 +126,19 @@ func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
 			j++
 		}
 	}
+}
+
+// stopAt8 returns, for eight string bytes loaded little-endian, a word
+// whose lowest set bit is the high bit of the first byte that ends a plain
+// ASCII run: '"', '\\', a control character (< 0x20) or a non-ASCII byte
+// (>= 0x80); 0 if there is none. (The classic SWAR zero-byte tests: a
+// borrow can only set bits above a true match, so the lowest bit is exact;
+// the ones above it are not and are never read.)
+func stopAt8(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q | (bs-ones)&^bs | (x - ones*0x20) | x) & highs
 }
 
 func validUTF8(b []byte) bool {
