@@ -139,6 +139,12 @@ func valueNode(op *codec.PatchOp, decoded bool) (*node, *opError) {
 	if op.Value == nil {
 		return nil, fail(ErrBadOp, "%s without value", OpName(op.Op))
 	}
+	if decoded && len(op.Value) <= smallValue {
+		if n := smallNode(op.Value); n != nil {
+			return n, nil
+		}
+		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
+	}
 	b, err := ingestAs(op.Value, decoded)
 	if err != nil {
 		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))

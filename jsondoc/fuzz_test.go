@@ -113,8 +113,15 @@ func FuzzApply(f *testing.F) {
 		ops := genOps(ref, prog)
 		before := d.AppendJSON(nil)
 		wantDoc, wantOK := refApply(ref, ops)
+		// ApplyDecoded (values trusted, small ones held inline) must do
+		// exactly what Apply does: same verdict, same bytes.
+		dd, _ := Parse([]byte(docText))
+		errDecoded := dd.ApplyDecoded(ops)
 		err = d.Apply(ops)
 		after := d.AppendJSON(nil)
+		if (err == nil) != (errDecoded == nil) || !bytes.Equal(after, dd.AppendJSON(nil)) {
+			t.Fatalf("Apply(%s) on %s: Apply gave %s (%v), ApplyDecoded %s (%v)", opsString(ops), before, after, err, dd.AppendJSON(nil), errDecoded)
+		}
 		if !json.Valid(after) {
 			t.Fatalf("invalid output %q", after)
 		}
@@ -160,7 +167,8 @@ func opsString(ops []codec.PatchOp) string {
 	return b.String()
 }
 
-var fuzzValues = []string{`1`, `1.0`, `"s"`, `{"a":[1,{"b":null}]}`, `[]`, `{}`, `null`, `true`, `"~/"`, `[1,2]`, `-0`, `1e2`}
+var fuzzValues = []string{`1`, `1.0`, `"s"`, `{"a":[1,{"b":null}]}`, `[]`, `{}`, `null`, `true`, `"~/"`, `[1,2]`, `-0`, `1e2`,
+	` [ 1 , "two" ] `, `{ "long name" : [ 1, 2, 3 ], "z" : "a value" }`}
 
 // genOps builds up to 6 ops from prog, aiming paths at pointers that exist
 // in doc and at their near misses.

@@ -104,6 +104,32 @@ var nullRaw = []byte("null")
 
 func rawNode(raw []byte) *node { return &node{kind: kindOf(raw), raw: raw} }
 
+// smallValue is the longest value text smallNode holds inline.
+const smallValue = 24
+
+// nodeWithText is a node and the text it views, in one allocation: most
+// patch values are short scalars, for which a separate copy of the bytes
+// would double the allocations of every add and replace.
+type nodeWithText struct {
+	n   node
+	buf [smallValue]byte
+}
+
+// smallNode is ingestDecoded+rawNode for a value of at most smallValue
+// bytes: the value is copied into the node's own buffer and compacted
+// there. It returns nil if compactInPlace rejects the value.
+func smallNode(raw []byte) *node {
+	nt := new(nodeWithText)
+	b := nt.buf[:len(raw)]
+	copy(b, raw)
+	out, ok := compactInPlace(b)
+	if !ok {
+		return nil
+	}
+	nt.n = node{kind: kindOf(out), raw: out[:len(out):len(out)]}
+	return &nt.n
+}
+
 func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 
 // ensureSplit builds n's children from its raw text, once. It is a change
