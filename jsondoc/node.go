@@ -1,5 +1,7 @@
 package jsondoc
 
+import "unsafe"
+
 // NOTE: this file holds the tree. A node is a JSON value that is either
 // raw (its compact text, never modified in place) or split (children built)
 // or both: a split container keeps its raw text until something below it
@@ -137,9 +139,9 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 //
 // It allocates per container, not per child: one scan records the child
 // boundaries in a scratch on the stack (on the heap only past
-// stackSpans/3 members, whose split then costs more anyway), then all child
-// nodes come from one slice, all members from another, and all decoded
-// names from one string. A child that outlives its siblings keeps the
+// stackSpans/3 members, whose split then costs more anyway), then an
+// array's nodes come from one slice, an object's members and their value
+// nodes from one slice (memberSlot), and all decoded names from one buffer. A child that outlives its siblings keeps the
 // whole batch alive; it already keeps the parent's raw text alive (children
 // are views of it), so the bound on what a split can pin is unchanged in
 // kind: proportional to the text split.
@@ -193,10 +195,10 @@ func (n *node) ensureSplit() {
 	if cnt == 0 {
 		return
 	}
-	nodes := make([]node, cnt)
-	members := make([]member, cnt)
+	slots := make([]memberSlot, cnt)
 	// Names without escapes (nearly all) are decoded by slicing one string
-	// holding all of them; escaped ones are decoded on their own.
+	// holding all of them; escaped ones are decoded on their own. kb is
+	// never written after this loop, so the string shares its bytes.
 	kb := make([]byte, 0, keyLen)
 	for k := 0; k < cnt; k++ {
 		lit := b[sp[3*k]:sp[3*k+1]]
@@ -204,7 +206,7 @@ func (n *node) ensureSplit() {
 			kb = append(kb, lit[1:len(lit)-1]...)
 		}
 	}
-	all := string(kb)
+	all := unsafe.String(unsafe.SliceData(kb), len(kb))
 	off := 0
 	for k := 0; k < cnt; k++ {
 		ks, ke, ve := sp[3*k], sp[3*k+1], sp[3*k+2]
@@ -217,16 +219,23 @@ func (n *node) ensureSplit() {
 			off += ke - ks - 2
 		}
 		raw := b[ke+1 : ve : ve]
-		nodes[k] = node{kind: kindOf(raw), raw: raw}
-		val := &nodes[k]
+		slots[k].n = node{kind: kindOf(raw), raw: raw}
+		val := &slots[k].n
 		if m := n.find(key); m != nil {
 			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
 		} else {
-			m := &members[k]
+			m := &slots[k].m
 			m.key, m.keyRaw, m.val = key, keyLit, val
 			n.link(m)
 		}
 	}
+}
+
+// memberSlot is one member of a split object and its value node, allocated
+// together: a split costs one allocation for all of them.
+type memberSlot struct {
+	m member
+	n node
 }
 
 // find returns the member named key, building the index when the object
