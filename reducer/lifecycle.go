@@ -17,15 +17,25 @@ func (t *Thread) runStarted(e *codec.Event) *ProtocolError {
 	t.m.reset()
 	t.phase = phaseActive
 	r := &run{
-		threadID: retain(e.ThreadID),
+		threadID: t.threadID, // nearly always the thread's own id: no copy
 		runID:    retain(e.RunID),
 		status:   runRunning,
+	}
+	if e.ThreadID != t.threadID {
+		r.threadID = retain(e.ThreadID)
 	}
 	if e.Has(codec.FieldParentRunID) {
 		r.parentRunID, r.hasParent = retain(e.ParentRunID), true
 	}
 	if e.Has(codec.FieldProtocolVersion) {
-		r.protocolVersion = retain(e.ProtocolVersion)
+		switch e.ProtocolVersion { // the usual values are constants: no copy
+		case "1.0":
+			r.protocolVersion = "1.0"
+		case "1.1":
+			r.protocolVersion = "1.1"
+		default:
+			r.protocolVersion = retain(e.ProtocolVersion)
+		}
 	}
 	t.runs = append(t.runs, r)
 	t.j.runsChanged()
