@@ -89,9 +89,17 @@ type journal struct {
 // read at Flush time, so there is nothing to keep.
 func (j *journal) touchSeq() {}
 
+// journalStart is the first capacity of the journal's message lists: a
+// period between Flushes touches a few messages, and growing from one by
+// doubling cost an allocation per doubling on every new thread.
+const journalStart = 8
+
 func (j *journal) mark(m *message, k uint8) {
 	if !m.memMark && !j.memAll {
 		m.memMark = true
+		if j.memDirty == nil {
+			j.memDirty = make([]*message, 0, journalStart) // skip the smallest growth steps
+		}
 		j.memDirty = append(j.memDirty, m)
 	}
 	if j.shape {
@@ -103,6 +111,9 @@ func (j *journal) mark(m *message, k uint8) {
 			return
 		}
 		m.jEpoch, m.jKind = j.epoch+1, 0
+		if j.msgs == nil {
+			j.msgs = make([]*message, 0, journalStart)
+		}
 		j.msgs = append(j.msgs, m)
 	}
 	if k == uint8(Appended) && m.jKind == 0 {
