@@ -9,6 +9,10 @@ import (
 // messages.md §2) and indexes it and its tool calls.
 func (t *Thread) appendMessage(m *message) {
 	m.idx = len(t.msgs)
+	if t.msgs == nil {
+		// A conversation grows message by message: skip the first doublings.
+		t.msgs = make([]*message, 0, 16)
+	}
 	t.msgs = append(t.msgs, m)
 	t.index(m)
 	t.j.added(m)

@@ -40,6 +40,9 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	m.openTool.put(key, struct{}{})
 	if _, ok := m.started.get(key); !ok {
 		m.started.put(key, struct{}{})
+		if m.calls == nil {
+			m.calls = make([]string, 0, 4)
+		}
 		m.calls = append(m.calls, key)
 	}
 	if !known {
