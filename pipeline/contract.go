@@ -55,8 +55,9 @@ type PutFuture interface {
 // Publisher sends core NATS messages: frames, snapshot replies, dead letters
 // and the tap. Delivery is at most once and fire-and-forget — a slow or absent
 // subscriber never blocks a shard; consumers detect a lost frame by Tc-Prev
-// and resynchronise. PublishMsg copies msg.Data before returning, so the
-// caller may reuse its buffer. *nats.Conn satisfies it.
+// and resynchronise. PublishMsg copies msg.Data and the headers before
+// returning and keeps no reference to msg, so the caller may reuse the
+// message and its buffers. *nats.Conn satisfies it.
 type Publisher interface {
 	PublishMsg(msg *nats.Msg) error
 }

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 )
@@ -116,12 +115,6 @@ func ParseSnapshot(msg *nats.Msg) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("pipeline: bad snapshot: %w", err)
 	}
 	return s, nil
-}
-
-// frameHeader fills the Tc-Seq/Tc-Prev headers of h.
-func frameHeader(h nats.Header, seq, prev uint64) {
-	h[HeaderSeq] = []string{strconv.FormatUint(seq, 10)}
-	h[HeaderPrev] = []string{strconv.FormatUint(prev, 10)}
 }
 
 // appendJSONString appends s as a JSON string literal.

@@ -18,18 +18,20 @@ import (
 var ErrDeliveryGap = errors.New("pipeline: consumer delivery gap")
 
 // deliveryGap checks that msg's consumer sequence follows *last (0: the
-// first delivery, anything goes) and advances *last.
-func deliveryGap(msg jetstream.Msg, last *uint64) error {
+// first delivery, anything goes) and advances *last. It returns msg's stream
+// seq (0: not a JetStream delivery), which the shard then need not parse
+// from the reply subject a second time.
+func deliveryGap(msg jetstream.Msg, last *uint64) (uint64, error) {
 	meta, err := msg.Metadata()
 	if err != nil {
-		return nil // not a JetStream delivery; the shard reports it
+		return 0, nil // not a JetStream delivery; the shard reports it
 	}
 	d := meta.Sequence.Consumer
 	if *last != 0 && d != *last+1 {
-		return fmt.Errorf("%w: delivery %d after %d (stream seq %d)", ErrDeliveryGap, d, *last, meta.Sequence.Stream)
+		return meta.Sequence.Stream, fmt.Errorf("%w: delivery %d after %d (stream seq %d)", ErrDeliveryGap, d, *last, meta.Sequence.Stream)
 	}
 	*last = d
-	return nil
+	return meta.Sequence.Stream, nil
 }
 
 // Service is what Restarting runs: an *Ingest, built afresh for each run.

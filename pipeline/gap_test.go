@@ -58,7 +58,7 @@ func TestDeliveryGap(t *testing.T) {
 		var last uint64
 		got := -1
 		for i, k := range tt.give {
-			if err := deliveryGap(msgs[k], &last); err != nil {
+			if _, err := deliveryGap(msgs[k], &last); err != nil {
 				if !errors.Is(err, ErrDeliveryGap) {
 					t.Errorf("%s: %v is not ErrDeliveryGap", tt.name, err)
 				}
@@ -72,8 +72,8 @@ func TestDeliveryGap(t *testing.T) {
 	}
 	// Not a JetStream message: no verdict (the shard reports it).
 	var last uint64 = 7
-	if err := deliveryGap(plainMsg{}, &last); err != nil || last != 7 {
-		t.Errorf("plain message: %v, last %d", err, last)
+	if seq, err := deliveryGap(plainMsg{}, &last); err != nil || last != 7 || seq != 0 {
+		t.Errorf("plain message: %v, last %d, seq %d", err, last, seq)
 	}
 }
 

@@ -146,7 +146,8 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				if gapped {
 					return
 				}
-				if gap := deliveryGap(msg, &lastDelivery); gap != nil {
+				seq, gap := deliveryGap(msg, &lastDelivery)
+				if gap != nil {
 					gapped = true
 					in.log.Warn("delivery gap; restarting the partitions from their ack floors", "partition", p, "err", gap)
 					fence(gap)
@@ -156,7 +157,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				// handler waits, the consumer's buffer (PullMaxMessages)
 				// fills, and the server stops delivering.
 				select {
-				case sh.q <- msg:
+				case sh.q <- delivery{msg, seq}:
 				case <-hardCtx.Done():
 				}
 			}, // The client-side buffer per partition is bounded in count

@@ -32,6 +32,8 @@ type threadKey struct{ tenant, token string }
 type hotThread struct {
 	key      threadKey
 	id       string // the decoded thread id
+	idJSON   []byte // id as a JSON string, for frames
+	subject  string // the thread's view subject
 	part     *partState
 	th       *reducer.Thread
 	frameSeq uint64
@@ -71,6 +73,13 @@ type pendingPut struct {
 	// (chunkN 0: the record was written whole).
 	chunkGen uint64
 	chunkN   int
+}
+
+// delivery is a consumed message with its stream seq (0: not known; the
+// shard reads it from the message's metadata).
+type delivery struct {
+	msg jetstream.Msg
+	seq uint64
 }
 
 // pendingMsg is a delivered message not yet acked.
@@ -113,9 +122,9 @@ type shard struct {
 	store CheckpointStore
 	parts map[int]*partState
 
-	q     chan jetstream.Msg // bounded by cfg.QueueLen; full = back-pressure on the consumer
-	snapq *snapQueue         // bounded, coalesced by thread; full = the request is answered "busy"
-	snaps []snapGroup        // scratch for snapq.take
+	q     chan delivery // bounded by cfg.QueueLen; full = back-pressure on the consumer
+	snapq *snapQueue    // bounded, coalesced by thread; full = the request is answered "busy"
+	snaps []snapGroup   // scratch for snapq.take
 
 	threads          map[threadKey]*hotThread
 	lruHead, lruTail *hotThread
@@ -128,16 +137,23 @@ type shard struct {
 	buf []byte         // scratch for encoding
 	evs []*codec.Event // scratch for compacted events
 	now time.Time
+
+	// The frame message, reused for every frame (Publisher keeps no
+	// reference): one header map and message per shard instead of per frame.
+	frameMsg                  nats.Msg
+	frameHdrSeq, frameHdrPrev [1]string
 }
 
 func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {
-	return &shard{
+	s := &shard{
 		id: id, cfg: cfg, log: log.With("shard", id), m: m, pub: pub, store: store,
 		parts:   make(map[int]*partState),
-		q:       make(chan jetstream.Msg, cfg.QueueLen),
+		q:       make(chan delivery, cfg.QueueLen),
 		snapq:   newSnapQueue(cfg.SnapshotQueue),
 		threads: make(map[threadKey]*hotThread),
 	}
+	s.frameMsg.Header = nats.Header{HeaderSeq: s.frameHdrSeq[:], HeaderPrev: s.frameHdrPrev[:]}
+	return s
 }
 
 // maxCheckpointsPerFlush bounds the checkpoints a batch issues, except at
@@ -165,13 +181,13 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 	var last time.Time
 	for {
 		select {
-		case msg := <-s.q:
+		case d := <-s.q:
 			s.now = time.Now()
-			s.handle(hardCtx, msg)
+			s.handle(hardCtx, d.msg, d.seq)
 			for n := 1; n < maxBatch; n++ {
 				select {
-				case msg = <-s.q:
-					s.handle(hardCtx, msg)
+				case d = <-s.q:
+					s.handle(hardCtx, d.msg, d.seq)
 					continue
 				default:
 				}
@@ -209,8 +225,8 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 			s.now = time.Now()
 			for {
 				select {
-				case msg := <-s.q:
-					s.handle(hardCtx, msg)
+				case d := <-s.q:
+					s.handle(hardCtx, d.msg, d.seq)
 					continue
 				default:
 				}
@@ -227,14 +243,17 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 	}
 }
 
-// handle applies one delivered message.
-func (s *shard) handle(ctx context.Context, msg jetstream.Msg) {
-	meta, err := msg.Metadata()
-	if err != nil { // not a JetStream message: cannot happen from a consumer
-		s.log.Error("message without metadata", "err", err)
-		return
+// handle applies one delivered message, whose stream seq is seq (0: read it
+// from the message's metadata).
+func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
+	if seq == 0 {
+		meta, err := msg.Metadata()
+		if err != nil { // not a JetStream message: cannot happen from a consumer
+			s.log.Error("message without metadata", "err", err)
+			return
+		}
+		seq = meta.Sequence.Stream
 	}
-	seq := meta.Sequence.Stream
 	s.m.Messages.Inc()
 	part, tenant, token, perr := ParseStoredSubject(msg.Subject())
 	ps := s.parts[part]
@@ -455,7 +474,7 @@ func (s *shard) frame(t *hotThread) {
 	b = append(b, `{"tenant":"`...)
 	b = append(b, t.key.tenant...)
 	b = append(b, `","thread":`...)
-	b = appendJSONString(b, t.id)
+	b = append(b, t.idJSON...)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"prev":`...)
@@ -472,9 +491,10 @@ func (s *shard) frame(t *hotThread) {
 		b = b[:n]
 	}
 	b = append(b, '}')
-	h := nats.Header{}
-	frameHeader(h, seq, t.frameSeq)
-	_ = s.pub.PublishMsg(&nats.Msg{Subject: ViewSubject(t.key.tenant, t.key.token), Data: b, Header: h})
+	s.frameHdrSeq[0], s.frameHdrPrev[0] = strconv.FormatUint(seq, 10), strconv.FormatUint(t.frameSeq, 10)
+	s.frameMsg.Subject, s.frameMsg.Data = t.subject, b
+	_ = s.pub.PublishMsg(&s.frameMsg)
+	s.frameMsg.Data = nil
 	s.buf = b[:0]
 	s.m.Frames.Inc()
 	t.frameSeq = seq
@@ -713,7 +733,8 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	if err != nil { // ParseStoredSubject validated it
 		id = k.token
 	}
-	t := &hotThread{key: k, id: id, part: ps, compact: reducer.NewCompactor()}
+	t := &hotThread{key: k, id: id, part: ps, compact: reducer.NewCompactor(),
+		idJSON: appendJSONString(nil, id), subject: ViewSubject(k.tenant, k.token)}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		err = s.load(ctx, t)
 		if err == nil {

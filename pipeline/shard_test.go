@@ -57,7 +57,7 @@ func TestUnappliedMessageNeverAcked(t *testing.T) {
 	}
 	ctx := context.Background()
 	s.now = time.Now()
-	s.handle(ctx, msg(1, "a"))
+	s.handle(ctx, msg(1, "a"), 0)
 	s.flush(ctx, true) // checkpointed and acked
 	if len(acked) != 1 || acked[0] != 1 {
 		t.Fatalf("acked %v, want [1]", acked)
@@ -66,9 +66,9 @@ func TestUnappliedMessageNeverAcked(t *testing.T) {
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
 	s.store = failStore{mem}
-	s.handle(dead, msg(2, "b")) // cannot load b: not applied
+	s.handle(dead, msg(2, "b"), 0) // cannot load b: not applied
 	s.store = mem
-	s.handle(ctx, msg(3, "a")) // a is hot: applied
+	s.handle(ctx, msg(3, "a"), 0) // a is hot: applied
 	s.flush(ctx, true)
 	if len(acked) != 1 {
 		t.Errorf("acked %v after an unapplied message, want only [1]", acked)
@@ -127,7 +127,7 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 	ctx := context.Background()
 	key := CheckpointKey("acme", "big")
 	s.now = time.Now()
-	s.handle(ctx, big(1, `{"type":"RUN_STARTED","threadId":"big","runId":"r"}`+"\n"+delta('a')))
+	s.handle(ctx, big(1, `{"type":"RUN_STARTED","threadId":"big","runId":"r"}`+"\n"+delta('a')), 0)
 	s.flush(ctx, true)
 	gen1, n1, chunked, err := parseChunkHead(store.memStore[key])
 	if err != nil || !chunked || gen1 != 1 || n1 < 2 {
@@ -135,7 +135,7 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 	}
 
 	store.failKey = key
-	s.handle(ctx, big(2, delta('b')))
+	s.handle(ctx, big(2, delta('b')), 0)
 	s.flush(ctx, true)
 	if len(store.purged) != 0 {
 		t.Errorf("purged %v although the superseding head was not stored", store.purged)
