@@ -22,9 +22,16 @@ import (
 //	              the set of local Subscribers            (feed.mu)
 //	                Subscriber: bounded byte queue of shared []byte (Subscriber.mu)
 //
-// Lock order: hubShard.mu is never held while taking feed.mu (acquire and
-// release take only the shard lock); feed.mu → Subscriber.mu. Nothing takes
-// feed.mu while holding a Subscriber.mu.
+//	      idle: the lingering feeds (refs == 0), oldest first, overall and
+//	            per tenant, bounded by MaxIdleFeeds(PerTenant) (idleSet.mu)
+//
+// Lock order: hubShard.mu → idleSet.mu (a feed's refs and its place in the
+// idle lists change together, under its shard lock); nothing takes a shard
+// lock while holding idleSet.mu, so a feed pushed out of the idle lists is
+// ended after both locks are released (endIdle). hubShard.mu is never held
+// while taking feed.mu (acquire and release take only the shard lock);
+// feed.mu → Subscriber.mu. Nothing takes feed.mu while holding a
+// Subscriber.mu.
 //
 // Seq bookkeeping of a feed (all under feed.mu): once known, the feed can
 // serve every position p with lo ≤ p ≤ hi that is a frame boundary: lo (the
@@ -61,6 +68,15 @@ type HubConfig struct {
 	// subscriber left, so that a client reconnecting within it resumes
 	// from the ring instead of a snapshot. Sweep ends lingering feeds.
 	Linger time.Duration
+	// MaxIdleFeedsPerTenant and MaxIdleFeeds bound the lingering feeds
+	// (each one a NATS subscription with its delivery goroutine, and a
+	// ring) of one tenant and of the whole hub. A feed whose last
+	// subscriber leaves when a bound is reached pushes out the oldest
+	// lingering feed of its tenant (per-tenant bound) or of the hub
+	// (overall bound), which ends at once. Active feeds are never ended by
+	// them. Zero means the default; negative means no bound.
+	MaxIdleFeedsPerTenant int
+	MaxIdleFeeds          int
 }
 
 // DefaultHubConfig returns the defaults.
@@ -74,6 +90,18 @@ func DefaultHubConfig() HubConfig {
 		QueueBytes:      1 << 20,
 		JoinWait:        250 * time.Millisecond,
 		Linger:          time.Minute,
+		// A lingering feed of a thread that gets no frames holds about
+		// 13 kB here (BenchmarkIdleFeedFootprint: the subscription's
+		// delivery goroutine, the ring's slot array), plus the NATS
+		// server's subscription; one with traffic also keeps its ring,
+		// up to RingBytes. 1,000 per tenant is more distinct threads than
+		// a tenant's users leave on one node within a Linger in normal use
+		// (a node serves a few thousand subscribers). 10,000 overall caps
+		// the empty ones at about 130 MB, a quarter of the Helm chart's
+		// 512 MiB fanout limit, and takes 10 tenants at their bound to
+		// fill.
+		MaxIdleFeedsPerTenant: 1000,
+		MaxIdleFeeds:          10000,
 	}
 }
 
@@ -102,6 +130,7 @@ type Hub struct {
 	m      *Metrics
 	log    *slog.Logger
 	shards [numShards]hubShard
+	idle   idleSet
 	// closing is closed by Close: snapshot retries stop waiting.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -143,6 +172,8 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	if cfg.Linger < 0 {
 		cfg.Linger = 0
 	}
+	cfg.MaxIdleFeedsPerTenant = idleBound(cfg.MaxIdleFeedsPerTenant, d.MaxIdleFeedsPerTenant)
+	cfg.MaxIdleFeeds = idleBound(cfg.MaxIdleFeeds, d.MaxIdleFeeds)
 	if m == nil {
 		m = NewMetrics()
 	}
@@ -150,6 +181,7 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{nc: nc, cfg: cfg, m: m, log: log, closing: make(chan struct{})}
+	h.idle.init(cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds, m)
 	for i := range h.shards {
 		h.shards[i].feeds = make(map[feedKey]*feed)
 	}
@@ -202,13 +234,16 @@ func (h *Hub) Close() {
 		sh := &h.shards[i]
 		sh.mu.Lock()
 		sh.closed = true
+		h.idle.mu.Lock()
 		for k, f := range sh.feeds {
 			delete(sh.feeds, k)
+			h.idle.removeLocked(f)
 			if f.sub != nil {
 				_ = f.sub.Unsubscribe()
 			}
 			h.m.Feeds.Dec()
 		}
+		h.idle.mu.Unlock()
 		sh.mu.Unlock()
 	}
 }
@@ -231,6 +266,8 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 			ring: newRing(h.cfg.RingFrames)}
 		sh.feeds[k] = f
 		h.m.Feeds.Inc()
+	} else if f.refs == 0 {
+		h.idle.remove(f) // lingering: active again
 	}
 	f.refs++
 	sh.mu.Unlock()
@@ -254,14 +291,23 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 
 // release drops one reference. The feed of a thread nobody here reads any
 // more lingers (subscribed, its ring growing) until Sweep ends it, unless it
-// failed to start or Linger is zero.
+// failed to start or Linger is zero; if that makes one idle bound
+// overflow, the oldest lingering feed it applies to ends now.
 func (h *Hub) release(f *feed) {
 	sh := h.shard(f.key)
 	sh.mu.Lock()
 	f.refs--
-	end := f.refs == 0 && sh.feeds[f.key] == f && (f.err != nil || h.cfg.Linger == 0)
+	current := sh.feeds[f.key] == f
+	end := f.refs == 0 && current && (f.err != nil || h.cfg.Linger == 0)
+	var (
+		victim *feed
+		bound  string
+	)
 	if f.refs == 0 {
 		f.idleSince = time.Now()
+		if current && !end {
+			victim, bound = h.idle.add(f)
+		}
 	}
 	if end {
 		delete(sh.feeds, f.key)
@@ -270,6 +316,31 @@ func (h *Hub) release(f *feed) {
 	sh.mu.Unlock()
 	if end && f.sub != nil {
 		_ = f.sub.Unsubscribe()
+	}
+	if victim != nil {
+		h.endIdle(victim, bound)
+	}
+}
+
+// endIdle ends v, which idleSet.add took out of the idle lists, unless it
+// stopped being that same lingering feed in between (the locks were
+// released): re-acquired (refs > 0), ended by Sweep or Close (gone from its
+// shard), or re-acquired and released again (back in the idle lists, a new
+// idle period that the bound did not count against).
+func (h *Hub) endIdle(v *feed, bound string) {
+	sh := h.shard(v.key)
+	sh.mu.Lock()
+	end := v.refs == 0 && sh.feeds[v.key] == v && !h.idle.linked(v)
+	if end {
+		delete(sh.feeds, v.key)
+		h.m.Feeds.Dec()
+	}
+	sh.mu.Unlock()
+	if end {
+		h.m.IdleEnded.WithLabelValues(bound).Inc()
+		if v.sub != nil {
+			_ = v.sub.Unsubscribe()
+		}
 	}
 }
 
@@ -285,6 +356,7 @@ func (h *Hub) Sweep(now time.Time) int {
 		for k, f := range sh.feeds {
 			if f.refs == 0 && now.Sub(f.idleSince) > h.cfg.Linger {
 				delete(sh.feeds, k)
+				h.idle.remove(f)
 				h.m.Feeds.Dec()
 				if f.sub != nil {
 					subs = append(subs, f.sub)
@@ -311,6 +383,7 @@ type feed struct {
 	ready     chan struct{}
 	refs      int          // guarded by the shard lock
 	idleSince time.Time    // guarded by the shard lock; when refs last became 0
+	idle      idleLinks    // guarded by idleSet.mu
 	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
 	suspect   atomic.Bool  // a reconcile could not reach the pipeline: retry
 

@@ -1,0 +1,386 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
+)
+
+// newIdleHub returns a hub on a real NATS connection whose feeds linger
+// for an hour (only the idle bounds, Sweep and Close end them here).
+func newIdleHub(t testing.TB, perTenant, total int) (*Hub, *nats.Conn) {
+	t.Helper()
+	nc := connect(t, startNATS(t))
+	cfg := DefaultHubConfig()
+	cfg.Linger = time.Hour
+	cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds = perTenant, total
+	h := NewHub(nc, cfg, nil, nil)
+	t.Cleanup(h.Close)
+	return h, nc
+}
+
+// lookup returns the hub's feed of tenant's thread, or nil.
+func (h *Hub) lookup(tenant, thread string) *feed {
+	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+	sh := h.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.feeds[k]
+}
+
+// visit subscribes to and leaves each thread of tenant in turn, leaving
+// each one lingering.
+func visit(t testing.TB, h *Hub, tenant string, threads ...string) {
+	t.Helper()
+	for _, id := range threads {
+		f, err := h.acquire(context.Background(), tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.release(f)
+	}
+}
+
+// checkIdle verifies the idle lists against the shards' maps and the
+// gauges, and returns the lingering feeds' count per tenant. The hub must
+// be quiescent.
+func checkIdle(t testing.TB, h *Hub) map[string]int {
+	t.Helper()
+	feeds, idle := 0, map[string]int{}
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		for _, f := range sh.feeds {
+			feeds++
+			if f.refs == 0 {
+				idle[f.key.tenant]++
+				if !h.idle.linked(f) {
+					t.Errorf("lingering feed %v is not in the idle lists", f.key)
+				}
+			} else if h.idle.linked(f) {
+				t.Errorf("active feed %v is in the idle lists", f.key)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	s := &h.idle
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for f := s.all.head; f != nil; f = f.idle.nextAll {
+		n++
+	}
+	sum := 0
+	for tenant, tl := range s.tenants {
+		m := 0
+		for f := tl.head; f != nil; f = f.idle.nextTenant {
+			m++
+		}
+		if m != tl.n || m != idle[tenant] || m == 0 || m > s.perTenant {
+			t.Errorf("tenant %s: list of %d, counted %d, lingering %d, bound %d", tenant, m, tl.n, idle[tenant], s.perTenant)
+		}
+		sum += m
+	}
+	if n != s.all.n || n != sum || n > s.total {
+		t.Errorf("idle list of %d, counted %d, tenants' sum %d, bound %d", n, s.all.n, sum, s.total)
+	}
+	if g := counterValue(h.m.Feeds); g != float64(feeds) {
+		t.Errorf("feeds gauge %v, want %d", g, feeds)
+	}
+	if g := counterValue(h.m.IdleFeeds); g != float64(n) {
+		t.Errorf("idle feeds gauge %v, want %d", g, n)
+	}
+	if got := h.nc.NumSubscriptions(); got != feeds {
+		t.Errorf("%d NATS subscriptions, want one per feed: %d", got, feeds)
+	}
+	return idle
+}
+
+// A tenant over its bound ends its own oldest lingering feeds, not another
+// tenant's, and not its active ones.
+func TestIdleBoundPerTenant(t *testing.T) {
+	h, _ := newIdleHub(t, 3, 100)
+	visit(t, h, "globex", "g0", "g1")
+	active, err := h.acquire(context.Background(), "acme", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	visit(t, h, "acme", "a0", "a1", "a2", "a3", "a4", "a5")
+
+	for _, tt := range []struct {
+		tenant, thread string
+		wantLive       bool
+	}{
+		{"globex", "g0", true}, {"globex", "g1", true}, {"acme", "busy", true},
+		{"acme", "a0", false}, {"acme", "a1", false}, {"acme", "a2", false},
+		{"acme", "a3", true}, {"acme", "a4", true}, {"acme", "a5", true},
+	} {
+		if got := h.lookup(tt.tenant, tt.thread) != nil; got != tt.wantLive {
+			t.Errorf("%s/%s: feed present = %v, want %v", tt.tenant, tt.thread, got, tt.wantLive)
+		}
+	}
+	if got := counterValue(h.m.IdleEnded.WithLabelValues(BoundTenant)); got != 3 {
+		t.Errorf("ended by the tenant bound: %v, want 3", got)
+	}
+	if got := counterValue(h.m.IdleEnded.WithLabelValues(BoundTotal)); got != 0 {
+		t.Errorf("ended by the total bound: %v, want 0", got)
+	}
+	if idle := checkIdle(t, h); idle["acme"] != 3 || idle["globex"] != 2 {
+		t.Errorf("lingering per tenant: %v", idle)
+	}
+	h.release(active)
+	// busy is now acme's newest lingering feed: a3 makes room for it.
+	if h.lookup("acme", "busy") == nil || h.lookup("acme", "a3") != nil {
+		t.Error("releasing the active feed did not push out acme's oldest lingering one")
+	}
+	checkIdle(t, h)
+}
+
+// Over the total bound the oldest lingering feed of any tenant ends.
+func TestIdleBoundTotal(t *testing.T) {
+	h, _ := newIdleHub(t, 10, 4)
+	for i := range 6 {
+		visit(t, h, fmt.Sprintf("t%d", i), "x")
+	}
+	for i := range 6 {
+		if got, want := h.lookup(fmt.Sprintf("t%d", i), "x") != nil, i >= 2; got != want {
+			t.Errorf("t%d: feed present = %v, want %v", i, got, want)
+		}
+	}
+	if got := counterValue(h.m.IdleEnded.WithLabelValues(BoundTotal)); got != 2 {
+		t.Errorf("ended by the total bound: %v, want 2", got)
+	}
+	checkIdle(t, h)
+}
+
+// A lingering feed subscribed to again is the same feed (its ring serves
+// the resume), active, out of the idle count, and lingers again as the
+// newest when left.
+func TestIdleReacquire(t *testing.T) {
+	h, _ := newIdleHub(t, 2, 100)
+	visit(t, h, "acme", "a0", "a1")
+	before := h.lookup("acme", "a0")
+	f, err := h.acquire(context.Background(), "acme", "a0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != before {
+		t.Fatal("re-acquiring a lingering feed made a new one")
+	}
+	if idle := checkIdle(t, h); idle["acme"] != 1 {
+		t.Fatalf("lingering after re-acquire: %v, want acme:1", idle)
+	}
+	visit(t, h, "acme", "a2", "a3") // a1 is pushed out; a0 is active
+	if h.lookup("acme", "a1") != nil || h.lookup("acme", "a0") != f {
+		t.Fatal("the bound ended the wrong feed")
+	}
+	h.release(f) // a0 lingers again, newest: a2 goes
+	if h.lookup("acme", "a2") != nil || h.lookup("acme", "a0") != f || h.lookup("acme", "a3") == nil {
+		t.Fatal("a0 did not linger again as the newest")
+	}
+	if got := counterValue(h.m.IdleEnded.WithLabelValues(BoundTenant)); got != 2 {
+		t.Errorf("ended by the tenant bound: %v, want 2", got)
+	}
+	checkIdle(t, h)
+}
+
+// Sweep and Close take feeds out of the idle lists: the gauges return to
+// zero and every NATS subscription is gone.
+func TestIdleSweepAndClose(t *testing.T) {
+	h, nc := newIdleHub(t, 3, 5)
+	visit(t, h, "acme", "a0", "a1", "a2", "a3")
+	visit(t, h, "globex", "g0", "g1")
+	checkIdle(t, h)
+	if n := h.Sweep(time.Now().Add(2 * time.Hour)); n != 5 {
+		t.Fatalf("Sweep ended %d, want 5", n)
+	}
+	if idle := checkIdle(t, h); len(idle) != 0 {
+		t.Fatalf("lingering after Sweep: %v", idle)
+	}
+	visit(t, h, "acme", "a0", "a1")
+	f, err := h.acquire(context.Background(), "globex", "g0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h.release(f) // after Close: gone from its shard, must not linger
+	if idle := checkIdle(t, h); len(idle) != 0 {
+		t.Fatalf("lingering after Close: %v", idle)
+	}
+	if g := counterValue(h.m.Feeds); g != 0 {
+		t.Fatalf("feeds gauge %v after Close", g)
+	}
+	if n := nc.NumSubscriptions(); n != 0 {
+		t.Fatalf("%d NATS subscriptions after Close", n)
+	}
+}
+
+// Subscribers of several tenants come and go at once, re-acquiring
+// lingering feeds and being pushed out, while Sweep runs: under -race, and
+// with the counts consistent at the end.
+func TestIdleBoundConcurrent(t *testing.T) {
+	h, nc := newIdleHub(t, 5, 12)
+	tenants := []string{"acme", "globex", "initech", "umbrella"}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Linger is an hour: this sweeps nothing but takes the locks.
+			h.Sweep(time.Now())
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var workers sync.WaitGroup
+	for w := range 8 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			var held []*feed
+			for range 300 {
+				// Few threads per tenant, so re-acquiring lingering
+				// feeds (and racing their push-out) is common.
+				tenant := tenants[r.IntN(len(tenants))]
+				f, err := h.acquire(context.Background(), tenant, fmt.Sprint(r.IntN(10)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				held = append(held, f)
+				for len(held) > 0 && (len(held) > 3 || r.IntN(2) == 0) {
+					i := r.IntN(len(held))
+					h.release(held[i])
+					held = append(held[:i], held[i+1:]...)
+				}
+			}
+			for _, f := range held {
+				h.release(f)
+			}
+		}()
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	idle := checkIdle(t, h)
+	n := 0
+	for _, c := range idle {
+		n += c
+	}
+	if n == 0 || n > 12 {
+		t.Fatalf("%d lingering after everyone left, want 1..12", n)
+	}
+	if ended := counterValue(h.m.IdleEnded.WithLabelValues(BoundTenant)) + counterValue(h.m.IdleEnded.WithLabelValues(BoundTotal)); ended == 0 {
+		t.Fatal("the bounds never ended a feed")
+	}
+	h.Sweep(time.Now().Add(2 * time.Hour))
+	checkIdle(t, h)
+	if g := counterValue(h.m.Feeds); g != 0 {
+		t.Fatalf("feeds gauge %v after the final Sweep", g)
+	}
+	if k := nc.NumSubscriptions(); k != 0 {
+		t.Fatalf("%d NATS subscriptions after the final Sweep", k)
+	}
+}
+
+// endIdle ends a pushed-out feed only if it is still the same lingering
+// feed once the locks are retaken: not re-acquired meanwhile, not lingering
+// again (a new idle period), not already swept.
+func TestEndIdleSkipsChangedFeed(t *testing.T) {
+	h, _ := newIdleHub(t, 5, 5)
+	visit(t, h, "acme", "a0")
+	v := h.lookup("acme", "a0")
+	h.idle.remove(v) // as idleSet.add does when it picks v
+
+	f, err := h.acquire(context.Background(), "acme", "a0") // re-acquired in the window
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.endIdle(v, BoundTenant)
+	if h.lookup("acme", "a0") != v {
+		t.Fatal("endIdle ended an active feed")
+	}
+	h.release(f) // lingering again: a new idle period
+	h.endIdle(v, BoundTenant)
+	if h.lookup("acme", "a0") != v {
+		t.Fatal("endIdle ended a feed that lingers again")
+	}
+	checkIdle(t, h)
+
+	h.idle.remove(v)
+	if n := h.Sweep(time.Now().Add(2 * time.Hour)); n != 1 {
+		t.Fatalf("Sweep ended %d, want 1", n)
+	}
+	h.endIdle(v, BoundTenant) // already swept: no second end
+	if got := counterValue(h.m.IdleEnded.WithLabelValues(BoundTenant)); got != 0 {
+		t.Fatalf("counted %v ended by the bound, want 0", got)
+	}
+	checkIdle(t, h)
+
+	visit(t, h, "acme", "a1")
+	v = h.lookup("acme", "a1")
+	h.idle.remove(v)
+	h.endIdle(v, BoundTenant) // still the same lingering feed: ends
+	if h.lookup("acme", "a1") != nil || counterValue(h.m.IdleEnded.WithLabelValues(BoundTenant)) != 1 {
+		t.Fatal("endIdle did not end the feed it was given")
+	}
+	checkIdle(t, h)
+}
+
+// Through the server: a client resuming on a thread still lingering
+// continues from the ring; one whose thread the tenant bound pushed out
+// gets a snapshot instead (never a gap).
+func TestIdleBoundResume(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	th1 := newTestThread(t, pub, "acme", "r1")
+	th2 := newTestThread(t, pub, "acme", "r2")
+	s, hs := newServer(t, nc, func(c *Config) { c.Hub.MaxIdleFeedsPerTenant = 1 })
+	tok := token(t, "acme")
+	cursors := map[*testThread]string{}
+	for _, th := range []*testThread{th1, th2} {
+		th.publish(t, th.id+"a;")
+		c := openSSE(t, hs.URL+"/v1/threads/"+th.id+"/events", tok, nil)
+		var a aguiModel
+		a.follow(t, c, th.Text, 5*time.Second)
+		cursors[th] = c.lastID
+		c.close()
+		// The handler leaves (and the feed starts lingering) after the
+		// client hung up, in its own time.
+		waitFor(t, 5*time.Second, th.id+" lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 && counterValue(s.m.Feeds) == 1 })
+	}
+	if got := counterValue(s.m.IdleEnded.WithLabelValues(BoundTenant)); got != 1 {
+		t.Fatalf("ended by the tenant bound: %v, want 1", got)
+	}
+	for _, tt := range []struct {
+		th        *testThread
+		wantSnaps int
+	}{
+		{th2, 0}, // lingering: from the ring
+		{th1, 1}, // pushed out: a snapshot
+	} {
+		tt.th.publish(t, tt.th.id+"b;")
+		c := openSSE(t, hs.URL+"/v1/threads/"+tt.th.id+"/events", tok, http.Header{"Last-Event-Id": {cursors[tt.th]}})
+		a := aguiModel{text: tt.th.id + "a;"}
+		a.follow(t, c, tt.th.Text, 5*time.Second)
+		if a.snapshots != tt.wantSnaps {
+			t.Errorf("%s: resumed with %d snapshots, want %d", tt.th.id, a.snapshots, tt.wantSnaps)
+		}
+		c.close()
+	}
+}
