@@ -49,6 +49,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&f.Hub.RingFrames, "ring-frames", f.Hub.RingFrames, "recent frames kept per thread for resuming")
 	fs.IntVar(&f.Hub.RingBytes, "ring-bytes", f.Hub.RingBytes, "bytes of recent frames kept per thread")
 	fs.DurationVar(&f.Hub.Linger, "linger", f.Hub.Linger, "keep a thread's subscription this long after its last subscriber left")
+	fs.IntVar(&f.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", f.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
+	fs.IntVar(&f.Hub.MaxIdleFeeds, "max-idle-threads", f.Hub.MaxIdleFeeds, "lingering threads on the node; past it the oldest ends at once (negative: unlimited)")
 
 	// Environment first, then the command line over it.
 	if err := envflag.Parse(fs, args, getenv); err != nil {

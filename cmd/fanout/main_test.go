@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/threadcast/threadcast/fanout"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -39,6 +41,20 @@ func TestParseConfig(t *testing.T) {
 			check: func(t *testing.T, c config) {
 				if c.Fanout.MaxLifetime != 2*time.Minute {
 					t.Fatalf("%v", c.Fanout.MaxLifetime)
+				}
+			}},
+		{name: "idle bounds: defaults", args: []string{"--auth-key", key},
+			check: func(t *testing.T, c config) {
+				d := fanout.DefaultHubConfig()
+				if c.Fanout.Hub.MaxIdleFeedsPerTenant != d.MaxIdleFeedsPerTenant || c.Fanout.Hub.MaxIdleFeeds != d.MaxIdleFeeds {
+					t.Fatalf("%+v", c.Fanout.Hub)
+				}
+			}},
+		{name: "idle bounds: env and flag", args: []string{"--max-idle-threads", "500"},
+			env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_IDLE_THREADS_PER_TENANT": "50", "THREADCAST_MAX_IDLE_THREADS": "900"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.Hub.MaxIdleFeedsPerTenant != 50 || c.Fanout.Hub.MaxIdleFeeds != 500 {
+					t.Fatalf("%+v", c.Fanout.Hub)
 				}
 			}},
 		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},

@@ -571,6 +571,13 @@ func TestParseServe(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "fanout idle bounds", give: []string{"--max-idle-threads-per-tenant", "7"}, env: map[string]string{"THREADCAST_MAX_IDLE_THREADS": "70"},
+			check: func(c serveConfig) error {
+				if h := c.node.FanoutConfig.Hub; h.MaxIdleFeedsPerTenant != 7 || h.MaxIdleFeeds != 70 {
+					return fmt.Errorf("%+v", h)
+				}
+				return nil
+			}},
 		{name: "tenants", give: []string{"--demo-tenants", " a1, b2 ,", "--demo-agents", "4"}, check: func(c serveConfig) error {
 			if strings.Join(c.node.DemoConfig.Tenants, ",") != "a1,b2" || c.node.DemoConfig.Agents != 4 {
 				return fmt.Errorf("%+v", c.node.DemoConfig)
