@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,16 +23,62 @@ var ErrDeliveryGap = errors.New("pipeline: consumer delivery gap")
 // seq (0: not a JetStream delivery), which the shard then need not parse
 // from the reply subject a second time.
 func deliveryGap(msg jetstream.Msg, last *uint64) (uint64, error) {
-	meta, err := msg.Metadata()
-	if err != nil {
+	seq, d, ok := ackReplySeqs(msg.Reply())
+	if !ok {
 		return 0, nil // not a JetStream delivery; the shard reports it
 	}
-	d := meta.Sequence.Consumer
 	if *last != 0 && d != *last+1 {
-		return meta.Sequence.Stream, fmt.Errorf("%w: delivery %d after %d (stream seq %d)", ErrDeliveryGap, d, *last, meta.Sequence.Stream)
+		return seq, fmt.Errorf("%w: delivery %d after %d (stream seq %d)", ErrDeliveryGap, d, *last, seq)
 	}
 	*last = d
-	return meta.Sequence.Stream, nil
+	return seq, nil
+}
+
+// ackReplySeqs returns the stream and consumer sequences of a JetStream
+// delivery from its reply (ack) subject, read as nats.go's Msg.Metadata
+// reads them, but without building a MsgMetadata: this runs once per
+// delivered message. The two forms (ADR-15):
+//
+//	v1: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+//	v2: $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>[.<token>...]
+//
+// v1 has 9 tokens; v2 at least 11. ok is false for anything else.
+func ackReplySeqs(reply string) (stream, consumer uint64, ok bool) {
+	const prefix = "$JS.ACK."
+	if len(reply) < len(prefix) || reply[:len(prefix)] != prefix {
+		return 0, 0, false
+	}
+	tokens := strings.Count(reply, ".") + 1
+	var skip int // tokens after the prefix before <sseq>
+	switch {
+	case tokens == 9:
+		skip = 3
+	case tokens >= 11:
+		skip = 5
+	default:
+		return 0, 0, false
+	}
+	rest := reply[len(prefix):]
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	sseq, rest, _ := strings.Cut(rest, ".")
+	cseq, _, _ := strings.Cut(rest, ".")
+	return ackNum(sseq), ackNum(cseq), true
+}
+
+// ackNum parses a decimal token of an ack subject; 0 if it is not one (as
+// nats.go's parser does).
+func ackNum(s string) uint64 {
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
 }
 
 // Service is what Restarting runs: an *Ingest, built afresh for each run.

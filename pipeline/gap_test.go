@@ -44,6 +44,17 @@ func TestDeliveryGap(t *testing.T) {
 	if len(msgs) != 5 {
 		t.Fatalf("fetched %d", len(msgs))
 	}
+	// The sequences read from the reply subject are Metadata's.
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sseq, cseq, ok := ackReplySeqs(m.Reply())
+		if !ok || sseq != meta.Sequence.Stream || cseq != meta.Sequence.Consumer {
+			t.Errorf("ackReplySeqs(%q) = %d, %d, %v; Metadata says %d, %d", m.Reply(), sseq, cseq, ok, meta.Sequence.Stream, meta.Sequence.Consumer)
+		}
+	}
 	tests := []struct {
 		name    string
 		give    []int // indexes of msgs, delivered in this order
@@ -81,6 +92,8 @@ func TestDeliveryGap(t *testing.T) {
 type plainMsg struct{ jetstream.Msg }
 
 func (plainMsg) Metadata() (*jetstream.MsgMetadata, error) { return nil, nats.ErrNotJSMessage }
+
+func (plainMsg) Reply() string { return "" }
 
 // fakeService ends its run with the outcome given, or when ctx ends.
 type fakeService struct {
@@ -149,3 +162,29 @@ func TestRestarting(t *testing.T) {
 }
 
 var errBuild = errors.New("build fails")
+
+// TestAckReplySeqs: both ack subject forms, and what is not one.
+func TestAckReplySeqs(t *testing.T) {
+	tests := []struct {
+		give         string
+		wantS, wantC uint64
+		wantOK       bool
+	}{
+		{give: "$JS.ACK.EVENTS.ingest-p3.1.4711.42.1700000000000000000.9", wantS: 4711, wantC: 42, wantOK: true},
+		{give: "$JS.ACK._.ABCHASH.EVENTS.ingest-p3.2.4711.42.1700000000000000000.9.xyz", wantS: 4711, wantC: 42, wantOK: true},
+		{give: "$JS.ACK.hub.ABCHASH.EVENTS.ingest-p3.1.5.6.1700000000000000000.0", wantS: 5, wantC: 6, wantOK: true},  // v2 without the token
+		{give: "$JS.ACK.hub.ABCHASH.EVENTS.c.1.5.6.1700000000000000000.0.tok.more", wantS: 5, wantC: 6, wantOK: true}, // later tokens ignored
+		{give: "$JS.ACK.EVENTS.c.1.x5.6.1700000000000000000.0", wantS: 0, wantC: 6, wantOK: true},                     // not a number: 0, like nats.go
+		{give: "$JS.ACK.EVENTS.c.1.5.6.1700000000000000000", wantOK: false},                                           // 8 tokens
+		{give: "$JS.ACK.hub.EVENTS.c.1.5.6.1700000000000000000.0", wantOK: false},                                     // 10 tokens
+		{give: "$JS.NAK.EVENTS.c.1.5.6.1700000000000000000.0", wantOK: false},
+		{give: "_INBOX.abc", wantOK: false},
+		{give: "", wantOK: false},
+	}
+	for _, tt := range tests {
+		s, c, ok := ackReplySeqs(tt.give)
+		if s != tt.wantS || c != tt.wantC || ok != tt.wantOK {
+			t.Errorf("ackReplySeqs(%q) = %d, %d, %v; want %d, %d, %v", tt.give, s, c, ok, tt.wantS, tt.wantC, tt.wantOK)
+		}
+	}
+}

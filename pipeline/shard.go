@@ -358,7 +358,9 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	}
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
-	s.m.Warnings.Add(float64(len(res.Warnings)))
+	if len(res.Warnings) > 0 {
+		s.m.Warnings.Add(float64(len(res.Warnings)))
+	}
 	if res.Fatal != nil {
 		t.compact.Add(&s.ev, res) // a barrier: nothing folds across it
 		if errors.Is(res.Fatal, reducer.ErrStaleSeq) {
@@ -712,10 +714,15 @@ func (s *shard) ack(ps *partState, force bool) {
 	}
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
 	ps.ackedAt = s.now
-	clear(ps.pending[:i])
-	ps.pending = ps.pending[i:]
-	if cap(ps.pending) > 1024 && len(ps.pending) < cap(ps.pending)/4 {
-		ps.pending = append([]pendingMsg(nil), ps.pending...) // release the consumed prefix
+	// Move the rest to the front rather than re-slicing past the acked
+	// prefix: the array is reused from one ack to the next instead of being
+	// outgrown and reallocated every few thousand messages (it holds
+	// pointers, so every reallocation is also GC work).
+	n := copy(ps.pending, ps.pending[i:])
+	clear(ps.pending[n:])
+	ps.pending = ps.pending[:n]
+	if cap(ps.pending) > 4096 && n < cap(ps.pending)/8 {
+		ps.pending = append(make([]pendingMsg, 0, 2*n), ps.pending...) // shrink after a burst
 	}
 }
 
