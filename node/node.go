@@ -417,6 +417,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 		}
 		return pipeline.NewIngest(n.nc, pc)
 	})
+	in.RestartOnLost = true // one process owns every partition
 	n.in = in
 	n.ingest.run(func(ctx context.Context) error { return in.Run(ctx, n.cfg.Drain) }, n.fail("ingest"))
 

@@ -46,6 +46,15 @@ type Config struct {
 	MaxAckPending  int           // per partition; bounds un-acked messages in flight
 	AckWait        time.Duration // redelivery timeout of an un-acked message
 	QueueLen       int           // per-shard bound on delivered, unprocessed messages
+	// ConsumerMemory keeps each partition consumer's state (delivered and
+	// ack floor) in the server's memory instead of a file the server
+	// rewrites several times a second: the position is soft state here,
+	// since checkpoints (with the seq each covers) are the durable record,
+	// and each shard also stores its partitions' ack floors in the bucket
+	// (at most every second and at shutdown). A consumer lost with a
+	// server restart is recreated from that floor; events it replays that
+	// a checkpoint already covers are skipped.
+	ConsumerMemory bool
 	// SnapshotQueue bounds the distinct threads with snapshot requests
 	// queued per shard (requests for a queued thread share its reply); a
 	// request beyond it is answered "busy". 0 means DefaultSnapshotQueue.
@@ -96,6 +105,7 @@ func DefaultConfig() Config {
 		Duplicates:         2 * time.Minute,
 		KVMaxBytes:         -1,
 		ConsumerPrefix:     "ingest",
+		ConsumerMemory:     true,
 		MaxAckPending:      20000,
 		AckWait:            2 * time.Minute,
 		QueueLen:           4096,

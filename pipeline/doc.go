@@ -47,6 +47,15 @@
 // watermark; with AckAll that one ack covers every earlier message, and the
 // consumer's ack floor IS the watermark.
 //
+// The consumers' state is kept in the server's memory by default
+// (Config.ConsumerMemory): it is soft state, since the checkpoints and the
+// seq each covers are the durable record. Each shard also stores its
+// partitions' floors in the bucket (at most every second, and at shutdown:
+// floor.go). A server restart forgets the consumers; the ingest notices
+// (ErrConsumerLost), and a fresh one recreates each consumer after its stored
+// floor, replaying at most a second's worth of covered events, which the
+// checkpoints' seqs skip.
+//
 // Checkpoints are written per thread after CheckpointEvery events, when dirty
 // for CheckpointInterval, at the end of every run, when a partition's un-acked
 // backlog reaches half of MaxAckPending, and at shutdown. They are async KV

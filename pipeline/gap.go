@@ -18,6 +18,14 @@ import (
 // thread what its checkpoint covers.
 var ErrDeliveryGap = errors.New("pipeline: consumer delivery gap")
 
+// ErrConsumerLost is the cause with which an Ingest stops when a partition's
+// consumer no longer exists (a server restart forgot it: Config.
+// ConsumerMemory; or it was deleted). A fresh Ingest recreates it after the
+// partition's stored floor (floor.go). Restarting restarts on it only when
+// RestartOnLost is set: in lease mode a lost consumer may mean another
+// owner took the partition, and the lease machinery decides.
+var ErrConsumerLost = errors.New("pipeline: partition consumer lost")
+
 // deliveryGap checks that msg's consumer sequence follows *last (0: the
 // first delivery, anything goes) and advances *last. It returns msg's stream
 // seq (0: not a JetStream delivery), which the shard then need not parse
@@ -89,13 +97,18 @@ type Service interface {
 }
 
 // Restarting runs an Ingest, and a fresh one each time one stops on a
-// delivery gap, until ctx ends or one stops for another reason. Build it
+// delivery gap (or a lost consumer: RestartOnLost), until ctx ends or one
+// stops for another reason. Build it
 // with NewRestarting; Ready and Lag (of the current Ingest) are safe for
 // concurrent use.
 type Restarting struct {
 	build func() (Service, error)
 	// OnRestart, when set before Run, is called after each replacement.
 	OnRestart func()
+	// RestartOnLost, when set before Run, also replaces an Ingest that
+	// stopped on ErrConsumerLost. Right when partitions are assigned
+	// statically (nobody else can own them); not in lease mode.
+	RestartOnLost bool
 
 	mu       sync.Mutex
 	cur      Service
@@ -132,7 +145,8 @@ func (r *Restarting) Restarts() int {
 }
 
 // Run runs Ingests (each with drain) until ctx ends; it returns the last
-// one's error, never ErrDeliveryGap unless ctx ended meanwhile.
+// one's error, never ErrDeliveryGap (nor, with RestartOnLost,
+// ErrConsumerLost) unless ctx ended meanwhile.
 func (r *Restarting) Run(ctx context.Context, drain time.Duration) error {
 	for {
 		in, err := r.build()
@@ -143,7 +157,8 @@ func (r *Restarting) Run(ctx context.Context, drain time.Duration) error {
 		r.cur = in
 		r.mu.Unlock()
 		err = in.Run(ctx, drain)
-		if !errors.Is(err, ErrDeliveryGap) || ctx.Err() != nil {
+		restart := errors.Is(err, ErrDeliveryGap) || r.RestartOnLost && errors.Is(err, ErrConsumerLost)
+		if !restart || ctx.Err() != nil {
 			return err
 		}
 		r.mu.Lock()

@@ -107,7 +107,11 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	partShard := make(map[int]*shard, len(owned))
 	for i, p := range owned {
 		sh := shards[i%nShards]
-		cons, err := bindConsumer(ctx, stream, cfg, p)
+		known, err := loadFloor(ctx, sh.store, p)
+		if err != nil {
+			return err
+		}
+		cons, err := bindConsumer(ctx, stream, cfg, p, known)
 		if err != nil {
 			return err
 		}
@@ -169,7 +173,26 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				// 10 s after a NATS server stopped (cluster_test.go).
 				jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
 				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+					if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+						// Nothing more will come: a server restart forgot a
+						// memory-stored consumer, or an operator deleted it.
+						in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", err)
+						fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, err))
+						return
+					}
 					in.log.Debug("consume", "partition", p, "err", err)
+					// A consumer a server restart forgot shows only as
+					// missing heartbeats and unanswered pulls: ask whether
+					// it still exists (at most once per heartbeat period).
+					if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+						ictx, icancel := context.WithTimeout(hardCtx, 2*time.Second)
+						_, ierr := ps.cons.Info(ictx)
+						icancel()
+						if errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+							in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", ierr)
+							fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, ierr))
+						}
+					}
 				}))
 			if err != nil {
 				return fmt.Errorf("pipeline: consume partition %d: %w", p, err)
@@ -222,7 +245,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if startErr != nil {
 		return startErr
 	}
-	if cause := context.Cause(ctx); errors.Is(cause, ErrFenced) || errors.Is(cause, ErrDeliveryGap) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrFenced) || errors.Is(cause, ErrDeliveryGap) || errors.Is(cause, ErrConsumerLost) {
 		return cause
 	}
 	if hardCtx.Err() != nil {
@@ -249,10 +272,13 @@ const pullMaxBytes = 8 << 20
 // highest of their ack floors — each floor is covered by stored checkpoints,
 // since acks follow checkpoints — and they are deleted after it exists. If
 // the process dies in between, the next start sees both and starts from the
-// same floor; with no consumer at all it starts at the stream's beginning
-// and every event is skipped by its thread's checkpoint seq: slow, never
+// same floor. With no consumer at all (the first start, or a server restart
+// that lost memory-stored consumers: Config.ConsumerMemory) it starts after
+// known, the floor the shards stored in the bucket (storeFloor), or at the
+// stream's beginning when there is none; every replayed event a checkpoint
+// already covers is skipped by its thread's checkpoint seq: slower, never
 // wrong.
-func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p int) (jetstream.Consumer, error) {
+func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p int, known uint64) (jetstream.Consumer, error) {
 	name := cfg.ConsumerName(p)
 	cc := jetstream.ConsumerConfig{
 		Durable:       name,
@@ -264,6 +290,7 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p i
 		MaxAckPending: cfg.MaxAckPending,
 		MaxDeliver:    -1,
 		Replicas:      cfg.Replicas,
+		MemoryStorage: cfg.ConsumerMemory,
 	}
 	olds, err := partitionConsumers(ctx, stream, cfg, p)
 	if err != nil {
@@ -284,6 +311,11 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p i
 				return nil, fmt.Errorf("pipeline: reset consumer %s: %w", name, err)
 			}
 		}
+	}
+	// A stored floor past the stream's end belongs to an earlier stream of
+	// the same name (deleted and recreated): it must not skip this one's.
+	if last := stream.CachedInfo().State.LastSeq; known <= last {
+		floor = max(floor, known)
 	}
 	if floor > 0 {
 		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

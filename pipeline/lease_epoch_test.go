@@ -69,7 +69,7 @@ func TestConsumerEpochs(t *testing.T) {
 	// Owner A (epoch 1) gets everything, acks the first three.
 	a := cfg
 	a.ConsumerEpoch = 1
-	consA, err := bindConsumer(ctx, stream, &a, 1)
+	consA, err := bindConsumer(ctx, stream, &a, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestConsumerEpochs(t *testing.T) {
 	// Owner B (epoch 2) takes over: starts after A's floor, A's consumer goes.
 	b := cfg
 	b.ConsumerEpoch = 2
-	consB, err := bindConsumer(ctx, stream, &b, 1)
+	consB, err := bindConsumer(ctx, stream, &b, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestConsumerEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := cfg
-	consS, err := bindConsumer(ctx, stream, &st, 1)
+	consS, err := bindConsumer(ctx, stream, &st, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,11 @@ func newFencedStore(ctx context.Context, js jetstream.JetStream, base *kvStore, 
 	return &fencedStore{kvStore: base, stream: st, revs: make(map[string]uint64), onFence: onFence}, nil
 }
 
-func fenced(key string) bool { return !strings.HasPrefix(key, "_c.") }
+// fenced reports whether writes of key are conditional on its last
+// revision: checkpoint heads are; chunks ("_c.", written before the head
+// that points at them) and partition floors ("_f.", advisory: floor.go)
+// are not.
+func fenced(key string) bool { return !strings.HasPrefix(key, "_c.") && !strings.HasPrefix(key, "_f.") }
 
 // Get reads the key's last message (delete and purge markers included, so
 // their sequence is known) and remembers its revision.

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,4 +250,183 @@ func TestChunkedCheckpoints(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestServerRestartLosesConsumers: with Config.ConsumerMemory a server
+// restart forgets the partition consumers. The next ingest recreates each
+// one after the ack floor its shard stored in the bucket (not at the
+// stream's beginning), and every view still equals the offline reduction:
+// nothing lost, nothing applied twice.
+func TestServerRestartLosesConsumers(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	dir := t.TempDir()
+	s := runServerAt(t, dir)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	if !cfg.ConsumerMemory {
+		t.Fatal("ConsumerMemory is not the default")
+	}
+	streams := genStreams(t, 100, "m")
+	seqs := map[string][]uint64{}
+
+	ti := startIngest(t, nc, cfg)
+	mustInterleave(t, js, streams, 0, 15, 1, seqs)
+	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	if err := ti.stop(); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	// The graceful stop stored every partition's final floor.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floors := map[int]uint64{}
+	for _, p := range cfg.OwnedPartitions() {
+		e, err := kv.Get(ctx, floorKey(p))
+		if err != nil {
+			t.Fatalf("partition %d: no stored floor: %v", p, err)
+		}
+		f, err := strconv.ParseUint(string(e.Value()), 10, 64)
+		if err != nil || f == 0 {
+			t.Fatalf("partition %d: floor %q", p, e.Value())
+		}
+		floors[p] = f
+	}
+
+	nc.Close()
+	s.Shutdown()
+	s.WaitForShutdown()
+	s = runServerAt(t, dir)
+	nc = connect(t, s)
+	js, _ = jetstream.New(nc)
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range st.ConsumerNames(ctx).Name() {
+		t.Fatalf("consumer %s survived the restart: the test does not test what it says", n)
+	}
+
+	mustInterleave(t, js, streams, 15, 1000, 4, seqs)
+	startIngest(t, nc, cfg)
+	for _, p := range cfg.OwnedPartitions() {
+		c, err := st.Consumer(ctx, cfg.ConsumerName(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.CachedInfo().Config.OptStartSeq; got != floors[p]+1 {
+			t.Errorf("partition %d: consumer starts at %d, want the stored floor %d + 1", p, got, floors[p])
+		}
+	}
+	checkViews(t, nc, cfg.Partitions, streams, seqs)
+}
+
+// TestStoredFloorUntrusted: a floor record that is not a number, or that
+// lies past the stream's end (left by an earlier stream of the same name),
+// is not started after: the consumer starts at the stream's beginning,
+// which is never wrong.
+func TestStoredFloorUntrusted(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, kv, err := EnsureStreams(ctx, js, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := newKVStore(nc, kv, cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, floorKey(0), []byte("not a seq")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := loadFloor(ctx, store, 0); err != nil || f != 0 {
+		t.Errorf("garbage floor: loadFloor = %d, %v; want 0, nil", f, err)
+	}
+	if f, err := loadFloor(ctx, store, 1); err != nil || f != 0 {
+		t.Errorf("absent floor: loadFloor = %d, %v; want 0, nil", f, err)
+	}
+	if _, err := kv.Put(ctx, floorKey(1), []byte("1000000")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := loadFloor(ctx, store, 1)
+	if err != nil || f != 1000000 {
+		t.Fatalf("loadFloor = %d, %v; want 1000000", f, err)
+	}
+	if _, err := st.Info(ctx); err != nil { // refresh CachedInfo: the stream is empty
+		t.Fatal(err)
+	}
+	cons, err := bindConsumer(ctx, st, &cfg, 1, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cons.CachedInfo().Config; c.DeliverPolicy != jetstream.DeliverAllPolicy || c.OptStartSeq != 0 {
+		t.Errorf("floor past the stream's end was used: deliver %v from %d", c.DeliverPolicy, c.OptStartSeq)
+	}
+}
+
+// TestServerRestartWhileRunning: the server restarts under a running
+// Restarting ingest (static assignment, RestartOnLost). The restart forgets
+// the memory-stored consumers; each partition's Consume reports it, the
+// ingest stops with ErrConsumerLost and a fresh one rebinds after the stored
+// floors, and every view still equals the offline reduction.
+func TestServerRestartWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	scfg := DefaultServerConfig()
+	scfg.StoreDir = dir
+	s, err := StartServer(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	streams := genStreams(t, 100, "w")
+	seqs := map[string][]uint64{}
+
+	r := NewRestarting(func() (Service, error) { return NewIngest(nc, cfg) })
+	r.RestartOnLost = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, 20*time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 20*time.Second, func() error {
+		if !r.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	})
+	mustInterleave(t, js, streams, 0, 15, 1, seqs)
+	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+
+	// Restart the server on the same port and store; the client reconnects.
+	scfg.Port = s.Addr().(*net.TCPAddr).Port
+	s.Shutdown()
+	s.WaitForShutdown()
+	s, err = StartServer(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() error {
+		if r.Restarts() == 0 {
+			return errors.New("the ingest did not restart after its consumers were lost")
+		}
+		if !r.Ready() {
+			return errors.New("not ready after the restart")
+		}
+		return nil
+	})
+	mustInterleave(t, js, streams, 15, 1000, 4, seqs)
+	checkViews(t, nc, cfg.Partitions, streams, seqs)
 }

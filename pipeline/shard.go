@@ -95,6 +95,8 @@ type partState struct {
 	pending []pendingMsg // in stream order
 	lastSeq uint64       // highest stream seq delivered (redeliveries are ≤)
 	ackedAt time.Time    // when the last ack was sent
+	floor   uint64       // the last floor stored in the bucket (floor.go)
+	floorAt time.Time    // when it was stored
 	blocked uint64       // a delivered message that could not be applied (0: none): nothing from it on is acked
 	dirty   map[*hotThread]struct{}
 }
@@ -714,6 +716,7 @@ func (s *shard) ack(ps *partState, force bool) {
 	}
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
 	ps.ackedAt = s.now
+	s.storeFloor(ps, ps.pending[i-1].seq, force)
 	// Move the rest to the front rather than re-slicing past the acked
 	// prefix: the array is reused from one ack to the next instead of being
 	// outgrown and reallocated every few thousand messages (it holds

@@ -120,9 +120,13 @@ func (a *app) Run(ctx context.Context) error {
 		lc.Metrics = pipeline.NewLeaseMetrics(a.reg)
 		in, err = pipeline.NewLeasedIngest(nc, pc, lc)
 	} else {
-		// A delivery gap (a NATS server or consumer leader moved) restarts
-		// the Ingest in place, replaying from the ack floors.
-		in = pipeline.NewRestarting(func() (pipeline.Service, error) { return pipeline.NewIngest(nc, pc) })
+		// A delivery gap (a NATS server or consumer leader moved) or a lost
+		// consumer (a server restart forgot it) restarts the Ingest in
+		// place, replaying from the ack floors. Static assignment: nobody
+		// else can own these partitions.
+		r := pipeline.NewRestarting(func() (pipeline.Service, error) { return pipeline.NewIngest(nc, pc) })
+		r.RestartOnLost = true
+		in = r
 		// (parseConfig validated pc, so the first build cannot fail on it.)
 	}
 	if err != nil {
