@@ -163,3 +163,78 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 		t.Errorf("acked %v: seq 2 is covered now", acked)
 	}
 }
+
+// floorFailStore refuses writes of partition floors only.
+type floorFailStore struct{ memStore }
+
+func (m floorFailStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+	if strings.HasPrefix(key, "_f.") {
+		return nil, errors.New("store down")
+	}
+	return m.memStore.Put(key, v, h)
+}
+
+// TestFloorFollowsAcks: a shard stores its partition's floor after acking
+// it (at most every floorInterval unless forced), never beyond what it
+// acked; a floor write that fails loses nothing but the floor (the acks
+// stand, the stored floor stays older, which is safe) and is retried at the
+// next ack; loadFloor reports a failing store as an error.
+func TestFloorFollowsAcks(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tap = false
+	mem := memStore{}
+	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, floorFailStore{mem})
+	ps := &partState{p: 3, dirty: make(map[*hotThread]struct{})}
+	s.parts[3] = ps
+	var acked []uint64
+	msg := func(seq uint64, thread string) *testMsg {
+		return &testMsg{subject: StoredSubject(3, "acme", thread), seq: seq, acked: &acked,
+			data: []byte(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`)}
+	}
+	ctx := context.Background()
+	s.now = time.Now()
+	s.handle(ctx, msg(10, "a"), 0)
+	s.flush(ctx, true)
+	if len(acked) != 1 || acked[0] != 10 {
+		t.Fatalf("acked %v, want [10]", acked)
+	}
+	if _, ok := mem[floorKey(3)]; ok || ps.floor != 0 {
+		t.Fatalf("a failed floor write was recorded: stored %q, ps.floor %d", mem[floorKey(3)], ps.floor)
+	}
+
+	s.store = mem
+	s.handle(ctx, msg(11, "b"), 0)
+	s.flush(ctx, true)
+	if got, err := loadFloor(ctx, mem, 3); err != nil || got != 11 {
+		t.Fatalf("stored floor %d, %v; want 11 (the last ack)", got, err)
+	}
+	// Unforced batches: a thread's checkpoint is written once it has been
+	// dirty for CheckpointInterval and counts at the batch after that.
+	settle := func() {
+		s.now = s.now.Add(cfg.CheckpointInterval + ackInterval)
+		s.flush(ctx, false)
+		s.now = s.now.Add(2 * ackInterval)
+		s.flush(ctx, false)
+	}
+	s.handle(ctx, msg(12, "a"), 0)
+	settle() // acked within floorInterval of the last floor
+	if acked[len(acked)-1] != 12 {
+		t.Fatalf("acked %v, want 12 last", acked)
+	}
+	if got, _ := loadFloor(ctx, mem, 3); got != 11 {
+		t.Errorf("floor rewritten within floorInterval: %d", got)
+	}
+	s.now = s.now.Add(floorInterval)
+	s.handle(ctx, msg(13, "b"), 0)
+	settle()
+	if acked[len(acked)-1] != 13 {
+		t.Fatalf("acked %v, want 13 last", acked)
+	}
+	if got, _ := loadFloor(ctx, mem, 3); got != 13 {
+		t.Errorf("floor %d after floorInterval, want the last ack 13", got)
+	}
+
+	if _, err := loadFloor(ctx, failStore{mem}, 3); err == nil {
+		t.Error("loadFloor on a failing store: no error")
+	}
+}
