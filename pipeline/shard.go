@@ -441,8 +441,9 @@ func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason strin
 	if idx >= 0 {
 		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
 	}
-	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
+	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()
+	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
 }
 
 func truncateN(s string, n int) string {
