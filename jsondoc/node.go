@@ -140,11 +140,12 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 // It allocates per container, not per child: one scan records the child
 // boundaries in a scratch on the stack (on the heap only past
 // stackSpans/3 members, whose split then costs more anyway), then an
-// array's nodes come from one slice, an object's members and their value
-// nodes from one slice (memberSlot), and all decoded names from one buffer. A child that outlives its siblings keeps the
-// whole batch alive; it already keeps the parent's raw text alive (children
-// are views of it), so the bound on what a split can pin is unchanged in
-// kind: proportional to the text split.
+// array's nodes come from one slice, and an object's members and their
+// value nodes from one slice (memberSlot), their names being views of the
+// raw text. A child that outlives its siblings keeps the whole batch alive;
+// it already keeps the parent's raw text alive (children and names are
+// views of it), so the bound on what a split can pin is unchanged in kind:
+// proportional to the text split.
 func (n *node) ensureSplit() {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
@@ -180,12 +181,10 @@ func (n *node) ensureSplit() {
 		n.elems = n.back
 		return
 	}
-	keyLen := 0
 	for b[i] != '}' {
 		k := skipString(b, i)
 		j := skipValue(b, k+1)
 		sp = append(sp, i, k, j)
-		keyLen += k - i - 2
 		i = j
 		if b[i] == ',' {
 			i++
@@ -196,27 +195,17 @@ func (n *node) ensureSplit() {
 		return
 	}
 	slots := make([]memberSlot, cnt)
-	// Names without escapes (nearly all) are decoded by slicing one string
-	// holding all of them; escaped ones are decoded on their own. kb is
-	// never written after this loop, so the string shares its bytes.
-	kb := make([]byte, 0, keyLen)
-	for k := 0; k < cnt; k++ {
-		lit := b[sp[3*k]:sp[3*k+1]]
-		if !hasEscape(lit) {
-			kb = append(kb, lit[1:len(lit)-1]...)
-		}
-	}
-	all := unsafe.String(unsafe.SliceData(kb), len(kb))
-	off := 0
 	for k := 0; k < cnt; k++ {
 		ks, ke, ve := sp[3*k], sp[3*k+1], sp[3*k+2]
 		keyLit := b[ks:ke:ke]
+		// A name without escapes (nearly all) is a view of the raw text:
+		// raw bytes are never modified, and the children already keep the
+		// text alive. An escaped one is decoded on its own.
 		var key string
 		if hasEscape(keyLit) {
 			key = decodeString(keyLit)
-		} else {
-			key = all[off : off+ke-ks-2]
-			off += ke - ks - 2
+		} else if ke-ks > 2 {
+			key = unsafe.String(&b[ks+1], ke-ks-2)
 		}
 		raw := b[ke+1 : ve : ve]
 		slots[k].n = node{kind: kindOf(raw), raw: raw}
