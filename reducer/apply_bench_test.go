@@ -471,6 +471,23 @@ func BenchmarkCheckpoint(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 }
 
+// BenchmarkAppendCheckpoint encodes a checkpoint of the long thread (what
+// the ingest pays per checkpoint write).
+func BenchmarkAppendCheckpoint(b *testing.B) {
+	loadBenchFixtures(b)
+	thr := NewThread("thread-1")
+	for j, e := range benchFixtures.longEv {
+		thr.Apply(uint64(j+1), e)
+	}
+	var buf []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = thr.AppendCheckpoint(buf[:0])
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
 // BenchmarkAppendView encodes the long thread's whole view.
 func BenchmarkAppendView(b *testing.B) {
 	loadBenchFixtures(b)
