@@ -45,6 +45,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
 	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
 	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
+	fs.DurationVar(&f.Hub.SnapshotRetry, "snapshot-retry", f.Hub.SnapshotRetry, "how long a join retries snapshot requests the pipeline answers busy or times out (then 503 with Retry-After)")
 	fs.IntVar(&f.Hub.QueueBytes, "queue-bytes", f.Hub.QueueBytes, "per-subscriber queue; past it the subscriber is resynchronised")
 	fs.IntVar(&f.Hub.RingFrames, "ring-frames", f.Hub.RingFrames, "recent frames kept per thread for resuming")
 	fs.IntVar(&f.Hub.RingBytes, "ring-bytes", f.Hub.RingBytes, "bytes of recent frames kept per thread")

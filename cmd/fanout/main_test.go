@@ -43,6 +43,13 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%v", c.Fanout.MaxLifetime)
 				}
 			}},
+		{name: "snapshot retry", args: []string{"--snapshot-retry", "3s"}, env: map[string]string{"THREADCAST_AUTH_KEY": key},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.Hub.SnapshotRetry != 3*time.Second {
+					t.Fatalf("%v", c.Fanout.Hub.SnapshotRetry)
+				}
+			}},
+		{name: "bad snapshot retry", args: []string{"--auth-key", key, "--snapshot-retry", "soon"}, wantErr: "snapshot-retry"},
 		{name: "idle bounds: defaults", args: []string{"--auth-key", key},
 			check: func(t *testing.T, c config) {
 				d := fanout.DefaultHubConfig()

@@ -44,6 +44,20 @@ func TestParseConfig(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "consumer storage and snapshot queue", give: []string{"--snapshot-queue", "64"}, env: map[string]string{"THREADCAST_CONSUMER_MEMORY": "false"},
+			check: func(c config) error {
+				if c.Pipeline.ConsumerMemory || c.Pipeline.SnapshotQueue != 64 {
+					return fmt.Errorf("consumer memory %v, snapshot queue %d", c.Pipeline.ConsumerMemory, c.Pipeline.SnapshotQueue)
+				}
+				return nil
+			}},
+		{name: "defaults: memory consumers, default snapshot queue", check: func(c config) error {
+			if !c.Pipeline.ConsumerMemory || c.Pipeline.SnapshotQueue != pipeline.DefaultSnapshotQueue {
+				return fmt.Errorf("consumer memory %v, snapshot queue %d", c.Pipeline.ConsumerMemory, c.Pipeline.SnapshotQueue)
+			}
+			return nil
+		}},
+		{name: "negative snapshot queue", give: []string{"--snapshot-queue", "-1"}, wantErr: "snapshot queue"},
 		{name: "bad env", env: map[string]string{"THREADCAST_SHARDS": "many"}, wantErr: "THREADCAST_SHARDS"},
 		{name: "bad instance", give: []string{"--instance", "3", "--instances", "3"}, wantErr: "instance 3 of 3"},
 		{name: "bad log level", give: []string{"--log-level", "loud"}, wantErr: "log level"},

@@ -68,6 +68,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.BoolVar(&p.ConsumerMemory, "consumer-memory", p.ConsumerMemory, "keep partition consumers' state in server memory (their floors are also stored in the bucket); false: in files")
 	fs.DurationVar(&p.AckWait, "ack-wait", p.AckWait, "redelivery timeout")
 	fs.IntVar(&p.QueueLen, "queue", p.QueueLen, "per-shard queue of delivered messages")
+	fs.IntVar(&p.SnapshotQueue, "snapshot-queue", pipeline.DefaultSnapshotQueue, "threads with queued snapshot requests per shard; past it a request is answered busy")
 	fs.IntVar(&p.CheckpointEvery, "checkpoint-every", p.CheckpointEvery, "checkpoint a thread after this many events")
 	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", p.CheckpointInterval, "checkpoint a dirty thread after this long")
 	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
