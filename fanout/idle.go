@@ -61,14 +61,53 @@ type idleSet struct {
 // idleLinks are a feed's places in the lists: the zero value when it is in
 // neither.
 type idleLinks struct {
-	in                     bool
-	prevAll, nextAll       *feed
-	prevTenant, nextTenant *feed
+	in          bool
+	all, tenant idleLink
 }
+
+// idleLink is a feed's place in one list.
+type idleLink struct{ prev, next *feed }
 
 type idleList struct {
 	head, tail *feed // oldest, newest
 	n          int
+	tenant     bool // the list of one tenant (links idleLinks.tenant), else of all
+}
+
+// link returns f's place in l.
+func (l *idleList) link(f *feed) *idleLink {
+	if l.tenant {
+		return &f.idle.tenant
+	}
+	return &f.idle.all
+}
+
+// push links f as the newest of l.
+func (l *idleList) push(f *feed) {
+	l.link(f).prev = l.tail
+	if l.tail != nil {
+		l.link(l.tail).next = f
+	} else {
+		l.head = f
+	}
+	l.tail = f
+	l.n++
+}
+
+// remove unlinks f from l.
+func (l *idleList) remove(f *feed) {
+	lf := l.link(f)
+	if lf.prev != nil {
+		l.link(lf.prev).next = lf.next
+	} else {
+		l.head = lf.next
+	}
+	if lf.next != nil {
+		l.link(lf.next).prev = lf.prev
+	} else {
+		l.tail = lf.prev
+	}
+	l.n--
 }
 
 func (s *idleSet) init(perTenant, total int, m *Metrics) {
@@ -89,12 +128,12 @@ func (s *idleSet) add(f *feed) (victim *feed, bound string) {
 	}
 	tl := s.tenants[f.key.tenant]
 	if tl == nil {
-		tl = &idleList{}
+		tl = &idleList{tenant: true}
 		s.tenants[f.key.tenant] = tl
 	}
 	f.idle.in = true
-	pushAll(&s.all, f)
-	pushTenant(tl, f)
+	s.all.push(f)
+	tl.push(f)
 	switch {
 	case tl.n > s.perTenant:
 		victim, bound = tl.head, BoundTenant
@@ -120,8 +159,8 @@ func (s *idleSet) removeLocked(f *feed) {
 		return
 	}
 	tl := s.tenants[f.key.tenant]
-	removeAll(&s.all, f)
-	removeTenant(tl, f)
+	s.all.remove(f)
+	tl.remove(f)
 	if tl.n == 0 {
 		delete(s.tenants, f.key.tenant)
 	}
@@ -134,57 +173,4 @@ func (s *idleSet) linked(f *feed) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return f.idle.in
-}
-
-// The list operations come in pairs, one per set of links, rather than
-// through an accessor: they are four lines each.
-
-func pushAll(l *idleList, f *feed) {
-	f.idle.prevAll = l.tail
-	if l.tail != nil {
-		l.tail.idle.nextAll = f
-	} else {
-		l.head = f
-	}
-	l.tail = f
-	l.n++
-}
-
-func removeAll(l *idleList, f *feed) {
-	if p := f.idle.prevAll; p != nil {
-		p.idle.nextAll = f.idle.nextAll
-	} else {
-		l.head = f.idle.nextAll
-	}
-	if n := f.idle.nextAll; n != nil {
-		n.idle.prevAll = f.idle.prevAll
-	} else {
-		l.tail = f.idle.prevAll
-	}
-	l.n--
-}
-
-func pushTenant(l *idleList, f *feed) {
-	f.idle.prevTenant = l.tail
-	if l.tail != nil {
-		l.tail.idle.nextTenant = f
-	} else {
-		l.head = f
-	}
-	l.tail = f
-	l.n++
-}
-
-func removeTenant(l *idleList, f *feed) {
-	if p := f.idle.prevTenant; p != nil {
-		p.idle.nextTenant = f.idle.nextTenant
-	} else {
-		l.head = f.idle.nextTenant
-	}
-	if n := f.idle.nextTenant; n != nil {
-		n.idle.prevTenant = f.idle.prevTenant
-	} else {
-		l.tail = f.idle.prevTenant
-	}
-	l.n--
 }

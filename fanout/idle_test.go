@@ -75,13 +75,13 @@ func checkIdle(t testing.TB, h *Hub) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for f := s.all.head; f != nil; f = f.idle.nextAll {
+	for f := s.all.head; f != nil; f = f.idle.all.next {
 		n++
 	}
 	sum := 0
 	for tenant, tl := range s.tenants {
 		m := 0
-		for f := tl.head; f != nil; f = f.idle.nextTenant {
+		for f := tl.head; f != nil; f = f.idle.tenant.next {
 			m++
 		}
 		if m != tl.n || m != idle[tenant] || m == 0 || m > s.perTenant {
