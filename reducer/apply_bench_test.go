@@ -452,13 +452,20 @@ func BenchmarkBaselineEncodingJSON(b *testing.B) {
 	reportRate(b, len(raws), time.Since(start), mallocs()-m0)
 }
 
-// BenchmarkCheckpoint encodes and loads a checkpoint of the long thread.
-func BenchmarkCheckpoint(b *testing.B) {
+// longThread returns a Thread holding the whole 100k-event thread.
+func longThread(b *testing.B) *Thread {
+	b.Helper()
 	loadBenchFixtures(b)
 	thr := NewThread("thread-1")
 	for j, e := range benchFixtures.longEv {
 		thr.Apply(uint64(j+1), e)
 	}
+	return thr
+}
+
+// BenchmarkCheckpoint encodes and loads a checkpoint of the long thread.
+func BenchmarkCheckpoint(b *testing.B) {
+	thr := longThread(b)
 	var buf []byte
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -474,11 +481,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 // BenchmarkAppendCheckpoint encodes a checkpoint of the long thread (what
 // the ingest pays per checkpoint write).
 func BenchmarkAppendCheckpoint(b *testing.B) {
-	loadBenchFixtures(b)
-	thr := NewThread("thread-1")
-	for j, e := range benchFixtures.longEv {
-		thr.Apply(uint64(j+1), e)
-	}
+	thr := longThread(b)
 	var buf []byte
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -490,11 +493,7 @@ func BenchmarkAppendCheckpoint(b *testing.B) {
 
 // BenchmarkAppendView encodes the long thread's whole view.
 func BenchmarkAppendView(b *testing.B) {
-	loadBenchFixtures(b)
-	thr := NewThread("thread-1")
-	for j, e := range benchFixtures.longEv {
-		thr.Apply(uint64(j+1), e)
-	}
+	thr := longThread(b)
 	var buf []byte
 	b.ReportAllocs()
 	b.ResetTimer()
