@@ -718,14 +718,20 @@ func (s *shard) ack(ps *partState, force bool) {
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
 	ps.ackedAt = s.now
 	s.storeFloor(ps, ps.pending[i-1].seq, force)
-	// Move the rest to the front rather than re-slicing past the acked
-	// prefix: the array is reused from one ack to the next instead of being
-	// outgrown and reallocated every few thousand messages (it holds
-	// pointers, so every reallocation is also GC work).
-	n := copy(ps.pending, ps.pending[i:])
-	clear(ps.pending[n:])
-	ps.pending = ps.pending[:n]
-	if cap(ps.pending) > 4096 && n < cap(ps.pending)/8 {
+	// Drop the acked prefix. When it is at least as long as the rest, the
+	// rest moves to the front, so the array is reused instead of outgrown
+	// (it holds pointers: every reallocation is GC work); otherwise the
+	// slice just advances, so a long backlog is not copied on every ack.
+	// Either way the cost is at most the number of messages acked.
+	if n := len(ps.pending) - i; n <= i {
+		copy(ps.pending, ps.pending[i:])
+		clear(ps.pending[n:])
+		ps.pending = ps.pending[:n]
+	} else {
+		clear(ps.pending[:i])
+		ps.pending = ps.pending[i:]
+	}
+	if n := len(ps.pending); cap(ps.pending) > 4096 && n < cap(ps.pending)/8 {
 		ps.pending = append(make([]pendingMsg, 0, 2*n), ps.pending...) // shrink after a burst
 	}
 }
