@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,13 +79,9 @@ func ackReplySeqs(reply string) (stream, consumer uint64, ok bool) {
 // ackNum parses a decimal token of an ack subject; 0 if it is not one (as
 // nats.go's parser does).
 func ackNum(s string) uint64 {
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + uint64(c-'0')
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
 	}
 	return n
 }

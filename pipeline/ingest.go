@@ -173,25 +173,10 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				// 10 s after a NATS server stopped (cluster_test.go).
 				jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
 				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-					if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-						// Nothing more will come: a server restart forgot a
-						// memory-stored consumer, or an operator deleted it.
-						in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", err)
-						fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, err))
-						return
-					}
 					in.log.Debug("consume", "partition", p, "err", err)
-					// A consumer a server restart forgot shows only as
-					// missing heartbeats and unanswered pulls: ask whether
-					// it still exists (at most once per heartbeat period).
-					if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
-						ictx, icancel := context.WithTimeout(hardCtx, 2*time.Second)
-						_, ierr := ps.cons.Info(ictx)
-						icancel()
-						if errors.Is(ierr, jetstream.ErrConsumerNotFound) {
-							in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", ierr)
-							fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, ierr))
-						}
+					if lost := consumerLost(hardCtx, ps.cons, err); lost != nil {
+						in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", lost)
+						fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, lost))
 					}
 				}))
 			if err != nil {
@@ -252,6 +237,25 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 		return fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded)
 	}
 	in.log.Info("ingest stopped")
+	return nil
+}
+
+// consumerLost reports, for an error Consume gave, whether the consumer is
+// gone (the error saying so; nil if it is not). Deletion is reported as
+// such; a consumer a server restart forgot (Config.ConsumerMemory) shows
+// only as missed heartbeats and unanswered pulls, so those make it ask the
+// server (at most once per heartbeat period).
+func consumerLost(ctx context.Context, cons jetstream.Consumer, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+		return err
+	case errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrNoResponders):
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, ierr := cons.Info(ictx); errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+			return ierr
+		}
+	}
 	return nil
 }
 
