@@ -134,13 +134,7 @@ func TestGracefulRestart(t *testing.T) {
 	streams := genStreams(t, 100, "g")
 	seqs := map[string][]uint64{}
 
-	ti := startIngest(t, nc, cfg)
-	mustInterleave(t, js, streams, 0, 15, 1, seqs)
-	// Wait until the first ingest has seen everything published so far.
-	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
-	if err := ti.stop(); err != nil {
-		t.Fatalf("first Run: %v", err)
-	}
+	firstHalf(t, nc, js, cfg, streams, seqs)
 	// Graceful stop acked everything: every consumer's ack floor is the
 	// stream's last seq of its partition (nothing pending).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -166,6 +160,18 @@ func TestGracefulRestart(t *testing.T) {
 	mustInterleave(t, js, streams, 15, 1000, 4, seqs)
 	startIngest(t, nc, cfg)
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
+}
+
+// firstHalf runs an ingest over the first 15 events of every stream, waits
+// until it has applied them all, and stops it gracefully.
+func firstHalf(t *testing.T, nc *nats.Conn, js jetstream.JetStream, cfg Config, streams []stream, seqs map[string][]uint64) {
+	t.Helper()
+	ti := startIngest(t, nc, cfg)
+	mustInterleave(t, js, streams, 0, 15, 1, seqs)
+	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	if err := ti.stop(); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
 }
 
 // allApplied reports whether every stream's snapshot has reached its last
@@ -270,12 +276,7 @@ func TestServerRestartLosesConsumers(t *testing.T) {
 	streams := genStreams(t, 100, "m")
 	seqs := map[string][]uint64{}
 
-	ti := startIngest(t, nc, cfg)
-	mustInterleave(t, js, streams, 0, 15, 1, seqs)
-	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
-	if err := ti.stop(); err != nil {
-		t.Fatalf("first Run: %v", err)
-	}
+	firstHalf(t, nc, js, cfg, streams, seqs)
 	// The graceful stop stored every partition's final floor.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
