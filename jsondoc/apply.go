@@ -3,6 +3,7 @@ package jsondoc
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -36,8 +37,8 @@ type undoRec struct {
 	raw  []byte
 }
 
-// maxKeptUndo and maxKeptBuf bound the scratch kept between Apply calls,
-// so one huge patch does not pin a large slice forever.
+// maxKeptUndo and maxKeptBuf bound the scratch the pool keeps, so one
+// huge patch does not pin a large slice forever.
 const (
 	maxKeptUndo = 1024
 	maxKeptBuf  = 64 << 10
@@ -66,7 +67,8 @@ func (d *Doc) Apply(ops []codec.PatchOp) error { return d.apply(ops, false) }
 func (d *Doc) ApplyDecoded(ops []codec.PatchOp) error { return d.apply(ops, true) }
 
 func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
-	d.undo = d.undo[:0]
+	d.begin()
+	defer d.end()
 	size := d.size
 	d.splitSize = 0
 	for i := range ops {
@@ -74,7 +76,6 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 		if e := d.applyOne(op, decoded); e != nil {
 			d.rollback()
 			d.size = size + d.splitSize
-			d.release()
 			return &PatchError{
 				Index: i, Op: op.Op,
 				Path: strings.Clone(op.Path), From: strings.Clone(op.From),
@@ -82,25 +83,47 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 			}
 		}
 	}
-	d.release()
 	return nil
 }
 
-func (d *Doc) release() {
-	clear(d.undo)
-	d.undo = d.undo[:0]
-	if cap(d.undo) > maxKeptUndo {
-		d.undo = nil
+// scratch is what one Apply (or Get) needs while it runs and nothing
+// keeps after: the undo log, the containers the current path went
+// through, and the test op's buffer. Docs are many — every activity
+// message's content and every item's metadata is one — and most are
+// patched rarely or never, so the scratch lives in a pool, not in each
+// Doc: a Doc is three words smaller, and a fresh Doc's first patch does
+// not grow its own log from nothing.
+type scratch struct {
+	undo  []undoRec
+	stack []*node
+	buf   []byte
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{undo: make([]undoRec, 0, 16), stack: make([]*node, 0, 8)}
+}}
+
+// begin takes a scratch for the Apply or Get that starts.
+func (d *Doc) begin() { d.s = scratchPool.Get().(*scratch) }
+
+// end clears the scratch (its records point into the document) and returns
+// it to the pool, unless one huge patch grew it past what is worth
+// keeping.
+func (d *Doc) end() {
+	s := d.s
+	d.s = nil
+	clear(s.undo)
+	clear(s.stack)
+	s.undo, s.stack, s.buf = s.undo[:0], s.stack[:0], s.buf[:0]
+	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf {
+		return
 	}
-	if cap(d.buf) > maxKeptBuf {
-		d.buf = nil
-	}
-	d.clearStack()
+	scratchPool.Put(s)
 }
 
 func (d *Doc) clearStack() {
-	clear(d.stack)
-	d.stack = d.stack[:0]
+	clear(d.s.stack)
+	d.s.stack = d.s.stack[:0]
 }
 
 func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
@@ -153,7 +176,7 @@ func valueNode(op *codec.PatchOp, decoded bool) (*node, *opError) {
 }
 
 // walk resolves every token of p but the last, leaving the containers it
-// went through (root first, parent last) on d.stack. p must not be "".
+// went through (root first, parent last) on d.s.stack. p must not be "".
 func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
 	d.clearStack()
 	cur := d.rootNode()
@@ -164,7 +187,7 @@ func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
 			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(p[:i]))
 		}
 		d.split(cur)
-		d.stack = append(d.stack, cur)
+		d.s.stack = append(d.s.stack, cur)
 		if next == len(p) {
 			return cur, tok, nil
 		}
@@ -210,20 +233,20 @@ func (d *Doc) get(p string) (*node, *opError) {
 	return n, e
 }
 
-// markDirty drops the raw text of every container on d.stack: they are
+// markDirty drops the raw text of every container on d.s.stack: they are
 // about to change below or at themselves.
 func (d *Doc) markDirty() {
-	for _, n := range d.stack {
+	for _, n := range d.s.stack {
 		if n.raw == nil {
 			continue // already dirty (a clean child may sit below a dirty parent, so no early exit)
 		}
-		d.undo = append(d.undo, undoRec{kind: undoRaw, n: n, raw: n.raw})
+		d.s.undo = append(d.s.undo, undoRec{kind: undoRaw, n: n, raw: n.raw})
 		n.raw = nil
 	}
 }
 
 func (d *Doc) setRoot(v *node) {
-	d.undo = append(d.undo, undoRec{kind: undoRoot, val: d.root})
+	d.s.undo = append(d.s.undo, undoRec{kind: undoRoot, val: d.root})
 	d.root = v
 	d.size = v.size()
 }
@@ -243,7 +266,7 @@ func (d *Doc) add(p string, v *node, moved bool) *opError {
 	if parent.kind == KindObject {
 		d.markDirty()
 		if m := parent.find(tok); m != nil {
-			d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+			d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
 			d.grow(valSize(v, moved) - m.val.size())
 			m.val = v
 			return nil
@@ -251,7 +274,7 @@ func (d *Doc) add(p string, v *node, moved bool) *opError {
 		m := &member{key: strings.Clone(tok), val: v}
 		d.grow(len(m.key) + 3 + valSize(v, moved))
 		parent.link(m)
-		d.undo = append(d.undo, undoRec{kind: undoLink, n: parent, m: m})
+		d.s.undo = append(d.s.undo, undoRec{kind: undoLink, n: parent, m: m})
 		return nil
 	}
 	i, e := parseIndex(tok, len(parent.elems), true)
@@ -262,7 +285,7 @@ func (d *Doc) add(p string, v *node, moved bool) *opError {
 	d.markDirty()
 	d.grow(valSize(v, moved))
 	parent.insert(i, v)
-	d.undo = append(d.undo, undoRec{kind: undoInsert, n: parent, i: i})
+	d.s.undo = append(d.s.undo, undoRec{kind: undoInsert, n: parent, i: i})
 	return nil
 }
 
@@ -291,7 +314,7 @@ func (d *Doc) remove(p string, moving bool) (*node, *opError) {
 		d.markDirty()
 		d.grow(-(len(m.key) + 3 + valSize(m.val, moving)))
 		parent.unlink(m)
-		d.undo = append(d.undo, undoRec{kind: undoUnlink, n: parent, m: m})
+		d.s.undo = append(d.s.undo, undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
 	}
 	i, e := parseIndex(tok, len(parent.elems), false)
@@ -302,7 +325,7 @@ func (d *Doc) remove(p string, moving bool) (*node, *opError) {
 	d.markDirty()
 	old := parent.removeAt(i)
 	d.grow(-valSize(old, moving))
-	d.undo = append(d.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
+	d.s.undo = append(d.s.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
 	return old, nil
 }
 
@@ -321,7 +344,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 			return fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
 		}
 		d.markDirty()
-		d.undo = append(d.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
+		d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
 		d.grow(v.size() - m.val.size())
 		m.val = v
 		return nil
@@ -332,7 +355,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 		return e
 	}
 	d.markDirty()
-	d.undo = append(d.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
+	d.s.undo = append(d.s.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
 	d.grow(v.size() - parent.elems[i].size())
 	parent.elems[i] = v
 	return nil
@@ -383,8 +406,8 @@ func (d *Doc) test(p string, want []byte) *opError {
 	}
 	got := n.raw
 	if got == nil {
-		d.buf = n.appendTo(d.buf[:0])
-		got = d.buf
+		d.s.buf = n.appendTo(d.s.buf[:0])
+		got = d.s.buf
 	}
 	// Only want needs validating: the document's text is valid already.
 	if !validJSON(want) {
@@ -397,8 +420,8 @@ func (d *Doc) test(p string, want []byte) *opError {
 }
 
 func (d *Doc) rollback() {
-	for k := len(d.undo) - 1; k >= 0; k-- {
-		r := &d.undo[k]
+	for k := len(d.s.undo) - 1; k >= 0; k-- {
+		r := &d.s.undo[k]
 		switch r.kind {
 		case undoRoot:
 			d.root = r.val

@@ -268,3 +268,44 @@ func TestArrayInsertRemoveBothEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctDocsConcurrently patches distinct Docs from several
+// goroutines at once, succeeding and failing patches mixed: they share
+// only the scratch pool, which must hand each Apply its own log (run with
+// -race). Every Doc must end exactly where its own patches take it.
+func TestDistinctDocsConcurrently(t *testing.T) {
+	const workers, rounds = 4, 300
+	good := mustPatch(t, `[{"op":"add","path":"/a/-","value":1},{"op":"replace","path":"/n","value":{"x":[1,2]}}]`)
+	bad := mustPatch(t, `[{"op":"remove","path":"/a/0"},{"op":"add","path":"/b","value":2},{"op":"remove","path":"/missing"}]`)
+	docs := make([]*Doc, workers)
+	errs := make(chan error, workers)
+	for w := range docs {
+		docs[w] = mustParse(t, `{"a":[],"n":0}`)
+		go func(d *Doc) {
+			for i := 0; i < rounds; i++ {
+				if err := d.Apply(good); err != nil {
+					errs <- err
+					return
+				}
+				if err := d.Apply(bad); !errors.Is(err, ErrNotFound) {
+					errs <- fmt.Errorf("failing patch: got %v, want ErrNotFound", err)
+					return
+				}
+				if _, err := d.Get(nil, "/a/0"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(docs[w])
+	}
+	for range docs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"a":[` + strings.TrimSuffix(strings.Repeat("1,", rounds), ",") + `],"n":{"x":[1,2]}}`
+	for _, d := range docs {
+		assertJSON(t, d, want)
+	}
+}

@@ -9,7 +9,7 @@ import (
 // Doc is one mutable JSON value of any kind. The zero Doc is JSON null and
 // ready to use. A Doc is not safe for concurrent use; see the package doc.
 // A Doc must not be copied after first use (the copy would share the
-// tree and the undo scratch); Clone makes an independent one.
+// tree); Clone makes an independent one.
 type Doc struct {
 	root *node // nil means null
 	size int   // approximate bytes held; see Size
@@ -17,10 +17,9 @@ type Doc struct {
 	// splits survive a rollback, so their accounting must too.
 	splitSize int
 
-	// Scratch reused across Apply calls; see apply.go.
-	undo  []undoRec
-	stack []*node
-	buf   []byte
+	// s is the scratch of the Apply or Get in progress, nil otherwise;
+	// see apply.go.
+	s *scratch
 }
 
 // Parse returns a Doc holding a private, compact copy of raw, which must be
@@ -158,8 +157,9 @@ func (d *Doc) Get(dst []byte, ptr string) ([]byte, error) {
 	if !checkPointer(ptr) {
 		return dst, fail(ErrInvalidPointer, "%q", ptr)
 	}
+	d.begin()
 	n, e := d.get(ptr)
-	d.clearStack()
+	d.end()
 	if e != nil {
 		return dst, e
 	}
