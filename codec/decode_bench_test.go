@@ -231,6 +231,21 @@ func BenchmarkDecodeTextContent(b *testing.B) {
 	})
 }
 
+// BenchmarkDecodeStateDelta is a four-operation STATE_DELTA of the reducer's
+// short-thread fixture: JSON Patch decoding must not allocate either.
+func BenchmarkDecodeStateDelta(b *testing.B) {
+	data := []byte(`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a~1b","value":false},{"op":"remove","path":"/alpha"},{"op":"move","from":"/a~1b","path":"/eta_move42"},{"op":"add","path":"/kappa","value":null}]}`)
+	var d Decoder
+	var ev Event
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, &ev); err != nil || len(ev.Patch) != 4 {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAppendEvent encodes the decoded mix: into one reused buffer (what
 // a caller with its own buffer does), into a bytebufferpool buffer, and into
 // a fresh slice each time (no reuse). The pooled and reused variants make no
