@@ -178,16 +178,21 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 	j := skipWS(b, i+1)
 	var err *Error
 	if j < len(b) && b[j] == '"' {
-		var key string
-		var k int
-		key, k, err = d.str(j)
-		if err != nil {
-			return err
-		}
-		if key == "type" {
-			if k, err = d.expect(k, ':'); err != nil {
+		// Compact `"type":` is matched as bytes; anything else (spaces,
+		// escapes, another name) goes through str and expect.
+		k, isType := j+len(`"type":`), hasAt(b, j, `"type":`)
+		if !isType {
+			var key string
+			if key, k, err = d.str(j); err != nil {
 				return err
 			}
+			if isType = key == "type"; isType {
+				if k, err = d.expect(k, ':'); err != nil {
+					return err
+				}
+			}
+		}
+		if isType {
 			if k, err = d.typeValue(ev, k); err != nil {
 				return err
 			}
@@ -208,6 +213,11 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 		}
 	}
 	return d.collectEvent(ev, obj)
+}
+
+// hasAt reports whether b holds s at offset i.
+func hasAt(b []byte, i int, s string) bool {
+	return len(b)-i >= len(s) && string(b[i:i+len(s)]) == s
 }
 
 // typeValue reads the value of `type` at k.
@@ -287,8 +297,24 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		if err != nil {
 			return next, err
 		}
-		if k, err = d.expect(next, ':'); err != nil {
+		if next < len(b) && b[next] == ':' {
+			k = next + 1 // compact input: no call to expect
+		} else if k, err = d.expect(next, ':'); err != nil {
 			return k, err
+		}
+		// Fast path for most members: a plain string field of this type
+		// with its value right after the colon, read as field would.
+		if k < len(b) && b[k] == '"' {
+			if f, ok := fieldByName(key); ok && typeSpecs[ev.Type].plain.Has(f) {
+				s, end, err := d.str(k)
+				*ev.strField(f) = s
+				ev.Fields = ev.Fields.With(f)
+				if err != nil {
+					return end, err
+				}
+				k = end
+				continue
+			}
 		}
 		if k, err = d.field(ev, key, kpos, k); err != nil {
 			return k, err

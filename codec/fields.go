@@ -147,9 +147,11 @@ func set(fs ...Field) FieldSet {
 }
 
 // typeSpec is the schema of one event type (fields.json): which fields it
-// declares and which of them are required.
+// declares and which of them are required. plain is derived (init): the
+// allowed fields whose value is a plain string, which the decoder reads on
+// its fast path (Decoder.members1).
 type typeSpec struct {
-	allowed, required FieldSet
+	allowed, required, plain FieldSet
 }
 
 var (
@@ -197,6 +199,23 @@ var typeSpecs = [numTypes]typeSpec{
 	TypeSubagentStarted:         spec(baseFields, fl{FieldSubagentRunID, FieldName}, FieldDescription, FieldParentSubagentRunID, FieldParentToolCallID, FieldParentMessageID),
 	TypeSubagentFinished:        spec(baseFields, fl{FieldSubagentRunID}, FieldResult, FieldOutcome),
 	TypeSubagentError:           spec(baseFields, fl{FieldSubagentRunID, FieldMessage}, FieldCode),
+}
+
+func init() {
+	// The plain string fields are those with a string in Event (strField),
+	// except STATE_DELTA's delta (a patch) and encryptedValueType, which a
+	// 1.0 decoder strips (Decoder.field handles both).
+	var strs FieldSet
+	var e Event
+	for f := Field(0); f < numFields; f++ {
+		if e.strField(f) != nil && f != FieldEncryptedValueType {
+			strs = strs.With(f)
+		}
+	}
+	for t := range typeSpecs {
+		typeSpecs[t].plain = typeSpecs[t].allowed & strs
+	}
+	typeSpecs[TypeStateDelta].plain &^= 1 << FieldDelta
 }
 
 // Allowed reports whether events of type t declare field f (fields.json).

@@ -27,6 +27,11 @@ const maxSafeInt = 1<<53 - 1
 const simdUTF8Min = 64
 
 func skipWS(b []byte, i int) int {
+	// Events are nearly always compact: one compare settles the common
+	// case (every whitespace byte is <= ' ') before the switch below.
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -179,6 +184,37 @@ func hexVal(b []byte) rune {
 // once into the Decoder's scratch. Either way it is valid until the next
 // Decode or Reset of the Decoder.
 func (d *Decoder) str(i int) (string, int, *Error) {
+	// Fast path, without scanString's call and bookkeeping: plain ASCII up
+	// to the closing quote, eight bytes at a time, then the input's last
+	// few bytes one at a time (an event's last value usually ends there).
+	// Anything else (escapes, non-ASCII or control bytes, errors) is
+	// scanned again from the start by strSlow.
+	b := d.data
+	j := i + 1
+	for ; j+8 <= len(b); j += 8 {
+		x := binary.LittleEndian.Uint64(b[j:])
+		if m := stopAt8(x); m != 0 {
+			n := bits.TrailingZeros64(m) // 8k+7 for the k-th byte
+			if byte(x>>(n&^7)) == '"' {
+				end := j + n>>3
+				return b2s(b[i+1 : end]), end + 1, nil
+			}
+			return d.strSlow(i)
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c == '"' {
+			return b2s(b[i+1 : j]), j + 1, nil
+		} else if c == '\\' || c < 0x20 || c >= 0x80 {
+			break
+		}
+	}
+	return d.strSlow(i)
+}
+
+// strSlow is str for any string: validated by scanString, unescaped into
+// scratch when it has escapes.
+func (d *Decoder) strSlow(i int) (string, int, *Error) {
 	end, esc, err := d.scanString(i)
 	if err != nil {
 		return "", end, err
