@@ -682,7 +682,7 @@ func (d *Decoder) null(ev *Event, f Field, i int) *Error {
 // finish checks what needs the whole event. end is the offset after the
 // object (or -1 when trailing data was already checked).
 func (d *Decoder) finish(ev *Event, end int) *Error {
-	if end >= 0 {
+	if end >= 0 && end != len(d.data) { // nothing after the object: no call
 		if err := d.trailing(end); err != nil {
 			return err
 		}

@@ -138,12 +138,14 @@ func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
 // ASCII run: '"', '\\', a control character (< 0x20) or a non-ASCII byte
 // (>= 0x80); 0 if there is none. (The classic SWAR zero-byte tests: a
 // borrow can only set bits above a true match, so the lowest bit is exact;
-// the ones above it are not and are never read.)
+// the ones above it are not and are never read. The tests' usual "&^ q",
+// which keeps bytes >= 0x81 from matching, is left out: such a byte of q
+// or bs is a byte >= 0x80 of x, a stop that "| x" reports anyway.)
 func stopAt8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q | (bs-ones)&^bs | (x - ones*0x20) | x) & highs
+	return ((q - ones) | (bs - ones) | (x - ones*0x20) | x) & highs
 }
 
 func validUTF8(b []byte) bool {
