@@ -104,6 +104,22 @@ func checkIdle(t testing.TB, h *Hub) map[string]int {
 	return idle
 }
 
+// checkNoFeeds checks that h holds no feed at all any more (when says at
+// what point): nothing lingering, the feeds gauge at zero and no NATS
+// subscription left on nc.
+func checkNoFeeds(t testing.TB, h *Hub, nc *nats.Conn, when string) {
+	t.Helper()
+	if idle := checkIdle(t, h); len(idle) != 0 {
+		t.Fatalf("lingering %s: %v", when, idle)
+	}
+	if g := counterValue(h.m.Feeds); g != 0 {
+		t.Fatalf("feeds gauge %v %s", g, when)
+	}
+	if n := nc.NumSubscriptions(); n != 0 {
+		t.Fatalf("%d NATS subscriptions %s", n, when)
+	}
+}
+
 // A tenant over its bound ends its own oldest lingering feeds, not another
 // tenant's, and not its active ones.
 func TestIdleBoundPerTenant(t *testing.T) {
@@ -212,15 +228,7 @@ func TestIdleSweepAndClose(t *testing.T) {
 	}
 	h.Close()
 	h.release(f) // after Close: gone from its shard, must not linger
-	if idle := checkIdle(t, h); len(idle) != 0 {
-		t.Fatalf("lingering after Close: %v", idle)
-	}
-	if g := counterValue(h.m.Feeds); g != 0 {
-		t.Fatalf("feeds gauge %v after Close", g)
-	}
-	if n := nc.NumSubscriptions(); n != 0 {
-		t.Fatalf("%d NATS subscriptions after Close", n)
-	}
+	checkNoFeeds(t, h, nc, "after Close")
 }
 
 // Subscribers of several tenants come and go at once, re-acquiring
@@ -288,13 +296,7 @@ func TestIdleBoundConcurrent(t *testing.T) {
 		t.Fatal("the bounds never ended a feed")
 	}
 	h.Sweep(time.Now().Add(2 * time.Hour))
-	checkIdle(t, h)
-	if g := counterValue(h.m.Feeds); g != 0 {
-		t.Fatalf("feeds gauge %v after the final Sweep", g)
-	}
-	if k := nc.NumSubscriptions(); k != 0 {
-		t.Fatalf("%d NATS subscriptions after the final Sweep", k)
-	}
+	checkNoFeeds(t, h, nc, "after the final Sweep")
 }
 
 // endIdle ends a pushed-out feed only if it is still the same lingering
