@@ -33,6 +33,15 @@ func (m *testMsg) Ack() error {
 	return nil
 }
 
+// unitShard is a shard owning partition p, for unit tests of its
+// bookkeeping: no consumer, no tap, checkpoints in store.
+func unitShard(cfg Config, p int, store CheckpointStore) *shard {
+	cfg.Tap = false
+	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, store)
+	s.parts[p] = &partState{p: p, dirty: make(map[*hotThread]struct{})}
+	return s
+}
+
 // failStore fails every Get, like an unreachable KV bucket.
 type failStore struct{ memStore }
 
@@ -44,12 +53,8 @@ func (failStore) Get(context.Context, string) ([]byte, error) {
 // hard shutdown, its message is not applied — and neither it nor any later
 // message of the partition is acked, while earlier ones are.
 func TestUnappliedMessageNeverAcked(t *testing.T) {
-	cfg := testConfig()
-	cfg.Tap = false
 	mem := memStore{}
-	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, mem)
-	ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
-	s.parts[0] = ps
+	s := unitShard(testConfig(), 0, mem)
 	var acked []uint64
 	msg := func(seq uint64, thread string) *testMsg {
 		return &testMsg{subject: StoredSubject(0, "acme", thread), seq: seq, acked: &acked,
@@ -111,12 +116,9 @@ func (m *headFailStore) Purge(key string) error {
 // purged at issue time before, and the thread would have restarted empty).
 func TestChunkPurgeWaitsForHead(t *testing.T) {
 	cfg := testConfig()
-	cfg.Tap = false
 	cfg.MaxMsgSize = 2048 // chunks of 1 KiB
 	store := &headFailStore{memStore: memStore{}}
-	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, store)
-	ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
-	s.parts[0] = ps
+	s := unitShard(cfg, 0, store)
 	var acked []uint64
 	big := func(seq uint64, body string) *testMsg {
 		return &testMsg{subject: StoredSubject(0, "acme", "big"), seq: seq, acked: &acked, data: []byte(body)}
@@ -180,12 +182,9 @@ func (m floorFailStore) Put(key string, v []byte, h nats.Header) (PutFuture, err
 // stand, the stored floor stays older, which is safe) and is retried at the
 // next ack; loadFloor reports a failing store as an error.
 func TestFloorFollowsAcks(t *testing.T) {
-	cfg := testConfig()
-	cfg.Tap = false
 	mem := memStore{}
-	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, floorFailStore{mem})
-	ps := &partState{p: 3, dirty: make(map[*hotThread]struct{})}
-	s.parts[3] = ps
+	s := unitShard(testConfig(), 3, floorFailStore{mem})
+	ps := s.parts[3]
 	var acked []uint64
 	msg := func(seq uint64, thread string) *testMsg {
 		return &testMsg{subject: StoredSubject(3, "acme", thread), seq: seq, acked: &acked,
@@ -211,7 +210,7 @@ func TestFloorFollowsAcks(t *testing.T) {
 	// Unforced batches: a thread's checkpoint is written once it has been
 	// dirty for CheckpointInterval and counts at the batch after that.
 	settle := func() {
-		s.now = s.now.Add(cfg.CheckpointInterval + ackInterval)
+		s.now = s.now.Add(s.cfg.CheckpointInterval + ackInterval)
 		s.flush(ctx, false)
 		s.now = s.now.Add(2 * ackInterval)
 		s.flush(ctx, false)
