@@ -570,6 +570,26 @@ func (d *Decoder) opMembers(i int, m *opMembers) (int, *Error) {
 	}
 }
 
+// opKind returns the kind of the RFC 6902 operation named name, and false
+// for any other name.
+func opKind(name string) (OpKind, bool) {
+	switch name {
+	case "add":
+		return OpAdd, true
+	case "remove":
+		return OpRemove, true
+	case "replace":
+		return OpReplace, true
+	case "move":
+		return OpMove, true
+	case "copy":
+		return OpCopy, true
+	case "test":
+		return OpTest, true
+	}
+	return 0, false
+}
+
 // patchOp judges the operation spanning [i, end) whose members are m. keep
 // is false when its op is unknown (a warning is recorded). Error messages
 // are built only on failure: this is the hot path of every delta.
@@ -581,20 +601,8 @@ func (d *Decoder) patchOp(i, end int, m *opMembers, op *PatchOp) (bool, *Error) 
 		return false, d.opTypeErr(m.op.at, "op")
 	}
 	name := m.op.str
-	switch name {
-	case "add":
-		op.Op = OpAdd
-	case "remove":
-		op.Op = OpRemove
-	case "replace":
-		op.Op = OpReplace
-	case "move":
-		op.Op = OpMove
-	case "copy":
-		op.Op = OpCopy
-	case "test":
-		op.Op = OpTest
-	default:
+	var known bool
+	if op.Op, known = opKind(name); !known {
 		d.warn(KindUnknownValue, Strip, m.op.at, "op", "patch operation "+quote(s2b(name))+" is not RFC 6902; removed, the rest applies")
 		return false, nil
 	}

@@ -8,7 +8,8 @@ import (
 
 // patchRef is the collect-then-judge JSON Patch decoder that patch replaced
 // (collectArray, then collectObject per operation, then find per member),
-// kept verbatim as the reference for FuzzPatchMatchesReference: the one-pass
+// kept as it was (it shares only opKind, the op-name table) as the
+// reference for FuzzPatchMatchesReference: the one-pass
 // patch must return the same operations, text, offsets, errors and warnings.
 func (d *Decoder) patchRef(i int) ([]PatchOp, Raw, int, *Error) {
 	end, base, n, err := d.collectArray(i)
@@ -51,20 +52,8 @@ func (d *Decoder) patchOpRef(i, end int, op *PatchOp) (bool, *Error) {
 	if err != nil {
 		return false, err
 	}
-	switch name {
-	case "add":
-		op.Op = OpAdd
-	case "remove":
-		op.Op = OpRemove
-	case "replace":
-		op.Op = OpReplace
-	case "move":
-		op.Op = OpMove
-	case "copy":
-		op.Op = OpCopy
-	case "test":
-		op.Op = OpTest
-	default:
+	var known bool
+	if op.Op, known = opKind(name); !known {
 		d.warn(KindUnknownValue, Strip, d.members[ok].vstart, "op", "patch operation "+quote(s2b(name))+" is not RFC 6902; removed, the rest applies")
 		return false, nil
 	}
