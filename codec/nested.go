@@ -549,6 +549,8 @@ func (d *Decoder) opMembers(i int, m *opMembers) (int, *Error) {
 			}
 			*slot = opMember{at: vs, end: i, str: s, isStr: true}
 		} else {
+			// Depth 2: the patch array is depth 0 and this operation 1,
+			// the nesting collectArray's skip of the whole operation saw.
 			if i, err = d.skip(vs, 2); err != nil {
 				return i, err
 			}
