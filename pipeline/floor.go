@@ -20,6 +20,9 @@ import (
 // floorInterval is the least time between two floor writes of a partition.
 const floorInterval = time.Second
 
+// floorWait bounds the wait for the final floor write at shutdown.
+const floorWait = 5 * time.Second
+
 // floorKey is the bucket key of partition p's floor. Tenants never start
 // with '_' (subject.ValidTenant), so no checkpoint key can collide; "_f."
 // keys are not fenced (lease_fence.go): they are advisory, as above.
@@ -43,13 +46,22 @@ func loadFloor(ctx context.Context, store CheckpointStore, p int) (uint64, error
 }
 
 // storeFloor writes ps's floor, seq (just acked), at most every
-// floorInterval unless force. The write is not awaited: a lost one leaves
-// an older floor, which is safe.
-func (s *shard) storeFloor(ps *partState, seq uint64, force bool) {
+// floorInterval unless force. While running, the write is not awaited: a
+// lost one leaves an older floor, which is safe. At shutdown (force) it is
+// awaited, bounded by ctx and floorWait, so a stop that returned has stored
+// its final floor and the next start replays nothing it need not; until
+// then the write could still be in flight when the next ingest reads it.
+func (s *shard) storeFloor(ctx context.Context, ps *partState, seq uint64, force bool) {
 	if !s.cfg.ConsumerMemory || seq <= ps.floor || (!force && s.now.Sub(ps.floorAt) < floorInterval) {
 		return
 	}
-	if _, err := s.store.Put(floorKey(ps.p), strconv.AppendUint(nil, seq, 10), nil); err != nil {
+	f, err := s.store.Put(floorKey(ps.p), strconv.AppendUint(nil, seq, 10), nil)
+	if err == nil && force {
+		wctx, cancel := context.WithTimeout(ctx, floorWait)
+		err = f.Wait(wctx)
+		cancel()
+	}
+	if err != nil {
 		s.log.Warn("ack floor not stored", "partition", ps.p, "err", err)
 		return
 	}

@@ -467,7 +467,7 @@ func (s *shard) flush(ctx context.Context, force bool) {
 	s.batch = s.batch[:0]
 	s.checkpoint(ctx, force)
 	for _, ps := range s.parts {
-		s.ack(ps, force)
+		s.ack(ctx, ps, force)
 	}
 	s.evict()
 }
@@ -700,7 +700,7 @@ func (s *shard) getRecord(ctx context.Context, t *hotThread) ([]byte, error) {
 
 // ack acks, with AckAll semantics, the last pending message below the
 // partition's watermark.
-func (s *shard) ack(ps *partState, force bool) {
+func (s *shard) ack(ctx context.Context, ps *partState, force bool) {
 	// Acks only move the consumer's ack floor (what a restart replays), so
 	// they are sent at most every ackInterval per partition: each one also
 	// makes the server persist the consumer's state.
@@ -717,7 +717,7 @@ func (s *shard) ack(ps *partState, force bool) {
 	}
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
 	ps.ackedAt = s.now
-	s.storeFloor(ps, ps.pending[i-1].seq, force)
+	s.storeFloor(ctx, ps, ps.pending[i-1].seq, force)
 	// Drop the acked prefix. When it is at least as long as the rest, the
 	// rest moves to the front, so the array is reused instead of outgrown
 	// (it holds pointers: every reallocation is GC work); otherwise the

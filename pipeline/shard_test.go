@@ -237,3 +237,71 @@ func TestFloorFollowsAcks(t *testing.T) {
 		t.Error("loadFloor on a failing store: no error")
 	}
 }
+
+// lateFloorStore answers floor writes through a future that has not
+// reported yet: Result says not done, and Wait reports err once called.
+type lateFloorStore struct {
+	memStore
+	err    error
+	waited int
+}
+
+type lateFuture struct {
+	s *lateFloorStore
+}
+
+func (f lateFuture) Result() (bool, error)      { return false, nil }
+func (f lateFuture) Wait(context.Context) error { f.s.waited++; return f.s.err }
+
+func (m *lateFloorStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+	if strings.HasPrefix(key, "_f.") {
+		return lateFuture{m}, nil
+	}
+	return m.memStore.Put(key, v, h)
+}
+
+// TestFinalFloorAwaited: at shutdown (a forced flush) the floor write is
+// waited for, so a stop that returned has stored its final floor (CI once
+// saw the next ingest read a floor written after the stop returned); a
+// write the store then refuses is not recorded as the partition's floor.
+// Unforced, the write is not waited for.
+func TestFinalFloorAwaited(t *testing.T) {
+	store := &lateFloorStore{memStore: memStore{}, err: errors.New("no quorum")}
+	s := unitShard(testConfig(), 3, store)
+	ps := s.parts[3]
+	var acked []uint64
+	msg := func(seq uint64) *testMsg {
+		return &testMsg{subject: StoredSubject(3, "acme", "a"), seq: seq, acked: &acked,
+			data: []byte(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`)}
+	}
+	ctx := context.Background()
+	s.now = time.Now()
+	s.handle(ctx, msg(10), 0)
+	s.flush(ctx, true)
+	if store.waited != 1 {
+		t.Fatalf("forced floor write waited for %d times, want 1", store.waited)
+	}
+	if ps.floor != 0 {
+		t.Errorf("a refused final floor was recorded: ps.floor %d", ps.floor)
+	}
+
+	store.err = nil
+	s.handle(ctx, msg(11), 0)
+	s.flush(ctx, true)
+	if store.waited != 2 || ps.floor != 11 {
+		t.Errorf("after an accepted final write: waited %d (want 2), floor %d (want 11)", store.waited, ps.floor)
+	}
+
+	s.now = s.now.Add(floorInterval)
+	s.handle(ctx, msg(12), 0)
+	s.now = s.now.Add(s.cfg.CheckpointInterval + ackInterval)
+	s.flush(ctx, false)
+	s.now = s.now.Add(2 * ackInterval)
+	s.flush(ctx, false)
+	if acked[len(acked)-1] != 12 {
+		t.Fatalf("acked %v, want 12 last", acked)
+	}
+	if store.waited != 2 || ps.floor != 12 {
+		t.Errorf("unforced floor write: waited %d (want 2: not waited for), floor %d (want 12)", store.waited, ps.floor)
+	}
+}
