@@ -132,14 +132,31 @@ func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
 	}
 	switch op.Op {
 	case codec.OpAdd, codec.OpReplace:
-		v, e := valueNode(op, decoded)
-		if e != nil {
-			return e
+		if op.Value == nil {
+			return fail(ErrBadOp, "%s without value", OpName(op.Op))
+		}
+		// A short decoded value, most of them, is compacted on the stack
+		// and becomes a node only where it lands (valueAt), so that a new
+		// member and its value take one allocation.
+		var stack [smallValue]byte
+		var v *node
+		var text []byte
+		if decoded && len(op.Value) <= smallValue {
+			var ok bool
+			if text, ok = compactInPlace(stack[:copy(stack[:], op.Value)]); !ok {
+				return fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
+			}
+		} else {
+			b, err := ingestAs(op.Value, decoded)
+			if err != nil {
+				return fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
+			}
+			v = rawNode(b)
 		}
 		if op.Op == codec.OpAdd {
-			return d.add(op.Path, v, false)
+			return d.add(op.Path, v, text, false)
 		}
-		return d.replace(op.Path, v)
+		return d.replace(op.Path, v, text)
 	case codec.OpRemove:
 		_, e := d.remove(op.Path, false)
 		return e
@@ -156,23 +173,13 @@ func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
 	return fail(ErrBadOp, "unknown op kind %d", op.Op)
 }
 
-// valueNode copies and validates an add/replace value: the one copy of
-// bytes that came from the caller's (reused) event buffer.
-func valueNode(op *codec.PatchOp, decoded bool) (*node, *opError) {
-	if op.Value == nil {
-		return nil, fail(ErrBadOp, "%s without value", OpName(op.Op))
+// valueAt is the node of an add or replace value: v, or if v is nil a node
+// holding a copy of text, compact JSON of at most smallValue bytes.
+func valueAt(v *node, text []byte) *node {
+	if v != nil {
+		return v
 	}
-	if decoded && len(op.Value) <= smallValue {
-		if n := smallNode(op.Value); n != nil {
-			return n, nil
-		}
-		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
-	}
-	b, err := ingestAs(op.Value, decoded)
-	if err != nil {
-		return nil, fail(ErrInvalidJSON, "value %s", quoteTrunc(op.Value))
-	}
-	return rawNode(b), nil
+	return smallNode(text)
 }
 
 // walk resolves every token of p but the last, leaving the containers it
@@ -254,9 +261,9 @@ func (d *Doc) setRoot(v *node) {
 // add and remove keep Size current. A moved value stays in the document,
 // so move passes moved=true and its size is neither subtracted nor added:
 // measuring a modified subtree walks it, and a move must stay O(depth).
-func (d *Doc) add(p string, v *node, moved bool) *opError {
+func (d *Doc) add(p string, v *node, text []byte, moved bool) *opError {
 	if p == "" {
-		d.setRoot(v)
+		d.setRoot(valueAt(v, text))
 		return nil
 	}
 	parent, tok, e := d.walk(p)
@@ -266,13 +273,14 @@ func (d *Doc) add(p string, v *node, moved bool) *opError {
 	if parent.kind == KindObject {
 		d.markDirty()
 		if m := parent.find(tok); m != nil {
+			v = valueAt(v, text)
 			d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
 			d.grow(valSize(v, moved) - m.val.size())
 			m.val = v
 			return nil
 		}
-		m := &member{key: strings.Clone(tok), val: v}
-		d.grow(len(m.key) + 3 + valSize(v, moved))
+		m := newMember(tok, v, text)
+		d.grow(len(m.key) + 3 + valSize(m.val, moved))
 		parent.link(m)
 		d.s.undo = append(d.s.undo, undoRec{kind: undoLink, n: parent, m: m})
 		return nil
@@ -282,6 +290,7 @@ func (d *Doc) add(p string, v *node, moved bool) *opError {
 		e.reason += " at " + quoteStr(p)
 		return e
 	}
+	v = valueAt(v, text)
 	d.markDirty()
 	d.grow(valSize(v, moved))
 	parent.insert(i, v)
@@ -329,9 +338,9 @@ func (d *Doc) remove(p string, moving bool) (*node, *opError) {
 	return old, nil
 }
 
-func (d *Doc) replace(p string, v *node) *opError {
+func (d *Doc) replace(p string, v *node, text []byte) *opError {
 	if p == "" {
-		d.setRoot(v)
+		d.setRoot(valueAt(v, text))
 		return nil
 	}
 	parent, tok, e := d.walk(p)
@@ -343,6 +352,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 		if m == nil {
 			return fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
 		}
+		v = valueAt(v, text)
 		d.markDirty()
 		d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
 		d.grow(v.size() - m.val.size())
@@ -354,6 +364,7 @@ func (d *Doc) replace(p string, v *node) *opError {
 		e.reason += " at " + quoteStr(p)
 		return e
 	}
+	v = valueAt(v, text)
 	d.markDirty()
 	d.s.undo = append(d.s.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
 	d.grow(v.size() - parent.elems[i].size())
@@ -378,7 +389,7 @@ func (d *Doc) move(from, p string) *opError {
 	if e != nil {
 		return e
 	}
-	return d.add(p, v, true)
+	return d.add(p, v, nil, true)
 }
 
 func (d *Doc) copy(from, p string) *opError {
@@ -396,7 +407,7 @@ func (d *Doc) copy(from, p string) *opError {
 	if raw == nil {
 		raw = src.appendTo(nil)
 	}
-	return d.add(p, rawNode(raw), false)
+	return d.add(p, rawNode(raw), nil, false)
 }
 
 func (d *Doc) test(p string, want []byte) *opError {

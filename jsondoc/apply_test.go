@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -26,6 +27,22 @@ func TestApply(t *testing.T) {
 		{name: "add null value", give: `{}`, patch: `[{"op":"add","path":"/a","value":null}]`, want: `{"a":null}`},
 		{name: "add dash is a member name on objects", give: `{}`, patch: `[{"op":"add","path":"/-","value":1}]`, want: `{"-":1}`},
 		{name: "add empty key", give: `{}`, patch: `[{"op":"add","path":"/","value":1}]`, want: `{"":1}`},
+		// A short value lands with a new member in one memberWithText;
+		// past memberText bytes of name and value, or smallValue of value,
+		// they are apart (boundaries on both sides).
+		{name: "add new member, name and value fill memberWithText", give: `{}`,
+			patch: `[{"op":"add","path":"/` + strings.Repeat("k", memberText-smallValue) + `","value":"` + strings.Repeat("v", smallValue-2) + `"}]`,
+			want:  `{"` + strings.Repeat("k", memberText-smallValue) + `":"` + strings.Repeat("v", smallValue-2) + `"}`},
+		{name: "add new member, name and value past memberWithText", give: `{}`,
+			patch: `[{"op":"add","path":"/` + strings.Repeat("k", memberText-smallValue+1) + `","value":"` + strings.Repeat("v", smallValue-2) + `"}]`,
+			want:  `{"` + strings.Repeat("k", memberText-smallValue+1) + `":"` + strings.Repeat("v", smallValue-2) + `"}`},
+		{name: "add new member, value past smallValue", give: `{}`,
+			patch: `[{"op":"add","path":"/k","value":"` + strings.Repeat("v", smallValue-1) + `"}]`,
+			want:  `{"k":"` + strings.Repeat("v", smallValue-1) + `"}`},
+		{name: "add new member, spaced value compacted", give: `{}`, patch: `[{"op":"add","path":"/k","value":[ 1 , {"a" : 2} ]}]`, want: `{"k":[1,{"a":2}]}`},
+		{name: "add new member, then patch inside its value", give: `{}`, patch: `[{"op":"add","path":"/k","value":{"a":[]}},{"op":"add","path":"/k/a/-","value":1},{"op":"add","path":"/k/b","value":2}]`, want: `{"k":{"a":[1],"b":2}}`},
+		{name: "add new member, replaced, moved away", give: `{"a":0}`, patch: `[{"op":"add","path":"/k","value":1},{"op":"replace","path":"/k","value":2},{"op":"add","path":"/m","value":3},{"op":"move","from":"/m","path":"/n"}]`, want: `{"a":0,"k":2,"n":3}`},
+		{name: "add new member holding a moved value", give: `{"a":[1,2]}`, patch: `[{"op":"move","from":"/a","path":"/b"}]`, want: `{"b":[1,2]}`},
 		{name: "add nested", give: `{"a":{"b":{}}}`, patch: `[{"op":"add","path":"/a/b/c","value":true}]`, want: `{"a":{"b":{"c":true}}}`},
 		{name: "add array insert front", give: `[1,2]`, patch: `[{"op":"add","path":"/0","value":0}]`, want: `[0,1,2]`},
 		{name: "add array insert middle", give: `[1,3]`, patch: `[{"op":"add","path":"/1","value":2}]`, want: `[1,2,3]`},
@@ -216,6 +233,60 @@ func TestDecodedInput(t *testing.T) {
 // and removes at the front, back and middle of one array (the deque
 // paths of node.insert and node.removeAt), with failing patches mixed in
 // to exercise their undo, against a plain slice.
+// TestApplyCopiesPathAndValue: a new member's name and its value are
+// copies, not views of the op, whose buffers the caller reuses.
+func TestApplyCopiesPathAndValue(t *testing.T) {
+	for _, entry := range []struct {
+		name  string
+		apply func(*Doc, []codec.PatchOp) error
+	}{{"Apply", (*Doc).Apply}, {"ApplyDecoded", (*Doc).ApplyDecoded}} {
+		t.Run(entry.name, func(t *testing.T) {
+			d := mustParse(t, `{"a":1}`)
+			buf := []byte(`/name"v"/long` + strings.Repeat("x", memberText))
+			ops := []codec.PatchOp{
+				{Op: codec.OpAdd, Path: unsafe.String(&buf[0], 5), Value: codec.Raw(buf[5:8])},
+				{Op: codec.OpAdd, Path: unsafe.String(&buf[8], len(buf)-8), Value: codec.Raw(buf[5:8])}, // past memberText
+			}
+			want := `{"a":1,"name":"v","long` + strings.Repeat("x", memberText) + `":"v"}`
+			if err := entry.apply(d, ops); err != nil {
+				t.Fatal(err)
+			}
+			for i := range buf {
+				buf[i] = '#'
+			}
+			assertJSON(t, d, want)
+		})
+	}
+}
+
+// TestSplitSizes splits arrays and objects of every size splitBatch
+// distinguishes, and one past, then patches an element of each.
+func TestSplitSizes(t *testing.T) {
+	var elems, members []string
+	for n := range 11 {
+		arr, obj := "["+strings.Join(elems, ",")+"]", "{"+strings.Join(members, ",")+"}"
+		elems = append(elems, fmt.Sprint(n))
+		members = append(members, fmt.Sprintf(`"k%d":%d`, n, n))
+		d := mustParse(t, arr)
+		if err := d.Apply(mustPatch(t, fmt.Sprintf(`[{"op":"add","path":"/-","value":%d}]`, n))); err != nil {
+			t.Fatalf("array of %d: %v", n, err)
+		}
+		assertJSON(t, d, "["+strings.Join(elems, ",")+"]")
+		d = mustParse(t, obj)
+		if err := d.Apply(mustPatch(t, fmt.Sprintf(`[{"op":"add","path":"/k%d","value":%d}]`, n, n))); err != nil {
+			t.Fatalf("object of %d: %v", n, err)
+		}
+		assertJSON(t, d, "{"+strings.Join(members, ",")+"}")
+		if n > 0 { // the last node of the batch
+			d = mustParse(t, arr)
+			if err := d.Apply(mustPatch(t, fmt.Sprintf(`[{"op":"replace","path":"/%d","value":"x"}]`, n-1))); err != nil {
+				t.Fatalf("array of %d: %v", n, err)
+			}
+			assertJSON(t, d, "["+strings.Join(append(elems[:n-1:n-1], `"x"`), ",")+"]")
+		}
+	}
+}
+
 func TestArrayInsertRemoveBothEnds(t *testing.T) {
 	d := mustParse(t, `{"xs":[]}`)
 	var model []int

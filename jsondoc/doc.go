@@ -43,10 +43,16 @@
 // inserting or removing at either end is O(1) amortised and in the middle
 // moves half the element pointers (never any text).
 //
-// Splitting allocates per container, not per child: the children's nodes,
-// members and unescaped names each come in one batch, and a scalar node is
-// 48 bytes (container fields live apart, in kids). A child that outlives
-// its siblings keeps its batch alive, as it keeps the parent's text alive.
+// Splitting allocates per container, not per child: a container of up to
+// 8 children gets its kids, nodes and members in one batch (an array's
+// element pointers apart), names without escapes are views of its text,
+// and a scalar node is 48 bytes (container fields live apart, in kids). A
+// child that outlives its siblings keeps its batch alive, as it keeps the
+// parent's text alive. A member a patch adds comes with its name and, when
+// short, its value in one allocation.
+//
+// MergeShallow into null or a small unsplit object writes the merged text
+// instead of splitting both sides: the document stays one raw node.
 //
 // Size is an O(1) running estimate (text length plus a fixed cost per
 // split node) for memory accounting.

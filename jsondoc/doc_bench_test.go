@@ -416,3 +416,55 @@ func naiveApply(raw []byte, ops []codec.PatchOp) ([]byte, error) {
 	}
 	return json.Marshal(v)
 }
+
+// BenchmarkSmallDocs is the reducer's short-thread workload in miniature:
+// documents of a few members, created from a snapshot, patched by one-op
+// deltas and merged into shallowly, where allocations per operation, not
+// document size, decide the cost. One iteration is one document's life.
+func BenchmarkSmallDocs(b *testing.B) {
+	mustOps := func(s string) []codec.PatchOp {
+		ops, ok := decodePatch([]byte(s))
+		if !ok {
+			b.Fatalf("bad patch %s", s)
+		}
+		return ops
+	}
+	b.Run("state", func(b *testing.B) {
+		snapshot := codec.Raw(`{"version":4,"items":[-3],"settings":{"delta":false,"alpha":{},"gamma":"it option"}}`)
+		deltas := [][]codec.PatchOp{
+			mustOps(`[{"op":"add","path":"/alpha","value":4017}]`),
+			mustOps(`[{"op":"replace","path":"/version","value":5}]`),
+			mustOps(`[{"op":"add","path":"/items/-","value":"to search with"}]`),
+			mustOps(`[{"op":"add","path":"/settings/beta","value":true},{"op":"remove","path":"/alpha"}]`),
+			mustOps(`[{"op":"test","path":"/items/0","value":-3},{"op":"copy","from":"/items/0","path":"/items/-"}]`),
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := ParseDecoded(snapshot)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, ops := range deltas {
+				if err := d.ApplyDecoded(ops); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("metadata", func(b *testing.B) {
+		first := codec.Raw(`{"acme.seq":true}`)
+		merges := []codec.Raw{codec.Raw(`{"acme.trace":"t-1"}`), codec.Raw(`{"acme.seq":false,"tenant":"t"}`)}
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := ParseDecoded(first)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range merges {
+				if err := d.MergeShallowDecoded(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}

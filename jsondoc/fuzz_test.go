@@ -462,12 +462,16 @@ func refEqual(a, b any) bool {
 
 // FuzzMergeShallow: merging any two documents either fails and leaves the
 // target byte-identical, or equals a map merge of the two (null target
-// treated as {}), per name, last write wins, no recursion.
+// treated as {}), per name, last write wins, no recursion. A split target
+// (merged by splitting both sides) and an unsplit one (merged as text when
+// small), through MergeShallow and, for valid sources, MergeShallowDecoded,
+// must all write the same bytes.
 func FuzzMergeShallow(f *testing.F) {
 	f.Add(`{"a":1,"b":{"x":1}}`, `{"b":{"y":2},"c":null}`)
 	f.Add(`null`, `{"a":1,"a":2}`)
 	f.Add(`[1]`, `{"a":1}`)
 	f.Add(`{"a":1}`, `"s"`)
+	f.Add(`{"a":1,"b":2,"a":3}`, `{"\u0062":4,"c":5}`)
 	f.Fuzz(func(t *testing.T, target, src string) {
 		d, err := Parse([]byte(target))
 		if err != nil || !utf8.ValidString(target) || !utf8.ValidString(src) {
@@ -477,6 +481,17 @@ func FuzzMergeShallow(f *testing.F) {
 		before := d.AppendJSON(nil)
 		err = d.MergeShallow([]byte(src))
 		after := d.AppendJSON(nil)
+		merges := []func(*Doc) error{func(u *Doc) error { return u.MergeShallow([]byte(src)) }}
+		if json.Valid([]byte(src)) {
+			merges = append(merges, func(u *Doc) error { return u.MergeShallowDecoded(codec.Raw(src)) })
+		}
+		for _, merge := range merges {
+			u, _ := Parse([]byte(target))
+			uerr := merge(u)
+			if got := u.AppendJSON(nil); (uerr == nil) != (err == nil) || !bytes.Equal(got, after) {
+				t.Fatalf("MergeShallow(%s into unsplit %s) = %v, %s; split target gave %v, %s", src, target, uerr, got, err, after)
+			}
+		}
 		tv := decodeAny(t, []byte(target))
 		if tv == nil {
 			tv = map[string]any{}

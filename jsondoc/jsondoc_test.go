@@ -2,6 +2,7 @@ package jsondoc
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -192,42 +193,89 @@ func TestFailedPatchByteIdentical(t *testing.T) {
 	}
 }
 
+// TestMergeShallow runs each case on an unsplit target (mergeText, where
+// its bounds hold) and a split one (mergeNodes), through MergeShallow and
+// MergeShallowDecoded (whose small sources stay on the stack): all four
+// must write the same text.
 func TestMergeShallow(t *testing.T) {
+	many := func(prefix string, n int) string { // an object of n members named prefix0...
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"%s%d":%d`, prefix, i, i)
+		}
+		return b.String() + "}"
+	}
+	wide := many("a", mergeTextMembers)
+	long := `{"a":"` + strings.Repeat("x", mergeTextTarget) + `"}`
+	longSrc := `{"b":"` + strings.Repeat("y", mergeStackSrc) + `"}`
 	tests := []struct {
 		name    string
 		give    string // "" means the zero Doc
 		merge   string
 		want    string // exact output
 		wantErr error
+		// truncated marks a merge that is not structurally valid JSON,
+		// which the Decoded entry points are not given by contract.
+		truncated bool
 	}{
 		{name: "zero doc becomes object", give: "", merge: `{"a":1}`, want: `{"a":1}`},
 		{name: "null becomes object", give: `null`, merge: `{"a":1}`, want: `{"a":1}`},
+		{name: "empty source into null", give: `null`, merge: `{}`, want: `{}`},
 		{name: "last write wins, position kept", give: `{"a":1,"b":2}`, merge: `{"a":{"x":1},"c":3}`, want: `{"a":{"x":1},"b":2,"c":3}`},
 		{name: "no recursion", give: `{"a":{"x":1,"y":2}}`, merge: `{"a":{"z":3}}`, want: `{"a":{"z":3}}`},
 		{name: "null values are data", give: `{"a":1}`, merge: `{"a":null}`, want: `{"a":null}`},
 		{name: "duplicate names in source: last wins", give: `{}`, merge: `{"a":1,"a":2}`, want: `{"a":2}`},
+		{name: "duplicate names in target: last wins, first place", give: `{"a":1,"b":2,"a":3}`, merge: `{"c":4}`, want: `{"a":3,"b":2,"c":4}`},
 		{name: "empty source is a no-op", give: `{"a":1}`, merge: `{}`, want: `{"a":1}`},
+		{name: "empty source keeps duplicates", give: `{"a":1,"a":2}`, merge: `{}`, want: `{"a":1,"a":2}`},
 		{name: "source whitespace compacted", give: `{}`, merge: ` { "a" : [ 1 ] } `, want: `{"a":[1]}`},
+		{name: "escaped names compare decoded", give: `{"\u0061":1,"b":2}`, merge: `{"a":3}`, want: `{"\u0061":3,"b":2}`},
+		{name: "escaped source name", give: `{"a":1}`, merge: `{"\u0061":3,"c\n":4}`, want: `{"a":3,"c\n":4}`},
+		{name: "more names than mergeText holds", give: wide, merge: `{"a0":"x","b":1}`,
+			want: `{"a0":"x",` + wide[len(`{"a0":0,`):len(wide)-1] + `,"b":1}`},
+		{name: "target longer than mergeText rewrites", give: long, merge: `{"b":1}`, want: long[:len(long)-1] + `,"b":1}`},
+		{name: "source longer than the stack", give: `{"a":1}`, merge: longSrc, want: `{"a":1,` + longSrc[1:]},
 		{name: "array source rejected", give: `{"a":1}`, merge: `[1]`, wantErr: ErrNotObject, want: `{"a":1}`},
 		{name: "null source rejected", give: `{"a":1}`, merge: `null`, wantErr: ErrNotObject, want: `{"a":1}`},
-		{name: "invalid source rejected", give: `{"a":1}`, merge: `{"a":`, wantErr: ErrInvalidJSON, want: `{"a":1}`},
+		{name: "invalid source rejected", give: `{"a":1}`, merge: `{"a":`, wantErr: ErrInvalidJSON, want: `{"a":1}`, truncated: true},
+		{name: "bad escape in source rejected", give: `{"a":1}`, merge: `{"a":"\x"}`, wantErr: ErrInvalidJSON, want: `{"a":1}`},
+		{name: "null target, escaped source name", give: `null`, merge: `{"\u0061":1}`, want: `{"\u0061":1}`},
 		{name: "array target rejected", give: `[1]`, merge: `{"a":1}`, wantErr: ErrNotObject, want: `[1]`},
 		{name: "string target rejected", give: `"s"`, merge: `{"a":1}`, wantErr: ErrNotObject, want: `"s"`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := &Doc{}
-			if tt.give != "" {
-				d = mustParse(t, tt.give)
+		for _, split := range []bool{false, true} {
+			for _, decoded := range []bool{false, true} {
+				if decoded && tt.truncated {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/split=%v/decoded=%v", tt.name, split, decoded), func(t *testing.T) {
+					d := &Doc{}
+					if tt.give != "" {
+						d = mustParse(t, tt.give)
+					}
+					if split {
+						d.Len()
+					}
+					var err error
+					if decoded {
+						err = d.MergeShallowDecoded(codec.Raw(tt.merge))
+					} else {
+						err = d.MergeShallow([]byte(tt.merge))
+					}
+					if !errors.Is(err, tt.wantErr) {
+						t.Fatalf("MergeShallow error = %v, want %v", err, tt.wantErr)
+					}
+					if got := string(d.AppendJSON(nil)); got != tt.want {
+						t.Fatalf("got %s, want %s", got, tt.want)
+					}
+				})
 			}
-			err := d.MergeShallow([]byte(tt.merge))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("MergeShallow error = %v, want %v", err, tt.wantErr)
-			}
-			if got := string(d.AppendJSON(nil)); got != tt.want {
-				t.Fatalf("got %s, want %s", got, tt.want)
-			}
-		})
+		}
 	}
 }
 

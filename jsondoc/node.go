@@ -1,6 +1,9 @@
 package jsondoc
 
-import "unsafe"
+import (
+	"strings"
+	"unsafe"
+)
 
 // NOTE: this file holds the tree. A node is a JSON value that is either
 // raw (its compact text, never modified in place) or split (children built)
@@ -117,19 +120,44 @@ type nodeWithText struct {
 	buf [smallValue]byte
 }
 
-// smallNode is ingestDecoded+rawNode for a value of at most smallValue
-// bytes: the value is copied into the node's own buffer and compacted
-// there. It returns nil if compactInPlace rejects the value.
-func smallNode(raw []byte) *node {
+// smallNode is a node holding a copy of text, compact JSON of at most
+// smallValue bytes.
+func smallNode(text []byte) *node {
 	nt := new(nodeWithText)
-	b := nt.buf[:len(raw)]
-	copy(b, raw)
-	out, ok := compactInPlace(b)
-	if !ok {
-		return nil
-	}
-	nt.n = node{kind: kindOf(out), raw: out[:len(out):len(out)]}
+	b := nt.buf[:copy(nt.buf[:], text):len(text)]
+	nt.n = node{kind: kindOf(b), raw: b}
 	return &nt.n
+}
+
+// memberText is the room memberWithText has for a name and a value's text.
+const memberText = 40
+
+// memberWithText is a member added by a patch, its name and, when short,
+// its value's node and text, in one allocation instead of three. As in a
+// memberSlot, a value replaced later stays allocated with the member; it
+// holds only its own text.
+type memberWithText struct {
+	m   member
+	n   node
+	buf [memberText]byte // the name, then the value's text
+}
+
+// newMember returns a member named key (copied) with value v, or if v is
+// nil a node holding a copy of text, as valueAt.
+func newMember(key string, v *node, text []byte) *member {
+	if len(key)+len(text) > memberText {
+		return &member{key: strings.Clone(key), val: valueAt(v, text)}
+	}
+	mt := new(memberWithText)
+	k := copy(mt.buf[:], key)
+	if v == nil {
+		b := mt.buf[k : k+copy(mt.buf[k:], text) : k+len(text)]
+		mt.n = node{kind: kindOf(b), raw: b}
+		v = &mt.n
+	}
+	// Never written again, like raw text, so the name may view it.
+	mt.m = member{key: unsafe.String(&mt.buf[0], k), val: v}
+	return &mt.m
 }
 
 func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
@@ -139,19 +167,18 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 //
 // It allocates per container, not per child: one scan records the child
 // boundaries in a scratch on the stack (on the heap only past
-// stackSpans/3 members, whose split then costs more anyway), then an
-// array's nodes come from one slice, and an object's members and their
-// value nodes from one slice (memberSlot), their names being views of the
-// raw text. A child that outlives its siblings keeps the whole batch alive;
-// it already keeps the parent's raw text alive (children and names are
-// views of it), so the bound on what a split can pin is unchanged in kind:
-// proportional to the text split.
+// stackSpans/3 members, whose split then costs more anyway), then a small
+// container's kids and child nodes come in one allocation (withKids): an
+// array's nodes, an object's members and their value nodes (memberSlot),
+// the names being views of the raw text. An array's element pointers are
+// apart, as inserts may reallocate them. A child that outlives its
+// siblings keeps the whole batch alive; it already keeps the parent's raw
+// text alive (children and names are views of it), so the bound on what a
+// split can pin is unchanged in kind: proportional to the text split.
 func (n *node) ensureSplit() {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
 		return
 	}
-	n.split = true
-	n.kids = new(kids)
 	b := n.raw
 	// Most Docs are small and split a container or two in their lifetime,
 	// so a scratch kept per Doc would be allocated per split anyway.
@@ -168,10 +195,12 @@ func (n *node) ensureSplit() {
 			}
 		}
 		cnt := len(sp) / 2
+		var nodes []node
+		n.kids, nodes = splitBatch[node](cnt)
+		n.split = true
 		if cnt == 0 {
 			return
 		}
-		nodes := make([]node, cnt)
 		n.back = make([]*node, cnt)
 		for k := range nodes {
 			raw := b[sp[2*k]:sp[2*k+1]:sp[2*k+1]]
@@ -191,11 +220,10 @@ func (n *node) ensureSplit() {
 		}
 	}
 	cnt := len(sp) / 3
-	if cnt == 0 {
-		return
-	}
-	slots := make([]memberSlot, cnt)
-	for k := 0; k < cnt; k++ {
+	var slots []memberSlot
+	n.kids, slots = splitBatch[memberSlot](cnt)
+	n.split = true
+	for k := range slots {
 		ks, ke, ve := sp[3*k], sp[3*k+1], sp[3*k+2]
 		keyLit := b[ks:ke:ke]
 		// A name without escapes (nearly all) is a view of the raw text:
@@ -225,6 +253,43 @@ func (n *node) ensureSplit() {
 type memberSlot struct {
 	m member
 	n node
+}
+
+// withKids is a split container's kids and its first children in one
+// allocation: most containers split have a few children, and a second
+// allocation per split was a tenth of the reducer's.
+type withKids[A any] struct {
+	k kids
+	a A
+}
+
+// splitBatch returns new kids and cnt zeroed children, in one allocation
+// up to 8 children. Sizes past 4 round up to 6 or 8, a tail no larger
+// than what the allocator's size classes round up anyway.
+func splitBatch[T node | memberSlot](cnt int) (*kids, []T) {
+	switch cnt {
+	case 0:
+		return new(kids), nil
+	case 1:
+		b := new(withKids[[1]T])
+		return &b.k, b.a[:]
+	case 2:
+		b := new(withKids[[2]T])
+		return &b.k, b.a[:]
+	case 3:
+		b := new(withKids[[3]T])
+		return &b.k, b.a[:]
+	case 4:
+		b := new(withKids[[4]T])
+		return &b.k, b.a[:]
+	case 5, 6:
+		b := new(withKids[[6]T])
+		return &b.k, b.a[:cnt]
+	case 7, 8:
+		b := new(withKids[[8]T])
+		return &b.k, b.a[:cnt]
+	}
+	return new(kids), make([]T, cnt)
 }
 
 // find returns the member named key, building the index when the object
