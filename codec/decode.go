@@ -36,6 +36,12 @@ type Decoder struct {
 	typ     Type
 	restart bool
 
+	// shapes[t][i] is the field of the i-th member after `type` (the last
+	// slot: of any later one) in the last events of type t, the name
+	// members1 checks for first (guessKey). It only ever saves time, so
+	// Reset keeps it.
+	shapes [numTypes][maxShape]Field
+
 	// v10 is configuration, not state (Reset keeps it): decode as a strict
 	// AG-UI 1.0 consumer. See SetProtocolVersion.
 	v10 bool
@@ -236,12 +242,18 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 		}
 		return k, d.errAt(KindWrongType, Fatal, k, "type", "type must be a string, not "+valueKind(d.data[k]))
 	}
-	s, end, err := d.str(k)
-	if err != nil {
-		return end, err
+	var s string
+	var end int
+	if t, n := typeAt(d.data, k+1); t != TypeUnknown {
+		s, end, ev.Type = b2s(d.data[k+1:k+1+n]), k+n+2, t
+	} else {
+		var err *Error
+		if s, end, err = d.str(k); err != nil {
+			return end, err
+		}
+		ev.Type = ParseType(s)
 	}
 	ev.TypeName = s
-	ev.Type = ParseType(s)
 	ev.Fields = ev.Fields.With(FieldType)
 	d.typ = ev.Type
 	return end, nil
@@ -277,7 +289,8 @@ func (d *Decoder) trailing(end int) *Error {
 // type's value. It returns the offset after the closing brace.
 func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 	b := d.data
-	for {
+	shape := &d.shapes[ev.Type]
+	for n := 0; ; n++ {
 		k = skipWS(b, k)
 		if k >= len(b) {
 			return k, d.syntax(k, "unterminated object")
@@ -293,19 +306,35 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 			return k, d.syntax(k, "expected a member name")
 		}
 		kpos := k
-		key, next, err := d.str(k)
-		if err != nil {
-			return next, err
+		var key string
+		var err *Error
+		guess := &shape[min(n, maxShape-1)]
+		var f Field
+		var next int
+		if k+16 <= len(b) {
+			f, next = guessKey(b, k, *guess)
+		} else {
+			f, next = guessKeyTail(b, k, *guess)
 		}
-		if next < len(b) && b[next] == ':' {
-			k = next + 1 // compact input: no call to expect
-		} else if k, err = d.expect(next, ':'); err != nil {
-			return k, err
+		if f != noField {
+			key, k = fieldNames[f], next
+		} else {
+			if key, next, err = d.str(k); err != nil {
+				return next, err
+			}
+			if next < len(b) && b[next] == ':' {
+				k = next + 1 // compact input: no call to expect
+			} else if k, err = d.expect(next, ':'); err != nil {
+				return k, err
+			}
+			if f = fieldOf(key); f != noField {
+				*guess = f
+			}
 		}
 		// Fast path for most members: a plain string field of this type
 		// with its value right after the colon, read as field would.
 		if k < len(b) && b[k] == '"' {
-			if f, ok := fieldByName(key); ok && typeSpecs[ev.Type].plain.Has(f) {
+			if typeSpecs[ev.Type].plain.Has(f) { // never noField
 				s, end, err := d.str(k)
 				*ev.strField(f) = s
 				ev.Fields = ev.Fields.With(f)
@@ -316,7 +345,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 				continue
 			}
 		}
-		if k, err = d.field(ev, key, kpos, k); err != nil {
+		if k, err = d.field(ev, f, key, kpos, k); err != nil {
 			return k, err
 		}
 		if d.restart {
@@ -405,7 +434,7 @@ func (d *Decoder) collectEvent(ev *Event, obj int) *Error {
 		if m.key == "type" {
 			continue
 		}
-		if _, err := d.field(ev, m.key, m.kpos, m.vstart); err != nil {
+		if _, err := d.field(ev, fieldOf(m.key), m.key, m.kpos, m.vstart); err != nil {
 			return err
 		}
 	}
@@ -413,16 +442,15 @@ func (d *Decoder) collectEvent(ev *Event, obj int) *Error {
 	return d.finish(ev, -1)
 }
 
-// field reads the value at i of the member named key into ev and returns the
-// offset after the value.
-func (d *Decoder) field(ev *Event, key string, kpos, i int) (int, *Error) {
+// field reads the value at i of the member named key (field f, or noField)
+// into ev and returns the offset after the value.
+func (d *Decoder) field(ev *Event, f Field, key string, kpos, i int) (int, *Error) {
 	b := d.data
 	i = skipWS(b, i)
 	if i >= len(b) {
 		return i, d.syntax(i, "unexpected end of input, expected a value")
 	}
-	f, ok := fieldByName(key)
-	if !ok || !typeSpecs[ev.Type].allowed.Has(f) || f == FieldEncryptedValueType && d.v10 {
+	if f == noField || !typeSpecs[ev.Type].allowed.Has(f) || f == FieldEncryptedValueType && d.v10 {
 		end, err := d.skip(i, 0)
 		if err != nil {
 			return end, err

@@ -1,5 +1,10 @@
 package codec
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // Type is the discriminator of an AG-UI event. The zero value, TypeUnknown, is
 // what a decoder reports for a `type` string that is not one of the 31 of
 // AG-UI 1.0; such an event is dropped with a warning (processing model, X1).
@@ -159,6 +164,90 @@ func ParseType(s string) Type {
 		return TypeSubagentError
 	}
 	return TypeUnknown
+}
+
+// typeAt recognises a type name of at least eight bytes starting at j and
+// ended by a quote, straight from the bytes: it returns the Type and the
+// name's length, or TypeUnknown (for any other name, and when fewer than 32
+// bytes follow j) and the caller reads the string as usual. Reading the
+// name with str and then ParseType made several branches depend on the
+// event type, which changes from one event to the next half the time in a
+// stream; here a perfect hash (typeTable) picks the one candidate and word
+// compares check it, with no branch that depends on the name.
+func typeAt(b []byte, j int) (Type, int) {
+	if j+32 > len(b) {
+		return TypeUnknown, 0
+	}
+	w := b[j : j+32 : j+32]
+	le := binary.LittleEndian
+	x0, x1, x2, x3 := le.Uint64(w), le.Uint64(w[8:]), le.Uint64(w[16:]), le.Uint64(w[24:])
+	// n is the index of the first byte that ends a plain string, found
+	// branch-free: a word's index (8 for none) counts only when the words
+	// before it have none.
+	n0 := bits.TrailingZeros64(stopAt8(x0)) >> 3
+	n1 := bits.TrailingZeros64(stopAt8(x1)) >> 3
+	n2 := bits.TrailingZeros64(stopAt8(x2)) >> 3
+	n3 := bits.TrailingZeros64(stopAt8(x3)) >> 3
+	n01 := n0 + n1&-(n0>>3)
+	n23 := n2 + n3&-(n2>>3)
+	n := n01 + n23&-(n01>>4)
+	if n < 8 || n >= 32 {
+		return TypeUnknown, 0
+	}
+	t := typeTable[typeSlot(x0, le.Uint64(w[n-8:]), n)]
+	p := &typePats[t]
+	if n != p.n || w[n] != '"' || (x0^p.w[0])&p.m[0]|(x1^p.w[1])&p.m[1]|(x2^p.w[2])&p.m[2]|(x3^p.w[3])&p.m[3] != 0 {
+		return TypeUnknown, 0
+	}
+	return t, n
+}
+
+// typeTable holds each type whose name has at least eight bytes at the
+// typeSlot of its name (TypeUnknown elsewhere), and typePats the name as
+// words with masks of its bytes. typeBits and typeMul were found by trying
+// random odd multipliers until the names fell into distinct slots; init
+// checks it, so that a new name that collides fails loudly.
+var (
+	typeTable [1 << typeBits]Type
+	typePats  [numTypes]struct {
+		w, m [4]uint64
+		n    int
+	}
+)
+
+const (
+	typeBits = 6
+	typeMul  = 0xb3525d92edb09ca7
+)
+
+// typeSlot hashes a name of n >= 8 bytes by its first and last eight.
+func typeSlot(first, last uint64, n int) uint64 {
+	return (first ^ last<<1 ^ uint64(n)) * typeMul >> (64 - typeBits)
+}
+
+func init() {
+	le := binary.LittleEndian
+	for t := Type(1); t < numTypes; t++ {
+		name := typeNames[t]
+		if len(name) < 8 {
+			continue
+		}
+		var w, m [32]byte
+		copy(w[:], name)
+		for i := range name {
+			m[i] = 0xff
+		}
+		p := &typePats[t]
+		for i := range p.w {
+			p.w[i], p.m[i] = le.Uint64(w[8*i:]), le.Uint64(m[8*i:])
+		}
+		p.n = len(name)
+		e := &typeTable[typeSlot(p.w[0], le.Uint64(w[len(name)-8:]), len(name))]
+		if *e != TypeUnknown {
+			panic("codec: BUG: type names " + typeNames[*e] + " and " + name + " share a typeTable slot; pick another typeMul")
+		}
+		*e = t
+	}
 }
 
 // Field names one top-level property of an event. Event.Has reports which

@@ -1,5 +1,7 @@
 package codec
 
+import "encoding/binary"
+
 // fieldNames are the wire names of the event fields. FieldDelta is "delta"
 // (a string, or STATE_DELTA's patch) and FieldEvent is RAW's "event".
 var fieldNames = [numFields]string{
@@ -136,6 +138,75 @@ func fieldByName(s string) (Field, bool) {
 		return FieldValue, true
 	}
 	return 0, false
+}
+
+// noField is what fieldOf and guessKey return for no (known) field.
+const noField = numFields
+
+// fieldOf is fieldByName with noField for an unknown name.
+func fieldOf(s string) Field {
+	if f, ok := fieldByName(s); ok {
+		return f
+	}
+	return noField
+}
+
+// maxShape is how many members after `type` a Decoder remembers per event
+// type (Decoder.shapes).
+const maxShape = 6
+
+// keyPat is a member name as compact JSON writes it before the value,
+// `"name":` (n bytes), loaded as two little-endian words with masks of the
+// pattern's bytes. Names whose pattern is longer than 16 bytes get a
+// pattern that matches nothing (a first byte of 0 where the input has '"').
+type keyPat struct {
+	w0, w1, m0, m1 uint64
+	n              int
+}
+
+// keyPats is read-only after package initialisation.
+var keyPats [numFields]keyPat
+
+func init() {
+	le := binary.LittleEndian
+	for f, name := range fieldNames {
+		pat := `"` + name + `":`
+		if len(pat) > 16 {
+			keyPats[f] = keyPat{m0: ^uint64(0)}
+			continue
+		}
+		var w, m [16]byte
+		copy(w[:], pat)
+		for i := range pat {
+			m[i] = 0xff
+		}
+		keyPats[f] = keyPat{le.Uint64(w[:8]), le.Uint64(w[8:]), le.Uint64(m[:8]), le.Uint64(m[8:]), len(pat)}
+	}
+}
+
+// guessKey checks whether the member name at k (its opening quote) is that
+// of field g followed directly by the colon, and if so returns g and the
+// offset after the colon; otherwise noField. It needs 16 bytes from k.
+// Streams repeat the member order of each event type, so the guess is
+// usually right, and checking it is two word compares whose outcome the CPU
+// predicts: the offset of the value does not wait for the name to be
+// scanned (str) and looked up (fieldByName).
+func guessKey(b []byte, k int, g Field) (Field, int) {
+	p := &keyPats[g]
+	if (binary.LittleEndian.Uint64(b[k:])^p.w0)&p.m0|(binary.LittleEndian.Uint64(b[k+8:])^p.w1)&p.m1 != 0 {
+		return noField, 0
+	}
+	return g, k + p.n
+}
+
+// guessKeyTail is guessKey for a name near the end of the input (the last
+// member's), where a pattern of up to 8 bytes can still be checked.
+func guessKeyTail(b []byte, k int, g Field) (Field, int) {
+	p := &keyPats[g]
+	if k+8 > len(b) || p.m1 != 0 || (binary.LittleEndian.Uint64(b[k:])^p.w0)&p.m0 != 0 {
+		return noField, 0
+	}
+	return g, k + p.n
 }
 
 func set(fs ...Field) FieldSet {

@@ -1,0 +1,143 @@
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// decodeResult is everything a Decode reports, as text, for comparing two
+// Decodes of the same bytes.
+func decodeResult(d *Decoder, data []byte) (string, *Event) {
+	var ev Event
+	err := d.Decode(data, &ev)
+	var out []string
+	if err != nil {
+		e := err.(*Error)
+		out = append(out, fmt.Sprintf("error %v kind=%v verdict=%v field=%q type=%v/%q", e, e.Kind, e.Verdict, e.Field, e.Type, e.TypeName))
+	}
+	for _, w := range d.Warnings() {
+		out = append(out, fmt.Sprintf("warning %v kind=%v field=%q", w, w.Kind, w.Field))
+	}
+	return strings.Join(out, "\n"), &ev
+}
+
+// TestGuessedKeysDecodeAlike: whatever member order a Decoder guesses
+// (guessKey), an event decodes exactly as by a fresh Decoder. Each event
+// is decoded with every field as the guess for every member, which makes
+// every name be checked against every pattern: right guesses, wrong ones,
+// and names one pattern is a prefix of.
+func TestGuessedKeysDecodeAlike(t *testing.T) {
+	var evs [][]byte
+	for _, c := range loadCorpus(t) {
+		evs = append(evs, c.events...)
+	}
+	mix := loadMix(t)
+	for i := 0; i < len(mix); i += 25 {
+		evs = append(evs, mix[i])
+	}
+	for _, s := range []string{
+		// Names near a pattern: longer, shorter, escaped, spaced, cut off.
+		`{"type":"TEXT_MESSAGE_CONTENT","messageIdx":"m","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delt":"d","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","message\u0049d":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId" :"m", "delta"  :  "d" }`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","del`,
+		`{"type":"RUN_ERROR","code":"c","message":"m"}`, // "message" begins "messageId"
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_END"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"n","parentMessageId":"p","x":1}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n","parentSubagentRunId":"p","parentToolCallId":"c"}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`,
+		`{"type":"STEP_STARTED","stepName":"s","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"timestamp":7,"g":8}`,
+	} {
+		evs = append(evs, []byte(s))
+	}
+	for _, data := range evs {
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, data)
+		for g := Field(0); g < numFields; g++ {
+			var d Decoder
+			for t := range d.shapes {
+				for i := range d.shapes[t] {
+					d.shapes[t][i] = g
+				}
+			}
+			got, gotEv := decodeResult(&d, data)
+			if got != want {
+				t.Fatalf("%s guessing %v:\n got %s\nwant %s", data, g, got, want)
+			}
+			if diff := eventDiff(gotEv, wantEv); diff != "" {
+				t.Fatalf("%s guessing %v: %s", data, g, diff)
+			}
+		}
+	}
+}
+
+// TestTypeAt holds typeAt to ParseType: it must recognise every type name
+// of eight bytes or more when 32 bytes follow, and never report a type
+// ParseType would not, for names one edit away from the real ones and for
+// random names.
+func TestTypeAt(t *testing.T) {
+	const tail = `","messageId":"msg-1","delta":"hello"}`
+	check := func(name string) {
+		t.Helper()
+		b := []byte(`"` + name + tail)
+		got, n := typeAt(b, 1)
+		want := ParseType(name)
+		if got != TypeUnknown && (got != want || n != len(name)) {
+			t.Fatalf("typeAt(%q) = %v, %d; ParseType says %v", name, got, n, want)
+		}
+		if got == TypeUnknown && want != TypeUnknown && len(name) >= 8 {
+			t.Fatalf("typeAt(%q) missed %v", name, want)
+		}
+	}
+	for ty := Type(1); ty < numTypes; ty++ {
+		name := ty.String()
+		check(name)
+		check(name + "_")
+		check(name[:len(name)-1])
+		// Every byte value at every position: some of these land in the
+		// name's own typeTable slot, so each word compare is needed.
+		for i := range name {
+			for c := range 256 {
+				check(name[:i] + string(byte(c)) + name[i+1:])
+			}
+		}
+		// A name that goes on past a type's (ended by another stop byte,
+		// or longer and in the same typeTable slot) is not that type.
+		for _, c := range []string{`\`, "\x01", "\xc3\xa9"} {
+			check(name + c + "X")
+		}
+		for found, i := 0, 0; len(name) >= 8 && found < 3 && i < 100_000; i++ {
+			long := name + strings.Repeat("_", 1+i%(31-len(name))) + fmt.Sprint(i)
+			if len(long) > 31 {
+				continue
+			}
+			var w [32]byte
+			copy(w[:], long)
+			le := binary.LittleEndian
+			if typeTable[typeSlot(le.Uint64(w[:]), le.Uint64(w[len(long)-8:]), len(long))] == ty {
+				check(long)
+				found++
+			}
+		}
+		// Too few bytes after the name: left to str and ParseType.
+		b := []byte(`"` + name + `"}`)
+		if got, _ := typeAt(b, 1); got != TypeUnknown {
+			t.Fatalf("typeAt(%q) read past its 32 bytes: %v", b, got)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "ACDEGHIKLMNOPRSTUVWXY_"
+	for range 200_000 {
+		var sb strings.Builder
+		for range 8 + r.IntN(24) {
+			sb.WriteByte(alphabet[r.IntN(len(alphabet))])
+		}
+		check(sb.String())
+	}
+}
