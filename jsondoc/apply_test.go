@@ -229,6 +229,30 @@ func TestDecodedInput(t *testing.T) {
 	}
 }
 
+// TestTestValue: a test op's value is validated as any other, except that
+// ApplyDecoded trusts its structure and checks only its strings.
+func TestTestValue(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		wantErr error
+	}{
+		{name: "equal, spaced", value: "{ \"y\" : [ 1 , \"s t\" ] }"},
+		{name: "different", value: `{"y":[1]}`, wantErr: ErrTestFailed},
+		{name: "raw control character", value: "\"a\x01b\"", wantErr: ErrInvalidJSON},
+		{name: "bad escape", value: `"a\xb"`, wantErr: ErrInvalidJSON},
+	}
+	for _, apply := range []func(*Doc, []codec.PatchOp) error{(*Doc).Apply, (*Doc).ApplyDecoded} {
+		for _, tt := range tests {
+			d := mustParse(t, `{"x":{"y":[1,"s t"]}}`)
+			err := apply(d, []codec.PatchOp{{Op: codec.OpTest, Path: "/x", Value: codec.Raw(tt.value)}})
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: error = %v, want %v", tt.name, err, tt.wantErr)
+			}
+		}
+	}
+}
+
 // TestArrayInsertRemoveBothEnds drives a long random sequence of inserts
 // and removes at the front, back and middle of one array (the deque
 // paths of node.insert and node.removeAt), with failing patches mixed in

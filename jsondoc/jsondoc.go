@@ -41,8 +41,19 @@ func parse(raw []byte, decoded bool) (*Doc, error) {
 	return newDoc(b), nil
 }
 
+// docWithRoot is a Doc and its first root node in one allocation: most
+// Docs are parsed and never replaced whole. A root that is replaced is
+// overwritten or zeroed (set, Reset, commit), never left holding text or
+// children here for as long as the Doc lives.
+type docWithRoot struct {
+	d Doc
+	n node
+}
+
 func newDoc(b []byte) *Doc {
-	return &Doc{root: rawNode(b), size: len(b) + nodeOverhead}
+	dr := &docWithRoot{n: node{kind: kindOf(b), raw: b}}
+	dr.d = Doc{root: &dr.n, size: len(b) + nodeOverhead}
+	return &dr.d
 }
 
 // Set replaces the whole value with a private copy of raw (a snapshot). On
@@ -58,13 +69,22 @@ func (d *Doc) set(raw []byte, decoded bool) error {
 	if err != nil {
 		return err
 	}
-	d.root = rawNode(b)
+	// The root node is referenced by d alone, so it is reused in place.
+	if d.root == nil {
+		d.root = new(node)
+	}
+	*d.root = node{kind: kindOf(b), raw: b}
 	d.size = len(b) + nodeOverhead
 	return nil
 }
 
 // Reset makes d JSON null and drops everything it held.
-func (d *Doc) Reset() { d.root, d.size = nil, 0 }
+func (d *Doc) Reset() {
+	if d.root != nil {
+		*d.root = node{} // see docWithRoot
+	}
+	d.root, d.size = nil, 0
+}
 
 func (d *Doc) rootNode() *node {
 	if d.root == nil {
@@ -225,8 +245,7 @@ func (d *Doc) mergeTarget(src []byte) (*node, error) {
 // splitting both. src's members and nodes become part of d.
 func (d *Doc) mergeNodes(r *node, src []byte) {
 	if r.kind == KindNull {
-		r = &node{kind: KindObject, split: true, kids: new(kids)}
-		d.root = r
+		*r = node{kind: KindObject, split: true, kids: new(kids)}
 		d.size = nodeOverhead
 	} else {
 		d.split(r)

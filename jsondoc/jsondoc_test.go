@@ -500,3 +500,66 @@ func TestApplyDefensive(t *testing.T) {
 		})
 	}
 }
+
+// TestReplacedRootReleased: a Doc's first root node shares its allocation
+// (docWithRoot), so whatever replaces the root must leave the old node
+// holding no text or children, or the Doc would pin its first value for
+// life. A patch that fails must leave the old root whole.
+func TestReplacedRootReleased(t *testing.T) {
+	const give = `{"a":{"b":[1,2]},"c":"s"}`
+	tests := []struct {
+		name    string
+		replace func(*Doc) error
+		want    string
+	}{
+		{"Set", func(d *Doc) error { return d.Set([]byte(`{"x":1}`)) }, `{"x":1}`},
+		{"SetDecoded", func(d *Doc) error { return d.SetDecoded(codec.Raw(`[1]`)) }, `[1]`},
+		{"Reset", func(d *Doc) error { d.Reset(); return nil }, `null`},
+		{"replace root", func(d *Doc) error {
+			return d.Apply(mustPatch(t, `[{"op":"replace","path":"","value":{"x":1}}]`))
+		}, `{"x":1}`},
+		{"add root twice", func(d *Doc) error {
+			return d.ApplyDecoded(mustPatch(t, `[{"op":"add","path":"","value":1},{"op":"add","path":"","value":2}]`))
+		}, `2`},
+		{"remove root", func(d *Doc) error { return d.Apply(mustPatch(t, `[{"op":"remove","path":""}]`)) }, `null`},
+		{"move child to root", func(d *Doc) error {
+			return d.Apply(mustPatch(t, `[{"op":"move","from":"/a","path":""}]`))
+		}, `{"b":[1,2]}`},
+	}
+	for _, tt := range tests {
+		for _, split := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/split=%v", tt.name, split), func(t *testing.T) {
+				d := mustParse(t, give)
+				if split {
+					if _, err := d.Get(nil, "/a/b/0"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				old := d.root
+				if err := tt.replace(d); err != nil {
+					t.Fatal(err)
+				}
+				assertJSON(t, d, tt.want)
+				if d.root == old {
+					if tt.name != "Set" && tt.name != "SetDecoded" {
+						t.Fatalf("root node kept")
+					}
+				} else if old.raw != nil || old.split || old.kids != nil {
+					t.Fatalf("replaced root still holds %q, split %v", old.raw, old.split)
+				}
+				if err := d.Apply(mustPatch(t, `[{"op":"add","path":"","value":{"y":[2]}},{"op":"add","path":"/y/-","value":3}]`)); err != nil {
+					t.Fatal(err)
+				}
+				assertJSON(t, d, `{"y":[2,3]}`)
+			})
+		}
+	}
+	d := mustParse(t, give)
+	old := d.root
+	if err := d.Apply(mustPatch(t, `[{"op":"replace","path":"","value":1},{"op":"remove","path":"/x"}]`)); !errors.Is(err, ErrNotContainer) {
+		t.Fatalf("failing patch: %v, want ErrNotContainer", err)
+	}
+	if d.root != old || string(d.AppendJSON(nil)) != give {
+		t.Fatalf("failed patch changed the root: %s", d.AppendJSON(nil))
+	}
+}

@@ -195,10 +195,12 @@ func checkString(b []byte, i int) (int, bool) {
 }
 
 // validJSON is ingest's acceptance test without keeping the copy.
-func validJSON(b []byte) bool {
-	if !sonic.Valid(paddedCopy(b)) {
-		return false
-	}
+func validJSON(b []byte) bool { return sonic.Valid(paddedCopy(b)) && validStrings(b) }
+
+// validStrings is ingestDecoded's acceptance test without the copy: b's
+// string literals hold no control character or invalid escape. b must be
+// structurally valid JSON.
+func validStrings(b []byte) bool {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
