@@ -34,6 +34,12 @@ func Parse(raw []byte) (*Doc, error) { return parse(raw, false) }
 func ParseDecoded(raw codec.Raw) (*Doc, error) { return parse(raw, true) }
 
 func parse(raw []byte, decoded bool) (*Doc, error) {
+	if decoded && len(raw) <= shortDoc {
+		if d := newShortDoc(raw); d != nil {
+			return d, nil
+		}
+		return nil, errInvalidJSON(raw)
+	}
 	b, err := ingestAs(raw, decoded)
 	if err != nil {
 		return nil, err
@@ -54,6 +60,32 @@ func newDoc(b []byte) *Doc {
 	dr := &docWithRoot{n: node{kind: kindOf(b), raw: b}}
 	dr.d = Doc{root: &dr.n, size: len(b) + nodeOverhead}
 	return &dr.d
+}
+
+// shortDoc is the longest text newShortDoc holds inline: most metadata and
+// activity content of short threads fits.
+const shortDoc = 56
+
+// docWithText is a docWithRoot and its text in one allocation. Only this
+// Doc's nodes may view buf (Clone copies a text this short rather than
+// share it), so the text pins nothing but its own Doc; once replaced it
+// is at most shortDoc dead bytes.
+type docWithText struct {
+	docWithRoot
+	buf [shortDoc]byte
+}
+
+// newShortDoc is ingestDecoded+newDoc for text of at most shortDoc bytes,
+// in one allocation. It returns nil if compactInPlace refuses the text.
+func newShortDoc(raw []byte) *Doc {
+	dt := new(docWithText)
+	b, ok := compactInPlace(dt.buf[:copy(dt.buf[:], raw)])
+	if !ok {
+		return nil
+	}
+	dt.n = node{kind: kindOf(b), raw: b[:len(b):len(b)]}
+	dt.d = Doc{root: &dt.n, size: len(b) + nodeOverhead}
+	return &dt.d
 }
 
 // Set replaces the whole value with a private copy of raw (a snapshot). On
@@ -165,10 +197,14 @@ func (d *Doc) Clone() *Doc {
 	if d.root == nil {
 		return &Doc{}
 	}
-	if d.root.raw != nil {
-		return newDoc(d.root.raw) // raw bytes are immutable: share them
+	raw := d.root.raw
+	switch {
+	case raw == nil:
+		return newDoc(d.root.appendTo(nil))
+	case len(raw) <= shortDoc: // may be a docWithText's: see there
+		return newShortDoc(raw)
 	}
-	return newDoc(d.root.appendTo(nil))
+	return newDoc(raw) // raw bytes are immutable: share them
 }
 
 // Get appends the JSON of the value at the JSON Pointer ptr (escaped, as

@@ -563,3 +563,35 @@ func TestReplacedRootReleased(t *testing.T) {
 		t.Fatalf("failed patch changed the root: %s", d.AppendJSON(nil))
 	}
 }
+
+// TestShortDocs: ParseDecoded holds text of up to shortDoc bytes in the
+// Doc's own allocation (docWithText), and Clone copies such a text rather
+// than share it. Either side of the bound, both must behave as Parse.
+func TestShortDocs(t *testing.T) {
+	for n := shortDoc - 2; n <= shortDoc+2; n++ {
+		for _, give := range []string{
+			`"` + strings.Repeat("s", n-2) + `"`,
+			`{"a":[` + strings.Repeat(" ", n-9) + `1]}`, // compacts to 9 bytes
+		} {
+			d, err := ParseDecoded(codec.Raw(give))
+			if err != nil {
+				t.Fatalf("ParseDecoded(%s): %v", give, err)
+			}
+			want := string(mustParse(t, give).AppendJSON(nil))
+			assertJSON(t, d, want)
+			c := d.Clone()
+			if len(want) <= shortDoc && &c.root.raw[0] == &d.root.raw[0] {
+				t.Fatalf("Clone shares the short text %s", want)
+			}
+			if err := d.Set([]byte(`{"b":2}`)); err != nil {
+				t.Fatal(err)
+			}
+			assertJSON(t, c, want)
+			if err := c.Apply(mustPatch(t, `[{"op":"replace","path":"","value":[1]}]`)); err != nil {
+				t.Fatal(err)
+			}
+			assertJSON(t, c, `[1]`)
+			assertJSON(t, d, `{"b":2}`)
+		}
+	}
+}
