@@ -11,7 +11,10 @@ package codec
 // truncates d.members back to where it found it. JSON Patch, on the path of
 // every delta event, is read in one pass instead (see patch).
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // collectArray scans the array at i, pushing its elements on d.members.
 func (d *Decoder) collectArray(i int) (int, int, int, *Error) {
@@ -523,25 +526,30 @@ func (d *Decoder) opMembers(i int, m *opMembers) (int, *Error) {
 		if i >= len(b) || b[i] != '"' {
 			return i, d.syntax(i, "expected a member name")
 		}
-		key, next, err := d.str(i)
-		if err != nil {
-			return next, err
-		}
-		if i, err = d.expect(next, ':'); err != nil {
-			return i, err
+		var slot *opMember
+		var err *Error
+		if slot, i = m.slotAt(b, i); i < 0 {
+			// Not a compact `"op":`, `"path":`, `"from":` or `"value":`.
+			var key string
+			var next int
+			if key, next, err = d.str(^i); err != nil {
+				return next, err
+			}
+			if i, err = d.expect(next, ':'); err != nil {
+				return i, err
+			}
+			switch key {
+			case "op":
+				slot = &m.op
+			case "path":
+				slot = &m.path
+			case "from":
+				slot = &m.from
+			case "value":
+				slot = &m.value
+			}
 		}
 		vs := skipWS(b, i)
-		var slot *opMember
-		switch key {
-		case "op":
-			slot = &m.op
-		case "path":
-			slot = &m.path
-		case "from":
-			slot = &m.from
-		case "value":
-			slot = &m.value
-		}
 		if slot != nil && slot != &m.value && vs < len(b) && b[vs] == '"' {
 			var s string
 			if s, i, err = d.str(vs); err != nil {
@@ -570,6 +578,46 @@ func (d *Decoder) opMembers(i int, m *opMembers) (int, *Error) {
 		}
 		i++
 	}
+}
+
+// The names of the members opMembers reads as compact JSON writes them
+// before the value, as little-endian words (zero-padded).
+var (
+	opPatOp    = leWord(`"op":`)
+	opPatPath  = leWord(`"path":`)
+	opPatFrom  = leWord(`"from":`)
+	opPatValue = leWord(`"value":`)
+)
+
+// leWord is s, at most 8 bytes, as a little-endian word.
+func leWord(s string) uint64 {
+	var w [8]byte
+	copy(w[:], s)
+	return binary.LittleEndian.Uint64(w[:])
+}
+
+// slotAt matches the member name at i (its opening quote) against the
+// four that opMembers reads, written compactly: it returns the member's
+// slot and the offset after the colon, or nil and ^i for any other name
+// or spelling, which the caller then reads with str. One word compare per
+// name instead of a string scan and a string switch: patch operations are
+// most of the members of a state or activity delta.
+func (m *opMembers) slotAt(b []byte, i int) (*opMember, int) {
+	if i+8 > len(b) {
+		return nil, ^i
+	}
+	const mask5, mask7 = 1<<40 - 1, 1<<56 - 1 // a word's first five, seven bytes
+	switch w := binary.LittleEndian.Uint64(b[i:]); {
+	case w&mask5 == opPatOp:
+		return &m.op, i + 5
+	case w&mask7 == opPatPath:
+		return &m.path, i + 7
+	case w == opPatValue:
+		return &m.value, i + 8
+	case w&mask7 == opPatFrom:
+		return &m.from, i + 7
+	}
+	return nil, ^i
 }
 
 // opKind returns the kind of the RFC 6902 operation named name, and false

@@ -109,6 +109,12 @@ var patchSeeds = []string{
 	// Escaped names and values.
 	`[{"o\u0070":"\u0061dd","p\u0061th":"/\u007e1","v\u0061lue":"\ud83d\ude00"}]`,
 	`[{"op":"add","path":"/a\"b","value":"x\\"}]`,
+	// Names a byte away from the four slotAt matches as words, and those
+	// four cut off by the end of the input.
+	`[{"opx":"add","op":"add","pathx":"/q","path":"/a","values":1,"value":2,"fro":"/b","fromx":"/c"}]`,
+	`[{"o":"add","pat":"/a","valu":1,"op":"move","from":"/b","path":"/c"}]`,
+	`[{"op":"add","path":"/a","value"`, `[{"op":"add","path":"/a","val`, `[{"op":"add","pa`, `[{"o`,
+	`[{"op" :"add","path" :"/a","value" :1,"from" :"/b"}]`, `[{"op":"add","path":"/a","value"x1}]`,
 	// Unknown ops: dropped with a warning, the rest kept.
 	`[{"op":"frob","path":"/b"}]`,
 	`[{"op":"add","path":"/a","value":1},{"op":"frob"},{"op":"remove","path":"/c","value":"stray"},{"op":"ADD"}]`,
