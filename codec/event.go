@@ -181,13 +181,14 @@ func typeAt(b []byte, j int) (Type, int) {
 	w := b[j : j+32 : j+32]
 	le := binary.LittleEndian
 	x0, x1, x2, x3 := le.Uint64(w), le.Uint64(w[8:]), le.Uint64(w[16:]), le.Uint64(w[24:])
-	// n is the index of the first byte that ends a plain string, found
-	// branch-free: a word's index (8 for none) counts only when the words
-	// before it have none.
-	n0 := bits.TrailingZeros64(stopAt8(x0)) >> 3
-	n1 := bits.TrailingZeros64(stopAt8(x1)) >> 3
-	n2 := bits.TrailingZeros64(stopAt8(x2)) >> 3
-	n3 := bits.TrailingZeros64(stopAt8(x3)) >> 3
+	// n is the index of the first byte outside 'A'..0x7f (names are
+	// 'A'..'Z' and '_'; a quote, control or non-ASCII byte is outside),
+	// found branch-free: a word's index (8 for none) counts only when the
+	// words before it have none.
+	n0 := bits.TrailingZeros64(notUpper8(x0)) >> 3
+	n1 := bits.TrailingZeros64(notUpper8(x1)) >> 3
+	n2 := bits.TrailingZeros64(notUpper8(x2)) >> 3
+	n3 := bits.TrailingZeros64(notUpper8(x3)) >> 3
 	n01 := n0 + n1&-(n0>>3)
 	n23 := n2 + n3&-(n2>>3)
 	n := n01 + n23&-(n01>>4)
@@ -200,6 +201,14 @@ func typeAt(b []byte, j int) (Type, int) {
 		return TypeUnknown, 0
 	}
 	return t, n
+}
+
+// notUpper8 is stopAt8 for the bytes of a type name: its lowest set bit is
+// the high bit of the first byte below 'A' or above 0x7f (the ones above
+// it may be borrows, as in stopAt8).
+func notUpper8(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return (x - ones*'A' | x) & highs
 }
 
 // typeTable holds each type whose name has at least eight bytes at the
