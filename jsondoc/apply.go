@@ -121,17 +121,12 @@ func (d *Doc) end() {
 	s := d.s
 	d.s = nil
 	clear(s.undo)
-	clear(s.stack)
+	clear(s.stack[:cap(s.stack)]) // walks truncate it without clearing
 	s.undo, s.stack, s.buf = s.undo[:0], s.stack[:0], s.buf[:0]
 	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf {
 		return
 	}
 	scratchPool.Put(s)
-}
-
-func (d *Doc) clearStack() {
-	clear(d.s.stack)
-	d.s.stack = d.s.stack[:0]
 }
 
 func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
@@ -193,7 +188,7 @@ func valueAt(v *node, text []byte) *node {
 // walk resolves every token of p but the last, leaving the containers it
 // went through (root first, parent last) on d.s.stack. p must not be "".
 func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
-	d.clearStack()
+	d.s.stack = d.s.stack[:0]
 	cur := d.rootNode()
 	i := 0
 	for {

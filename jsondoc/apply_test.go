@@ -404,3 +404,37 @@ func TestDistinctDocsConcurrently(t *testing.T) {
 		assertJSON(t, d, want)
 	}
 }
+
+// TestArrayBatchReleased: a split array's first element pointers live in
+// its split batch (arrayBatch), which lives as long as any of its nodes.
+// When inserts move the elements to a new backing array, the old one must
+// hold no pointers, or elements removed later would stay reachable.
+func TestArrayBatchReleased(t *testing.T) {
+	for _, tt := range []struct {
+		name, patch, want string
+	}{
+		{"append past the room", `[{"op":"add","path":"/a/-","value":2},{"op":"add","path":"/a/-","value":3},{"op":"add","path":"/a/-","value":4}]`, `[1,2,3,4]`},
+		{"insert at the front", `[{"op":"add","path":"/a/1","value":2},{"op":"add","path":"/a/0","value":0}]`, `[0,1,2]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, `{"a":[1]}`)
+			if _, err := d.Get(nil, "/a/0"); err != nil {
+				t.Fatal(err)
+			}
+			a := d.root.first.val
+			batch := a.back[:cap(a.back)]
+			if err := d.Apply(mustPatch(t, tt.patch)); err != nil {
+				t.Fatal(err)
+			}
+			assertJSON(t, d, `{"a":`+tt.want+`}`)
+			if &a.back[:cap(a.back)][0] == &batch[0] {
+				t.Fatal("the elements did not move out of the batch")
+			}
+			for i, p := range batch {
+				if p != nil {
+					t.Fatalf("old backing array still points at element %d", i)
+				}
+			}
+		})
+	}
+}

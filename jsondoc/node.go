@@ -194,14 +194,8 @@ func (n *node) ensureSplit() {
 				i++
 			}
 		}
-		cnt := len(sp) / 2
-		var nodes []node
-		n.kids, nodes = splitBatch[node](cnt)
-		n.split = true
-		if cnt == 0 {
-			return
-		}
-		n.back = make([]*node, cnt)
+		kd, nodes, back := arrayBatch(len(sp) / 2)
+		n.kids, n.split, kd.back = kd, true, back
 		for k := range nodes {
 			raw := b[sp[2*k]:sp[2*k+1]:sp[2*k+1]]
 			nodes[k] = node{kind: kindOf(raw), raw: raw}
@@ -221,7 +215,7 @@ func (n *node) ensureSplit() {
 	}
 	cnt := len(sp) / 3
 	var slots []memberSlot
-	n.kids, slots = splitBatch[memberSlot](cnt)
+	n.kids, slots = splitBatch(cnt)
 	n.split = true
 	for k := range slots {
 		ks, ke, ve := sp[3*k], sp[3*k+1], sp[3*k+2]
@@ -263,10 +257,11 @@ type withKids[A any] struct {
 	a A
 }
 
-// splitBatch returns new kids and cnt zeroed children, in one allocation
-// up to 8 children. Sizes past 4 round up to 6 or 8, a tail no larger
+// splitBatch returns new kids and cnt zeroed members, in one allocation
+// up to 8 members. Sizes past 4 round up to 6 or 8, a tail no larger
 // than what the allocator's size classes round up anyway.
-func splitBatch[T node | memberSlot](cnt int) (*kids, []T) {
+func splitBatch(cnt int) (*kids, []memberSlot) {
+	type T = memberSlot
 	switch cnt {
 	case 0:
 		return new(kids), nil
@@ -290,6 +285,36 @@ func splitBatch[T node | memberSlot](cnt int) (*kids, []T) {
 		return &b.k, b.a[:cnt]
 	}
 	return new(kids), make([]T, cnt)
+}
+
+// arraySlots are a split array's element nodes and the backing array of
+// its element pointers, with room to append two more.
+type arraySlots[N, P any] struct {
+	nodes N
+	back  P
+}
+
+// arrayBatch is splitBatch for an array of cnt elements: kids, nodes and
+// element pointers (len cnt) in one allocation up to 8 elements. insert
+// clears the pointers it moves out of, as this batch outlives them.
+func arrayBatch(cnt int) (*kids, []node, []*node) {
+	switch {
+	case cnt == 0:
+		return new(kids), nil, nil
+	case cnt == 1:
+		b := new(withKids[arraySlots[[1]node, [3]*node]])
+		return &b.k, b.a.nodes[:], b.a.back[:1]
+	case cnt == 2:
+		b := new(withKids[arraySlots[[2]node, [4]*node]])
+		return &b.k, b.a.nodes[:], b.a.back[:2]
+	case cnt <= 4:
+		b := new(withKids[arraySlots[[4]node, [6]*node]])
+		return &b.k, b.a.nodes[:cnt], b.a.back[:cnt]
+	case cnt <= 8:
+		b := new(withKids[arraySlots[[8]node, [10]*node]])
+		return &b.k, b.a.nodes[:cnt], b.a.back[:cnt]
+	}
+	return new(kids), make([]node, cnt), make([]*node, cnt)
 }
 
 // find returns the member named key, building the index when the object
@@ -375,6 +400,7 @@ func (n *node) insert(i int, v *node) {
 			slack := l/2 + 4
 			nb := make([]*node, slack+l, slack+l+l/4+4)
 			copy(nb[slack:], n.elems)
+			clear(n.back) // may be in a split batch (arrayBatch), which outlives it
 			n.back, n.off = nb, slack
 		}
 		n.off--
@@ -383,7 +409,10 @@ func (n *node) insert(i int, v *node) {
 		n.elems[i] = v
 		return
 	}
-	n.back = append(n.back, nil)
+	old := n.back
+	if n.back = append(n.back, nil); cap(old) < cap(n.back) {
+		clear(old) // moved: see above
+	}
 	n.elems = n.back[n.off:]
 	copy(n.elems[i+1:], n.elems[i:l])
 	n.elems[i] = v
