@@ -96,15 +96,11 @@ func (d *Decoder) Reset() {
 		d.members, d.msgs, d.ops, d.tcs = nil, nil, nil, nil
 	}
 	d.data = nil
-	clear(d.warns)
-	d.warns = d.warns[:0]
+	empty(&d.warns)
 	d.members = d.members[:0]
-	clear(d.msgs)
-	d.msgs = d.msgs[:0]
-	clear(d.tcs)
-	d.tcs = d.tcs[:0]
-	clear(d.ops)
-	d.ops = d.ops[:0]
+	empty(&d.msgs)
+	empty(&d.tcs)
+	empty(&d.ops)
 	d.usage = d.usage[:0]
 	if d.nested {
 		// Zeroed only after use: RunInput is large and full of pointers,
@@ -114,6 +110,16 @@ func (d *Decoder) Reset() {
 	}
 	d.typ = TypeUnknown
 	d.restart = false
+}
+
+// empty truncates *s to length 0, zeroing what it held (views of the last
+// input) so that the GC does not keep them. Most events leave most of the
+// Decoder's slices empty, and a clear even of nothing is a runtime call.
+func empty[T any](s *[]T) {
+	if len(*s) > 0 {
+		clear(*s)
+		*s = (*s)[:0]
+	}
 }
 
 // Warnings returns the strip and shim warnings of the last Decode, in input

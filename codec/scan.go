@@ -77,9 +77,14 @@ func (d *Decoder) expect(i int, c byte) (int, *Error) {
 // scanString validates the string starting at the quote at i. It returns
 // the end offset (after the closing quote) and whether the body has escapes.
 func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
+	return d.scanFrom(i, i+1)
+}
+
+// scanFrom is scanString for a string whose bytes before j are known to be
+// plain ASCII (no quote, backslash or control byte).
+func (d *Decoder) scanFrom(i, j int) (end int, esc bool, err *Error) {
 	b := d.data
 	start := i + 1
-	j := start
 	ascii := true
 	for {
 		// Fast path: plain ASCII bytes, eight at a time (stopAt8), then
@@ -189,8 +194,8 @@ func (d *Decoder) str(i int) (string, int, *Error) {
 	// Fast path, without scanString's call and bookkeeping: plain ASCII up
 	// to the closing quote, eight bytes at a time, then the input's last
 	// few bytes one at a time (an event's last value usually ends there).
-	// Anything else (escapes, non-ASCII or control bytes, errors) is
-	// scanned again from the start by strSlow.
+	// Anything else (escapes, non-ASCII or control bytes, errors) goes to
+	// strSlow, from the byte that stopped the fast path.
 	b := d.data
 	j := i + 1
 	for ; j+8 <= len(b); j += 8 {
@@ -201,7 +206,7 @@ func (d *Decoder) str(i int) (string, int, *Error) {
 				end := j + n>>3
 				return b2s(b[i+1 : end]), end + 1, nil
 			}
-			return d.strSlow(i)
+			return d.strSlow(i, j+n>>3)
 		}
 	}
 	for ; j < len(b); j++ {
@@ -211,13 +216,13 @@ func (d *Decoder) str(i int) (string, int, *Error) {
 			break
 		}
 	}
-	return d.strSlow(i)
+	return d.strSlow(i, j)
 }
 
-// strSlow is str for any string: validated by scanString, unescaped into
-// scratch when it has escapes.
-func (d *Decoder) strSlow(i int) (string, int, *Error) {
-	end, esc, err := d.scanString(i)
+// strSlow is str for any string, whose bytes before j are plain ASCII:
+// validated by scanFrom, unescaped into scratch when it has escapes.
+func (d *Decoder) strSlow(i, j int) (string, int, *Error) {
+	end, esc, err := d.scanFrom(i, j)
 	if err != nil {
 		return "", end, err
 	}
