@@ -85,7 +85,7 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 	}
 	// A root the patch replaced is referenced by nothing now (no op can
 	// make an old root a value again) but may share the Doc's allocation:
-	// zero it, so that it pins no text or children (see docWithRoot).
+	// zero it, so that it pins no text or children (see Doc.own).
 	for i := range d.s.undo {
 		if r := &d.s.undo[i]; r.kind == undoRoot && r.val != nil {
 			*r.val = node{}

@@ -21,6 +21,13 @@ type Doc struct {
 	// s is the scratch of the Apply or Get in progress, nil otherwise;
 	// see apply.go.
 	s *scratch
+
+	// own is the root node until something replaces the root: most Docs
+	// are parsed or set once and never replaced whole, so a Doc and its
+	// root take one allocation, or none in a struct (a thread's state). A
+	// root that is replaced is overwritten or zeroed (set, Reset, commit),
+	// so own never holds a replaced value's text or children.
+	own node
 }
 
 // Parse returns a Doc holding a private, compact copy of raw, which must be
@@ -47,31 +54,22 @@ func parse(raw []byte, decoded bool) (*Doc, error) {
 	return newDoc(b), nil
 }
 
-// docWithRoot is a Doc and its first root node in one allocation: most
-// Docs are parsed and never replaced whole. A root that is replaced is
-// overwritten or zeroed (set, Reset, commit), never left holding text or
-// children here for as long as the Doc lives.
-type docWithRoot struct {
-	d Doc
-	n node
-}
-
 func newDoc(b []byte) *Doc {
-	dr := &docWithRoot{n: node{kind: kindOf(b), raw: b}}
-	dr.d = Doc{root: &dr.n, size: len(b) + nodeOverhead}
-	return &dr.d
+	d := &Doc{own: node{kind: kindOf(b), raw: b}, size: len(b) + nodeOverhead}
+	d.root = &d.own
+	return d
 }
 
 // shortDoc is the longest text newShortDoc holds inline: most metadata and
 // activity content of short threads fits.
 const shortDoc = 56
 
-// docWithText is a docWithRoot and its text in one allocation. Only this
-// Doc's nodes may view buf (Clone copies a text this short rather than
-// share it), so the text pins nothing but its own Doc; once replaced it
-// is at most shortDoc dead bytes.
+// docWithText is a Doc and its text in one allocation. Only this Doc's
+// nodes may view buf (Clone copies a text this short rather than share
+// it), so the text pins nothing but its own Doc; once replaced it is at
+// most shortDoc dead bytes.
 type docWithText struct {
-	docWithRoot
+	d   Doc
 	buf [shortDoc]byte
 }
 
@@ -83,8 +81,8 @@ func newShortDoc(raw []byte) *Doc {
 	if !ok {
 		return nil
 	}
-	dt.n = node{kind: kindOf(b), raw: b[:len(b):len(b)]}
-	dt.d = Doc{root: &dt.n, size: len(b) + nodeOverhead}
+	dt.d = Doc{own: node{kind: kindOf(b), raw: b[:len(b):len(b)]}, size: len(b) + nodeOverhead}
+	dt.d.root = &dt.d.own
 	return &dt.d
 }
 
@@ -103,7 +101,7 @@ func (d *Doc) set(raw []byte, decoded bool) error {
 	}
 	// The root node is referenced by d alone, so it is reused in place.
 	if d.root == nil {
-		d.root = new(node)
+		d.root = &d.own
 	}
 	*d.root = node{kind: kindOf(b), raw: b}
 	d.size = len(b) + nodeOverhead
@@ -113,14 +111,15 @@ func (d *Doc) set(raw []byte, decoded bool) error {
 // Reset makes d JSON null and drops everything it held.
 func (d *Doc) Reset() {
 	if d.root != nil {
-		*d.root = node{} // see docWithRoot
+		*d.root = node{} // see own
 	}
 	d.root, d.size = nil, 0
 }
 
 func (d *Doc) rootNode() *node {
 	if d.root == nil {
-		d.root = nullNode()
+		d.own = node{kind: KindNull, raw: nullRaw}
+		d.root = &d.own
 		d.size = len(nullRaw) + nodeOverhead
 	}
 	return d.root

@@ -1,6 +1,7 @@
 package jsondoc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -501,8 +502,8 @@ func TestApplyDefensive(t *testing.T) {
 	}
 }
 
-// TestReplacedRootReleased: a Doc's first root node shares its allocation
-// (docWithRoot), so whatever replaces the root must leave the old node
+// TestReplacedRootReleased: a Doc's first root node is part of the Doc
+// (Doc.own), so whatever replaces the root must leave the old node
 // holding no text or children, or the Doc would pin its first value for
 // life. A patch that fails must leave the old root whole.
 func TestReplacedRootReleased(t *testing.T) {
@@ -539,14 +540,11 @@ func TestReplacedRootReleased(t *testing.T) {
 				if err := tt.replace(d); err != nil {
 					t.Fatal(err)
 				}
-				assertJSON(t, d, tt.want)
-				if d.root == old {
-					if tt.name != "Set" && tt.name != "SetDecoded" {
-						t.Fatalf("root node kept")
-					}
-				} else if old.raw != nil || old.split || old.kids != nil {
+				// Set reuses the node in place; otherwise it must be empty.
+				if d.root != old && (old.raw != nil || old.split || old.kids != nil) {
 					t.Fatalf("replaced root still holds %q, split %v", old.raw, old.split)
 				}
+				assertJSON(t, d, tt.want)
 				if err := d.Apply(mustPatch(t, `[{"op":"add","path":"","value":{"y":[2]}},{"op":"add","path":"/y/-","value":3}]`)); err != nil {
 					t.Fatal(err)
 				}
@@ -593,5 +591,26 @@ func TestShortDocs(t *testing.T) {
 			assertJSON(t, c, `[1]`)
 			assertJSON(t, d, `{"b":2}`)
 		}
+	}
+}
+
+// TestEmptyObjectShared: every Doc set to exactly {} shares one text;
+// patching one must leave the others (and later ones) empty.
+func TestEmptyObjectShared(t *testing.T) {
+	var a Doc
+	if err := a.Set([]byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	b := mustParse(t, `{}`)
+	for i, d := range []*Doc{&a, b} {
+		if err := d.Apply(mustPatch(t, fmt.Sprintf(`[{"op":"add","path":"/k%d","value":%d}]`, i, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertJSON(t, &a, `{"k0":0}`)
+	assertJSON(t, b, `{"k1":1}`)
+	assertJSON(t, mustParse(t, `{}`), `{}`)
+	if !bytes.Equal(emptyObject, []byte(`{}`)) {
+		t.Fatalf("shared text changed to %s", emptyObject)
 	}
 }

@@ -105,7 +105,10 @@ type member struct {
 	prev, next *member
 }
 
-var nullRaw = []byte("null")
+var (
+	nullRaw     = []byte("null")
+	emptyObject = []byte("{}")
+)
 
 func rawNode(raw []byte) *node { return &node{kind: kindOf(raw), raw: raw} }
 
