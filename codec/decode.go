@@ -112,6 +112,16 @@ func (d *Decoder) Reset() {
 	d.restart = false
 }
 
+// held reports whether the Decoder holds anything of the last Decode
+// that Reset would release, other than data, typ and restart. Most events
+// leave nothing, and Decode then skips Reset's stores. Of the buffers Reset
+// may let go, only members is emptied elsewhere (each collect truncates its
+// own), so only its capacity needs a look of its own.
+func (d *Decoder) held() bool {
+	return len(d.scratch)|len(d.warns)|len(d.members)|len(d.msgs)|len(d.tcs)|len(d.ops)|len(d.usage) != 0 ||
+		d.nested || cap(d.members) > maxRetainItems
+}
+
 // empty truncates *s to length 0, zeroing what it held (views of the last
 // input) so that the GC does not keep them. Most events leave most of the
 // Decoder's slices empty, and a clear even of nothing is a runtime call.
@@ -154,7 +164,11 @@ func (d *Decoder) prefixWarns(from int, seg string) {
 // Fatal (invalid JSON, or a malformed known value: reject the stream). After
 // an error ev holds no usable data except ev.Type.
 func (d *Decoder) Decode(data []byte, ev *Event) error {
-	d.Reset()
+	if d.held() {
+		d.Reset()
+	} else {
+		d.typ, d.restart = TypeUnknown, false
+	}
 	d.data = data
 	*ev = Event{}
 	if err := d.decodeEvent(ev); err != nil {

@@ -141,3 +141,45 @@ func TestTypeAt(t *testing.T) {
 		check(sb.String())
 	}
 }
+
+// TestDecodeReleasesLastEvent: Decode skips Reset when the last Decode left
+// nothing to release (held). After an event that leaves each kind of state
+// behind, a plain event must find none of it and decode as by a fresh
+// Decoder, including when the big event's buffers must be let go.
+func TestDecodeReleasesLastEvent(t *testing.T) {
+	const plain = `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`
+	for _, give := range []string{
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a\nb"}`, // scratch
+		`{"type":"TEXT_MESSAGE_END","messageId":"m","x":1}`,              // warns
+		`{"messageId":"m","type":"TEXT_MESSAGE_END"}`,                    // the collect path
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, // msgs, tcs
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"user","content":"hi"}]}`,                                                                           // msgs
+		`{"type":"STATE_DELTA","delta":[{"op":"remove","path":"/a"}]}`,                                                                                                // ops
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"r","usage":[{"inputTokens":1}]}`,                                                                              // usage
+		`{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"success"}}`,                                                                             // nested
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[]}}`,                                                        // nested
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat(`\n`, maxRetainBytes) + `"}`,
+		`{"type":"STATE_DELTA","delta":[` + strings.Repeat(`{"op":"remove","path":"/a"},`, maxRetainItems) + `{"op":"remove","path":"/a"}]}`,
+		`{` + strings.Repeat(`"messageId":"m",`, maxRetainItems) + `"type":"TEXT_MESSAGE_END"}`, // members, emptied but grown
+		// Errors leave what was appended before them.
+		`{"messageId":"m","type":"TEXT_MESSAGE_END","x":[}`, // members
+		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},{"id":1}]}]}`, // tcs
+	} {
+		var d Decoder
+		var ev Event
+		d.Decode([]byte(give), &ev) // an error too leaves state behind
+		got, gotEv := decodeResult(&d, []byte(plain))
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, []byte(plain))
+		if got != want || eventDiff(gotEv, wantEv) != "" {
+			t.Fatalf("after %.80s: %s %s, want %s", give, got, eventDiff(gotEv, wantEv), want)
+		}
+		if len(d.scratch)|len(d.warns)|len(d.members)|len(d.msgs)|len(d.tcs)|len(d.ops)|len(d.usage) != 0 || d.nested ||
+			d.input.Raw != nil || d.outcome.Raw != nil {
+			t.Fatalf("after %.80s and a plain event the Decoder still holds the first", give)
+		}
+		if cap(d.scratch) > maxRetainBytes || cap(d.ops) > maxRetainItems || cap(d.members) > maxRetainItems {
+			t.Fatalf("after %.80s and a plain event the Decoder keeps %d bytes, %d ops, %d members", give, cap(d.scratch), cap(d.ops), cap(d.members))
+		}
+	}
+}
