@@ -44,12 +44,13 @@
 // moves half the element pointers (never any text).
 //
 // Splitting allocates per container, not per child: a container of up to
-// 8 children gets its kids, nodes and members in one batch (an array's
-// element pointers apart), names without escapes are views of its text,
-// and a scalar node is 48 bytes (container fields live apart, in kids). A
-// child that outlives its siblings keeps its batch alive, as it keeps the
-// parent's text alive. A member a patch adds comes with its name and, when
-// short, its value in one allocation.
+// 8 children gets its kids, nodes, members and element pointers in one
+// batch, names without escapes are views of its text, and a scalar node is
+// 48 bytes (container fields live apart, in kids). A child that outlives
+// its siblings keeps its batch alive, as it keeps the parent's text alive.
+// A member a patch adds comes with its name and, when short, its value in
+// one allocation. The root node lives in the Doc, and ParseDecoded puts a
+// short text there too, so a small document starts as one allocation.
 //
 // MergeShallow into null or a small unsplit object writes the merged text
 // instead of splitting both sides: the document stays one raw node.

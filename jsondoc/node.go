@@ -170,11 +170,11 @@ func nullNode() *node { return &node{kind: KindNull, raw: nullRaw} }
 //
 // It allocates per container, not per child: one scan records the child
 // boundaries in a scratch on the stack (on the heap only past
-// stackSpans/3 members, whose split then costs more anyway), then a small
-// container's kids and child nodes come in one allocation (withKids): an
-// array's nodes, an object's members and their value nodes (memberSlot),
-// the names being views of the raw text. An array's element pointers are
-// apart, as inserts may reallocate them. A child that outlives its
+// stackSpans/3 members, whose split then costs more anyway), then a
+// container of up to 8 children gets its kids and children in one
+// allocation (withKids): an array's nodes and element pointers
+// (arrayBatch), an object's members and their value nodes (memberSlot),
+// the names being views of the raw text. A child that outlives its
 // siblings keeps the whole batch alive; it already keeps the parent's raw
 // text alive (children and names are views of it), so the bound on what a
 // split can pin is unchanged in kind: proportional to the text split.
