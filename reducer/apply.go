@@ -151,14 +151,16 @@ func (t *Thread) explicit(e *codec.Event) *ProtocolError {
 	tag := ownerOf(e)
 	switch e.Type {
 	case codec.TypeTextMessageStart:
-		return t.textStart(e.MessageID, e.Role, e.Name, e.Has(codec.FieldName), tag, e.Metadata)
+		_, err := t.textStart(e.MessageID, e.Role, e.Name, e.Has(codec.FieldName), tag, e.Metadata)
+		return err
 	case codec.TypeTextMessageContent:
 		return t.streamContent(laneText, e.MessageID, e.Delta, tag, e.Metadata)
 	case codec.TypeTextMessageEnd:
 		return t.textEnd(e.MessageID, tag, e.Metadata)
 	case codec.TypeToolCallStart:
-		return t.toolStart(e.ToolCallID, e.ToolCallName, e.ParentMessageID,
+		_, err := t.toolStart(e.ToolCallID, e.ToolCallName, e.ParentMessageID,
 			e.Has(codec.FieldParentMessageID), tag, e.Metadata)
+		return err
 	case codec.TypeToolCallArgs:
 		return t.toolArgs(e.ToolCallID, e.Delta, tag, e.Metadata)
 	case codec.TypeToolCallEnd:
@@ -170,7 +172,8 @@ func (t *Thread) explicit(e *codec.Event) *ProtocolError {
 	case codec.TypeReasoningEnd:
 		return t.spanEnd(e.MessageID, tag)
 	case codec.TypeReasoningMessageStart:
-		return t.reasoningStart(e.MessageID, tag, e.Metadata)
+		_, err := t.reasoningStart(e.MessageID, tag, e.Metadata)
+		return err
 	case codec.TypeReasoningMessageContent:
 		return t.streamContent(laneReasoning, e.MessageID, e.Delta, tag, e.Metadata)
 	case codec.TypeReasoningMessageEnd:

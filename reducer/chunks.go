@@ -141,15 +141,18 @@ func (t *Thread) textChunk(e *codec.Event) *ProtocolError {
 		if e.Has(codec.FieldRole) {
 			r = parseRole(e.Role)
 		}
-		l := lane{owner: t.internOwner(o), kind: laneText, id: retain(e.MessageID), tag: t.internOwner(tag),
+		// The lane is added once the start succeeded (a failed one ends
+		// the run, which abandons every lane), and shares its stored id.
+		key, err := t.textStart(e.MessageID, r.String(), e.Name, e.Has(codec.FieldName), tag, e.Metadata)
+		if err != nil {
+			return err
+		}
+		l := lane{owner: t.internOwner(o), kind: laneText, id: key, tag: t.internOwner(tag),
 			role: r.String(), hasName: e.Has(codec.FieldName)}
 		if l.hasName {
 			l.name = retain(e.Name)
 		}
 		t.m.lanes = append(t.m.lanes, l)
-		if err := t.textStart(e.MessageID, r.String(), e.Name, l.hasName, tag, e.Metadata); err != nil {
-			return err
-		}
 		id, opener, opened = l.id, l.tag, true
 	}
 	if ct := contentTag(tag, opener); e.Has(codec.FieldDelta) {
@@ -198,15 +201,17 @@ func (t *Thread) toolChunk(e *codec.Event) *ProtocolError {
 		if !e.Has(codec.FieldToolCallName) {
 			return t.violation("S10", "the first TOOL_CALL_CHUNK of a call must carry toolCallName")
 		}
-		l := lane{owner: t.internOwner(o), kind: laneTool, id: retain(e.ToolCallID), tag: t.internOwner(tag),
-			name: retain(e.ToolCallName), hasName: true, hasParent: e.Has(codec.FieldParentMessageID)}
-		if l.hasParent {
+		hasParent := e.Has(codec.FieldParentMessageID)
+		c, err := t.toolStart(e.ToolCallID, e.ToolCallName, e.ParentMessageID, hasParent, tag, e.Metadata)
+		if err != nil {
+			return err
+		}
+		l := lane{owner: t.internOwner(o), kind: laneTool, id: c.id, tag: t.internOwner(tag),
+			name: c.name, hasName: true, hasParent: hasParent}
+		if hasParent {
 			l.parent = retain(e.ParentMessageID)
 		}
 		t.m.lanes = append(t.m.lanes, l)
-		if err := t.toolStart(e.ToolCallID, e.ToolCallName, e.ParentMessageID, l.hasParent, tag, e.Metadata); err != nil {
-			return err
-		}
 		id, opener, opened = l.id, l.tag, true
 	}
 	if ct := contentTag(tag, opener); e.Has(codec.FieldDelta) {
@@ -236,11 +241,12 @@ func (t *Thread) reasoningChunk(e *codec.Event) *ProtocolError {
 		if !hasID {
 			return t.violation("S10", "the first REASONING_MESSAGE_CHUNK of a message must carry messageId")
 		}
-		l := lane{owner: t.internOwner(o), kind: laneReasoning, id: retain(e.MessageID), tag: t.internOwner(tag)}
-		t.m.lanes = append(t.m.lanes, l)
-		if err := t.reasoningStart(e.MessageID, tag, e.Metadata); err != nil {
+		key, err := t.reasoningStart(e.MessageID, tag, e.Metadata)
+		if err != nil {
 			return err
 		}
+		l := lane{owner: t.internOwner(o), kind: laneReasoning, id: key, tag: t.internOwner(tag)}
+		t.m.lanes = append(t.m.lanes, l)
 		id, opener, opened = l.id, l.tag, true
 	}
 	if ct := contentTag(tag, opener); e.Has(codec.FieldDelta) {

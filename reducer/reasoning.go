@@ -36,15 +36,16 @@ func (t *Thread) spanEnd(id string, tag owner) *ProtocolError {
 	return nil
 }
 
-// reasoningStart opens (or reopens) reasoning message id.
-func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolError {
+// reasoningStart opens (or reopens) reasoning message id. It returns the
+// retained copy of id it stored, for a chunk's lane to share.
+func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) (string, *ProtocolError) {
 	m := &t.m
 	if _, open := m.openReason.get(id); open {
-		return t.violation("S2", "reasoning message "+quote(id)+" is already open; close it with REASONING_MESSAGE_END first")
+		return "", t.violation("S2", "reasoning message "+quote(id)+" is already open; close it with REASONING_MESSAGE_END first")
 	}
 	rec, known := m.ownReason.get(id)
 	if known && !sameOwner(tag, rec) {
-		return t.violation("S7", "reasoning message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+		return "", t.violation("S7", "reasoning message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
@@ -54,14 +55,14 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) *ProtocolE
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "REASONING_MESSAGE_START names activity message "+quote(id)+"; ignored")
-		return nil
+		return key, nil
 	}
 	if msg == nil {
 		msg = &message{id: key, role: roleReasoning, hasContent: true, owner: t.internOwner(tag)}
 		t.appendMessage(msg)
 	}
 	t.mergeInto(msg, meta)
-	return nil
+	return key, nil
 }
 
 // reasoningEnd closes reasoning message id.

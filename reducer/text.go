@@ -8,15 +8,16 @@ import "github.com/threadcast/threadcast/codec"
 
 // textStart opens (or reopens) text message id. roleName "" means absent
 // (read as "assistant"). A message the view already holds continues: its
-// role, name and owner stand (S5, S6).
-func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, meta codec.Raw) *ProtocolError {
+// role, name and owner stand (S5, S6). It returns the retained copy of id
+// it stored, for a chunk's lane to share.
+func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, meta codec.Raw) (string, *ProtocolError) {
 	m := &t.m
 	if _, open := m.openText.get(id); open {
-		return t.violation("S2", "text message "+quote(id)+" is already open; close it with TEXT_MESSAGE_END first")
+		return "", t.violation("S2", "text message "+quote(id)+" is already open; close it with TEXT_MESSAGE_END first")
 	}
 	rec, known := m.ownText.get(id)
 	if known && !sameOwner(tag, rec) {
-		return t.violation("S7", "text message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+		return "", t.violation("S7", "text message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	msg := t.byID[id]
 	key := t.keyFor(msg, id)
@@ -26,7 +27,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "TEXT_MESSAGE_START names activity message "+quote(id)+"; ignored")
-		return nil
+		return key, nil
 	}
 	if msg == nil {
 		r := roleAssistant
@@ -40,7 +41,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 		t.appendMessage(msg)
 	}
 	t.mergeInto(msg, meta)
-	return nil
+	return key, nil
 }
 
 // keyFor returns a storable copy of id, sharing msg's id when msg holds it.

@@ -8,18 +8,19 @@ import "github.com/threadcast/threadcast/codec"
 // the message named by parent; a tag disagreeing with it is rejected (A6, as
 // the reference does). Where the spec leaves the holder of the call open
 // (parent absent, unknown, or not an assistant message) the reference's
-// choice is replicated so that views diff cleanly against it.
-func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, meta codec.Raw) *ProtocolError {
+// choice is replicated so that views diff cleanly against it. It returns
+// the call, whose id and name are the retained copies a chunk's lane shares.
+func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, meta codec.Raw) (*toolCall, *ProtocolError) {
 	m := &t.m
 	if _, open := m.openTool.get(id); open {
-		return t.violation("S2", "tool call "+quote(id)+" is already open; close it with TOOL_CALL_END first")
+		return nil, t.violation("S2", "tool call "+quote(id)+" is already open; close it with TOOL_CALL_END first")
 	}
 	var inherited owner
 	hasInherited := false
 	if hasParent {
 		if rec, ok := m.ownText.get(parent); ok {
 			if tag.tagged && tag != rec {
-				return t.violation("A6", "tool call "+quote(id)+" tagged "+tag.String()+" but its parent message "+
+				return nil, t.violation("A6", "tool call "+quote(id)+" tagged "+tag.String()+" but its parent message "+
 					quote(parent)+" is owned by "+rec.String())
 			}
 			inherited, hasInherited = rec, true
@@ -28,10 +29,10 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	rec, known := m.ownTool.get(id)
 	if known {
 		if !sameOwner(tag, rec) {
-			return t.violation("S7", "tool call "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
+			return nil, t.violation("S7", "tool call "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 		}
 		if !tag.tagged && hasInherited && inherited != rec {
-			return t.violation("A6", "tool call "+quote(id)+" is owned by "+rec.String()+" but its parent message "+
+			return nil, t.violation("A6", "tool call "+quote(id)+" is owned by "+rec.String()+" but its parent message "+
 				quote(parent)+" is owned by "+inherited.String())
 		}
 	}
@@ -62,7 +63,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 		}
 		mergeMeta(&c.meta, meta)
 		t.j.replaced(c.msg)
-		return nil
+		return c, nil
 	}
 	holder, created := t.callHolder(parent, hasParent, key)
 	if created && tag.tagged && !holder.owner.tagged {
@@ -76,7 +77,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	if !created {
 		t.j.replaced(holder)
 	}
-	return nil
+	return c, nil
 }
 
 func retainOr(c *toolCall, id string) string {
