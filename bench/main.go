@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&e.oracleDir, "oracle", os.Getenv("THREADCAST_ORACLE_DIR"),
 		"`DIR` of the installed reference consumer (apply.mjs + node_modules); default $THREADCAST_ORACLE_DIR")
 	flag.IntVar(&e.runs, "runs", 5, "runs of each Threadcast measurement (median reported)")
-	flag.IntVar(&e.refRuns, "ref-runs", 1, "runs of each reference measurement (median reported); the long thread takes minutes per run")
+	flag.IntVar(&e.refRuns, "ref-runs", 3, "runs of each reference measurement (median reported; its first run is slower, still warming its JIT); the long thread takes minutes per run")
 	flag.StringVar(&e.refJSON, "ref-json", "", "use this saved output of the reference's bench.mjs instead of running it (`FILE`)")
 	flag.Parse()
 	e.out = os.Stdout
