@@ -55,9 +55,15 @@ func parse(raw []byte, decoded bool) (*Doc, error) {
 }
 
 func newDoc(b []byte) *Doc {
-	d := &Doc{own: node{kind: kindOf(b), raw: b}, size: len(b) + nodeOverhead}
-	d.root = &d.own
+	d := new(Doc)
+	d.init(b)
 	return d
+}
+
+// init makes d the document of text b, its root held in d itself.
+func (d *Doc) init(b []byte) {
+	*d = Doc{own: node{kind: kindOf(b), raw: b}, size: len(b) + nodeOverhead}
+	d.root = &d.own
 }
 
 // shortDoc is the longest text newShortDoc holds inline: most metadata and
@@ -81,8 +87,7 @@ func newShortDoc(raw []byte) *Doc {
 	if !ok {
 		return nil
 	}
-	dt.d = Doc{own: node{kind: kindOf(b), raw: b[:len(b):len(b)]}, size: len(b) + nodeOverhead}
-	dt.d.root = &dt.d.own
+	dt.d.init(b[:len(b):len(b)])
 	return &dt.d
 }
 
