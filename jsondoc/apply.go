@@ -67,14 +67,14 @@ func (d *Doc) Apply(ops []codec.PatchOp) error { return d.apply(ops, false) }
 func (d *Doc) ApplyDecoded(ops []codec.PatchOp) error { return d.apply(ops, true) }
 
 func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
-	d.begin()
-	defer d.end()
+	p := patch{d: d}
+	defer p.done()
 	size := d.size
 	d.splitSize = 0
 	for i := range ops {
 		op := &ops[i]
-		if e := d.applyOne(op, decoded); e != nil {
-			d.rollback()
+		if e := p.applyOne(op, decoded); e != nil {
+			p.rollback()
 			d.size = size + d.splitSize
 			return &PatchError{
 				Index: i, Op: op.Op,
@@ -86,50 +86,125 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 	// A root the patch replaced is referenced by nothing now (no op can
 	// make an old root a value again) but may share the Doc's allocation:
 	// zero it, so that it pins no text or children (see Doc.own).
-	for i := range d.s.undo {
-		if r := &d.s.undo[i]; r.kind == undoRoot && r.val != nil {
+	for k := range p.n {
+		if r := p.rec(k); r.kind == undoRoot && r.val != nil {
 			*r.val = node{}
 		}
 	}
 	return nil
 }
 
-// scratch is what one Apply (or Get) needs while it runs and nothing
-// keeps after: the undo log, the containers the current path went
-// through, and the test op's buffer. Docs are many — every activity
-// message's content and every item's metadata is one — and most are
-// patched rarely or never, so the scratch lives in a pool, not in each
-// Doc: a Doc is three words smaller, and a fresh Doc's first patch does
-// not grow its own log from nothing.
-type scratch struct {
-	undo  []undoRec
-	stack []*node
-	buf   []byte
+// patch is what one Apply (or Get) needs while it runs and nothing keeps
+// after: the undo log, the containers the current path went through, and
+// the test op's buffer. It lives on the caller's stack, with the first
+// localUndo records and localPath containers in arrays of its own: a
+// delta of an op or two, most of them, then touches no pool and no heap
+// for its bookkeeping. Arrays and counts, not slices of them, because a
+// struct holding a slice of itself escapes to the heap (golang.org/issue
+// 35518). What does not fit goes to a pooled scratch, so a long patch does
+// not grow a log from nothing every time either.
+type patch struct {
+	d     *Doc
+	n     int // undo records logged: local, then s.undo
+	depth int // containers on the current path: path, then s.path
+	s     *scratch
+
+	local [localUndo]undoRec
+	path  [localPath]*node
 }
 
-var scratchPool = sync.Pool{New: func() any {
-	return &scratch{undo: make([]undoRec, 0, 16), stack: make([]*node, 0, 8)}
-}}
+// localUndo and localPath size patch's arrays: one op at depth 2 logs up
+// to three records (two cleared raw texts, one change) and a record is 64
+// bytes, so the frame stays well under a kilobyte.
+const (
+	localUndo = 8
+	localPath = 8
+)
 
-// begin takes a scratch for the Apply or Get that starts.
-func (d *Doc) begin() { d.s = scratchPool.Get().(*scratch) }
+// scratch holds what outgrew a patch's arrays. Docs are many — every
+// activity message's content and every item's metadata is one — and most
+// are patched rarely or never, so it lives in a pool, not in each Doc.
+type scratch struct {
+	undo []undoRec
+	path []*node
+	buf  []byte
+}
 
-// end clears the scratch (its records point into the document) and returns
-// it to the pool, unless one huge patch grew it past what is worth
-// keeping.
-func (d *Doc) end() {
-	s := d.s
-	d.s = nil
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// scratch returns p's pooled scratch, taking one on first use.
+func (p *patch) scratch() *scratch {
+	if p.s == nil {
+		p.s = scratchPool.Get().(*scratch)
+	}
+	return p.s
+}
+
+// log appends r to the undo log.
+func (p *patch) log(r undoRec) {
+	if p.n < localUndo {
+		p.local[p.n] = r
+	} else {
+		s := p.scratch()
+		s.undo = append(s.undo, r)
+	}
+	p.n++
+}
+
+// rec returns the k-th undo record, k < p.n.
+func (p *patch) rec(k int) *undoRec {
+	if k < localUndo {
+		return &p.local[k]
+	}
+	return &p.s.undo[k-localUndo]
+}
+
+// push appends n to the current path.
+func (p *patch) push(n *node) {
+	if p.depth < localPath {
+		p.path[p.depth] = n
+	} else {
+		s := p.scratch()
+		s.path = append(s.path, n)
+	}
+	p.depth++
+}
+
+// resetPath empties the current path.
+func (p *patch) resetPath() {
+	p.depth = 0
+	if p.s != nil {
+		clear(p.s.path)
+		p.s.path = p.s.path[:0]
+	}
+}
+
+// pathAt returns the k-th container of the current path, k < p.depth.
+func (p *patch) pathAt(k int) *node {
+	if k < localPath {
+		return p.path[k]
+	}
+	return p.s.path[k-localPath]
+}
+
+// done clears the pooled scratch, if one was taken (its records point
+// into the document), and returns it to the pool, unless one huge patch
+// grew it past what is worth keeping.
+func (p *patch) done() {
+	s := p.s
+	if s == nil {
+		return
+	}
 	clear(s.undo)
-	clear(s.stack[:cap(s.stack)]) // walks truncate it without clearing
-	s.undo, s.stack, s.buf = s.undo[:0], s.stack[:0], s.buf[:0]
+	clear(s.path)
+	s.undo, s.path, s.buf = s.undo[:0], s.path[:0], s.buf[:0]
 	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf {
 		return
 	}
 	scratchPool.Put(s)
 }
 
-func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
+func (p *patch) applyOne(op *codec.PatchOp, decoded bool) *opError {
 	if !checkPointer(op.Path) {
 		return fail(ErrInvalidPointer, "path %s", quoteStr(op.Path))
 	}
@@ -157,21 +232,21 @@ func (d *Doc) applyOne(op *codec.PatchOp, decoded bool) *opError {
 			v = rawNode(b)
 		}
 		if op.Op == codec.OpAdd {
-			return d.add(op.Path, v, text, false)
+			return p.add(op.Path, v, text, false)
 		}
-		return d.replace(op.Path, v, text)
+		return p.replace(op.Path, v, text)
 	case codec.OpRemove:
-		_, e := d.remove(op.Path, false)
+		_, e := p.remove(op.Path, false)
 		return e
 	case codec.OpMove:
-		return d.move(op.From, op.Path)
+		return p.move(op.From, op.Path)
 	case codec.OpCopy:
-		return d.copy(op.From, op.Path)
+		return p.copy(op.From, op.Path)
 	case codec.OpTest:
 		if op.Value == nil {
 			return fail(ErrBadOp, "test without value")
 		}
-		return d.test(op.Path, op.Value, decoded)
+		return p.test(op.Path, op.Value, decoded)
 	}
 	return fail(ErrBadOp, "unknown op kind %d", op.Op)
 }
@@ -186,24 +261,25 @@ func valueAt(v *node, text []byte) *node {
 }
 
 // walk resolves every token of p but the last, leaving the containers it
-// went through (root first, parent last) on d.s.stack. p must not be "".
-func (d *Doc) walk(p string) (parent *node, last string, e *opError) {
-	d.s.stack = d.s.stack[:0]
-	cur := d.rootNode()
+// went through (root first, parent last) on p's path. path must not be
+// "".
+func (p *patch) walk(path string) (parent *node, last string, e *opError) {
+	p.resetPath()
+	cur := p.d.rootNode()
 	i := 0
 	for {
-		tok, next := nextToken(p, i)
+		tok, next := nextToken(path, i)
 		if cur.kind != KindObject && cur.kind != KindArray {
-			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(p[:i]))
+			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(path[:i]))
 		}
-		d.split(cur)
-		d.s.stack = append(d.s.stack, cur)
-		if next == len(p) {
+		p.d.split(cur)
+		p.push(cur)
+		if next == len(path) {
 			return cur, tok, nil
 		}
 		child, e := cur.child(tok)
 		if e != nil {
-			e.reason += " at " + quoteStr(p[:next])
+			e.reason += " at " + quoteStr(path[:next])
 			return nil, "", e
 		}
 		cur = child
@@ -227,77 +303,78 @@ func (c *node) child(tok string) (*node, *opError) {
 	return c.elems[i], nil
 }
 
-// get returns the existing value at p.
-func (d *Doc) get(p string) (*node, *opError) {
-	if p == "" {
-		return d.rootNode(), nil
+// get returns the existing value at path.
+func (p *patch) get(path string) (*node, *opError) {
+	if path == "" {
+		return p.d.rootNode(), nil
 	}
-	parent, tok, e := d.walk(p)
+	parent, tok, e := p.walk(path)
 	if e != nil {
 		return nil, e
 	}
 	n, e := parent.child(tok)
 	if e != nil {
-		e.reason += " at " + quoteStr(p)
+		e.reason += " at " + quoteStr(path)
 	}
 	return n, e
 }
 
-// markDirty drops the raw text of every container on d.s.stack: they are
+// markDirty drops the raw text of every container on p's path: they are
 // about to change below or at themselves.
-func (d *Doc) markDirty() {
-	for _, n := range d.s.stack {
+func (p *patch) markDirty() {
+	for k := range p.depth {
+		n := p.pathAt(k)
 		if n.raw == nil {
 			continue // already dirty (a clean child may sit below a dirty parent, so no early exit)
 		}
-		d.s.undo = append(d.s.undo, undoRec{kind: undoRaw, n: n, raw: n.raw})
+		p.log(undoRec{kind: undoRaw, n: n, raw: n.raw})
 		n.raw = nil
 	}
 }
 
-func (d *Doc) setRoot(v *node) {
-	d.s.undo = append(d.s.undo, undoRec{kind: undoRoot, val: d.root})
-	d.root = v
-	d.size = v.size()
+func (p *patch) setRoot(v *node) {
+	p.log(undoRec{kind: undoRoot, val: p.d.root})
+	p.d.root = v
+	p.d.size = v.size()
 }
 
 // add and remove keep Size current. A moved value stays in the document,
 // so move passes moved=true and its size is neither subtracted nor added:
 // measuring a modified subtree walks it, and a move must stay O(depth).
-func (d *Doc) add(p string, v *node, text []byte, moved bool) *opError {
-	if p == "" {
-		d.setRoot(valueAt(v, text))
+func (p *patch) add(path string, v *node, text []byte, moved bool) *opError {
+	if path == "" {
+		p.setRoot(valueAt(v, text))
 		return nil
 	}
-	parent, tok, e := d.walk(p)
+	parent, tok, e := p.walk(path)
 	if e != nil {
 		return e
 	}
 	if parent.kind == KindObject {
-		d.markDirty()
+		p.markDirty()
 		if m := parent.find(tok); m != nil {
 			v = valueAt(v, text)
-			d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
-			d.grow(valSize(v, moved) - m.val.size())
+			p.log(undoRec{kind: undoMemberVal, m: m, val: m.val})
+			p.d.grow(valSize(v, moved) - m.val.size())
 			m.val = v
 			return nil
 		}
 		m := newMember(tok, v, text)
-		d.grow(len(m.key) + 3 + valSize(m.val, moved))
+		p.d.grow(len(m.key) + 3 + valSize(m.val, moved))
 		parent.link(m)
-		d.s.undo = append(d.s.undo, undoRec{kind: undoLink, n: parent, m: m})
+		p.log(undoRec{kind: undoLink, n: parent, m: m})
 		return nil
 	}
 	i, e := parseIndex(tok, len(parent.elems), true)
 	if e != nil {
-		e.reason += " at " + quoteStr(p)
+		e.reason += " at " + quoteStr(path)
 		return e
 	}
 	v = valueAt(v, text)
-	d.markDirty()
-	d.grow(valSize(v, moved))
+	p.markDirty()
+	p.d.grow(valSize(v, moved))
 	parent.insert(i, v)
-	d.s.undo = append(d.s.undo, undoRec{kind: undoInsert, n: parent, i: i})
+	p.log(undoRec{kind: undoInsert, n: parent, i: i})
 	return nil
 }
 
@@ -308,98 +385,98 @@ func valSize(v *node, moved bool) int {
 	return v.size()
 }
 
-func (d *Doc) remove(p string, moving bool) (*node, *opError) {
-	if p == "" {
-		old := d.rootNode()
-		d.setRoot(nullNode()) // RFC-ambiguous; the reference consumer yields null
+func (p *patch) remove(path string, moving bool) (*node, *opError) {
+	if path == "" {
+		old := p.d.rootNode()
+		p.setRoot(nullNode()) // RFC-ambiguous; the reference consumer yields null
 		return old, nil
 	}
-	parent, tok, e := d.walk(p)
+	parent, tok, e := p.walk(path)
 	if e != nil {
 		return nil, e
 	}
 	if parent.kind == KindObject {
 		m := parent.find(tok)
 		if m == nil {
-			return nil, fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
+			return nil, fail(ErrNotFound, "no member %q at %s", tok, quoteStr(path))
 		}
-		d.markDirty()
-		d.grow(-(len(m.key) + 3 + valSize(m.val, moving)))
+		p.markDirty()
+		p.d.grow(-(len(m.key) + 3 + valSize(m.val, moving)))
 		parent.unlink(m)
-		d.s.undo = append(d.s.undo, undoRec{kind: undoUnlink, n: parent, m: m})
+		p.log(undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
 	}
 	i, e := parseIndex(tok, len(parent.elems), false)
 	if e != nil {
-		e.reason += " at " + quoteStr(p)
+		e.reason += " at " + quoteStr(path)
 		return nil, e
 	}
-	d.markDirty()
+	p.markDirty()
 	old := parent.removeAt(i)
-	d.grow(-valSize(old, moving))
-	d.s.undo = append(d.s.undo, undoRec{kind: undoRemove, n: parent, i: i, val: old})
+	p.d.grow(-valSize(old, moving))
+	p.log(undoRec{kind: undoRemove, n: parent, i: i, val: old})
 	return old, nil
 }
 
-func (d *Doc) replace(p string, v *node, text []byte) *opError {
-	if p == "" {
-		d.setRoot(valueAt(v, text))
+func (p *patch) replace(path string, v *node, text []byte) *opError {
+	if path == "" {
+		p.setRoot(valueAt(v, text))
 		return nil
 	}
-	parent, tok, e := d.walk(p)
+	parent, tok, e := p.walk(path)
 	if e != nil {
 		return e
 	}
 	if parent.kind == KindObject {
 		m := parent.find(tok)
 		if m == nil {
-			return fail(ErrNotFound, "no member %q at %s", tok, quoteStr(p))
+			return fail(ErrNotFound, "no member %q at %s", tok, quoteStr(path))
 		}
 		v = valueAt(v, text)
-		d.markDirty()
-		d.s.undo = append(d.s.undo, undoRec{kind: undoMemberVal, m: m, val: m.val})
-		d.grow(v.size() - m.val.size())
+		p.markDirty()
+		p.log(undoRec{kind: undoMemberVal, m: m, val: m.val})
+		p.d.grow(v.size() - m.val.size())
 		m.val = v
 		return nil
 	}
 	i, e := parseIndex(tok, len(parent.elems), false)
 	if e != nil {
-		e.reason += " at " + quoteStr(p)
+		e.reason += " at " + quoteStr(path)
 		return e
 	}
 	v = valueAt(v, text)
-	d.markDirty()
-	d.s.undo = append(d.s.undo, undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
-	d.grow(v.size() - parent.elems[i].size())
+	p.markDirty()
+	p.log(undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
+	p.d.grow(v.size() - parent.elems[i].size())
 	parent.elems[i] = v
 	return nil
 }
 
-func (d *Doc) move(from, p string) *opError {
+func (p *patch) move(from, path string) *opError {
 	if !checkPointer(from) {
 		return fail(ErrInvalidPointer, "from %s", quoteStr(from))
 	}
-	if from == p { // RFC 6902 §4.4: from must exist; moving onto itself is a no-op
-		_, e := d.get(from)
+	if from == path { // RFC 6902 §4.4: from must exist; moving onto itself is a no-op
+		_, e := p.get(from)
 		return e
 	}
 	// Pointer escaping is canonical, so a textual prefix ending at a '/'
 	// is exactly a token prefix; "" is a prefix of every other pointer.
-	if strings.HasPrefix(p, from+"/") {
+	if strings.HasPrefix(path, from+"/") {
 		return fail(ErrMoveIntoChild, "from %s is a proper prefix of path", quoteStr(from))
 	}
-	v, e := d.remove(from, true)
+	v, e := p.remove(from, true)
 	if e != nil {
 		return e
 	}
-	return d.add(p, v, nil, true)
+	return p.add(path, v, nil, true)
 }
 
-func (d *Doc) copy(from, p string) *opError {
+func (p *patch) copy(from, path string) *opError {
 	if !checkPointer(from) {
 		return fail(ErrInvalidPointer, "from %s", quoteStr(from))
 	}
-	src, e := d.get(from)
+	src, e := p.get(from)
 	if e != nil {
 		return e
 	}
@@ -410,18 +487,19 @@ func (d *Doc) copy(from, p string) *opError {
 	if raw == nil {
 		raw = src.appendTo(nil)
 	}
-	return d.add(p, rawNode(raw), nil, false)
+	return p.add(path, rawNode(raw), nil, false)
 }
 
-func (d *Doc) test(p string, want []byte, decoded bool) *opError {
-	n, e := d.get(p)
+func (p *patch) test(path string, want []byte, decoded bool) *opError {
+	n, e := p.get(path)
 	if e != nil {
 		return e
 	}
 	got := n.raw
 	if got == nil {
-		d.s.buf = n.appendTo(d.s.buf[:0])
-		got = d.s.buf
+		s := p.scratch()
+		s.buf = n.appendTo(s.buf[:0])
+		got = s.buf
 	}
 	// Only want needs validating: the document's text is valid already,
 	// and decoded text is structurally valid by codec.Raw's contract.
@@ -433,17 +511,17 @@ func (d *Doc) test(p string, want []byte, decoded bool) *opError {
 		return fail(ErrInvalidJSON, "test value %s", quoteTrunc(want))
 	}
 	if !equalValid(got, trimSpace(want)) {
-		return fail(ErrTestFailed, "value at %s is %s, not %s", quoteStr(p), quoteTrunc(got), quoteTrunc(want))
+		return fail(ErrTestFailed, "value at %s is %s, not %s", quoteStr(path), quoteTrunc(got), quoteTrunc(want))
 	}
 	return nil
 }
 
-func (d *Doc) rollback() {
-	for k := len(d.s.undo) - 1; k >= 0; k-- {
-		r := &d.s.undo[k]
+func (p *patch) rollback() {
+	for k := p.n - 1; k >= 0; k-- {
+		r := p.rec(k)
 		switch r.kind {
 		case undoRoot:
-			d.root = r.val
+			p.d.root = r.val
 		case undoRaw:
 			r.n.raw = r.raw
 		case undoMemberVal:

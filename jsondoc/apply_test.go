@@ -366,12 +366,17 @@ func TestArrayInsertRemoveBothEnds(t *testing.T) {
 
 // TestDistinctDocsConcurrently patches distinct Docs from several
 // goroutines at once, succeeding and failing patches mixed: they share
-// only the scratch pool, which must hand each Apply its own log (run with
-// -race). Every Doc must end exactly where its own patches take it.
+// only the scratch pool, which must hand each Apply that outgrows its
+// local log a scratch of its own (run with -race). Every Doc must end
+// exactly where its own patches take it.
 func TestDistinctDocsConcurrently(t *testing.T) {
 	const workers, rounds = 4, 300
 	good := mustPatch(t, `[{"op":"add","path":"/a/-","value":1},{"op":"replace","path":"/n","value":{"x":[1,2]}}]`)
 	bad := mustPatch(t, `[{"op":"remove","path":"/a/0"},{"op":"add","path":"/b","value":2},{"op":"remove","path":"/missing"}]`)
+	// Long enough to spill (patch.local), with a test of a modified value
+	// (the scratch's buffer).
+	long := mustPatch(t, `[`+strings.Repeat(`{"op":"add","path":"/n/x/-","value":3},{"op":"remove","path":"/n/x/2"},{"op":"test","path":"/n","value":{"x":[1,2]}},`, 4)+
+		`{"op":"remove","path":"/missing"}]`)
 	docs := make([]*Doc, workers)
 	errs := make(chan error, workers)
 	for w := range docs {
@@ -384,6 +389,10 @@ func TestDistinctDocsConcurrently(t *testing.T) {
 				}
 				if err := d.Apply(bad); !errors.Is(err, ErrNotFound) {
 					errs <- fmt.Errorf("failing patch: got %v, want ErrNotFound", err)
+					return
+				}
+				if err := d.Apply(long); !errors.Is(err, ErrNotFound) {
+					errs <- fmt.Errorf("failing long patch: got %v, want ErrNotFound", err)
 					return
 				}
 				if _, err := d.Get(nil, "/a/0"); err != nil {

@@ -18,10 +18,6 @@ type Doc struct {
 	// splits survive a rollback, so their accounting must too.
 	splitSize int
 
-	// s is the scratch of the Apply or Get in progress, nil otherwise;
-	// see apply.go.
-	s *scratch
-
 	// own is the root node until something replaces the root: most Docs
 	// are parsed or set once and never replaced whole, so a Doc and its
 	// root take one allocation, or none in a struct (a thread's state). A
@@ -218,9 +214,9 @@ func (d *Doc) Get(dst []byte, ptr string) ([]byte, error) {
 	if !checkPointer(ptr) {
 		return dst, fail(ErrInvalidPointer, "%q", ptr)
 	}
-	d.begin()
-	n, e := d.get(ptr)
-	d.end()
+	p := patch{d: d}
+	n, e := p.get(ptr)
+	p.done()
 	if e != nil {
 		return dst, e
 	}

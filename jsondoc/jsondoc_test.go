@@ -175,6 +175,15 @@ func TestFailedPatchByteIdentical(t *testing.T) {
 		{"root removed then failure", `[1]`, `[{"op":"remove","path":""},{"op":"add","path":"/x","value":1}]`},
 		{"many members past the index threshold", `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}`,
 			`[{"op":"remove","path":"/k3"},{"op":"add","path":"/k99","value":1},{"op":"move","from":"/k0","path":"/k17"},{"op":"test","path":"/k3","value":3}]`},
+		// Past patch's local arrays: the log and the path continue in the
+		// pooled scratch, and the rollback must walk both.
+		{"undo log past the local records", `{"a":{"b":[1]},"c":{"d":{}}}`,
+			`[{"op":"add","path":"/a/b/-","value":2},{"op":"add","path":"/a/b/-","value":3},{"op":"replace","path":"/a/b/0","value":9},` +
+				`{"op":"add","path":"/c/d/x","value":1},{"op":"add","path":"/c/d/y","value":2},{"op":"remove","path":"/c/d/x"},` +
+				`{"op":"move","from":"/a/b/0","path":"/c/d/z"},{"op":"copy","from":"/c/d","path":"/e"},{"op":"test","path":"/c","value":{"d":{"y":2,"z":9}}},` +
+				`{"op":"replace","path":"/a/b/0","value":5},{"op":"remove","path":"/nope"}]`},
+		{"path deeper than the local path", `{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":{"j":1}}}}}}}}},"z":[]}`,
+			`[{"op":"add","path":"/a/b/c/d/e/f/g/h/i/k","value":2},{"op":"move","from":"/a/b/c/d/e/f/g/h/i/j","path":"/z/-"},{"op":"test","path":"/a/b/c/d/e/f/g/h/i","value":{"k":3}}]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
