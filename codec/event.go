@@ -344,18 +344,38 @@ func (r Raw) IsNull() bool { return len(r) == 4 && string(r) == "null" }
 // AppendString writes back as that character (see appendUnescaped).
 type Event struct {
 	Type Type
-	// TypeName is the `type` string as it appeared on the wire; for a known
-	// Type it equals Type.String().
-	TypeName string
+	// Replace is ACTIVITY_SNAPSHOT.replace; true when absent.
+	Replace bool
 	// Fields is the set of top-level fields present on the wire, after
 	// stripping unknown properties and applying compatibility shims.
 	Fields FieldSet
 
-	// Envelope (BaseEvent, Attributable).
-	Timestamp     int64
-	RawEvent      Raw
-	Metadata      Raw // a JSON object when present
+	// The fields of the streaming events, the most frequent by far, come
+	// first: a consumer reading an event it did not just decode (a
+	// compactor's entries, a replayed batch) touches two cache lines, not
+	// six.
+	MessageID     string
+	Delta         string // string deltas; STATE_DELTA's patch is in Patch
+	ToolCallID    string
 	SubagentRunID string
+	Metadata      Raw // a JSON object when present
+
+	// Streaming (text, tool calls, reasoning), continued.
+	Role            string
+	Name            string // TEXT_MESSAGE_*.name, CUSTOM.name, SUBAGENT_STARTED.name
+	ToolCallName    string
+	ParentMessageID string
+	// Content is TOOL_CALL_RESULT.content (a JSON string or an array of
+	// content parts) or ACTIVITY_SNAPSHOT.content (a JSON object).
+	Content Raw
+
+	// TypeName is the `type` string as it appeared on the wire; for a known
+	// Type it equals Type.String().
+	TypeName string
+
+	// Envelope (BaseEvent, Attributable).
+	Timestamp int64
+	RawEvent  Raw
 
 	// Runs and steps.
 	ThreadID        string
@@ -370,23 +390,10 @@ type Event struct {
 	Code            string // RUN_ERROR.code, SUBAGENT_ERROR.code
 	StepName        string
 
-	// Streaming (text, tool calls, reasoning).
-	MessageID       string
-	Role            string
-	Name            string // TEXT_MESSAGE_*.name, CUSTOM.name, SUBAGENT_STARTED.name
-	Delta           string // string deltas; STATE_DELTA's patch is in Patch
-	ToolCallID      string
-	ToolCallName    string
-	ParentMessageID string
-	// Content is TOOL_CALL_RESULT.content (a JSON string or an array of
-	// content parts) or ACTIVITY_SNAPSHOT.content (a JSON object).
-	Content Raw
-
 	// Snapshot–delta.
 	Snapshot     Raw       // STATE_SNAPSHOT.snapshot (any JSON, null allowed)
 	Messages     []Message // MESSAGES_SNAPSHOT.messages
 	ActivityType string
-	Replace      bool // ACTIVITY_SNAPSHOT.replace; true when absent
 	// Patch is STATE_DELTA.delta or ACTIVITY_DELTA.patch, validated; PatchRaw
 	// is the same array as JSON text (unknown ops already removed).
 	Patch    []PatchOp
