@@ -15,12 +15,13 @@ import (
 func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
 	ex := t.byID[id]
+	key := t.keyFor(ex, id)
 	if _, known := t.m.ownActivity.get(id); !known || e.Replace {
-		t.m.ownActivity.put(t.keyFor(ex, id), t.internOwner(tag))
+		t.m.ownActivity.put(key, t.internOwner(tag))
 	}
 	switch {
 	case ex == nil:
-		m, err := t.newActivity(e, retain(id), tag)
+		m, err := t.newActivity(e, key, tag)
 		if err != nil {
 			return err
 		}

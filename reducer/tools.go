@@ -170,13 +170,14 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	key := t.keyFor(t.byID[id], id)
 	t.m.dropHot() // the minted owner may replace a cached one
 	t.m.ownText.put(key, t.internOwner(tag))
-	if _, ok := t.m.answered.get(e.ToolCallID); !ok {
-		t.m.answered.put(retain(e.ToolCallID), struct{}{})
+	c := t.calls[e.ToolCallID]
+	callID := retainOr(c, e.ToolCallID) // one copy for the set and the message
+	if _, ok := t.m.answered.get(callID); !ok {
+		t.m.answered.put(callID, struct{}{})
 	}
-	msg := &message{id: key, role: roleTool, toolCallID: retain(e.ToolCallID), owner: t.internOwner(tag)}
+	msg := &message{id: key, role: roleTool, toolCallID: callID, owner: t.internOwner(tag)}
 	setContent(msg, e.Content)
 	mergeMeta(&msg.meta, e.Metadata)
-	c := t.calls[e.ToolCallID]
 	if c == nil || c.msg.role != roleAssistant {
 		t.appendMessage(msg)
 		return nil
