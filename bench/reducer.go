@@ -53,8 +53,8 @@ func runReducer(e *env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(e.out, "\nReducer vs reference consumer (@ag-ui/client 1.0.0 bench.mjs), Go %s, GOMAXPROCS=%d, %d CPU(s) usable, median of %d run(s)\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), e.runs)
+	fmt.Fprintf(e.out, "\nReducer vs reference consumer (@ag-ui/client 1.0.0 bench.mjs), Go %s, GOMAXPROCS=%d, %d CPU(s) usable, median of %d run(s), load average %s\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), e.runs, loadAverage())
 	if runtime.NumCPU() > 1 {
 		// NumCPU counts the CPUs of the process's affinity mask, which
 		// bench.mjs inherits: under taskset both sides get one core, as
@@ -241,4 +241,17 @@ func (e *env) referenceRates() (map[string]refRate, error) {
 		}
 	}
 	return rates, nil
+}
+
+// loadAverage returns the 1-minute load average ("?" where /proc has none):
+// a busy machine slows the reference more than it slows us (README.md).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
