@@ -23,13 +23,15 @@ import (
 //	                Subscriber: bounded byte queue of shared []byte (Subscriber.mu)
 //
 //	      idle: the lingering feeds (refs == 0), oldest first, overall and
-//	            per tenant, bounded by MaxIdleFeeds(PerTenant) (idleSet.mu)
+//	            per tenant, bounded by MaxIdleFeeds(PerTenant) (idleSet.mu);
+//	            their rings are kept within IdleRingBytes
 //
 // Lock order: hubShard.mu → idleSet.mu (a feed's refs and its place in the
 // idle lists change together, under its shard lock); nothing takes a shard
 // lock while holding idleSet.mu, so a feed pushed out of the idle lists is
 // ended after both locks are released (endIdle). hubShard.mu is never held
-// while taking feed.mu (acquire and release take only the shard lock);
+// while taking feed.mu (acquire takes only the shard lock; release takes
+// feed.mu after letting go of it, to trim a lingering feed's ring);
 // feed.mu → Subscriber.mu. Nothing takes feed.mu while holding a
 // Subscriber.mu.
 //
@@ -58,6 +60,16 @@ type HubConfig struct {
 	// which is what lets a client resume with no snapshot.
 	RingFrames int
 	RingBytes  int
+	// IdleRingBytes bounds the ring of a lingering feed (see Linger): when
+	// a thread's last subscriber on this node leaves, its ring is cut to
+	// its newest frames within IdleRingBytes and kept within it while the
+	// feed lingers, and its cached snapshot is let go. So all lingering
+	// feeds together hold at most MaxIdleFeeds × IdleRingBytes of frames
+	// (plus one frame each, as a ring always keeps its newest), whatever
+	// RingBytes is. A client resuming from a cursor older than what was
+	// kept gets a snapshot instead. Zero means the default; it is capped
+	// at RingBytes.
+	IdleRingBytes int
 	// QueueBytes bounds each subscriber's queue. Past it the queue is
 	// dropped and the subscriber resynchronised (ReasonOverflow).
 	QueueBytes int
@@ -87,14 +99,21 @@ func DefaultHubConfig() HubConfig {
 		SnapshotRetry:   15 * time.Second,
 		RingFrames:      1024,
 		RingBytes:       4 << 20,
-		QueueBytes:      1 << 20,
-		JoinWait:        250 * time.Millisecond,
-		Linger:          time.Minute,
+		// Some fifty frames of a thread streaming text (frames are a few
+		// hundred bytes): seconds of traffic, enough for a client that
+		// reconnects at once to resume from the ring. MaxIdleFeeds
+		// lingering feeds at it hold 160 MB of frames at most, which with
+		// their 13 kB each stays near half the Helm chart's 512 MiB
+		// fanout limit.
+		IdleRingBytes: 16 << 10,
+		QueueBytes:    1 << 20,
+		JoinWait:      250 * time.Millisecond,
+		Linger:        time.Minute,
 		// A lingering feed of a thread that gets no frames holds about
 		// 13 kB here (BenchmarkIdleFeedFootprint: the subscription's
 		// delivery goroutine, the ring's slot array), plus the NATS
 		// server's subscription; one with traffic also keeps its ring,
-		// up to RingBytes. 1,000 per tenant is more distinct threads than
+		// up to IdleRingBytes. 1,000 per tenant is more distinct threads than
 		// a tenant's users leave on one node within a Linger in normal use
 		// (a node serves a few thousand subscribers). 10,000 overall caps
 		// the empty ones at about 130 MB, a quarter of the Helm chart's
@@ -163,6 +182,10 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	if cfg.RingBytes <= 0 {
 		cfg.RingBytes = d.RingBytes
 	}
+	if cfg.IdleRingBytes <= 0 {
+		cfg.IdleRingBytes = d.IdleRingBytes
+	}
+	cfg.IdleRingBytes = min(cfg.IdleRingBytes, cfg.RingBytes)
 	if cfg.QueueBytes <= 0 {
 		cfg.QueueBytes = d.QueueBytes
 	}
@@ -268,6 +291,7 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 		h.m.Feeds.Inc()
 	} else if f.refs == 0 {
 		h.idle.remove(f) // lingering: active again
+		f.lingering.Store(false)
 	}
 	f.refs++
 	sh.mu.Unlock()
@@ -290,9 +314,9 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 }
 
 // release drops one reference. The feed of a thread nobody here reads any
-// more lingers (subscribed, its ring growing) until Sweep ends it, unless it
-// failed to start or Linger is zero; if that makes one idle bound
-// overflow, the oldest lingering feed it applies to ends now.
+// more lingers (subscribed, its ring within IdleRingBytes) until Sweep ends
+// it, unless it failed to start or Linger is zero; if that makes one idle
+// bound overflow, the oldest lingering feed it applies to ends now.
 func (h *Hub) release(f *feed) {
 	sh := h.shard(f.key)
 	sh.mu.Lock()
@@ -303,10 +327,12 @@ func (h *Hub) release(f *feed) {
 		victim *feed
 		bound  string
 	)
+	linger := f.refs == 0 && current && !end
 	if f.refs == 0 {
 		f.idleSince = time.Now()
-		if current && !end {
+		if linger {
 			victim, bound = h.idle.add(f)
+			f.lingering.Store(true)
 		}
 	}
 	if end {
@@ -317,9 +343,28 @@ func (h *Hub) release(f *feed) {
 	if end && f.sub != nil {
 		_ = f.sub.Unsubscribe()
 	}
+	if linger {
+		f.trimIdle()
+	}
 	if victim != nil {
 		h.endIdle(victim, bound)
 	}
+}
+
+// trimIdle cuts a feed that started lingering down to IdleRingBytes of
+// frames and lets go of its cached snapshot, unless it is active again by
+// now (the shard lock was released before feed.mu was taken). What it cuts
+// is a cache: a resume from before the ring's new start gets a snapshot.
+func (f *feed) trimIdle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.lingering.Load() {
+		return
+	}
+	for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
+		f.lo = ev.seq
+	}
+	f.snap = nil
 }
 
 // endIdle ends v, which idleSet.add took out of the idle lists, unless it
@@ -381,9 +426,12 @@ type feed struct {
 	sub       *nats.Subscription
 	err       error
 	ready     chan struct{}
-	refs      int          // guarded by the shard lock
-	idleSince time.Time    // guarded by the shard lock; when refs last became 0
-	idle      idleLinks    // guarded by idleSet.mu
+	refs      int       // guarded by the shard lock
+	idleSince time.Time // guarded by the shard lock; when refs last became 0
+	idle      idleLinks // guarded by idleSet.mu
+	// lingering is refs == 0 with the feed in the idle lists; set with
+	// them under the shard lock, read by onMsg and trimIdle under mu.
+	lingering atomic.Bool
 	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
 	suspect   atomic.Bool  // a reconcile could not reach the pipeline: retry
 
@@ -466,7 +514,13 @@ func (f *feed) onMsg(m *nats.Msg) {
 		f.ring.reset()
 		f.lo, f.known = fr.prev, true
 	}
-	for _, ev := range f.ring.push(fr, f.hub.cfg.RingBytes) {
+	limit := f.hub.cfg.RingBytes
+	if f.lingering.Load() {
+		// A snapshot requested before the last subscriber left may have
+		// landed after trimIdle: it serves no one now.
+		limit, f.snap = f.hub.cfg.IdleRingBytes, nil
+	}
+	for _, ev := range f.ring.push(fr, limit) {
 		f.lo = ev.seq
 	}
 	f.hi = fr.seq
@@ -609,17 +663,31 @@ func (r *ring) at(i int) *frame { return r.buf[(r.start+i)%len(r.buf)] }
 // and byte bounds (the newest frame is always kept).
 func (r *ring) push(fr *frame, maxBytes int) (evicted []*frame) {
 	for r.n > 0 && (r.n == len(r.buf) || r.bytes+fr.size > maxBytes) {
-		old := r.buf[r.start]
-		r.buf[r.start] = nil
-		r.start = (r.start + 1) % len(r.buf)
-		r.n--
-		r.bytes -= old.size
-		evicted = append(evicted, old)
+		evicted = append(evicted, r.evict())
 	}
 	r.buf[(r.start+r.n)%len(r.buf)] = fr
 	r.n++
 	r.bytes += fr.size
 	return evicted
+}
+
+// trim evicts the oldest frames until the ring is within maxBytes, keeping
+// the newest frame whatever its size, and returns them oldest first.
+func (r *ring) trim(maxBytes int) (evicted []*frame) {
+	for r.n > 1 && r.bytes > maxBytes {
+		evicted = append(evicted, r.evict())
+	}
+	return evicted
+}
+
+// evict removes and returns the oldest frame; the ring must not be empty.
+func (r *ring) evict() *frame {
+	old := r.buf[r.start]
+	r.buf[r.start] = nil
+	r.start = (r.start + 1) % len(r.buf)
+	r.n--
+	r.bytes -= old.size
+	return old
 }
 
 // find returns the frame with that seq, or nil (binary search: seqs increase).

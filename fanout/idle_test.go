@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -384,5 +385,102 @@ func TestIdleBoundResume(t *testing.T) {
 			t.Errorf("%s: resumed with %d snapshots, want %d", tt.th.id, a.snapshots, tt.wantSnaps)
 		}
 		c.close()
+	}
+}
+
+// TestIdleRingTrimmed: a thread whose last subscriber left keeps only
+// IdleRingBytes of its ring, also while frames keep coming, and lets go of
+// its cached snapshot. A client resuming inside what was kept continues
+// from the ring; one resuming from before it gets a snapshot; both end
+// with the exact text.
+func TestIdleRingTrimmed(t *testing.T) {
+	const idleBytes = 3000
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "busy")
+	th.pad = `,"rawEvent":"` + strings.Repeat("p", 400) + `"` // frames of about 500 bytes
+	s, hs := newServer(t, nc, func(c *Config) {
+		c.Hub.Linger = time.Hour
+		c.Hub.IdleRingBytes = idleBytes
+	})
+	tok := token(t, "acme")
+	url := hs.URL + "/v1/threads/busy/events"
+
+	th.publish(t, "f1;")
+	c := openSSE(t, url, tok, nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	old := c.lastID // after frame 1: trimmed away below
+	for i := 2; i <= 12; i++ {
+		th.publish(t, fmt.Sprintf("f%d;", i))
+	}
+	a.follow(t, c, th.Text, 5*time.Second)
+	recent := c.lastID // after frame 12: kept
+	f := s.hub.lookup("acme", "busy")
+	f.mu.Lock()
+	full, hadSnap := f.ring.bytes, f.snap != nil
+	f.mu.Unlock()
+	if full <= 2*idleBytes || !hadSnap {
+		t.Fatalf("active feed: ring of %d bytes (want more than %d), snapshot cached %v", full, 2*idleBytes, hadSnap)
+	}
+	c.close()
+	waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+	checkTrimmed := func(when string) {
+		t.Helper()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.ring.bytes > idleBytes || f.ring.n == 0 || f.snap != nil {
+			t.Fatalf("lingering feed %s: ring of %d frames, %d bytes (bound %d), snapshot cached %v",
+				when, f.ring.n, f.ring.bytes, idleBytes, f.snap != nil)
+		}
+	}
+	checkTrimmed("after the last subscriber left")
+	th.publish(t, "f13;")
+	last := th.publish(t, "f14;")
+	waitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.hi == last
+	})
+	checkTrimmed("after more frames")
+
+	for _, tt := range []struct {
+		name, cursor string
+		text         string // what the client had at its cursor
+		wantSnaps    int
+	}{
+		{"inside the kept ring", recent, "f1;f2;f3;f4;f5;f6;f7;f8;f9;f10;f11;f12;", 0},
+		{"before the kept ring", old, "f1;", 1},
+	} {
+		c := openSSE(t, url, tok, http.Header{"Last-Event-Id": {tt.cursor}})
+		a := aguiModel{text: tt.text}
+		a.follow(t, c, th.Text, 5*time.Second)
+		if a.snapshots != tt.wantSnaps {
+			t.Errorf("resume %s: %d snapshots, want %d", tt.name, a.snapshots, tt.wantSnaps)
+		}
+		c.close()
+		waitFor(t, 5*time.Second, "the feed lingering again", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+	}
+}
+
+// TestIdleRingBytesConfig: zero or negative means the default, and a
+// lingering ring is never allowed more than an active one.
+func TestIdleRingBytesConfig(t *testing.T) {
+	nc := connect(t, startNATS(t))
+	d := DefaultHubConfig()
+	for _, tt := range []struct{ ring, idle, want int }{
+		{0, 0, d.IdleRingBytes},
+		{0, -5, d.IdleRingBytes},
+		{0, 1000, 1000},
+		{4000, 9000, 4000},
+		{100, 0, 100},
+	} {
+		cfg := DefaultHubConfig()
+		cfg.RingBytes, cfg.IdleRingBytes = tt.ring, tt.idle
+		h := NewHub(nc, cfg, nil, nil)
+		if h.cfg.IdleRingBytes != tt.want {
+			t.Errorf("RingBytes %d, IdleRingBytes %d: got %d, want %d", tt.ring, tt.idle, h.cfg.IdleRingBytes, tt.want)
+		}
+		h.Close()
 	}
 }

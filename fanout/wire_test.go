@@ -251,6 +251,36 @@ func TestRing(t *testing.T) {
 	}
 }
 
+func TestRingTrim(t *testing.T) {
+	r := newRing(8)
+	for seq, size := range []int{0, 40, 30, 20, 10} {
+		if seq > 0 {
+			r.push(&frame{seq: uint64(seq), size: size}, 1000)
+		}
+	}
+	seqs := func() (have []uint64) {
+		r.each(func(f *frame) { have = append(have, f.seq) })
+		return have
+	}
+	if ev := r.trim(100); len(ev) != 0 || !equalU64(seqs(), []uint64{1, 2, 3, 4}) {
+		t.Fatalf("trim within the bound evicted %d frames, left %v", len(ev), seqs())
+	}
+	var evicted []uint64
+	for _, f := range r.trim(35) { // 100 bytes: 1 (40) and 2 (30) go, 20+10 stay
+		evicted = append(evicted, f.seq)
+	}
+	if !equalU64(evicted, []uint64{1, 2}) || !equalU64(seqs(), []uint64{3, 4}) || r.bytes != 30 {
+		t.Fatalf("trim(35): evicted %v, left %v (%d bytes)", evicted, seqs(), r.bytes)
+	}
+	if r.trim(1); !equalU64(seqs(), []uint64{4}) || r.bytes != 10 {
+		t.Fatalf("trim(1) must keep the newest frame: left %v (%d bytes)", seqs(), r.bytes)
+	}
+	r.push(&frame{seq: 5, size: 5}, 1000) // the ring still works after trims
+	if !equalU64(seqs(), []uint64{4, 5}) || r.find(5) == nil {
+		t.Fatalf("push after trim: %v", seqs())
+	}
+}
+
 func equalU64(a, b []uint64) bool {
 	if len(a) != len(b) {
 		return false

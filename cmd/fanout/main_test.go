@@ -57,13 +57,20 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", c.Fanout.Hub)
 				}
 			}},
-		{name: "idle bounds: env and flag", args: []string{"--max-idle-threads", "500"},
+		{name: "idle bounds: env and flag", args: []string{"--max-idle-threads", "500", "--idle-ring-bytes", "4096"},
 			env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_IDLE_THREADS_PER_TENANT": "50", "THREADCAST_MAX_IDLE_THREADS": "900"},
 			check: func(t *testing.T, c config) {
-				if c.Fanout.Hub.MaxIdleFeedsPerTenant != 50 || c.Fanout.Hub.MaxIdleFeeds != 500 {
+				if h := c.Fanout.Hub; h.MaxIdleFeedsPerTenant != 50 || h.MaxIdleFeeds != 500 || h.IdleRingBytes != 4096 {
+					t.Fatalf("%+v", h)
+				}
+			}},
+		{name: "idle ring bytes from env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_IDLE_RING_BYTES": "8192"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.Hub.IdleRingBytes != 8192 {
 					t.Fatalf("%+v", c.Fanout.Hub)
 				}
 			}},
+		{name: "bad idle ring bytes", args: []string{"--auth-key", key, "--idle-ring-bytes", "lots"}, wantErr: "idle-ring-bytes"},
 		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},
 		{name: "bad log level", args: []string{"--auth-key", key, "--log-level", "loud"}, wantErr: "log level"},
 		{name: "extra args", args: []string{"--auth-key", key, "serve"}, wantErr: "unexpected"},
