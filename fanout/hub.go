@@ -62,13 +62,14 @@ type HubConfig struct {
 	RingBytes  int
 	// IdleRingBytes bounds the ring of a lingering feed (see Linger): when
 	// a thread's last subscriber on this node leaves, its ring is cut to
-	// its newest frames within IdleRingBytes and kept within it while the
-	// feed lingers, and its cached snapshot is let go. So all lingering
-	// feeds together hold at most MaxIdleFeeds × IdleRingBytes of frames
-	// (plus one frame each, as a ring always keeps its newest), whatever
-	// RingBytes is. A client resuming from a cursor older than what was
-	// kept gets a snapshot instead. Zero means the default; it is capped
-	// at RingBytes.
+	// its newest frames within IdleRingBytes (none, if the newest alone is
+	// larger) without their cached encodings, and kept within it while the
+	// feed lingers; its cached snapshot is let go and none is cached while
+	// it lingers. So all lingering feeds together hold at most
+	// MaxIdleFeeds × IdleRingBytes of frames (a frame counts its payload
+	// plus 64 bytes), whatever RingBytes is. A client resuming from a
+	// cursor older than what was kept gets a snapshot instead. Zero means
+	// the default; it is capped at RingBytes.
 	IdleRingBytes int
 	// QueueBytes bounds each subscriber's queue. Past it the queue is
 	// dropped and the subscriber resynchronised (ReasonOverflow).
@@ -103,8 +104,8 @@ func DefaultHubConfig() HubConfig {
 		// hundred bytes): seconds of traffic, enough for a client that
 		// reconnects at once to resume from the ring. MaxIdleFeeds
 		// lingering feeds at it hold 160 MB of frames at most, which with
-		// their 13 kB each stays near half the Helm chart's 512 MiB
-		// fanout limit.
+		// their 13 kB each is a little over half the Helm chart's 512 MiB
+		// fanout limit in the worst case.
 		IdleRingBytes: 16 << 10,
 		QueueBytes:    1 << 20,
 		JoinWait:      250 * time.Millisecond,
@@ -352,9 +353,11 @@ func (h *Hub) release(f *feed) {
 }
 
 // trimIdle cuts a feed that started lingering down to IdleRingBytes of
-// frames and lets go of its cached snapshot, unless it is active again by
-// now (the shard lock was released before feed.mu was taken). What it cuts
-// is a cache: a resume from before the ring's new start gets a snapshot.
+// frames, without the wire encodings cached on them, and lets go of its
+// cached snapshot, unless it is active again by now (the shard lock was
+// released before feed.mu was taken). What it cuts is a cache: a resume
+// from before the ring's new start gets a snapshot, and a frame sent again
+// is encoded again.
 func (f *feed) trimIdle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -364,6 +367,7 @@ func (f *feed) trimIdle() {
 	for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
 		f.lo = ev.seq
 	}
+	f.ring.each(func(fr *frame) { clear(fr.enc[:]) })
 	f.snap = nil
 }
 
@@ -429,8 +433,10 @@ type feed struct {
 	refs      int       // guarded by the shard lock
 	idleSince time.Time // guarded by the shard lock; when refs last became 0
 	idle      idleLinks // guarded by idleSet.mu
-	// lingering is refs == 0 with the feed in the idle lists; set with
-	// them under the shard lock, read by onMsg and trimIdle under mu.
+	// lingering is set when refs drops to 0 and the feed joins the idle
+	// lists, cleared when it is acquired again, both under the shard lock;
+	// read by onMsg, trimIdle and requestSnapshot under mu. It stays set
+	// on a feed ended while lingering (swept, pushed out, closed).
 	lingering atomic.Bool
 	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
 	suspect   atomic.Bool  // a reconcile could not reach the pipeline: retry
@@ -450,6 +456,7 @@ type feed struct {
 
 type snapCall struct {
 	done chan struct{}
+	sn   *snapshot // the reply, when err is nil
 	err  error
 }
 
@@ -514,14 +521,15 @@ func (f *feed) onMsg(m *nats.Msg) {
 		f.ring.reset()
 		f.lo, f.known = fr.prev, true
 	}
-	limit := f.hub.cfg.RingBytes
-	if f.lingering.Load() {
-		// A snapshot requested before the last subscriber left may have
-		// landed after trimIdle: it serves no one now.
-		limit, f.snap = f.hub.cfg.IdleRingBytes, nil
-	}
-	for _, ev := range f.ring.push(fr, limit) {
+	for _, ev := range f.ring.push(fr, f.hub.cfg.RingBytes) {
 		f.lo = ev.seq
+	}
+	if f.lingering.Load() {
+		// Nobody reads it here now: keep the ring within the idle bound,
+		// this frame too when it alone is larger.
+		for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
+			f.lo = ev.seq
+		}
 	}
 	f.hi = fr.seq
 	for s := range f.subs {
@@ -602,17 +610,19 @@ func (f *feed) adoptLocked(seq uint64) {
 }
 
 // requestSnapshot performs one snapshot request for the feed, shared by
-// every subscriber that needs one meanwhile (single flight).
-func (f *feed) requestSnapshot(ctx context.Context) error {
+// every caller that needs one meanwhile (single flight), and returns the
+// reply. It is also cached in f.snap for joiners, unless the feed lingers
+// (nobody is there to join; trimIdle let the cache go).
+func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
 	f.mu.Lock()
 	call := f.snapCall
 	if call != nil {
 		f.mu.Unlock()
 		select {
 		case <-call.done:
-			return call.err
+			return call.sn, call.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	call = &snapCall{done: make(chan struct{})}
@@ -627,18 +637,20 @@ func (f *feed) requestSnapshot(ctx context.Context) error {
 		// The latest reply is the pipeline's word, even when older than
 		// the one cached (an ingest restarted from a checkpoint replays
 		// up to it): fitLocked decides whether we can continue from it.
-		f.snap = sn
+		if !f.lingering.Load() {
+			f.snap = sn
+		}
 		if !f.known {
 			// No frame since we subscribed: the snapshot is the position
 			// (every later frame is still to come, in order).
 			f.adoptLocked(sn.seq)
 		}
 	}
-	call.err = err
+	call.sn, call.err = sn, err
 	f.snapCall = nil
 	f.mu.Unlock()
 	close(call.done)
-	return err
+	return sn, err
 }
 
 // ring is a bounded FIFO of a thread's recent frames, oldest first, with
@@ -671,10 +683,12 @@ func (r *ring) push(fr *frame, maxBytes int) (evicted []*frame) {
 	return evicted
 }
 
-// trim evicts the oldest frames until the ring is within maxBytes, keeping
-// the newest frame whatever its size, and returns them oldest first.
+// trim evicts the oldest frames until the ring is within maxBytes, the
+// newest too when it alone is larger, and returns them oldest first. An
+// emptied ring is a valid state: the feed's lo and hi are then equal (the
+// evicted frames' last seq), as after adoptLocked.
 func (r *ring) trim(maxBytes int) (evicted []*frame) {
-	for r.n > 1 && r.bytes > maxBytes {
+	for r.n > 0 && r.bytes > maxBytes {
 		evicted = append(evicted, r.evict())
 	}
 	return evicted

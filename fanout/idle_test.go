@@ -398,7 +398,7 @@ func TestIdleRingTrimmed(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
 	th := newTestThread(t, connect(t, ns), "acme", "busy")
-	th.pad = `,"rawEvent":"` + strings.Repeat("p", 400) + `"` // frames of about 500 bytes
+	th.pad = `,"rawEvent":"` + strings.Repeat("p", 400) + `"` // frames of about 680 bytes
 	s, hs := newServer(t, nc, func(c *Config) {
 		c.Hub.Linger = time.Hour
 		c.Hub.IdleRingBytes = idleBytes
@@ -424,17 +424,21 @@ func TestIdleRingTrimmed(t *testing.T) {
 		t.Fatalf("active feed: ring of %d bytes (want more than %d), snapshot cached %v", full, 2*idleBytes, hadSnap)
 	}
 	c.close()
-	waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
-	checkTrimmed := func(when string) {
-		t.Helper()
+	// The trim follows the feed's entry into the idle lists (release takes
+	// feed.mu after the shard lock): wait for the trim itself.
+	trimmed := func() (ok bool, state string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.ring.bytes > idleBytes || f.ring.n == 0 || f.snap != nil {
-			t.Fatalf("lingering feed %s: ring of %d frames, %d bytes (bound %d), snapshot cached %v",
-				when, f.ring.n, f.ring.bytes, idleBytes, f.snap != nil)
+		state = fmt.Sprintf("ring of %d frames, %d bytes (bound %d), snapshot cached %v", f.ring.n, f.ring.bytes, idleBytes, f.snap != nil)
+		return f.lingering.Load() && f.ring.bytes <= idleBytes && f.ring.n > 0 && f.snap == nil, state
+	}
+	waitFor(t, 5*time.Second, "the lingering feed trimmed", func() bool { ok, _ := trimmed(); return ok })
+	checkTrimmed := func(when string) {
+		t.Helper()
+		if ok, state := trimmed(); !ok {
+			t.Fatalf("lingering feed %s: %s", when, state)
 		}
 	}
-	checkTrimmed("after the last subscriber left")
 	th.publish(t, "f13;")
 	last := th.publish(t, "f14;")
 	waitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
@@ -458,8 +462,73 @@ func TestIdleRingTrimmed(t *testing.T) {
 		if a.snapshots != tt.wantSnaps {
 			t.Errorf("resume %s: %d snapshots, want %d", tt.name, a.snapshots, tt.wantSnaps)
 		}
+		if tt.wantSnaps == 0 {
+			// Active again: the ring may grow past the idle bound.
+			for i := 15; i <= 22; i++ {
+				th.publish(t, fmt.Sprintf("f%d;", i))
+			}
+			a.follow(t, c, th.Text, 5*time.Second)
+			f.mu.Lock()
+			n := f.ring.bytes
+			f.mu.Unlock()
+			if n <= idleBytes {
+				t.Errorf("re-acquired feed: ring of %d bytes, still within the idle bound %d", n, idleBytes)
+			}
+		}
 		c.close()
-		waitFor(t, 5*time.Second, "the feed lingering again", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+		waitFor(t, 5*time.Second, "the lingering feed trimmed again", func() bool { ok, _ := trimmed(); return ok })
+	}
+}
+
+// TestReconcileLingeringFeed: a lingering feed whose subscription lost
+// frames is repaired by Reconcile even when an older frame, still in
+// flight, arrives while Reconcile waits for the frames up to the snapshot
+// (a lingering feed does not cache snapshots: Reconcile must judge by the
+// reply it got, not by the cache).
+func TestReconcileLingeringFeed(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	th := newTestThread(t, pub, "acme", "quiet")
+	s, hs := newServer(t, nc, func(c *Config) {
+		c.Hub.Linger = time.Hour
+		c.Hub.JoinWait = time.Second
+	})
+	th.publish(t, "a;") // seq 2
+	c := openSSE(t, hs.URL+"/v1/threads/quiet/events", token(t, "acme"), nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	c.close()
+	f := s.hub.lookup("acme", "quiet")
+	waitFor(t, 5*time.Second, "the feed lingering", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lingering.Load() && f.snap == nil
+	})
+	// The pipeline is at 12; the feed saw 2. A frame 2 -> 4, delayed, is
+	// delivered while Reconcile waits; the frames after it were lost.
+	th.mu.Lock()
+	th.seq = 12
+	th.text.WriteString("b;c;")
+	th.mu.Unlock()
+	done := make(chan int, 1)
+	go func() { done <- s.hub.Reconcile(t.Context()) }()
+	time.Sleep(200 * time.Millisecond) // the snapshot's reply is in: Reconcile waits
+	late := &nats.Msg{Subject: pipeline.ViewSubject("acme", th.token), Header: nats.Header{
+		pipeline.HeaderSeq: {"4"}, pipeline.HeaderPrev: {"2"}},
+		Data: []byte(`{"tenant":"acme","thread":"quiet","seq":4,"prev":2,"status":"running","events":[` +
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"b;"}],"changes":{"append":"b;"}}`)}
+	if err := pub.PublishMsg(late); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-done; n != 1 {
+		t.Fatalf("Reconcile = %d, want 1 (the feed is behind the pipeline)", n)
+	}
+	f.mu.Lock()
+	hi, cached := f.hi, f.snap != nil
+	f.mu.Unlock()
+	if hi != 12 || cached {
+		t.Fatalf("feed at %d after Reconcile (want the pipeline's 12), snapshot cached %v (want none while lingering)", hi, cached)
 	}
 }
 

@@ -93,7 +93,9 @@ func (f *feed) reconcile(ctx context.Context) bool {
 	if !known { // no frame and no snapshot yet: nothing delivered to be stale
 		return false
 	}
-	if f.requestSnapshot(ctx) != nil {
+	// The reply itself, not f.snap: a lingering feed does not cache it.
+	sn, err := f.requestSnapshot(ctx)
+	if err != nil {
 		f.suspect.Store(true) // unknown yet: the next check retries it
 		return false
 	}
@@ -101,8 +103,7 @@ func (f *feed) reconcile(ctx context.Context) bool {
 	deadline := time.Now().Add(f.hub.cfg.JoinWait)
 	for {
 		f.mu.Lock()
-		sn := f.snap
-		if sn == nil || sn.seq <= f.hi {
+		if sn.seq <= f.hi {
 			f.mu.Unlock()
 			return false
 		}

@@ -275,12 +275,12 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 				return ctx.Err()
 			}
 			backoff = min(2*backoff, snapBackoffMax)
-			if err := f.requestSnapshot(ctx); err != nil {
+			if _, err := f.requestSnapshot(ctx); err != nil {
 				return err
 			}
 			continue // not an attempt: the owner is catching up
 		}
-		if err := f.requestSnapshot(ctx); err != nil {
+		if _, err := f.requestSnapshot(ctx); err != nil {
 			return err
 		}
 		attempt++

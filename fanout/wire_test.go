@@ -272,12 +272,27 @@ func TestRingTrim(t *testing.T) {
 	if !equalU64(evicted, []uint64{1, 2}) || !equalU64(seqs(), []uint64{3, 4}) || r.bytes != 30 {
 		t.Fatalf("trim(35): evicted %v, left %v (%d bytes)", evicted, seqs(), r.bytes)
 	}
-	if r.trim(1); !equalU64(seqs(), []uint64{4}) || r.bytes != 10 {
-		t.Fatalf("trim(1) must keep the newest frame: left %v (%d bytes)", seqs(), r.bytes)
+	var gone []uint64
+	for _, f := range r.trim(9) { // the newest frame alone (10) is over: it goes too
+		gone = append(gone, f.seq)
 	}
-	r.push(&frame{seq: 5, size: 5}, 1000) // the ring still works after trims
-	if !equalU64(seqs(), []uint64{4, 5}) || r.find(5) == nil {
-		t.Fatalf("push after trim: %v", seqs())
+	if !equalU64(gone, []uint64{3, 4}) || r.n != 0 || r.bytes != 0 || r.find(4) != nil {
+		t.Fatalf("trim(9): evicted %v, left %v (%d bytes)", gone, seqs(), r.bytes)
+	}
+	// Around the end of the slot array: pushes after trims wrap start.
+	for seq := uint64(5); seq <= 14; seq++ {
+		r.push(&frame{seq: seq, size: 10}, 1000)
+	}
+	if !equalU64(seqs(), []uint64{7, 8, 9, 10, 11, 12, 13, 14}) {
+		t.Fatalf("after wrapping pushes: %v", seqs())
+	}
+	gone = gone[:0]
+	for _, f := range r.trim(25) {
+		gone = append(gone, f.seq)
+	}
+	if !equalU64(gone, []uint64{7, 8, 9, 10, 11, 12}) || !equalU64(seqs(), []uint64{13, 14}) || r.bytes != 20 ||
+		r.find(13) == nil || r.find(12) != nil {
+		t.Fatalf("trim(25) after wrapping: evicted %v, left %v (%d bytes)", gone, seqs(), r.bytes)
 	}
 }
 

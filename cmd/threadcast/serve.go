@@ -147,7 +147,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.DurationVar(&n.FanoutConfig.MaxLifetime, "max-lifetime", n.FanoutConfig.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeeds, "max-idle-threads", n.FanoutConfig.Hub.MaxIdleFeeds, "lingering threads on the node; past it the oldest ends at once (negative: unlimited)")
-	fs.IntVar(&n.FanoutConfig.Hub.IdleRingBytes, "idle-ring-bytes", n.FanoutConfig.Hub.IdleRingBytes, "bytes of recent frames a lingering thread keeps for resumes")
+	fs.IntVar(&n.FanoutConfig.Hub.IdleRingBytes, "idle-ring-bytes", n.FanoutConfig.Hub.IdleRingBytes, "bytes of recent frames a lingering thread keeps for resumes (at most --ring-bytes)")
 	fs.IntVar(&n.Pipeline.Partitions, "partitions", n.Pipeline.Partitions, "partitions of the event stream (fixed for its life; the same on every ingest and fanout)")
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
