@@ -26,8 +26,9 @@ var (
 
 // frame is one view frame as the hub keeps it. Everything but enc is
 // immutable after decodeFrame; enc is written under the owning feed's lock
-// the first time a subscriber of that variant needs it, and never again, so
-// the byte slices in it are shared read-only by every subscriber's queue.
+// the first time a subscriber of that variant needs it, and cleared under
+// it when the feed starts lingering (trimIdle); the byte slices in it are
+// never written, so every subscriber's queue shares them read-only.
 type frame struct {
 	seq, prev uint64
 	events    []json.RawMessage

@@ -358,6 +358,9 @@ func (h *Hub) release(f *feed) {
 // released before feed.mu was taken). What it cuts is a cache: a resume
 // from before the ring's new start gets a snapshot, and a frame sent again
 // is encoded again.
+//
+// acquire clears lingering without feed.mu, so a feed acquired again right
+// after the check may still be trimmed once: harmless, for the same reason.
 func (f *feed) trimIdle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

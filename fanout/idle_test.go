@@ -429,8 +429,17 @@ func TestIdleRingTrimmed(t *testing.T) {
 	trimmed := func() (ok bool, state string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		state = fmt.Sprintf("ring of %d frames, %d bytes (bound %d), snapshot cached %v", f.ring.n, f.ring.bytes, idleBytes, f.snap != nil)
-		return f.lingering.Load() && f.ring.bytes <= idleBytes && f.ring.n > 0 && f.snap == nil, state
+		encoded := 0
+		f.ring.each(func(fr *frame) {
+			for _, e := range fr.enc {
+				if e != nil {
+					encoded++
+				}
+			}
+		})
+		state = fmt.Sprintf("ring of %d frames, %d bytes (bound %d), %d encodings kept, snapshot cached %v",
+			f.ring.n, f.ring.bytes, idleBytes, encoded, f.snap != nil)
+		return f.lingering.Load() && f.ring.bytes <= idleBytes && f.ring.n > 0 && encoded == 0 && f.snap == nil, state
 	}
 	waitFor(t, 5*time.Second, "the lingering feed trimmed", func() bool { ok, _ := trimmed(); return ok })
 	checkTrimmed := func(when string) {
@@ -511,9 +520,19 @@ func TestReconcileLingeringFeed(t *testing.T) {
 	th.seq = 12
 	th.text.WriteString("b;c;")
 	th.mu.Unlock()
+	th.mu.Lock()
+	answered := th.snapshots
+	th.mu.Unlock()
 	done := make(chan int, 1)
 	go func() { done <- s.hub.Reconcile(t.Context()) }()
-	time.Sleep(200 * time.Millisecond) // the snapshot's reply is in: Reconcile waits
+	waitFor(t, 5*time.Second, "Reconcile holding its reply", func() bool {
+		th.mu.Lock()
+		n := th.snapshots
+		th.mu.Unlock()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return n > answered && f.snapCall == nil
+	})
 	late := &nats.Msg{Subject: pipeline.ViewSubject("acme", th.token), Header: nats.Header{
 		pipeline.HeaderSeq: {"4"}, pipeline.HeaderPrev: {"2"}},
 		Data: []byte(`{"tenant":"acme","thread":"quiet","seq":4,"prev":2,"status":"running","events":[` +
@@ -552,4 +571,51 @@ func TestIdleRingBytesConfig(t *testing.T) {
 		}
 		h.Close()
 	}
+}
+
+// TestIdleRingEmptied: a frame larger than the idle bound that reaches a
+// lingering feed is not kept either: the ring is empty, the feed's position
+// is that frame's seq, and a client resuming from before it gets a
+// snapshot and ends with the exact text.
+func TestIdleRingEmptied(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "big")
+	s, hs := newServer(t, nc, func(c *Config) {
+		c.Hub.Linger = time.Hour
+		c.Hub.IdleRingBytes = 1000
+	})
+	tok := token(t, "acme")
+	url := hs.URL + "/v1/threads/big/events"
+	th.publish(t, "a;")
+	c := openSSE(t, url, tok, nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	cursor := c.lastID
+	c.close()
+	f := s.hub.lookup("acme", "big")
+	waitFor(t, 5*time.Second, "the feed lingering", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lingering.Load() && f.snap == nil
+	})
+	last := th.publish(t, strings.Repeat("b", 2000)+";")
+	waitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.hi == last
+	})
+	f.mu.Lock()
+	n, bytes, lo := f.ring.n, f.ring.bytes, f.lo
+	f.mu.Unlock()
+	if n != 0 || bytes != 0 || lo != last {
+		t.Fatalf("after a frame over the idle bound: ring of %d frames, %d bytes, lo %d (want empty, lo = hi = %d)", n, bytes, lo, last)
+	}
+	c = openSSE(t, url, tok, http.Header{"Last-Event-Id": {cursor}})
+	b := aguiModel{text: "a;"}
+	b.follow(t, c, th.Text, 5*time.Second)
+	if b.snapshots != 1 {
+		t.Errorf("resume from before the emptied ring: %d snapshots, want 1", b.snapshots)
+	}
+	c.close()
 }
