@@ -30,8 +30,8 @@ import (
 // idle lists change together, under its shard lock); nothing takes a shard
 // lock while holding idleSet.mu, so a feed pushed out of the idle lists is
 // ended after both locks are released (endIdle). hubShard.mu is never held
-// while taking feed.mu (acquire takes only the shard lock; release takes
-// feed.mu after letting go of it, to trim a lingering feed's ring);
+// while taking feed.mu (acquire and release take only the shard lock; Sweep
+// takes feed.mu after letting go of it, to trim lingering rings);
 // feed.mu → Subscriber.mu. Nothing takes feed.mu while holding a
 // Subscriber.mu.
 //
@@ -60,17 +60,22 @@ type HubConfig struct {
 	// which is what lets a client resume with no snapshot.
 	RingFrames int
 	RingBytes  int
-	// IdleRingBytes bounds the ring of a lingering feed (see Linger): when
-	// a thread's last subscriber on this node leaves, its ring is cut to
-	// its newest frames within IdleRingBytes (none, if the newest alone is
-	// larger) without their cached encodings, and kept within it while the
-	// feed lingers; its cached snapshot is let go and none is cached while
-	// it lingers. So all lingering feeds together hold at most
-	// MaxIdleFeeds × IdleRingBytes of frames (a frame counts its payload
-	// plus 64 bytes), whatever RingBytes is. A client resuming from a
-	// cursor older than what was kept gets a snapshot instead. Zero means
-	// the default; it is capped at RingBytes.
+	// IdleRingBytes bounds the ring of a feed that has lingered (see
+	// Linger) for IdleTrimAfter: Sweep then cuts its ring to its newest
+	// frames within IdleRingBytes (none, if the newest alone is larger)
+	// without their cached encodings, and lets go of its cached snapshot;
+	// until it is active again the ring stays within the bound and no
+	// snapshot is cached. So the feeds lingering for longer than
+	// IdleTrimAfter hold at most MaxIdleFeeds × IdleRingBytes of frames (a
+	// frame counts its payload plus 64 bytes), whatever RingBytes is; a
+	// client resuming from a cursor older than what was kept gets a
+	// snapshot instead. Zero means the default; it is capped at RingBytes.
 	IdleRingBytes int
+	// IdleTrimAfter is how long a lingering feed keeps its whole ring, so
+	// that a client that dropped and reconnects (an EventSource retries
+	// after 2 s) resumes from it however far behind it was. Zero means the
+	// default; negative trims at the first Sweep.
+	IdleTrimAfter time.Duration
 	// QueueBytes bounds each subscriber's queue. Past it the queue is
 	// dropped and the subscriber resynchronised (ReasonOverflow).
 	QueueBytes int
@@ -101,12 +106,16 @@ func DefaultHubConfig() HubConfig {
 		RingFrames:      1024,
 		RingBytes:       4 << 20,
 		// Some fifty frames of a thread streaming text (frames are a few
-		// hundred bytes): seconds of traffic, enough for a client that
-		// reconnects at once to resume from the ring. MaxIdleFeeds
-		// lingering feeds at it hold 160 MB of frames at most, which with
-		// their 13 kB each is a little over half the Helm chart's 512 MiB
-		// fanout limit in the worst case.
+		// hundred bytes). MaxIdleFeeds lingering feeds at it hold 160 MB
+		// of frames at most, which with their 13 kB each is a little over
+		// half the Helm chart's 512 MiB fanout limit in the worst case.
 		IdleRingBytes: 16 << 10,
+		// Five times the SSE retry delay: a client that dropped is back
+		// well within it and resumes from the whole ring. (Cutting at
+		// once made the dashboard's hot thread need a snapshot on every
+		// reconnect: a client that reconnects was behind by more than a
+		// small ring.)
+		IdleTrimAfter: 10 * time.Second,
 		QueueBytes:    1 << 20,
 		JoinWait:      250 * time.Millisecond,
 		Linger:        time.Minute,
@@ -187,6 +196,10 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 		cfg.IdleRingBytes = d.IdleRingBytes
 	}
 	cfg.IdleRingBytes = min(cfg.IdleRingBytes, cfg.RingBytes)
+	if cfg.IdleTrimAfter == 0 {
+		cfg.IdleTrimAfter = d.IdleTrimAfter
+	}
+	cfg.IdleTrimAfter = max(cfg.IdleTrimAfter, 0)
 	if cfg.QueueBytes <= 0 {
 		cfg.QueueBytes = d.QueueBytes
 	}
@@ -292,7 +305,7 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 		h.m.Feeds.Inc()
 	} else if f.refs == 0 {
 		h.idle.remove(f) // lingering: active again
-		f.lingering.Store(false)
+		f.trimmed.Store(false)
 	}
 	f.refs++
 	sh.mu.Unlock()
@@ -315,9 +328,10 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 }
 
 // release drops one reference. The feed of a thread nobody here reads any
-// more lingers (subscribed, its ring within IdleRingBytes) until Sweep ends
-// it, unless it failed to start or Linger is zero; if that makes one idle
-// bound overflow, the oldest lingering feed it applies to ends now.
+// more lingers (subscribed, its ring growing; Sweep cuts it to
+// IdleRingBytes after IdleTrimAfter) until Sweep ends it, unless it failed
+// to start or Linger is zero; if that makes one idle bound overflow, the
+// oldest lingering feed it applies to ends now.
 func (h *Hub) release(f *feed) {
 	sh := h.shard(f.key)
 	sh.mu.Lock()
@@ -328,12 +342,10 @@ func (h *Hub) release(f *feed) {
 		victim *feed
 		bound  string
 	)
-	linger := f.refs == 0 && current && !end
 	if f.refs == 0 {
 		f.idleSince = time.Now()
-		if linger {
+		if current && !end {
 			victim, bound = h.idle.add(f)
-			f.lingering.Store(true)
 		}
 	}
 	if end {
@@ -344,27 +356,24 @@ func (h *Hub) release(f *feed) {
 	if end && f.sub != nil {
 		_ = f.sub.Unsubscribe()
 	}
-	if linger {
-		f.trimIdle()
-	}
 	if victim != nil {
 		h.endIdle(victim, bound)
 	}
 }
 
-// trimIdle cuts a feed that started lingering down to IdleRingBytes of
+// trimIdle cuts a feed that Sweep marked trimmed down to IdleRingBytes of
 // frames, without the wire encodings cached on them, and lets go of its
-// cached snapshot, unless it is active again by now (the shard lock was
-// released before feed.mu was taken). What it cuts is a cache: a resume
+// cached snapshot, unless it is active again by now (Sweep released the
+// shard lock before feed.mu was taken). What it cuts is a cache: a resume
 // from before the ring's new start gets a snapshot, and a frame sent again
 // is encoded again.
 //
-// acquire clears lingering without feed.mu, so a feed acquired again right
+// acquire clears trimmed without feed.mu, so a feed acquired again right
 // after the check may still be trimmed once: harmless, for the same reason.
 func (f *feed) trimIdle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.lingering.Load() {
+	if !f.trimmed.Load() {
 		return
 	}
 	for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
@@ -397,16 +406,22 @@ func (h *Hub) endIdle(v *feed, bound string) {
 }
 
 // Sweep ends the feeds that have had no subscriber for longer than Linger
-// before now, and returns how many it ended. Server.Run calls it
+// before now, cuts the rings of those idle for longer than IdleTrimAfter
+// (trimIdle), and returns how many it ended. Server.Run calls it
 // periodically.
 func (h *Hub) Sweep(now time.Time) int {
 	n := 0
 	var subs []*nats.Subscription
+	var trim []*feed
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.Lock()
 		for k, f := range sh.feeds {
-			if f.refs == 0 && now.Sub(f.idleSince) > h.cfg.Linger {
+			if f.refs != 0 {
+				continue
+			}
+			switch idle := now.Sub(f.idleSince); {
+			case idle > h.cfg.Linger:
 				delete(sh.feeds, k)
 				h.idle.remove(f)
 				h.m.Feeds.Dec()
@@ -414,9 +429,15 @@ func (h *Hub) Sweep(now time.Time) int {
 					subs = append(subs, f.sub)
 				}
 				n++
+			case idle > h.cfg.IdleTrimAfter && !f.trimmed.Load():
+				f.trimmed.Store(true) // with refs, under the shard lock
+				trim = append(trim, f)
 			}
 		}
 		sh.mu.Unlock()
+	}
+	for _, f := range trim {
+		f.trimIdle()
 	}
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
@@ -436,13 +457,13 @@ type feed struct {
 	refs      int       // guarded by the shard lock
 	idleSince time.Time // guarded by the shard lock; when refs last became 0
 	idle      idleLinks // guarded by idleSet.mu
-	// lingering is set when refs drops to 0 and the feed joins the idle
-	// lists, cleared when it is acquired again, both under the shard lock;
-	// read by onMsg, trimIdle and requestSnapshot under mu. It stays set
-	// on a feed ended while lingering (swept, pushed out, closed).
-	lingering atomic.Bool
-	dropSeen  atomic.Int64 // sub.Dropped() at the last reconcile check
-	suspect   atomic.Bool  // a reconcile could not reach the pipeline: retry
+	// trimmed is set by Sweep on a feed lingering for longer than
+	// IdleTrimAfter and cleared when it is acquired again, both under the
+	// shard lock; read by onMsg, trimIdle and requestSnapshot under mu. It
+	// stays set on a feed ended afterwards (swept, pushed out, closed).
+	trimmed  atomic.Bool
+	dropSeen atomic.Int64 // sub.Dropped() at the last reconcile check
+	suspect  atomic.Bool  // a reconcile could not reach the pipeline: retry
 
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}
@@ -527,7 +548,7 @@ func (f *feed) onMsg(m *nats.Msg) {
 	for _, ev := range f.ring.push(fr, f.hub.cfg.RingBytes) {
 		f.lo = ev.seq
 	}
-	if f.lingering.Load() {
+	if f.trimmed.Load() {
 		// Nobody reads it here now: keep the ring within the idle bound,
 		// this frame too when it alone is larger.
 		for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
@@ -614,8 +635,8 @@ func (f *feed) adoptLocked(seq uint64) {
 
 // requestSnapshot performs one snapshot request for the feed, shared by
 // every caller that needs one meanwhile (single flight), and returns the
-// reply. It is also cached in f.snap for joiners, unless the feed lingers
-// (nobody is there to join; trimIdle let the cache go).
+// reply. It is also cached in f.snap for joiners, unless the feed was
+// trimmed (it lingers, nobody is there to join; trimIdle let the cache go).
 func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
 	f.mu.Lock()
 	call := f.snapCall
@@ -640,7 +661,7 @@ func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
 		// The latest reply is the pipeline's word, even when older than
 		// the one cached (an ingest restarted from a checkpoint replays
 		// up to it): fitLocked decides whether we can continue from it.
-		if !f.lingering.Load() {
+		if !f.trimmed.Load() {
 			f.snap = sn
 		}
 		if !f.known {

@@ -388,11 +388,13 @@ func TestIdleBoundResume(t *testing.T) {
 	}
 }
 
-// TestIdleRingTrimmed: a thread whose last subscriber left keeps only
-// IdleRingBytes of its ring, also while frames keep coming, and lets go of
-// its cached snapshot. A client resuming inside what was kept continues
-// from the ring; one resuming from before it gets a snapshot; both end
-// with the exact text.
+// TestIdleRingTrimmed: a lingering thread keeps its whole ring for
+// IdleTrimAfter, so a client that dropped resumes from it however far
+// behind it was; after that Sweep cuts the ring to IdleRingBytes (and it
+// stays within them while frames keep coming) and lets go of the cached
+// snapshot and encodings. A resume inside what was kept continues from the
+// ring; one from before it gets a snapshot; both end with the exact text;
+// a feed active again may grow its ring past the idle bound.
 func TestIdleRingTrimmed(t *testing.T) {
 	const idleBytes = 3000
 	ns := startNATS(t)
@@ -402,98 +404,150 @@ func TestIdleRingTrimmed(t *testing.T) {
 	s, hs := newServer(t, nc, func(c *Config) {
 		c.Hub.Linger = time.Hour
 		c.Hub.IdleRingBytes = idleBytes
+		c.Hub.IdleTrimAfter = time.Minute // only the test's own Sweeps trim
 	})
 	tok := token(t, "acme")
 	url := hs.URL + "/v1/threads/busy/events"
-
-	th.publish(t, "f1;")
-	c := openSSE(t, url, tok, nil)
-	var a aguiModel
-	a.follow(t, c, th.Text, 5*time.Second)
-	old := c.lastID // after frame 1: trimmed away below
-	for i := 2; i <= 12; i++ {
-		th.publish(t, fmt.Sprintf("f%d;", i))
+	f := func() *feed { return s.hub.lookup("acme", "busy") }
+	lingering := func() {
+		t.Helper()
+		waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
 	}
-	a.follow(t, c, th.Text, 5*time.Second)
-	recent := c.lastID // after frame 12: kept
-	f := s.hub.lookup("acme", "busy")
-	f.mu.Lock()
-	full, hadSnap := f.ring.bytes, f.snap != nil
-	f.mu.Unlock()
-	if full <= 2*idleBytes || !hadSnap {
-		t.Fatalf("active feed: ring of %d bytes (want more than %d), snapshot cached %v", full, 2*idleBytes, hadSnap)
-	}
-	c.close()
-	// The trim follows the feed's entry into the idle lists (release takes
-	// feed.mu after the shard lock): wait for the trim itself.
-	trimmed := func() (ok bool, state string) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		encoded := 0
-		f.ring.each(func(fr *frame) {
+	state := func() (n, bytes, encoded int, snap bool) {
+		fd := f()
+		fd.mu.Lock()
+		defer fd.mu.Unlock()
+		fd.ring.each(func(fr *frame) {
 			for _, e := range fr.enc {
 				if e != nil {
 					encoded++
 				}
 			}
 		})
-		state = fmt.Sprintf("ring of %d frames, %d bytes (bound %d), %d encodings kept, snapshot cached %v",
-			f.ring.n, f.ring.bytes, idleBytes, encoded, f.snap != nil)
-		return f.lingering.Load() && f.ring.bytes <= idleBytes && f.ring.n > 0 && encoded == 0 && f.snap == nil, state
+		return fd.ring.n, fd.ring.bytes, encoded, fd.snap != nil
 	}
-	waitFor(t, 5*time.Second, "the lingering feed trimmed", func() bool { ok, _ := trimmed(); return ok })
+	resume := func(cursor, had string) (snapshots int) {
+		t.Helper()
+		c := openSSE(t, url, tok, http.Header{"Last-Event-Id": {cursor}})
+		a := aguiModel{text: had}
+		a.follow(t, c, th.Text, 5*time.Second)
+		c.close()
+		lingering()
+		return a.snapshots
+	}
+
+	th.publish(t, "f1;")
+	c := openSSE(t, url, tok, nil)
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	old := c.lastID // after frame 1
+	for i := 2; i <= 12; i++ {
+		th.publish(t, fmt.Sprintf("f%d;", i))
+	}
+	a.follow(t, c, th.Text, 5*time.Second)
+	recent := c.lastID // after frame 12
+	c.close()
+	lingering()
+	if _, bytes, _, snap := state(); bytes <= 2*idleBytes || !snap {
+		t.Fatalf("lingering within IdleTrimAfter: ring of %d bytes (want the whole ring, over %d), snapshot cached %v", bytes, 2*idleBytes, snap)
+	}
+	// Within IdleTrimAfter a client far behind still resumes from the ring.
+	if n := resume(old, "f1;"); n != 0 {
+		t.Fatalf("resume within IdleTrimAfter from frame 1: %d snapshots, want 0", n)
+	}
+	s.hub.Sweep(time.Now()) // not idle long enough: nothing cut
+	if _, bytes, _, _ := state(); bytes <= 2*idleBytes {
+		t.Fatalf("a Sweep before IdleTrimAfter cut the ring to %d bytes", bytes)
+	}
+	s.hub.Sweep(time.Now().Add(2 * time.Minute))
 	checkTrimmed := func(when string) {
 		t.Helper()
-		if ok, state := trimmed(); !ok {
-			t.Fatalf("lingering feed %s: %s", when, state)
+		if n, bytes, encoded, snap := state(); bytes > idleBytes || n == 0 || encoded != 0 || snap {
+			t.Fatalf("lingering feed %s: ring of %d frames, %d bytes (bound %d), %d encodings kept, snapshot cached %v",
+				when, n, bytes, idleBytes, encoded, snap)
 		}
 	}
+	checkTrimmed("after IdleTrimAfter")
 	th.publish(t, "f13;")
 	last := th.publish(t, "f14;")
 	waitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.hi == last
+		fd := f()
+		fd.mu.Lock()
+		defer fd.mu.Unlock()
+		return fd.hi == last
 	})
 	checkTrimmed("after more frames")
 
-	for _, tt := range []struct {
-		name, cursor string
-		text         string // what the client had at its cursor
-		wantSnaps    int
-	}{
-		{"inside the kept ring", recent, "f1;f2;f3;f4;f5;f6;f7;f8;f9;f10;f11;f12;", 0},
-		{"before the kept ring", old, "f1;", 1},
-	} {
-		c := openSSE(t, url, tok, http.Header{"Last-Event-Id": {tt.cursor}})
-		a := aguiModel{text: tt.text}
-		a.follow(t, c, th.Text, 5*time.Second)
-		if a.snapshots != tt.wantSnaps {
-			t.Errorf("resume %s: %d snapshots, want %d", tt.name, a.snapshots, tt.wantSnaps)
-		}
-		if tt.wantSnaps == 0 {
-			// Active again: the ring may grow past the idle bound.
-			for i := 15; i <= 22; i++ {
-				th.publish(t, fmt.Sprintf("f%d;", i))
-			}
-			a.follow(t, c, th.Text, 5*time.Second)
-			f.mu.Lock()
-			n := f.ring.bytes
-			f.mu.Unlock()
-			if n <= idleBytes {
-				t.Errorf("re-acquired feed: ring of %d bytes, still within the idle bound %d", n, idleBytes)
-			}
-		}
-		c.close()
-		waitFor(t, 5*time.Second, "the lingering feed trimmed again", func() bool { ok, _ := trimmed(); return ok })
+	if n := resume(recent, "f1;f2;f3;f4;f5;f6;f7;f8;f9;f10;f11;f12;"); n != 0 {
+		t.Errorf("resume inside the kept ring: %d snapshots, want 0", n)
+	}
+	// Active again, then back to lingering: the ring grew past the idle
+	// bound while a subscriber was there, and is whole until the next cut.
+	c = openSSE(t, url, tok, nil)
+	var b aguiModel
+	b.follow(t, c, th.Text, 5*time.Second)
+	for i := 15; i <= 22; i++ {
+		th.publish(t, fmt.Sprintf("f%d;", i))
+	}
+	b.follow(t, c, th.Text, 5*time.Second)
+	c.close()
+	lingering()
+	if _, bytes, _, _ := state(); bytes <= idleBytes {
+		t.Errorf("re-acquired feed: ring of %d bytes, still within the idle bound %d", bytes, idleBytes)
+	}
+	s.hub.Sweep(time.Now().Add(2 * time.Minute))
+	checkTrimmed("cut again")
+	if n := resume(old, "f1;"); n != 1 {
+		t.Errorf("resume from before the kept ring: %d snapshots, want 1", n)
 	}
 }
 
-// TestReconcileLingeringFeed: a lingering feed whose subscription lost
-// frames is repaired by Reconcile even when an older frame, still in
+// TestIdleRingBytesConfig: zero or negative means the default, and a
+// lingering ring is never allowed more than an active one.
+func TestIdleRingBytesConfig(t *testing.T) {
+	nc := connect(t, startNATS(t))
+	d := DefaultHubConfig()
+	for _, tt := range []struct {
+		ring, idle, want int
+		after, wantAfter time.Duration
+	}{
+		{0, 0, d.IdleRingBytes, 0, d.IdleTrimAfter},
+		{0, -5, d.IdleRingBytes, -time.Second, 0},
+		{0, 1000, 1000, time.Second, time.Second},
+		{4000, 9000, 4000, 0, d.IdleTrimAfter},
+		{100, 0, 100, 0, d.IdleTrimAfter},
+	} {
+		cfg := DefaultHubConfig()
+		cfg.RingBytes, cfg.IdleRingBytes, cfg.IdleTrimAfter = tt.ring, tt.idle, tt.after
+		h := NewHub(nc, cfg, nil, nil)
+		if h.cfg.IdleRingBytes != tt.want || h.cfg.IdleTrimAfter != tt.wantAfter {
+			t.Errorf("RingBytes %d, IdleRingBytes %d, IdleTrimAfter %v: got %d, %v; want %d, %v",
+				tt.ring, tt.idle, tt.after, h.cfg.IdleRingBytes, h.cfg.IdleTrimAfter, tt.want, tt.wantAfter)
+		}
+		h.Close()
+	}
+}
+
+// lingerAndTrim waits for the hub's only feed of thread to linger, then
+// cuts it with a Sweep past IdleTrimAfter (tests set Linger to an hour).
+func lingerAndTrim(t *testing.T, s *Server, thread string) *feed {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+	s.hub.Sweep(time.Now().Add(s.hub.cfg.IdleTrimAfter + time.Second))
+	f := s.hub.lookup("acme", thread)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.trimmed.Load() || f.snap != nil {
+		t.Fatalf("after a Sweep past IdleTrimAfter: trimmed %v, snapshot cached %v", f.trimmed.Load(), f.snap != nil)
+	}
+	return f
+}
+
+// TestReconcileLingeringFeed: a trimmed lingering feed whose subscription
+// lost frames is repaired by Reconcile even when an older frame, still in
 // flight, arrives while Reconcile waits for the frames up to the snapshot
-// (a lingering feed does not cache snapshots: Reconcile must judge by the
-// reply it got, not by the cache).
+// (such a feed caches no snapshot: Reconcile must judge by the reply it
+// got, not by the cache).
 func TestReconcileLingeringFeed(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
@@ -508,19 +562,12 @@ func TestReconcileLingeringFeed(t *testing.T) {
 	var a aguiModel
 	a.follow(t, c, th.Text, 5*time.Second)
 	c.close()
-	f := s.hub.lookup("acme", "quiet")
-	waitFor(t, 5*time.Second, "the feed lingering", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.lingering.Load() && f.snap == nil
-	})
+	f := lingerAndTrim(t, s, "quiet")
 	// The pipeline is at 12; the feed saw 2. A frame 2 -> 4, delayed, is
 	// delivered while Reconcile waits; the frames after it were lost.
 	th.mu.Lock()
 	th.seq = 12
 	th.text.WriteString("b;c;")
-	th.mu.Unlock()
-	th.mu.Lock()
 	answered := th.snapshots
 	th.mu.Unlock()
 	done := make(chan int, 1)
@@ -547,36 +594,14 @@ func TestReconcileLingeringFeed(t *testing.T) {
 	hi, cached := f.hi, f.snap != nil
 	f.mu.Unlock()
 	if hi != 12 || cached {
-		t.Fatalf("feed at %d after Reconcile (want the pipeline's 12), snapshot cached %v (want none while lingering)", hi, cached)
-	}
-}
-
-// TestIdleRingBytesConfig: zero or negative means the default, and a
-// lingering ring is never allowed more than an active one.
-func TestIdleRingBytesConfig(t *testing.T) {
-	nc := connect(t, startNATS(t))
-	d := DefaultHubConfig()
-	for _, tt := range []struct{ ring, idle, want int }{
-		{0, 0, d.IdleRingBytes},
-		{0, -5, d.IdleRingBytes},
-		{0, 1000, 1000},
-		{4000, 9000, 4000},
-		{100, 0, 100},
-	} {
-		cfg := DefaultHubConfig()
-		cfg.RingBytes, cfg.IdleRingBytes = tt.ring, tt.idle
-		h := NewHub(nc, cfg, nil, nil)
-		if h.cfg.IdleRingBytes != tt.want {
-			t.Errorf("RingBytes %d, IdleRingBytes %d: got %d, want %d", tt.ring, tt.idle, h.cfg.IdleRingBytes, tt.want)
-		}
-		h.Close()
+		t.Fatalf("feed at %d after Reconcile (want the pipeline's 12), snapshot cached %v (want none while trimmed)", hi, cached)
 	}
 }
 
 // TestIdleRingEmptied: a frame larger than the idle bound that reaches a
-// lingering feed is not kept either: the ring is empty, the feed's position
-// is that frame's seq, and a client resuming from before it gets a
-// snapshot and ends with the exact text.
+// trimmed lingering feed is not kept either: the ring is empty, the feed's
+// position is that frame's seq, and a client resuming from before it gets
+// a snapshot and ends with the exact text.
 func TestIdleRingEmptied(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
@@ -593,12 +618,7 @@ func TestIdleRingEmptied(t *testing.T) {
 	a.follow(t, c, th.Text, 5*time.Second)
 	cursor := c.lastID
 	c.close()
-	f := s.hub.lookup("acme", "big")
-	waitFor(t, 5*time.Second, "the feed lingering", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.lingering.Load() && f.snap == nil
-	})
+	f := lingerAndTrim(t, s, "big")
 	last := th.publish(t, strings.Repeat("b", 2000)+";")
 	waitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
 		f.mu.Lock()

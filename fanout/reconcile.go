@@ -93,7 +93,8 @@ func (f *feed) reconcile(ctx context.Context) bool {
 	if !known { // no frame and no snapshot yet: nothing delivered to be stale
 		return false
 	}
-	// The reply itself, not f.snap: a lingering feed does not cache it.
+	// The reply itself, not f.snap: a trimmed lingering feed does not
+	// cache it.
 	sn, err := f.requestSnapshot(ctx)
 	if err != nil {
 		f.suspect.Store(true) // unknown yet: the next check retries it

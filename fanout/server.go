@@ -193,7 +193,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 // a feed whose subscription dropped messages — until ctx ends.
 func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	every := s.cfg.Hub.Linger / 4
+	// Often enough to end lingering feeds about on time and to cut their
+	// rings soon after IdleTrimAfter.
+	every := min(s.hub.cfg.Linger/4, s.hub.cfg.IdleTrimAfter/2)
 	if every < time.Second {
 		every = time.Second
 	}

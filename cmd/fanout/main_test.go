@@ -64,12 +64,13 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", h)
 				}
 			}},
-		{name: "idle ring bytes from env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_IDLE_RING_BYTES": "8192"},
+		{name: "idle ring from env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_IDLE_RING_BYTES": "8192", "THREADCAST_IDLE_TRIM_AFTER": "3s"},
 			check: func(t *testing.T, c config) {
-				if c.Fanout.Hub.IdleRingBytes != 8192 {
+				if c.Fanout.Hub.IdleRingBytes != 8192 || c.Fanout.Hub.IdleTrimAfter != 3*time.Second {
 					t.Fatalf("%+v", c.Fanout.Hub)
 				}
 			}},
+		{name: "bad idle trim after", args: []string{"--auth-key", key, "--idle-trim-after", "soon"}, wantErr: "idle-trim-after"},
 		{name: "bad idle ring bytes", args: []string{"--auth-key", key, "--idle-ring-bytes", "lots"}, wantErr: "idle-ring-bytes"},
 		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},
 		{name: "bad log level", args: []string{"--auth-key", key, "--log-level", "loud"}, wantErr: "log level"},

@@ -572,9 +572,9 @@ func TestParseServe(t *testing.T) {
 				return nil
 			}},
 		{name: "fanout idle bounds", give: []string{"--max-idle-threads-per-tenant", "7"},
-			env: map[string]string{"THREADCAST_MAX_IDLE_THREADS": "70", "THREADCAST_IDLE_RING_BYTES": "2048"},
+			env: map[string]string{"THREADCAST_MAX_IDLE_THREADS": "70", "THREADCAST_IDLE_RING_BYTES": "2048", "THREADCAST_IDLE_TRIM_AFTER": "4s"},
 			check: func(c serveConfig) error {
-				if h := c.node.FanoutConfig.Hub; h.MaxIdleFeedsPerTenant != 7 || h.MaxIdleFeeds != 70 || h.IdleRingBytes != 2048 {
+				if h := c.node.FanoutConfig.Hub; h.MaxIdleFeedsPerTenant != 7 || h.MaxIdleFeeds != 70 || h.IdleRingBytes != 2048 || h.IdleTrimAfter != 4*time.Second {
 					return fmt.Errorf("%+v", h)
 				}
 				return nil
