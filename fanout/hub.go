@@ -376,11 +376,17 @@ func (f *feed) trimIdle() {
 	if !f.trimmed.Load() {
 		return
 	}
-	for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
-		f.lo = ev.seq
-	}
+	f.cutLocked()
 	f.ring.each(func(fr *frame) { clear(fr.enc[:]) })
 	f.snap = nil
+}
+
+// cutLocked keeps the ring within IdleRingBytes, the newest frame too when
+// it alone is larger, and moves lo past what it drops.
+func (f *feed) cutLocked() {
+	if n, last := f.ring.trim(f.hub.cfg.IdleRingBytes); n > 0 {
+		f.lo = last
+	}
 }
 
 // endIdle ends v, which idleSet.add took out of the idle lists, unless it
@@ -545,15 +551,11 @@ func (f *feed) onMsg(m *nats.Msg) {
 		f.ring.reset()
 		f.lo, f.known = fr.prev, true
 	}
-	for _, ev := range f.ring.push(fr, f.hub.cfg.RingBytes) {
-		f.lo = ev.seq
+	if n, last := f.ring.push(fr, f.hub.cfg.RingBytes); n > 0 {
+		f.lo = last
 	}
 	if f.trimmed.Load() {
-		// Nobody reads it here now: keep the ring within the idle bound,
-		// this frame too when it alone is larger.
-		for _, ev := range f.ring.trim(f.hub.cfg.IdleRingBytes) {
-			f.lo = ev.seq
-		}
+		f.cutLocked() // nobody reads it here now, this frame included
 	}
 	f.hi = fr.seq
 	for s := range f.subs {
@@ -695,37 +697,43 @@ func (r *ring) reset() {
 
 func (r *ring) at(i int) *frame { return r.buf[(r.start+i)%len(r.buf)] }
 
-// push appends fr and returns the frames evicted to stay within the frame
-// and byte bounds (the newest frame is always kept).
-func (r *ring) push(fr *frame, maxBytes int) (evicted []*frame) {
+// push appends fr, evicting the oldest frames to stay within the frame
+// and byte bounds (the newest frame is always kept). It returns how many it
+// evicted and the seq of the last of them: the feed's new lo. (It returned
+// the evicted frames until the slice, one allocation per push of a busy
+// thread whose ring is full, showed in BenchmarkRingPush.)
+func (r *ring) push(fr *frame, maxBytes int) (evicted int, last uint64) {
 	for r.n > 0 && (r.n == len(r.buf) || r.bytes+fr.size > maxBytes) {
-		evicted = append(evicted, r.evict())
+		last = r.evict()
+		evicted++
 	}
 	r.buf[(r.start+r.n)%len(r.buf)] = fr
 	r.n++
 	r.bytes += fr.size
-	return evicted
+	return evicted, last
 }
 
 // trim evicts the oldest frames until the ring is within maxBytes, the
-// newest too when it alone is larger, and returns them oldest first. An
-// emptied ring is a valid state: the feed's lo and hi are then equal (the
-// evicted frames' last seq), as after adoptLocked.
-func (r *ring) trim(maxBytes int) (evicted []*frame) {
+// newest too when it alone is larger, and returns as push does. An emptied
+// ring is a valid state: the feed's lo and hi are then equal (the last
+// evicted seq), as after adoptLocked.
+func (r *ring) trim(maxBytes int) (evicted int, last uint64) {
 	for r.n > 0 && r.bytes > maxBytes {
-		evicted = append(evicted, r.evict())
+		last = r.evict()
+		evicted++
 	}
-	return evicted
+	return evicted, last
 }
 
-// evict removes and returns the oldest frame; the ring must not be empty.
-func (r *ring) evict() *frame {
+// evict removes the oldest frame and returns its seq; the ring must not be
+// empty.
+func (r *ring) evict() uint64 {
 	old := r.buf[r.start]
 	r.buf[r.start] = nil
 	r.start = (r.start + 1) % len(r.buf)
 	r.n--
 	r.bytes -= old.size
-	return old
+	return old.seq
 }
 
 // find returns the frame with that seq, or nil (binary search: seqs increase).

@@ -53,3 +53,21 @@ func BenchmarkHubDeliver(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRingPush is the ring's share of a busy thread's frame: a full
+// ring (1 MiB of 1 kB frames) evicts its oldest frame on every push.
+func BenchmarkRingPush(b *testing.B) {
+	r := newRing(1024)
+	frames := make([]frame, 2048)
+	for i := range frames {
+		frames[i] = frame{size: 1024}
+	}
+	b.ReportAllocs()
+	seq := uint64(0)
+	for b.Loop() {
+		seq++
+		fr := &frames[seq%uint64(len(frames))]
+		fr.seq = seq
+		r.push(fr, 1<<20)
+	}
+}

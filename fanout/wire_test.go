@@ -212,10 +212,12 @@ func TestDecodeSnapshot(t *testing.T) {
 
 func TestRing(t *testing.T) {
 	r := newRing(3)
-	var evicted []uint64
+	var evicted []uint64 // each push's evictions are the oldest, so count and last spell them
 	push := func(seq uint64, size int) {
-		for _, f := range r.push(&frame{seq: seq, size: size}, 100) {
-			evicted = append(evicted, f.seq)
+		if n, last := r.push(&frame{seq: seq, size: size}, 100); n > 0 {
+			for s := last - uint64(n) + 1; s <= last; s++ {
+				evicted = append(evicted, s)
+			}
 		}
 	}
 	push(1, 10)
@@ -262,22 +264,18 @@ func TestRingTrim(t *testing.T) {
 		r.each(func(f *frame) { have = append(have, f.seq) })
 		return have
 	}
-	if ev := r.trim(100); len(ev) != 0 || !equalU64(seqs(), []uint64{1, 2, 3, 4}) {
-		t.Fatalf("trim within the bound evicted %d frames, left %v", len(ev), seqs())
+	// Frames go oldest first, so how many went and the last one's seq
+	// name them all: trim returns exactly that.
+	if n, _ := r.trim(100); n != 0 || !equalU64(seqs(), []uint64{1, 2, 3, 4}) {
+		t.Fatalf("trim within the bound evicted %d frames, left %v", n, seqs())
 	}
-	var evicted []uint64
-	for _, f := range r.trim(35) { // 100 bytes: 1 (40) and 2 (30) go, 20+10 stay
-		evicted = append(evicted, f.seq)
+	// 100 bytes: 1 (40) and 2 (30) go, 20+10 stay.
+	if n, last := r.trim(35); n != 2 || last != 2 || !equalU64(seqs(), []uint64{3, 4}) || r.bytes != 30 {
+		t.Fatalf("trim(35): evicted %d up to %d, left %v (%d bytes)", n, last, seqs(), r.bytes)
 	}
-	if !equalU64(evicted, []uint64{1, 2}) || !equalU64(seqs(), []uint64{3, 4}) || r.bytes != 30 {
-		t.Fatalf("trim(35): evicted %v, left %v (%d bytes)", evicted, seqs(), r.bytes)
-	}
-	var gone []uint64
-	for _, f := range r.trim(9) { // the newest frame alone (10) is over: it goes too
-		gone = append(gone, f.seq)
-	}
-	if !equalU64(gone, []uint64{3, 4}) || r.n != 0 || r.bytes != 0 || r.find(4) != nil {
-		t.Fatalf("trim(9): evicted %v, left %v (%d bytes)", gone, seqs(), r.bytes)
+	// The newest frame alone (10) is over: it goes too.
+	if n, last := r.trim(9); n != 2 || last != 4 || r.n != 0 || r.bytes != 0 || r.find(4) != nil {
+		t.Fatalf("trim(9): evicted %d up to %d, left %v (%d bytes)", n, last, seqs(), r.bytes)
 	}
 	// Around the end of the slot array: pushes after trims wrap start.
 	for seq := uint64(5); seq <= 14; seq++ {
@@ -286,13 +284,9 @@ func TestRingTrim(t *testing.T) {
 	if !equalU64(seqs(), []uint64{7, 8, 9, 10, 11, 12, 13, 14}) {
 		t.Fatalf("after wrapping pushes: %v", seqs())
 	}
-	gone = gone[:0]
-	for _, f := range r.trim(25) {
-		gone = append(gone, f.seq)
-	}
-	if !equalU64(gone, []uint64{7, 8, 9, 10, 11, 12}) || !equalU64(seqs(), []uint64{13, 14}) || r.bytes != 20 ||
+	if n, last := r.trim(25); n != 6 || last != 12 || !equalU64(seqs(), []uint64{13, 14}) || r.bytes != 20 ||
 		r.find(13) == nil || r.find(12) != nil {
-		t.Fatalf("trim(25) after wrapping: evicted %v, left %v (%d bytes)", gone, seqs(), r.bytes)
+		t.Fatalf("trim(25) after wrapping: evicted %d up to %d, left %v (%d bytes)", n, last, seqs(), r.bytes)
 	}
 }
 
