@@ -5,3 +5,6 @@ package agent
 // the message is stored, the ack never "arrives", and the retry carries the
 // same Nats-Msg-Id.
 func (p *Publisher) DropNextAcks(n int32) { p.testDropAcks.Store(n) }
+
+// Retryable exposes retryable to the tests of which failures are re-sent.
+var Retryable = retryable

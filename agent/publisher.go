@@ -26,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -611,9 +613,16 @@ func (p *Publisher) pendingUpTo(gen uint64) bool {
 
 // retryable reports whether a failed attempt may have been lost in transit
 // rather than refused: those are re-sent with the same Nats-Msg-Id, so a
-// message that was stored after all is not stored twice.
+// message that was stored after all is not stored twice. A socket error
+// (broken pipe, connection reset: the server went away while nats.go was
+// flushing the write buffer) is one of them; the client reconnects and the
+// retry goes on the new connection.
 func retryable(err error) bool {
-	return errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+	var ne net.Error
+	return errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, nats.ErrStaleConnection) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrDisconnected) ||

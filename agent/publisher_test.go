@@ -5,12 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
@@ -482,6 +487,39 @@ func TestPublishFailures(t *testing.T) {
 			t.Errorf("stats %+v", st)
 		}
 	})
+}
+
+// TestRetryable pins which failures are re-sent (lost in transit: the
+// server may have stored the message, the same Nats-Msg-Id makes the resend
+// safe) and which resolve the future at once (refused, or never sent).
+func TestRetryable(t *testing.T) {
+	reset := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ECONNRESET)}
+	pipe := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{pipe, true}, // a server restart, seen by the flush of the write buffer
+		{reset, true},
+		{fmt.Errorf("wrapped: %w", pipe), true},
+		{io.EOF, true},
+		{nats.ErrStaleConnection, true},
+		{nats.ErrDisconnected, true},
+		{nats.ErrReconnectBufExceeded, true},
+		{nats.ErrTimeout, true},
+		{jetstream.ErrAsyncPublishTimeout, true},
+		{jetstream.ErrNoStreamResponse, true},
+		{nats.ErrNoResponders, true},
+		{nats.ErrMaxPayload, false},
+		{nats.ErrBadSubject, false},
+		{nats.ErrConnectionClosed, false}, // closed by us: no reconnect is coming
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
+		{context.Canceled, false},
+	} {
+		if got := agent.Retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }
 
 // TestOverflow covers both named overflow policies.
