@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -67,7 +68,13 @@ func runReducer(e *env) error {
 		if len(w.threads) == 1 {
 			target = "1000x"
 		}
-		full := median(e.runs, func() (measurement, error) { return fullPipeline(w) })
+		full := median(e.runs, func() (measurement, error) { return fullPipeline(w, nil) })
+		var heldViews medianResult
+		if len(w.threads) > 1 {
+			held := make([]*reducer.Thread, len(w.threads))
+			heldViews = median(e.runs, func() (measurement, error) { return fullPipeline(w, held) })
+			clear(held)
+		}
 		// Decoded only now: its pointer-rich events, live during the
 		// decode+apply runs, would have the GC mark them every cycle and
 		// charge that to the pipeline that never reads them.
@@ -76,14 +83,22 @@ func runReducer(e *env) error {
 			return err
 		}
 		only := median(e.runs, func() (measurement, error) { return applyOnly(decoded, w.events) })
-		for _, row := range []struct {
+		rows := []struct {
 			pipeline, refKey string
 			m                measurement
 			err              error
 		}{
 			{"decode+apply", "client pipeline", full.m, full.err},
 			{"apply only", "reducer only", only.m, only.err},
-		} {
+		}
+		if len(w.threads) > 1 {
+			rows = slices.Insert(rows, 1, struct {
+				pipeline, refKey string
+				m                measurement
+				err              error
+			}{"decode+apply, views held", "client pipeline", heldViews.m, heldViews.err})
+		}
+		for _, row := range rows {
 			if row.err != nil {
 				return fmt.Errorf("%s %s: %w", w.name, row.pipeline, row.err)
 			}
@@ -161,15 +176,22 @@ func measure(events int, f func() error) (measurement, error) {
 }
 
 // fullPipeline decodes every event from its bytes and applies it, one
-// Thread per thread, as the ingest shard does.
-func fullPipeline(w *workload) (measurement, error) {
+// Thread per thread, as the ingest shard does. With held non-nil (one slot
+// per thread) each finished view replaces the previous pass's view of the
+// same thread, so that the heap holds every thread's view throughout, as a
+// shard serving that many threads does, and the collector marks them in
+// every cycle.
+func fullPipeline(w *workload, held []*reducer.Thread) (measurement, error) {
 	return measure(w.events, func() error {
 		var d codec.Decoder
 		var ev codec.Event
 		for i, th := range w.threads {
 			t := reducer.NewThread("bench")
-			for j, raw := range th {
-				if err := d.Decode(raw, &ev); err != nil {
+			if held != nil {
+				held[i] = t
+			}
+			for j, sp := range th {
+				if err := d.Decode(w.event(sp), &ev); err != nil {
 					return fmt.Errorf("thread %d event %d: %w", i, j, err)
 				}
 				if res := t.Apply(uint64(j)+1, &ev); res.Fatal != nil || len(res.Warnings) > 0 {
