@@ -115,14 +115,21 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	}
 	// The bucket's stream read directly, not through a KV watcher: the
 	// watcher hides message headers, which is where the pipeline puts the
-	// thread summary. One ordered consumer, headers only (no record is
-	// sent), the last message of every key of the tenant: what a KV
-	// watcher with MetaOnly does, plus the headers.
+	// thread summary. One ephemeral pull consumer, headers only (no record
+	// is sent), the last message of every key of the tenant: what a KV
+	// watcher with MetaOnly does, plus the headers. Not an ordered
+	// consumer: that one replaces its server-side consumer on every Fetch
+	// and deletes the old one from a goroutine of its own, so a listing
+	// made two and left one behind for a moment after it returned.
 	prefix := "$KV." + s.cfg.ViewsBucket + "."
-	cons, err := js.OrderedConsumer(ctx, "KV_"+s.cfg.ViewsBucket, jetstream.OrderedConsumerConfig{
+	stream := "KV_" + s.cfg.ViewsBucket
+	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		FilterSubjects: []string{prefix + tenant + ".*"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:      jetstream.AckNonePolicy,
 		HeadersOnly:    true,
+		MemoryStorage:  true,
+		Replicas:       1,
 		// A backstop: the consumer is deleted below when the listing ends.
 		InactiveThreshold: 30 * time.Second,
 	})
@@ -138,7 +145,9 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = js.DeleteConsumer(dctx, "KV_"+s.cfg.ViewsBucket, cons.CachedInfo().Name)
+		if err := js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name); err != nil {
+			s.log.Warn("fanout: thread list consumer not deleted (the server drops it after 30s idle)", "err", err)
+		}
 	}()
 	out := []ThreadInfo{}
 	left := cons.CachedInfo().NumPending
