@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 )
@@ -69,7 +70,19 @@ func main() {
 	flag.IntVar(&e.runs, "runs", 5, "runs of each Threadcast measurement (median reported)")
 	flag.IntVar(&e.refRuns, "ref-runs", 3, "runs of each reference measurement (median reported; its first run is slower, still warming its JIT); the long thread takes minutes per run")
 	flag.StringVar(&e.refJSON, "ref-json", "", "use this saved output of the reference's bench.mjs instead of running it (`FILE`)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	e.out = os.Stdout
 	e.streams = map[string]*workload{}
 	if e.quick && !isSet("runs") {
@@ -112,6 +125,7 @@ func main() {
 		}
 	}
 	if err := printSummary(e.out, e.summary); err != nil || failed {
+		pprof.StopCPUProfile() // os.Exit runs no deferred call
 		os.Exit(1)
 	}
 }
