@@ -54,10 +54,10 @@
 // or another Publisher using the same Config.ID. The event is then in the
 // stream once. An ack says nothing about ingest having applied the event.
 //
-// Retryable failures (an ack timeout, a disconnect, no stream answering)
-// re-send the same message, same Nats-Msg-Id, up to Config.MaxRetries times
-// with a doubling backoff: inside the stream's duplicate window it is stored
-// at most once. Anything else (a JetStream API error such as a message over
+// Retryable failures (an ack timeout, a disconnect or a failed socket write,
+// no stream answering) re-send the same message, same Nats-Msg-Id, up to
+// Config.MaxRetries times with a doubling backoff: inside the stream's
+// duplicate window it is stored at most once. Anything else (a JetStream API error such as a message over
 // the stream's size limit) fails the message's events at once. An ErrPublish
 // after retryable failures means "not known to be stored": when the acks
 // were lost rather than the messages, the events may be in the stream (once).
