@@ -12,6 +12,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/memlimit"
 )
 
 // config is everything the command reads from flags and the environment.
@@ -21,7 +22,10 @@ type config struct {
 	HTTP      string
 	Drain     time.Duration
 	LogLevel  slog.Level
-	Fanout    fanout.Config
+	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
+	// limit (package memlimit); 0: none.
+	MemoryLimitRatio float64
+	Fanout           fanout.Config
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
@@ -36,6 +40,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.HTTP, "http", ":8080", "HTTP listen address")
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	fs.StringVar(&authKey, "auth-key", "", "token signing key (at least 16 bytes; required)")
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
@@ -67,6 +72,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("log level %q: %w", logLevel, err)
+	}
+	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
+		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if len(authKey) < auth.MinKeyLen {
 		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes", auth.MinKeyLen)

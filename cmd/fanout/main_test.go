@@ -74,6 +74,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad idle ring bytes", args: []string{"--auth-key", key, "--idle-ring-bytes", "lots"}, wantErr: "idle-ring-bytes"},
 		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},
 		{name: "bad log level", args: []string{"--auth-key", key, "--log-level", "loud"}, wantErr: "log level"},
+		{name: "memory limit ratio: default and env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MEMORY_LIMIT_RATIO": "0.75"},
+			check: func(t *testing.T, c config) {
+				if c.MemoryLimitRatio != 0.75 {
+					t.Fatalf("%v", c.MemoryLimitRatio)
+				}
+			}},
+		{name: "memory limit ratio above 1", args: []string{"--auth-key", key, "--memory-limit-ratio", "1.2"}, wantErr: "--memory-limit-ratio: memlimit: ratio 1.2 is not between 0 and 1"},
 		{name: "extra args", args: []string{"--auth-key", key, "serve"}, wantErr: "unexpected"},
 		{name: "help", args: []string{"--help"}, wantErr: "-auth-key"},
 	}

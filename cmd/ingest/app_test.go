@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -61,6 +62,19 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad env", env: map[string]string{"THREADCAST_SHARDS": "many"}, wantErr: "THREADCAST_SHARDS"},
 		{name: "bad instance", give: []string{"--instance", "3", "--instances", "3"}, wantErr: "instance 3 of 3"},
 		{name: "bad log level", give: []string{"--log-level", "loud"}, wantErr: "log level"},
+		{name: "memory limit ratio default", check: func(c config) error {
+			if c.MemoryLimitRatio != memlimit.DefaultRatio {
+				return fmt.Errorf("ratio %v", c.MemoryLimitRatio)
+			}
+			return nil
+		}},
+		{name: "memory limit ratio off by env", env: map[string]string{"THREADCAST_MEMORY_LIMIT_RATIO": "0"}, check: func(c config) error {
+			if c.MemoryLimitRatio != 0 {
+				return fmt.Errorf("ratio %v", c.MemoryLimitRatio)
+			}
+			return nil
+		}},
+		{name: "negative memory limit ratio", give: []string{"--memory-limit-ratio", "-0.5"}, wantErr: "--memory-limit-ratio: memlimit: ratio -0.5 is not between 0 and 1"},
 		{name: "extra args", give: []string{"x"}, wantErr: "unexpected arguments"},
 		{name: "help", give: []string{"-h"}, wantErr: "usage"},
 		{name: "short key", give: []string{"--auth-key", "short"}, wantErr: "at least 16 bytes"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/envflag"
+	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -27,7 +28,10 @@ type config struct {
 	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
 	BridgeNoAuth bool   // serve the bridge without tokens (development only)
 	LogLevel     slog.Level
-	Pipeline     pipeline.Config
+	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
+	// limit (package memlimit); 0: none.
+	MemoryLimitRatio float64
+	Pipeline         pipeline.Config
 	// PartitionMode is "static" (Pipeline.Instance of Instances) or "lease"
 	// (partitions claimed with Lease; see pipeline.Leases).
 	PartitionMode string
@@ -49,6 +53,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
@@ -93,6 +98,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("log level %q: %w", logLevel, err)
+	}
+	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
+		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if c.AuthKey != "" && len(c.AuthKey) < 16 {
 		return c, errors.New("--auth-key must be at least 16 bytes")

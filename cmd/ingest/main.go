@@ -21,6 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/threadcast/threadcast/memlimit"
 )
 
 func main() {
@@ -32,6 +34,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := newApp(cfg, os.Stderr)
+	memlimit.Configure(a.log, cfg.MemoryLimitRatio, os.Getenv, os.DirFS("/"))
 	if err := a.Run(ctx); err != nil {
 		a.log.Error("ingest failed", "err", err)
 		os.Exit(1)

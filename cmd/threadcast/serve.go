@@ -22,6 +22,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/envflag"
+	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
@@ -74,6 +75,7 @@ type serveConfig struct {
 	tenants     []string      // demo tenants, also the dashboard's (development)
 	logLevel    slog.Level
 	logJSON     bool
+	memRatio    float64 // --memory-limit-ratio (package memlimit)
 }
 
 // optBool is a boolean flag that knows whether it was set, for defaults
@@ -154,6 +156,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 
 	finish := func() error {
 		if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
@@ -164,6 +167,9 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 			c.logJSON = logFormat == "json"
 		default:
 			return fmt.Errorf("--log-format %q: want text or json", logFormat)
+		}
+		if err := memlimit.CheckRatio(c.memRatio); err != nil {
+			return fmt.Errorf("--memory-limit-ratio: %w", err)
 		}
 		embedded := n.NatsURL == ""
 		n.Demo = embedded
@@ -247,6 +253,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(h)
 	c.node.Logger = log
+	memlimit.Configure(log, c.memRatio, os.Getenv, os.DirFS("/"))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -455,6 +455,7 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "nothing to run", give: []string{"--ingest=false", "--fanout=false", "--demo=false"}, wantCode: exitUsage, wantStderr: []string{"nothing to run"}},
 		{name: "bad tenant", give: []string{"--demo-tenants", "acme,Not A Tenant"}, wantCode: exitUsage, wantStderr: []string{"--demo-tenants"}},
 		{name: "bad log level", give: []string{"--log-level", "loud"}, wantCode: exitUsage, wantStderr: []string{"--log-level"}},
+		{name: "bad memory limit ratio", give: []string{"--memory-limit-ratio", "2"}, wantCode: exitUsage, wantStderr: []string{"--memory-limit-ratio: memlimit: ratio 2 is not between 0 and 1"}},
 		{name: "bad partitions", give: []string{"--partitions", "0"}, wantCode: exitUsage, wantStderr: []string{"partitions 0"}},
 	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(file), node.KeyFile), []byte("not hex\n"), 0o600); err != nil {
