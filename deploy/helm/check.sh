@@ -42,12 +42,19 @@ for values in "" "$chart/ci/prod-values.yaml"; do
 	echo "rendered $(grep -c '^kind:' "$out/$name.yaml") manifests"
 done
 # The schema must refuse bad values (a typo'd key, a floating tag).
-for bad in "ingest.partitonMode=lease" "image.tag=latest" "ingest.partitionMode=dynamic"; do
+# A ratio out of range, as --set makes it (a string) and as a number.
+for bad in "ingest.partitonMode=lease" "image.tag=latest" "ingest.partitionMode=dynamic" "fanout.memoryLimitRatio=1.5"; do
 	if "$HELM" template tc "$out/$chart" --kube-version 1.30.0 --set nats.enabled=false --set "$bad" >/dev/null 2>&1; then
 		echo "values.schema.json accepted --set $bad" >&2
 		exit 1
 	fi
 done
+if "$HELM" template tc "$out/$chart" --kube-version 1.30.0 --set nats.enabled=false --set-json ingest.memoryLimitRatio=1.5 >/dev/null 2>&1; then
+	echo "values.schema.json accepted --set-json ingest.memoryLimitRatio=1.5" >&2
+	exit 1
+fi
+# ... and accept one in range both ways.
+"$HELM" template tc "$out/$chart" --kube-version 1.30.0 --set nats.enabled=false --set ingest.memoryLimitRatio=0.8 --set-json fanout.memoryLimitRatio=0.75 >/dev/null
 echo "== schema refuses bad values"
 if [ "${HELM_TEST:-1}" = 1 ]; then
 	echo "== strict decode into k8s.io/api types"
