@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -618,8 +619,12 @@ func (p *Publisher) pendingUpTo(gen uint64) bool {
 // flushing the write buffer) is one of them; the client reconnects and the
 // retry goes on the new connection.
 func retryable(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) ||
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own deadline, not the network's (both are net.Errors)
+	}
+	var op *net.OpError
+	return errors.As(err, &op) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, nats.ErrStaleConnection) ||
 		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||

@@ -515,6 +515,11 @@ func TestRetryable(t *testing.T) {
 		{nats.ErrConnectionClosed, false}, // closed by us: no reconnect is coming
 		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
 		{context.Canceled, false},
+		{context.DeadlineExceeded, false}, // a net.Error, but the caller's deadline
+		{fmt.Errorf("publish: %w", context.DeadlineExceeded), false},
+		{os.ErrDeadlineExceeded, true}, // a socket write deadline (nats.go's flusher timeout)
+		{net.ErrClosed, true},          // the old connection, closed by a reconnect
+		{&net.DNSError{Err: "no such host", Name: "nats"}, false},
 	} {
 		if got := agent.Retryable(c.err); got != c.want {
 			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
