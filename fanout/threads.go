@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/pipeline"
@@ -123,7 +124,18 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	// made two and left one behind for a moment after it returned.
 	prefix := "$KV." + s.cfg.ViewsBucket + "."
 	stream := "KV_" + s.cfg.ViewsBucket
+	// Named here, not by the library, so that a create whose reply timed
+	// out after the server made the consumer can still be deleted.
+	name := "tclist_" + nuid.Next()
+	del := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := js.DeleteConsumer(dctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			s.log.Warn("fanout: thread list consumer not deleted (the server drops it after 30s idle)", "err", err)
+		}
+	}
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Name:           name,
 		FilterSubjects: []string{prefix + tenant + ".*"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:      jetstream.AckNonePolicy,
@@ -137,18 +149,15 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		return []ThreadInfo{}, nil
 	}
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			del() // the server may have made it before the reply was lost
+		}
 		return nil, err
 	}
 	// A pull consumer outlives its reader on the server (a KV watcher's
 	// push consumer goes with its subscription): delete it, or every
 	// listing would leave one behind for InactiveThreshold.
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if err := js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name); err != nil {
-			s.log.Warn("fanout: thread list consumer not deleted (the server drops it after 30s idle)", "err", err)
-		}
-	}()
+	defer del()
 	out := []ThreadInfo{}
 	left := cons.CachedInfo().NumPending
 	for left > 0 && len(out) < maxListed {
