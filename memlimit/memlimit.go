@@ -16,8 +16,6 @@
 package memlimit
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,15 +27,22 @@ import (
 	"strings"
 )
 
-// unlimitedV1 is the smallest value cgroup v1 reports for "no limit" (the
-// largest int64 rounded down to a page, 9223372036854771712, on 4 KiB
-// pages; anything this large limits nothing a process can allocate).
+// unlimitedV1: a cgroup v1 value at or above it is "no limit". The kernel
+// reports no limit as PAGE_COUNTER_MAX pages (9223372036854771712 bytes on
+// 4 KiB pages, other values on other page sizes) or, on old kernels, as
+// ULLONG_MAX; anything this large limits nothing a process can allocate.
 const unlimitedV1 = 1 << 62
+
+// minGoLimit is the smallest soft limit Apply sets: below it the collector
+// would run without pause for a heap that any service needs (a cgroup
+// limit of 0, or a tiny ratio).
+const minGoLimit = 16 << 20
 
 // Limit returns the memory limit in bytes that applies to the process's
 // cgroup, the file it came from, and ok == false when there is none (no
-// cgroup memory controller mounted, or no limit set along the way). An
-// error means the cgroup files exist but could not be understood.
+// cgroup memory controller mounted where the process's cgroup is visible,
+// or no limit set along the way). An error means the cgroup files exist but
+// could not be understood.
 func Limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
 	mounts, err := fs.ReadFile(fsys, "proc/self/mountinfo")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -50,26 +55,40 @@ func Limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
 	if err != nil {
 		return 0, "", false, err
 	}
-	m, found, err := memoryMount(mounts)
-	if err != nil || !found {
+	v1, v2 := cgroupPaths(groups)
+	ms, err := memoryMounts(mounts, v1, v2)
+	if err != nil {
 		return 0, "", false, err
 	}
-	cg, found := cgroupPath(groups, m.v2)
-	if !found {
-		return 0, "", false, nil
+	for _, m := range ms {
+		v, f, found, err := m.limit(fsys)
+		if err != nil {
+			return 0, "", false, err
+		}
+		if found && (!ok || v < limit) {
+			limit, file, ok = v, f, true
+		}
 	}
+	return limit, file, ok, nil
+}
+
+// limit is the smallest limit set on m's cgroup or its ancestors up to the
+// mount point.
+func (m mount) limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
 	name := "memory.max"
 	if !m.v2 {
 		name = "memory.limit_in_bytes"
 	}
-	// The cgroup's directory under the mount: its path relative to the
-	// mount's root. A path outside that root (a cgroup namespace that does
-	// not match the mount) falls back to the mount point itself.
-	dir := m.point
-	if rel, inside := strings.CutPrefix(cg, m.root); inside && (m.root == "/" || rel == "" || rel[0] == '/') {
-		dir = path.Join(m.point, rel)
+	// The cgroup's directory: its path relative to the mount's root, under
+	// the mount point (memoryMounts kept only mounts whose root holds it).
+	rel := m.cgroup
+	if m.root != "/" {
+		rel = strings.TrimPrefix(m.cgroup, m.root)
 	}
-	// Walk up to the mount point: an ancestor's limit applies too.
+	dir := path.Join(m.point, rel)
+	if dir != m.point && !strings.HasPrefix(dir, strings.TrimSuffix(m.point, "/")+"/") {
+		return 0, "", false, nil // a path that climbs out of the mount
+	}
 	for {
 		f := path.Join(dir, name)
 		b, err := fs.ReadFile(fsys, strings.TrimPrefix(f, "/"))
@@ -93,52 +112,75 @@ func Limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
 	}
 }
 
-// mount is the cgroup file system that holds the memory controller.
+// mount is the cgroup file system that holds the memory controller, and
+// the process's cgroup in it.
 type mount struct {
 	root, point string // the mount's root within the hierarchy, and where it is mounted
+	cgroup      string // the process's cgroup path in that hierarchy
 	v2          bool
 }
 
-// memoryMount finds the memory controller's mount in /proc/self/mountinfo
-// (proc(5)): a cgroup (v1) mount whose super options name memory, else the
-// cgroup2 mount (every controller of v2 is on it).
-func memoryMount(mountinfo []byte) (mount, bool, error) {
-	var v2 mount
-	haveV2 := false
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		line := sc.Text()
+// memoryMounts returns the memory controller's mounts in
+// /proc/self/mountinfo (proc(5)) that show the process's cgroup: the cgroup
+// (v1) mounts whose super options name memory and whose root is a prefix
+// of v1, or, when there is none, the cgroup2 mounts whose root is a prefix
+// of v2 (every controller of v2 is on it). A mount of another part of the
+// hierarchy (a sibling's) does not show the process's cgroup and is passed
+// over; a mount that shows it under another root (the host's hierarchy
+// bind-mounted into a container with its own cgroup namespace) may name
+// the wrong cgroup, which is why Limit takes the smallest limit of them
+// all. An empty v1 or v2 means the process is in no such cgroup.
+func memoryMounts(mountinfo []byte, v1, v2 string) ([]mount, error) {
+	var mv1, mv2 []mount
+	for line := range strings.SplitSeq(string(mountinfo), "\n") {
+		if line == "" {
+			continue
+		}
 		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
-			return mount{}, false, fmt.Errorf("memlimit: mountinfo line %q has no separator", line)
+			return nil, fmt.Errorf("memlimit: mountinfo line %q has no separator", line)
 		}
 		f, g := strings.Fields(pre), strings.Fields(post)
 		if len(f) < 5 || len(g) < 1 {
-			return mount{}, false, fmt.Errorf("memlimit: mountinfo line %q is too short", line)
+			return nil, fmt.Errorf("memlimit: mountinfo line %q is too short", line)
 		}
 		m := mount{root: unescape(f[3]), point: unescape(f[4])}
 		switch g[0] {
 		case "cgroup2":
-			if !haveV2 {
-				m.v2 = true
-				v2, haveV2 = m, true
+			if visible(v2, m.root) {
+				m.cgroup, m.v2 = v2, true
+				mv2 = append(mv2, m)
 			}
 		case "cgroup":
-			if len(g) >= 3 && hasOption(g[2], "memory") {
-				return m, true, nil
+			if len(g) >= 3 && hasOption(g[2], "memory") && visible(v1, m.root) {
+				m.cgroup = v1
+				mv1 = append(mv1, m)
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return mount{}, false, err
+	if len(mv1) > 0 {
+		return mv1, nil
 	}
-	return v2, haveV2, nil
+	return mv2, nil
 }
 
-// cgroupPath returns the process's cgroup in the memory hierarchy from
-// /proc/self/cgroup: the v1 line whose controllers include memory, or the
-// v2 line "0::path".
-func cgroupPath(groups []byte, v2 bool) (string, bool) {
+// visible reports whether cgroup path p is inside a mount of root: "/" holds
+// every path; "/a" holds "/a" and "/a/b", not "/ab". A path outside the
+// process's cgroup namespace ("/../x", cgroup_namespaces(7)) is in no mount.
+func visible(p, root string) bool {
+	switch {
+	case p == "" || p[0] != '/' || p == "/.." || strings.HasPrefix(p, "/../"):
+		return false
+	case root == "/" || p == root:
+		return true
+	}
+	return strings.HasPrefix(p, root+"/")
+}
+
+// cgroupPaths returns the process's cgroup paths from /proc/self/cgroup:
+// v1, of the v1 line whose controllers include memory, and v2, of the line
+// "0::path"; "" for either that is absent.
+func cgroupPaths(groups []byte) (v1, v2 string) {
 	for line := range strings.SplitSeq(string(groups), "\n") {
 		id, rest, ok := strings.Cut(line, ":")
 		if !ok {
@@ -148,11 +190,14 @@ func cgroupPath(groups []byte, v2 bool) (string, bool) {
 		if !ok {
 			continue
 		}
-		if v2 && id == "0" && ctrls == "" || !v2 && hasOption(ctrls, "memory") {
-			return p, true
+		switch {
+		case id == "0" && ctrls == "":
+			v2 = p
+		case hasOption(ctrls, "memory") && v1 == "":
+			v1 = p
 		}
 	}
-	return "", false
+	return v1, v2
 }
 
 // parseLimit reads a limit file: "max" (v2) or a value at or above
@@ -232,7 +277,12 @@ func Apply(ratio float64, getenv func(string) string, fsys fs.FS) (Result, error
 	if !ok {
 		return Result{Reason: "no cgroup memory limit"}, nil
 	}
-	r := Result{Cgroup: limit, File: file, Set: int64(float64(limit) * ratio)}
+	r := Result{Cgroup: limit, File: file}
+	if set := int64(float64(limit) * ratio); set < minGoLimit {
+		r.Reason = fmt.Sprintf("%v of the cgroup limit of %d bytes is under %d MiB", ratio, limit, minGoLimit>>20)
+		return r, nil
+	}
+	r.Set = int64(float64(limit) * ratio)
 	debug.SetMemoryLimit(r.Set)
 	return r, nil
 }

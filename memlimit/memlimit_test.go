@@ -90,11 +90,58 @@ func TestLimit(t *testing.T) {
 			limit: 100 << 20, file: "/sys/fs/cgroup/memory/memory.limit_in_bytes",
 		},
 		{
-			name: "v1, a cgroup outside the mount's root falls back to the mount point",
+			name: "v1, a mount whose root does not hold the process's cgroup shows none of its limits",
 			fsys: files("proc/self/mountinfo", "35 31 0:32 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n",
 				"proc/self/cgroup", "4:memory:/elsewhere\n",
 				"sys/fs/cgroup/memory/memory.limit_in_bytes", "104857600\n"),
-			limit: 100 << 20, file: "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+			noneOK: true,
+		},
+		{
+			name: "v2, another cgroup's mount listed first is passed over",
+			fsys: files("proc/self/mountinfo", "40 23 0:26 /other /mnt/other rw - cgroup2 cgroup2 rw\n"+v2Mount,
+				"proc/self/cgroup", "0::/\n",
+				"mnt/other/memory.max", "1048576\n",
+				"sys/fs/cgroup/memory.max", "268435456\n"),
+			limit: 256 << 20, file: "/sys/fs/cgroup/memory.max",
+		},
+		{
+			name: "v2, the host's hierarchy bind-mounted first is passed over",
+			fsys: files("proc/self/mountinfo", "41 23 0:26 /kubepods /host/cgroup rw - cgroup2 cgroup2 rw\n"+
+				"30 23 0:26 /kubepods/pod1/ctr /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+				"proc/self/cgroup", "0::/kubepods/pod1/ctr\n",
+				"sys/fs/cgroup/memory.max", "268435456\n"),
+			limit: 256 << 20, file: "/sys/fs/cgroup/memory.max",
+		},
+		{
+			name: "v2 in its own namespace, the host's root bind-mounted first shows no limit of its own",
+			fsys: files("proc/self/mountinfo", "41 23 0:26 / /host/cgroup rw - cgroup2 cgroup2 rw\n"+v2Mount,
+				"proc/self/cgroup", "0::/\n",
+				"host/cgroup/cgroup.controllers", "memory\n",
+				"sys/fs/cgroup/memory.max", "268435456\n"),
+			limit: 256 << 20, file: "/sys/fs/cgroup/memory.max",
+		},
+		{
+			name: "v2, a prefix that is not a path prefix does not count",
+			fsys: files("proc/self/mountinfo", "30 23 0:26 /a /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+				"proc/self/cgroup", "0::/ab\n", "sys/fs/cgroup/memory.max", "4096\n"),
+			noneOK: true,
+		},
+		{
+			name: "v2, a cgroup outside the namespace (/..) is read nowhere",
+			fsys: files("proc/self/mountinfo", v2Mount, "proc/self/cgroup", "0::/../sibling\n",
+				"sys/fs/sibling/memory.max", "4096\n", "sys/fs/cgroup/memory.max", "4096\n"),
+			noneOK: true,
+		},
+		{
+			name:  "v2, a limit of 0 is reported as it is",
+			fsys:  files("proc/self/mountinfo", v2Mount, "proc/self/cgroup", "0::/\n", "sys/fs/cgroup/memory.max", "0\n"),
+			limit: 0, file: "/sys/fs/cgroup/memory.max",
+		},
+		{
+			name: "a mountinfo line longer than a scanner's 64 KiB",
+			fsys: files("proc/self/mountinfo", "20 1 0:20 / / rw - overlay overlay rw,lowerdir="+strings.Repeat("/l", 40000)+"\n"+v2Mount,
+				"proc/self/cgroup", "0::/\n", "sys/fs/cgroup/memory.max", "536870912\n"),
+			limit: 512 << 20, file: "/sys/fs/cgroup/memory.max",
 		},
 		{
 			name: "v1 memory controller preferred over a cgroup2 mount (hybrid)",
@@ -229,6 +276,9 @@ func TestApply(t *testing.T) {
 		{"GOMEMLIMIT wins", 0.9, "2GiB", limited, "GOMEMLIMIT=2GiB is set"},
 		{"disabled", 0, "", limited, "disabled (ratio 0)"},
 		{"no limit", 0.9, "", files("proc/self/mountinfo", v2Mount, "proc/self/cgroup", "0::/\n", "sys/fs/cgroup/memory.max", "max\n"), "no cgroup memory limit"},
+		{"a limit of 0", 0.9, "", files("proc/self/mountinfo", v2Mount, "proc/self/cgroup", "0::/\n", "sys/fs/cgroup/memory.max", "0\n"),
+			"0.9 of the cgroup limit of 0 bytes is under 16 MiB"},
+		{"a ratio too small", 0.01, "", limited, "0.01 of the cgroup limit of 1000000000 bytes is under 16 MiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := Apply(c.ratio, func(k string) string {
@@ -259,17 +309,18 @@ func TestApply(t *testing.T) {
 }
 
 // FuzzLimit: no input files make Limit panic, and a limit it reports is
-// positive.
+// not negative.
 func FuzzLimit(f *testing.F) {
 	f.Add(v2Mount, "0::/\n", "536870912\n")
 	f.Add(v1Mount, "4:memory:/a\n", v1Unlimited)
+	f.Add(v2Mount, "0::/../x\n", "0")
 	f.Add(`1 2 0:3 /x\040y /m\134n rw - cgroup cgroup memory`, "4:memory:/x y/z", "1")
 	f.Fuzz(func(t *testing.T, mountinfo, cgroup, value string) {
 		fsys := files("proc/self/mountinfo", mountinfo, "proc/self/cgroup", cgroup,
 			"sys/fs/cgroup/memory.max", value, "sys/fs/cgroup/memory/memory.limit_in_bytes", value,
 			"sys/fs/cgroup/memory/a/memory.limit_in_bytes", value)
 		limit, _, ok, err := Limit(fsys)
-		if ok && (err != nil || limit <= 0) {
+		if ok && (err != nil || limit < 0) {
 			t.Fatalf("limit %d ok with error %v", limit, err)
 		}
 	})
@@ -277,8 +328,11 @@ func FuzzLimit(f *testing.F) {
 
 // TestLimitInRealCgroup runs a child process of this test binary in a new
 // cgroup with a 256 MiB memory limit and has it Apply a ratio of 0.5 from
-// the real /proc and /sys. It needs root and a writable cgroup file system
-// (CI's machines have both, as root); elsewhere it skips, saying why.
+// the real /proc and /sys. It needs root and a writable cgroup file system:
+// CI's machines (cgroup v1, as root) have both. Under cgroup v2 the test's
+// own cgroup usually holds processes, so it cannot give a child cgroup the
+// memory controller, and the test skips, saying why; TestLimit covers v2 on
+// synthetic trees.
 func TestLimitInRealCgroup(t *testing.T) {
 	if dir := os.Getenv("MEMLIMIT_TEST_CGROUP"); dir != "" {
 		return // the child's half is TestCgroupChild
