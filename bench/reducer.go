@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -89,13 +88,11 @@ func runReducer(e *env) error {
 			err              error
 			heldViews        bool
 		}
-		rows := []tableRow{
-			{"decode+apply", "client pipeline", full.m, full.err, false},
-			{"apply only", "reducer only", only.m, only.err, false},
-		}
+		rows := []tableRow{{"decode+apply", "client pipeline", full.m, full.err, false}}
 		if len(w.threads) > 1 {
-			rows = slices.Insert(rows, 1, tableRow{"decode+apply, views held", "client pipeline", heldViews.m, heldViews.err, true})
+			rows = append(rows, tableRow{"decode+apply, views held", "client pipeline", heldViews.m, heldViews.err, true})
 		}
+		rows = append(rows, tableRow{"apply only", "reducer only", only.m, only.err, false})
 		for _, row := range rows {
 			if row.err != nil {
 				return fmt.Errorf("%s %s: %w", w.name, row.pipeline, row.err)
