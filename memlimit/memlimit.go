@@ -5,8 +5,9 @@
 // nothing of the kind for memory.
 //
 // Limit reads the limit (cgroup v2 memory.max, or v1
-// memory.limit_in_bytes, the smallest along the cgroup's ancestors) from a
-// file system rooted at "/": the caller passes os.DirFS("/") in production
+// memory.limit_in_bytes, the smallest over the mounts that show the
+// process's cgroup and the cgroup's ancestors) from a file system rooted at
+// "/": the caller passes os.DirFS("/") in production
 // and an fstest.MapFS in tests. Apply sets ratio × that limit with
 // debug.SetMemoryLimit, unless GOMEMLIMIT is set (the runtime has applied it
 // already, and an operator's explicit value wins).
@@ -60,21 +61,31 @@ func Limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
 	if err != nil {
 		return 0, "", false, err
 	}
+	var low lowest
 	for _, m := range ms {
-		v, f, found, err := m.limit(fsys)
-		if err != nil {
+		if err := m.limits(fsys, &low); err != nil {
 			return 0, "", false, err
 		}
-		if found && (!ok || v < limit) {
-			limit, file, ok = v, f, true
-		}
 	}
-	return limit, file, ok, nil
+	return low.limit, low.file, low.ok, nil
 }
 
-// limit is the smallest limit set on m's cgroup or its ancestors up to the
-// mount point.
-func (m mount) limit(fsys fs.FS) (limit int64, file string, ok bool, err error) {
+// lowest is the smallest limit seen so far, and where it was read.
+type lowest struct {
+	limit int64
+	file  string
+	ok    bool
+}
+
+func (l *lowest) offer(v int64, file string) {
+	if !l.ok || v < l.limit {
+		*l = lowest{v, file, true}
+	}
+}
+
+// limits offers low every limit set on m's cgroup and its ancestors up to
+// the mount point.
+func (m mount) limits(fsys fs.FS, low *lowest) error {
 	name := "memory.max"
 	if !m.v2 {
 		name = "memory.limit_in_bytes"
@@ -87,7 +98,7 @@ func (m mount) limit(fsys fs.FS) (limit int64, file string, ok bool, err error) 
 	}
 	dir := path.Join(m.point, rel)
 	if dir != m.point && !strings.HasPrefix(dir, strings.TrimSuffix(m.point, "/")+"/") {
-		return 0, "", false, nil // a path that climbs out of the mount
+		return nil // a path that climbs out of the mount
 	}
 	for {
 		f := path.Join(dir, name)
@@ -95,18 +106,18 @@ func (m mount) limit(fsys fs.FS) (limit int64, file string, ok bool, err error) 
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return 0, "", false, err
+			return err
 		default:
 			v, set, err := parseLimit(b, m.v2)
 			if err != nil {
-				return 0, "", false, fmt.Errorf("memlimit: %s: %w", f, err)
+				return fmt.Errorf("memlimit: %s: %w", f, err)
 			}
-			if set && (!ok || v < limit) {
-				limit, file, ok = v, f, true
+			if set {
+				low.offer(v, f)
 			}
 		}
 		if dir == m.point || dir == "/" || dir == "." {
-			return limit, file, ok, nil
+			return nil
 		}
 		dir = path.Dir(dir)
 	}
@@ -256,10 +267,10 @@ type Result struct {
 
 // Apply sets the runtime's soft memory limit to ratio × the cgroup limit
 // (0 < ratio ≤ 1). It sets nothing when GOMEMLIMIT is set (getenv), when
-// ratio is 0 (disabled), or when no cgroup limit applies; Result.Reason then
-// says which. The rest of the process's memory (stacks and the runtime's
-// own aside, C libraries, page cache charged to the cgroup) must fit in the
-// remaining 1 − ratio.
+// ratio is 0 (disabled), when no cgroup limit applies, or when the result
+// would be under 16 MiB; Result.Reason then says which. The rest of the
+// process's memory (stacks and the runtime's own aside, C libraries, page
+// cache charged to the cgroup) must fit in the remaining 1 − ratio.
 func Apply(ratio float64, getenv func(string) string, fsys fs.FS) (Result, error) {
 	if err := CheckRatio(ratio); err != nil {
 		return Result{}, err
@@ -278,12 +289,13 @@ func Apply(ratio float64, getenv func(string) string, fsys fs.FS) (Result, error
 		return Result{Reason: "no cgroup memory limit"}, nil
 	}
 	r := Result{Cgroup: limit, File: file}
-	if set := int64(float64(limit) * ratio); set < minGoLimit {
+	set := int64(float64(limit) * ratio)
+	if set < minGoLimit {
 		r.Reason = fmt.Sprintf("%v of the cgroup limit of %d bytes is under %d MiB", ratio, limit, minGoLimit>>20)
 		return r, nil
 	}
-	r.Set = int64(float64(limit) * ratio)
-	debug.SetMemoryLimit(r.Set)
+	r.Set = set
+	debug.SetMemoryLimit(set)
 	return r, nil
 }
 
