@@ -257,6 +257,7 @@ func (t *Thread) loadRuns(c *ckpt) error {
 }
 
 func (m *machine) load(c *ckMachine, subs []*invocation) error {
+	m.dropHot()
 	for _, set := range []struct {
 		dst *idSet
 		src []string

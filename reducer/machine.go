@@ -33,22 +33,42 @@ type machine struct {
 	started  idSet
 	answered idSet
 
-	// hot caches the item the last content event appended to, so that a
-	// run of deltas to one message costs one string compare instead of
-	// three map lookups. While hot.kind != 0: hot.id is open (openText or
-	// openReason by kind), its recorded owner is hot.owner, and
-	// Thread.byID[hot.id] == hot.msg, a non-activity message. Everything
-	// that could break one of these calls dropHot.
-	hot struct {
-		kind  laneKind // laneText or laneReasoning; 0 = empty
+	// hot caches the two items the last content events appended to, so
+	// that deltas to one message, or to two interleaved ones (a text and
+	// a reasoning message, two subagents' texts), cost one string compare
+	// instead of three map lookups. For each entry with kind != 0: id is
+	// open (openText or openReason by kind), its recorded owner is owner,
+	// and Thread.byID[id] == msg, a non-activity message. Everything that
+	// could break one of these calls dropHot. hot[0] is the most recent.
+	hot [2]hotItem
+
+	// hotCall is the same for the tool call the last TOOL_CALL_ARGS
+	// appended to. While call != nil: id is open (openTool), its recorded
+	// owner (ownTool) is owner, and Thread.calls[id] == call. dropHot
+	// empties it too; toolStart, toolEnd and indexCall do as well.
+	hotCall struct {
 		id    string
 		owner owner
-		msg   *message
+		call  *toolCall
 	}
 }
 
+// hotItem is one entry of machine.hot.
+type hotItem struct {
+	kind  laneKind // laneText or laneReasoning; 0 = empty
+	id    string
+	owner owner
+	msg   *message
+}
+
 // dropHot empties the content cache.
-func (m *machine) dropHot() { m.hot.kind, m.hot.msg = 0, nil }
+func (m *machine) dropHot() {
+	m.hot = [2]hotItem{}
+	m.dropHotCall()
+}
+
+// dropHotCall empties the tool-call cache only.
+func (m *machine) dropHotCall() { m.hotCall.id, m.hotCall.call = "", nil }
 
 // step is an open step; steps are matched by name per owner.
 type step struct {

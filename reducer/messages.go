@@ -49,6 +49,7 @@ func (t *Thread) index(m *message) {
 }
 
 func (t *Thread) indexCall(c *toolCall) {
+	t.m.dropHotCall()
 	if old, ok := t.calls[c.id]; !ok || old.msg.idx > c.msg.idx {
 		t.calls[c.id] = c
 	}
@@ -317,6 +318,7 @@ func newMessage(cm *codec.Message) *message {
 // echoed input) in the run's owner maps: always when authoritative
 // (MESSAGES_SNAPSHOT), only for unknown ids otherwise (RUN_STARTED.input).
 func (t *Thread) seedOwner(m *message, authoritative bool) {
+	t.m.dropHot() // an owner may change under a cached item
 	bucket := &t.m.ownText
 	switch m.role {
 	case roleReasoning:
@@ -351,6 +353,7 @@ func (t *Thread) appendEchoed(ms []codec.Message) {
 // seedEchoedOwner is seedOwner (not authoritative) for an echoed message the
 // view already holds: only ids without a recorded owner are filled.
 func (t *Thread) seedEchoedOwner(cm *codec.Message) {
+	t.m.dropHot() // an owner may change under a cached item
 	o := owner{}
 	if cm.Has(codec.MsgSubagentRunID) {
 		o = owner{cm.SubagentRunID, true}

@@ -115,15 +115,23 @@ func (t *Thread) textTarget(id string) *message {
 // the message it appends to (nil with a warning, or with an error). The hot
 // cache answers a run of deltas to the same item without map lookups.
 func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *ProtocolError) {
-	h := &t.m.hot
-	if h.kind == k && h.id == id {
+	hot := &t.m.hot
+	for i := range hot {
+		h := &hot[i]
+		if h.kind != k || h.id != id {
+			continue
+		}
 		if !sameOwner(tag, h.owner) {
 			if k == laneText {
 				return nil, t.checkTextOpen(id, tag)
 			}
 			return nil, t.checkReasoningOpen(id, tag)
 		}
-		return h.msg, nil
+		msg := h.msg
+		if i == 1 {
+			hot[0], hot[1] = hot[1], hot[0]
+		}
+		return msg, nil
 	}
 	var err *ProtocolError
 	if k == laneText {
@@ -143,7 +151,8 @@ func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *Pro
 		own = &t.m.ownReason
 	}
 	if rec, ok := own.get(id); ok {
-		h.kind, h.id, h.owner, h.msg = k, msg.id, rec, msg
+		hot[1] = hot[0]
+		hot[0] = hotItem{kind: k, id: msg.id, owner: rec, msg: msg}
 	}
 	return msg, nil
 }

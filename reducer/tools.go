@@ -12,6 +12,7 @@ import "github.com/threadcast/threadcast/codec"
 // the call, whose id and name are the retained copies a chunk's lane shares.
 func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, meta codec.Raw) (*toolCall, *ProtocolError) {
 	m := &t.m
+	m.dropHotCall()
 	if _, open := m.openTool.get(id); open {
 		return nil, t.violation("S2", "tool call "+quote(id)+" is already open; close it with TOOL_CALL_END first")
 	}
@@ -111,14 +112,16 @@ func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*mess
 
 // toolArgs appends an argument fragment to open tool call id.
 func (t *Thread) toolArgs(id, delta string, tag owner, meta codec.Raw) *ProtocolError {
-	if err := t.checkToolOpen(id, tag); err != nil {
+	c, err := t.argsTarget(id, tag)
+	if c == nil {
 		return err
 	}
-	c := t.callTarget(id)
-	if c == nil {
-		return nil
-	}
 	t.j.argsAppended(c)
+	if cap(c.args) == 0 {
+		// As for text (appendText): many small deltas, so skip the
+		// first few doublings.
+		c.args = make([]byte, 0, max(64, len(delta)))
+	}
 	c.args = append(c.args, delta...)
 	mergeMeta(&c.meta, meta)
 	if meta != nil {
@@ -132,12 +135,38 @@ func (t *Thread) toolEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 	if err := t.checkToolOpen(id, tag); err != nil {
 		return err
 	}
+	t.m.dropHotCall()
 	t.m.openTool.del(id)
 	if c := t.callTarget(id); c != nil && meta != nil {
 		mergeMeta(&c.meta, meta)
 		t.j.replaced(c.msg)
 	}
 	return nil
+}
+
+// argsTarget verifies an arguments event for tool call id and returns the
+// call it appends to (nil with a warning, or with an error). Like
+// contentTarget's, a cache (machine.hotCall) answers a run of deltas to
+// one call without map lookups.
+func (t *Thread) argsTarget(id string, tag owner) (*toolCall, *ProtocolError) {
+	h := &t.m.hotCall
+	if h.call != nil && h.id == id {
+		if !sameOwner(tag, h.owner) {
+			return nil, t.checkToolOpen(id, tag)
+		}
+		return h.call, nil
+	}
+	if err := t.checkToolOpen(id, tag); err != nil {
+		return nil, err
+	}
+	c := t.callTarget(id)
+	if c == nil {
+		return nil, nil
+	}
+	if rec, ok := t.m.ownTool.get(id); ok {
+		h.id, h.owner, h.call = c.id, rec, c
+	}
+	return c, nil
 }
 
 func (t *Thread) checkToolOpen(id string, tag owner) *ProtocolError {
