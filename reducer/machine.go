@@ -39,7 +39,8 @@ type machine struct {
 	// instead of three map lookups. For each entry with kind != 0: id is
 	// open (openText or openReason by kind), its recorded owner is owner,
 	// and Thread.byID[id] == msg, a non-activity message. Everything that
-	// could break one of these calls dropHot. hot[0] is the most recent.
+	// could break one of these calls dropHot, or dropHotID for one item.
+	// hot[0] is the most recent.
 	hot [2]hotItem
 
 	// hotCall is the same for the tool call the last TOOL_CALL_ARGS
@@ -65,6 +66,25 @@ type hotItem struct {
 func (m *machine) dropHot() {
 	m.hot = [2]hotItem{}
 	m.dropHotCall()
+}
+
+// remember caches msg, the message of open item id (kind k, recorded
+// owner o), as the most recent content target.
+func (m *machine) remember(k laneKind, id string, o owner, msg *message) {
+	if m.hot[0].kind != 0 && m.hot[0].id != id {
+		m.hot[1] = m.hot[0]
+	}
+	m.hot[0] = hotItem{kind: k, id: id, owner: o, msg: msg}
+}
+
+// dropHotID drops the content cache's entries for item id, whatever their
+// kind: what closing id, or re-recording its owner, invalidates.
+func (m *machine) dropHotID(id string) {
+	for i := range m.hot {
+		if m.hot[i].kind != 0 && m.hot[i].id == id {
+			m.hot[i] = hotItem{}
+		}
+	}
 }
 
 // dropHotCall empties the tool-call cache only.

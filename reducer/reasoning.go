@@ -51,7 +51,8 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) (string, *
 	key := t.keyFor(msg, id)
 	m.openReason.put(key, struct{}{})
 	if !known {
-		m.ownReason.put(key, t.internOwner(tag))
+		rec = t.internOwner(tag)
+		m.ownReason.put(key, rec)
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "REASONING_MESSAGE_START names activity message "+quote(id)+"; ignored")
@@ -61,6 +62,7 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) (string, *
 		msg = &message{id: key, role: roleReasoning, hasContent: true, owner: t.internOwner(tag)}
 		t.appendMessage(msg)
 	}
+	m.remember(laneReasoning, key, rec, msg) // its content events follow
 	t.mergeInto(msg, meta)
 	return key, nil
 }
@@ -70,7 +72,7 @@ func (t *Thread) reasoningEnd(id string, tag owner, meta codec.Raw) *ProtocolErr
 	if err := t.checkReasoningOpen(id, tag); err != nil {
 		return err
 	}
-	t.m.dropHot()
+	t.m.dropHotID(id)
 	t.m.openReason.del(id)
 	t.mergeInto(t.textTarget(id), meta)
 	return nil

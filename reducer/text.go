@@ -23,7 +23,8 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 	key := t.keyFor(msg, id)
 	m.openText.put(key, struct{}{})
 	if !known {
-		m.ownText.put(key, t.internOwner(tag))
+		rec = t.internOwner(tag)
+		m.ownText.put(key, rec)
 	}
 	if msg != nil && msg.role == roleActivity {
 		t.warn(WarnTargetActivity, "TEXT_MESSAGE_START names activity message "+quote(id)+"; ignored")
@@ -40,6 +41,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 		}
 		t.appendMessage(msg)
 	}
+	m.remember(laneText, key, rec, msg) // its content events follow
 	t.mergeInto(msg, meta)
 	return key, nil
 }
@@ -78,7 +80,7 @@ func (t *Thread) textEnd(id string, tag owner, meta codec.Raw) *ProtocolError {
 	if err := t.checkTextOpen(id, tag); err != nil {
 		return err
 	}
-	t.m.dropHot()
+	t.m.dropHotID(id)
 	t.m.openText.del(id)
 	t.mergeInto(t.textTarget(id), meta)
 	return nil
@@ -151,8 +153,7 @@ func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *Pro
 		own = &t.m.ownReason
 	}
 	if rec, ok := own.get(id); ok {
-		hot[1] = hot[0]
-		hot[0] = hotItem{kind: k, id: msg.id, owner: rec, msg: msg}
+		t.m.remember(k, msg.id, rec, msg)
 	}
 	return msg, nil
 }

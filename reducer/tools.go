@@ -197,7 +197,7 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	tag := ownerOf(e)
 	id := e.MessageID
 	key := t.keyFor(t.byID[id], id)
-	t.m.dropHot() // the minted owner may replace a cached one
+	t.m.dropHotID(key) // the minted owner may replace a cached one
 	t.m.ownText.put(key, t.internOwner(tag))
 	c := t.calls[e.ToolCallID]
 	callID := retainOr(c, e.ToolCallID) // one copy for the set and the message
