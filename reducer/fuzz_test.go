@@ -134,6 +134,44 @@ func checkInvariants(t *testing.T, thr *Thread) {
 			t.Fatalf("calls[%q] is not the first call with that id", id)
 		}
 	}
+	checkCaches(t, thr)
+}
+
+// checkCaches asserts what the lookup caches of machine claim (machine.hot,
+// machine.hotCall): a cached item is open, its recorded owner is the cached
+// one, and the index maps its id to the cached message or call.
+func checkCaches(t *testing.T, thr *Thread) {
+	t.Helper()
+	m := &thr.m
+	for i, h := range m.hot {
+		if h.kind == 0 {
+			continue
+		}
+		open, own := &m.openText, &m.ownText
+		if h.kind == laneReasoning {
+			open, own = &m.openReason, &m.ownReason
+		}
+		if !open.has(h.id) {
+			t.Fatalf("hot[%d] caches %q, which is not open", i, h.id)
+		}
+		if rec, ok := own.get(h.id); !ok || rec != h.owner {
+			t.Fatalf("hot[%d] caches %q owned by %v; recorded %v (%v)", i, h.id, h.owner, rec, ok)
+		}
+		if thr.byID[h.id] != h.msg || h.msg.role == roleActivity {
+			t.Fatalf("hot[%d] caches a message byID does not hold for %q", i, h.id)
+		}
+	}
+	if c := m.hotCall; c.call != nil {
+		if !m.openTool.has(c.id) {
+			t.Fatalf("hotCall caches %q, which is not open", c.id)
+		}
+		if rec, ok := m.ownTool.get(c.id); !ok || rec != c.owner {
+			t.Fatalf("hotCall caches %q owned by %v; recorded %v (%v)", c.id, c.owner, rec, ok)
+		}
+		if thr.calls[c.id] != c.call {
+			t.Fatalf("hotCall caches a call the index does not hold for %q", c.id)
+		}
+	}
 }
 
 // fuzzEvents turns bytes into events: each byte picks an event kind, the
