@@ -137,11 +137,13 @@ func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
 	// reasoning event: it ends the chunk stream of its own lane, and an
 	// explicit event naming an item a chunk stream is assembling ends that
 	// stream too (patterns.md §3.2, "the two spellings do not mix").
-	if err := t.closeLane(ownerOf(e)); err != nil {
-		return err
-	}
-	if err := t.closeLaneHolding(e); err != nil {
-		return err
+	if len(t.m.lanes) > 0 {
+		if err := t.closeLane(ownerOf(e)); err != nil {
+			return err
+		}
+		if err := t.closeLaneHolding(e); err != nil {
+			return err
+		}
 	}
 	return t.explicit(e)
 }
