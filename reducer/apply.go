@@ -96,8 +96,10 @@ func CodecWarning(seq uint64, e *codec.Error) Warning {
 
 // dispatch runs the lifecycle gate, closes lanes, and calls the handler.
 func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
-	if err := t.gate(e); err != nil {
-		return err
+	if t.phase != phaseActive { // an active run admits every event
+		if err := t.gate(e); err != nil {
+			return err
+		}
 	}
 	switch e.Type {
 	case codec.TypeRunStarted:
