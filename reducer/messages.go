@@ -253,12 +253,17 @@ func (t *Thread) appendText(m *message, delta string) {
 		t.j.replaced(m)
 	}
 	t.j.appended(m)
-	if cap(m.text) == 0 {
-		// Messages grow by many small deltas: start at a size that skips
-		// the first few doublings.
-		m.text = make([]byte, 0, max(64, len(delta)))
+	m.text = appendDelta(m.text, delta)
+}
+
+// appendDelta appends a streamed delta to buf (message text, tool-call
+// arguments). Both grow by many small deltas, so an empty buffer starts at
+// a size that skips the first few doublings.
+func appendDelta(buf []byte, delta string) []byte {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, max(64, len(delta)))
 	}
-	m.text = append(m.text, delta...)
+	return append(buf, delta...)
 }
 
 // newMessage builds a message from a codec message (MESSAGES_SNAPSHOT, run

@@ -114,8 +114,9 @@ func (t *Thread) textTarget(id string) *message {
 }
 
 // contentTarget verifies a content event of kind k for item id and returns
-// the message it appends to (nil with a warning, or with an error). The hot
-// cache answers a run of deltas to the same item without map lookups.
+// the message it appends to (nil with a warning, or with an error). The
+// cache (machine.hot) answers deltas to the last two items without map
+// lookups.
 func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *ProtocolError) {
 	hot := &t.m.hot
 	for i := range hot {

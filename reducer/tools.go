@@ -117,12 +117,7 @@ func (t *Thread) toolArgs(id, delta string, tag owner, meta codec.Raw) *Protocol
 		return err
 	}
 	t.j.argsAppended(c)
-	if cap(c.args) == 0 {
-		// As for text (appendText): many small deltas, so skip the
-		// first few doublings.
-		c.args = make([]byte, 0, max(64, len(delta)))
-	}
-	c.args = append(c.args, delta...)
+	c.args = appendDelta(c.args, delta)
 	mergeMeta(&c.meta, meta)
 	if meta != nil {
 		t.j.replaced(c.msg)
