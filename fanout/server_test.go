@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,6 +345,76 @@ func TestRESTView(t *testing.T) {
 	// No pipeline answering at all: 503, not a hang.
 	if code, _ := do(t, "GET", hs.URL+"/v1/threads/nobody-home", tok, "", nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("no responder: %d", code)
+	}
+}
+
+// TestThreadListRacingDelete: keys that go away between the listing's
+// consumer counting them and its fetch are simply not listed; the listing
+// neither fails nor waits out its deadline for messages that will not come.
+func TestThreadListRacingDelete(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	const timeout = 20 * time.Second
+	_, hs := newServer(t, nc, func(c *Config) { c.Hub.SnapshotTimeout = timeout })
+	tok := token(t, "acme")
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_"+pipeline.DefaultViewsKV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		keys    []string // put before the listing
+		removed []string // purged from the stream once the consumer has counted them
+		want    []string
+	}{
+		{"some removed", []string{"r1", "r2", "r3"}, []string{"r2", "r3"}, []string{"r1"}},
+		{"all removed", []string{"g1", "g2"}, []string{"g1", "g2"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := st.Purge(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range tt.keys {
+				if _, err := kv.Put(ctx, "acme."+k, []byte("ckpt")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hook := func() {
+				for _, k := range tt.removed {
+					if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+pipeline.DefaultViewsKV+".acme."+k)); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			listingHook.Store(&hook)
+			defer listingHook.Store(nil)
+			t0 := time.Now()
+			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
+			took := time.Since(t0)
+			var out struct{ Threads []ThreadInfo }
+			if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+				t.Fatalf("%d %s", code, body)
+			}
+			var ids []string
+			for _, ti := range out.Threads {
+				ids = append(ids, ti.Thread)
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Fatalf("threads %v, want %v", ids, tt.want)
+			}
+			// Not a speed check: a listing that waited for the removed keys
+			// would take the whole deadline.
+			if took >= timeout/2 {
+				t.Fatalf("listing took %v: it waited for keys that were gone (deadline %v)", took, timeout)
+			}
+		})
 	}
 }
 

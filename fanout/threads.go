@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,6 +81,10 @@ type ThreadInfo struct {
 
 // maxListed bounds one listing.
 const maxListed = 10000
+
+// listingHook, when set (by tests only), runs between a listing's consumer
+// creation and its first fetch: where a key deleted concurrently races it.
+var listingHook atomic.Pointer[func()]
 
 // threadList serves GET /v1/threads: the tenant's threads from the keys of
 // the views KV bucket (one key per checkpointed thread), or — with
@@ -158,17 +163,20 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	// push consumer goes with its subscription): delete it, or every
 	// listing would leave one behind for InactiveThreshold.
 	defer del()
+	if h := listingHook.Load(); h != nil {
+		(*h)()
+	}
+	// No-wait fetches: the server sends what the consumer has and ends the
+	// request at once, where a waiting Fetch for the pending count would
+	// sit out its whole deadline whenever a key went away after the
+	// consumer counted it. The listing is of what is there when it is made.
 	out := []ThreadInfo{}
 	left := cons.CachedInfo().NumPending
 	for left > 0 && len(out) < maxListed {
-		wait := 5 * time.Second
-		if d, ok := ctx.Deadline(); ok {
-			wait = time.Until(d)
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		if wait < time.Millisecond {
-			return nil, context.DeadlineExceeded
-		}
-		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(wait))
+		batch, err := cons.FetchNoWait(int(min(left, 1000)))
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +195,8 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		if err := batch.Error(); err != nil {
 			return nil, err
 		}
-		if n == 0 { // FetchMaxWait passed with nothing
-			return nil, context.DeadlineExceeded
+		if n == 0 { // nothing left: the keys counted at creation are gone
+			break
 		}
 	}
 	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
