@@ -16,7 +16,15 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
 	ex := t.byID[id]
 	key := t.keyFor(ex, id)
-	if _, known := t.m.ownActivity.get(id); !known || e.Replace {
+	// The snapshot's tag becomes the activity's owner when it creates the
+	// message (whatever replace says, §1 rule 2) or replaces it; replace:
+	// false on an activity keeps the established owner (recording the tag
+	// only when the run has none), and on a message of another role leaves
+	// everything alone.
+	switch _, known := t.m.ownActivity.get(id); {
+	case ex == nil || e.Replace:
+		t.m.remint(&t.m.ownActivity, key, t.internOwner(tag))
+	case ex.role == roleActivity && !known:
 		t.m.ownActivity.put(key, t.internOwner(tag))
 	}
 	switch {
@@ -68,15 +76,14 @@ func (t *Thread) newActivity(e *codec.Event, id string, tag owner) (*message, *P
 }
 
 // activityDelta patches one activity message's content and re-types it. A
-// tag disagreeing with the owner is fatal (A1); a missing or non-activity
-// target is skipped with a warning (P6); a patch that does not apply is
+// missing or non-activity target is skipped with a warning (P6); otherwise a
+// tag disagreeing with the owner is fatal (A1); a patch that does not apply is
 // skipped with a warning, the type unchanged (P3). Metadata merges before the
 // patch is tried, as the reference does.
 func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
-	if rec, ok := t.m.ownActivity.get(id); ok && !sameOwner(tag, rec) {
-		return t.violation("A1", "ACTIVITY_DELTA tagged "+tag.String()+" but activity "+quote(id)+" is owned by "+rec.String())
-	}
+	// The target first: a delta naming no activity message is skipped and
+	// MUST NOT fail the run (§2 rule 4), whatever its tag says.
 	ex := t.byID[id]
 	if ex == nil {
 		t.warn(WarnActivityMissing, "ACTIVITY_DELTA for unknown message "+quote(id)+"; skipped")
@@ -85,6 +92,9 @@ func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	if ex.role != roleActivity {
 		t.warn(WarnActivityNotActive, "ACTIVITY_DELTA for "+ex.role.String()+" message "+quote(id)+"; skipped")
 		return nil
+	}
+	if rec, ok := t.m.ownActivity.get(id); ok && !sameOwner(tag, rec) {
+		return t.violation("A1", "ACTIVITY_DELTA tagged "+tag.String()+" but activity "+quote(id)+" is owned by "+rec.String())
 	}
 	mergeMeta(&ex.meta, e.Metadata)
 	t.j.replaced(ex)

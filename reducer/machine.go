@@ -203,3 +203,45 @@ func (m *machine) size() int {
 func sameOwner(tag, rec owner) bool {
 	return !tag.tagged || tag == rec
 }
+
+// ownerBucket is the owner map of messages of role r.
+func (m *machine) ownerBucket(r role) *idMap[owner] {
+	switch r {
+	case roleReasoning:
+		return &m.ownReason
+	case roleActivity:
+		return &m.ownActivity
+	}
+	return &m.ownText
+}
+
+// remint makes o the owner of message id (a retained string) in bucket and
+// in every other message owner map that records id: an owner a snapshot
+// states "replaces any recorded owner" (messages.md §4 rule 5), whatever
+// role the message had when that owner was recorded.
+func (m *machine) remint(bucket *idMap[owner], id string, o owner) {
+	for _, b := range [...]*idMap[owner]{&m.ownText, &m.ownReason, &m.ownActivity} {
+		if b != bucket && b.has(id) {
+			m.dropHot() // an owner may change under a cached item
+			b.put(id, o)
+		}
+	}
+	bucket.put(id, o)
+}
+
+// forget drops what the owner maps record of message msg and of its tool
+// calls, once a MESSAGES_SNAPSHOT has dropped it from the view: the id is no
+// longer held, so a start for it creates a new message (messages.md §2.1)
+// and an event naming it names an unknown entity, not a continuation.
+// stillHeld reports whether a tool call id is held elsewhere in the view.
+func (m *machine) forget(msg *message, stillHeld func(call string) bool) {
+	m.dropHot()
+	m.ownText.del(msg.id)
+	m.ownReason.del(msg.id)
+	m.ownActivity.del(msg.id)
+	for _, c := range msg.toolCalls {
+		if !stillHeld(c.id) {
+			m.ownTool.del(c.id)
+		}
+	}
+}

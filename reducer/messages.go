@@ -324,14 +324,11 @@ func newMessage(cm *codec.Message) *message {
 // (MESSAGES_SNAPSHOT), only for unknown ids otherwise (RUN_STARTED.input).
 func (t *Thread) seedOwner(m *message, authoritative bool) {
 	t.m.dropHot() // an owner may change under a cached item
-	bucket := &t.m.ownText
-	switch m.role {
-	case roleReasoning:
-		bucket = &t.m.ownReason
-	case roleActivity:
-		bucket = &t.m.ownActivity
-	}
-	if _, ok := bucket.get(m.id); authoritative || !ok {
+	bucket := t.m.ownerBucket(m.role)
+	switch _, ok := bucket.get(m.id); {
+	case authoritative:
+		t.m.remint(bucket, m.id, m.owner)
+	case !ok:
 		bucket.put(m.id, m.owner)
 	}
 	for _, c := range m.toolCalls {

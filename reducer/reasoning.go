@@ -97,22 +97,18 @@ func (t *Thread) checkReasoningOpen(id string, tag owner) *ProtocolError {
 // value dropped (R1). The event's metadata merges nowhere.
 func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 	id, tag := e.EntityID, ownerOf(e)
-	var rec owner
-	var known bool
-	if e.Subtype == "tool-call" {
-		rec, known = t.m.ownTool.get(id)
-	} else if rec, known = t.m.ownText.get(id); !known {
-		rec, known = t.m.ownReason.get(id)
-	}
-	if known && !sameOwner(tag, rec) {
-		return t.violation("A1", "REASONING_ENCRYPTED_VALUE tagged "+tag.String()+" but "+e.Subtype+" "+quote(id)+
-			" is owned by "+rec.String())
-	}
+	// The entity first: naming an unknown one (an activity message counts
+	// as unknown, messages.md §2.6) warns and MUST NOT fail the run,
+	// whatever the tag says; only a known entity has an owner to disagree
+	// with.
 	if e.Subtype == "tool-call" {
 		c := t.calls[id]
 		if c == nil {
 			t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known tool call "+quote(id)+"; value dropped")
 			return nil
+		}
+		if rec, ok := t.m.ownTool.get(id); ok && !sameOwner(tag, rec) {
+			return t.encryptedMismatch(e, tag, rec)
 		}
 		c.encrypted, c.hasEncrypted = retain(e.EncryptedValue), true
 		c.encType, c.hasEncType = encTypeOf(e)
@@ -124,10 +120,24 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 		t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known message "+quote(id)+"; value dropped")
 		return nil
 	}
+	rec, known := t.m.ownerBucket(msg.role).get(id)
+	if !known { // recorded under another role before a re-typing
+		if rec, known = t.m.ownText.get(id); !known {
+			rec, known = t.m.ownReason.get(id)
+		}
+	}
+	if known && !sameOwner(tag, rec) {
+		return t.encryptedMismatch(e, tag, rec)
+	}
 	msg.encrypted, msg.hasEncrypted = retain(e.EncryptedValue), true
 	msg.encType, msg.hasEncType = encTypeOf(e)
 	t.j.replaced(msg)
 	return nil
+}
+
+func (t *Thread) encryptedMismatch(e *codec.Event, tag, rec owner) *ProtocolError {
+	return t.violation("A1", "REASONING_ENCRYPTED_VALUE tagged "+tag.String()+" but "+e.Subtype+" "+quote(e.EntityID)+
+		" is owned by "+rec.String())
 }
 
 // encTypeOf returns the event's AG-UI 1.1 encryptedValueType, which the

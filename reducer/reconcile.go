@@ -11,7 +11,8 @@ import (
 // activity (reasoning) messages while the snapshot carries no activity
 // (reasoning) message. The event's metadata merges nowhere — including the
 // reference's private "@ag-ui/client" convention, which is not protocol.
-// Each snapshot message's subagentRunId becomes its owner, authoritatively.
+// Each snapshot message's subagentRunId becomes its owner, authoritatively,
+// whatever role the id had before; a dropped message's owner is forgotten.
 //
 // Cost: O(messages in the view + messages in the snapshot), as any
 // restatement must be.
@@ -36,6 +37,7 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 	}
 	kept := make([]*message, 0, len(t.msgs)+len(snap))
 	var placed map[*message]struct{} // only needed when the view holds duplicate ids
+	var dropped []*message
 	for _, m := range t.msgs {
 		if s, ok := byID[m.id]; ok {
 			if _, twice := placed[s]; twice {
@@ -51,6 +53,8 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 			kept = append(kept, s)
 		} else if m.role == roleActivity && !hasAct || m.role == roleReasoning && !hasReas {
 			kept = append(kept, m)
+		} else {
+			dropped = append(dropped, m)
 		}
 	}
 	seen := make(map[string]struct{}, len(kept))
@@ -65,6 +69,11 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 	clear(t.msgs) // drop references for the collector
 	t.msgs = kept
 	t.reindex()
+	for _, m := range dropped {
+		if t.byID[m.id] == nil {
+			t.m.forget(m, func(call string) bool { return t.calls[call] != nil })
+		}
+	}
 	for _, s := range snap {
 		t.seedOwner(s, true)
 	}

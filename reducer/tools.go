@@ -25,6 +25,12 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 					quote(parent)+" is owned by "+rec.String())
 			}
 			inherited, hasInherited = rec, true
+		} else if holder := t.byID[parent]; holder != nil && holder.role == roleAssistant {
+			// A holder this run has no record of (an earlier run's, or the
+			// input's): "the established owner of the stored message
+			// stands" (subagents.md §3), and the call inherits it. Ownership
+			// tracking has reset, so a disagreeing tag is not checked.
+			inherited, hasInherited = holder.owner, true
 		}
 	}
 	rec, known := m.ownTool.get(id)
@@ -67,8 +73,16 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 		return c, nil
 	}
 	holder, created := t.callHolder(parent, hasParent, key)
-	if created && tag.tagged && !holder.owner.tagged {
-		holder.owner = t.internOwner(tag)
+	if created {
+		// The call opens the message that holds it, under its own owner
+		// (messages.md §2.2): text continuing that message, and calls
+		// joining it, must agree with that owner like any other.
+		if tag.tagged && !holder.owner.tagged {
+			holder.owner = t.internOwner(tag)
+		}
+		if !m.ownText.has(holder.id) {
+			m.ownText.put(holder.id, holder.owner)
+		}
 	}
 	c = &toolCall{id: key, name: retain(name), msg: holder}
 	mergeMeta(&c.meta, meta)

@@ -86,6 +86,11 @@ func TestFatalVerdicts(t *testing.T) {
 		{"A1 encrypted tool-call value tagged differently", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"E","subagentRunId":"y"}`}, "A1"},
 		{"A6 tool call tag disagrees with parent message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"p"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"p","subagentRunId":"x"}`}, "A6"},
 		{"A6 untagged reopen under another parent owner", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"p","subagentRunId":"x"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"p"}`}, "A6"},
+		// A tool call that mints its holder opens that message under its
+		// own owner (messages.md §2.2); text or calls joining it under
+		// another owner disagree with it like with a text-opened one.
+		{"S7 text start into a message a tool call minted", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"am","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c1"}`, `{"type":"TEXT_MESSAGE_START","messageId":"am","subagentRunId":"y"}`}, "S7"},
+		{"A6 tool call joining a message a tool call minted", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"am"}`, `{"type":"TOOL_CALL_END","toolCallId":"c1"}`, `{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"g","parentMessageId":"am","subagentRunId":"y"}`}, "A6"},
 		{"A8 finish of unannounced subagent", []string{vRS, `{"type":"SUBAGENT_FINISHED","subagentRunId":"sa"}`}, "A8"},
 		{"A8 error of finished subagent", []string{vRS, sa, `{"type":"SUBAGENT_FINISHED","subagentRunId":"sa"}`, `{"type":"SUBAGENT_ERROR","subagentRunId":"sa","message":"m"}`}, "A8"},
 		{"A9 announce active id", []string{vRS, sa, sa}, "A9"},
@@ -200,6 +205,16 @@ func TestWarnVerdicts(t *testing.T) {
 		{"content after a snapshot dropped the message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`}, WarnTargetMissing},
 		{"args after a snapshot dropped the call", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"x"}`}, WarnTargetMissing},
 		{"S6 tool call reopened with another name", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"g"}`}, WarnToolRenamed},
+		// The target is looked at before the tag: naming no activity (or no
+		// known entity) is skipped with a warning and MUST NOT fail the run
+		// (activity.md §2 rule 4, messages.md §2.6), however it is tagged.
+		{"P6 delta for a dropped activity, tagged by another owner", []string{vRS, `{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"subagentRunId":"s1"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"b","role":"activity","activityType":"t","content":{}}]}`, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[],"subagentRunId":"s2"}`}, WarnActivityMissing},
+		{"P6 delta for an activity restated as a user message", []string{vRS, `{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"subagentRunId":"s1"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"user","content":"u","subagentRunId":"s2"}]}`, `{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[],"subagentRunId":"s3"}`}, WarnActivityNotActive},
+		{"P6 delta after replace:false on a text message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"ACTIVITY_SNAPSHOT","messageId":"m","activityType":"t","content":{},"replace":false,"subagentRunId":"s2"}`, `{"type":"ACTIVITY_DELTA","messageId":"m","activityType":"t","patch":[],"subagentRunId":"s1"}`}, WarnActivityNotActive},
+		{"R1 message a snapshot dropped, tagged by another owner", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E","subagentRunId":"s2"}`}, WarnEncryptedUnknown},
+		{"R1 tool call a snapshot dropped, tagged by another owner", []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","subagentRunId":"s1"}`, `{"type":"TOOL_CALL_END","toolCallId":"c"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[]}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"E","subagentRunId":"s2"}`}, WarnEncryptedUnknown},
+		{"R1 text message a snapshot restated as an activity", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m","role":"activity","activityType":"t","content":{}}]}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E","subagentRunId":"s2"}`}, WarnEncryptedUnknown},
+		{"R1 text message an activity snapshot replaced", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`, `{"type":"ACTIVITY_SNAPSHOT","messageId":"m","activityType":"t","content":{},"subagentRunId":"s2"}`, `{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E","subagentRunId":"s2"}`}, WarnEncryptedUnknown},
 		{"parentMessageId names a user message", []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"u","role":"user"}`, `{"type":"TEXT_MESSAGE_END","messageId":"u"}`, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","parentMessageId":"u"}`}, WarnToolParentRole},
 	}
 	for _, tt := range tests {
@@ -407,4 +422,77 @@ func TestDuplicateIDsRestated(t *testing.T) {
 	checkInvariants(t, r.thread)
 	jsonEqual(t, "messages", r.thread.AppendMessages(nil),
 		[]byte(`[{"id":"m0","role":"assistant","content":"xy"},{"id":"m0","role":"assistant","content":"x"}]`))
+}
+
+// TestOwnershipAccepted: streams whose every continuation agrees with the
+// owner the spec assigns, once snapshots, drops and tool-minted holders are
+// accounted for; each must be accepted with no warning. The reference
+// consumer rejects every one of them (checked with ../shared/tools/oracle on
+// 2026-12-01): it keeps the owner a message had before a snapshot replaced
+// or dropped it, and never records the owner of a message a tool call
+// minted.
+func TestOwnershipAccepted(t *testing.T) {
+	s1 := `{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}`
+	s2 := `{"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"b"}`
+	tests := []struct {
+		name string
+		give []string
+		// wantOwner: message id -> its subagentRunId in the view ("" = untagged)
+		wantOwner map[string]string
+	}{
+		{"snapshot owner replaces the owner of the old role (messages.md §4 rule 5)", []string{vRS, s1, s2,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m","role":"reasoning","content":"r","subagentRunId":"s2"}]}`,
+			`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"m","encryptedValue":"E","subagentRunId":"s2"}`},
+			map[string]string{"m": "s2"}},
+		{"replace:false creating an activity takes its tag (activity.md §1 rule 2)", []string{vRS, s1, s2,
+			`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"subagentRunId":"s1"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"b","role":"activity","activityType":"t","content":{}}]}`,
+			`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{"n":1},"replace":false,"subagentRunId":"s2"}`,
+			`{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[{"op":"add","path":"/d","value":1}],"subagentRunId":"s2"}`},
+			map[string]string{"a": "s2"}},
+		{"a start for an id a snapshot dropped creates a message (messages.md §2.1)", []string{vRS, s1, s2,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[]}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s2"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`},
+			map[string]string{"m": "s2"}},
+		{"a call joining a tool-minted holder inherits its owner (subagents.md §3)", []string{vRS,
+			`{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"am","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c1"}`,
+			`{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"g","parentMessageId":"am"}`,
+			`{"type":"TOOL_CALL_ARGS","toolCallId":"c2","delta":"{}","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c2"}`},
+			map[string]string{"am": "x"}},
+		{"a call joining an earlier run's holder inherits the established owner", []string{vRS,
+			`{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"am","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c1"}`, vRF,
+			vRS2, `{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"g","parentMessageId":"am"}`,
+			`{"type":"TOOL_CALL_ARGS","toolCallId":"c2","delta":"{}","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c2"}`},
+			map[string]string{"am": "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runLines(t, tt.give...)
+			if r.fatal != nil || len(r.warnIdx) != 0 {
+				t.Fatalf("fatal %v at %d, warnings %q: want accepted with none", r.fatal, r.fatalIdx, r.warnText)
+			}
+			var v struct {
+				Messages []struct {
+					ID            string  `json:"id"`
+					SubagentRunID *string `json:"subagentRunId"`
+				}
+			}
+			mustUnmarshal(t, r.thread.AppendView(nil), &v)
+			got := map[string]string{}
+			for _, m := range v.Messages {
+				if m.SubagentRunID != nil {
+					got[m.ID] = *m.SubagentRunID
+				} else {
+					got[m.ID] = ""
+				}
+			}
+			for id, want := range tt.wantOwner {
+				if o, ok := got[id]; !ok || o != want {
+					t.Errorf("message %q owner %q (present %v), want %q", id, o, ok, want)
+				}
+			}
+		})
+	}
 }
