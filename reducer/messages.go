@@ -322,16 +322,25 @@ func newMessage(cm *codec.Message) *message {
 // seedOwner records the owner a message brings (from a snapshot or an
 // echoed input) in the run's owner maps: always when authoritative
 // (MESSAGES_SNAPSHOT), only for unknown ids otherwise (RUN_STARTED.input).
+//
+// Only the message (and tool call) that events address under an id — the
+// first in the view, where a producer sent duplicate ids — records its
+// owner: another duplicate's owner would stand for a message no event can
+// reach.
 func (t *Thread) seedOwner(m *message, authoritative bool) {
 	t.m.dropHot() // an owner may change under a cached item
 	bucket := t.m.ownerBucket(m.role)
 	switch _, ok := bucket.get(m.id); {
+	case t.byID[m.id] != m:
 	case authoritative:
 		t.m.remint(bucket, m.id, m.owner)
 	case !ok:
 		bucket.put(m.id, m.owner)
 	}
 	for _, c := range m.toolCalls {
+		if t.calls[c.id] != c {
+			continue
+		}
 		if _, ok := t.m.ownTool.get(c.id); authoritative || !ok {
 			t.m.ownTool.put(c.id, m.owner)
 		}
