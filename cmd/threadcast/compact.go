@@ -45,8 +45,10 @@ Warnings go to stderr, one per line, each starting with "warning: "; a
 fatal protocol error goes to stderr as a line starting with "error: ". An
 event that is malformed (not decodable) ends the output there.
 
-Exit status: 0 ok; 1 the stream was rejected (fatal protocol error); 2
-unusable input (unreadable stream or input file, bad flags).
+Exit status: 0 ok; 1 the stream was rejected (a fatal protocol error, or a
+stream that breaks off or turns into bytes that are no event after some
+events: those stay applied); 2 unusable input (an unreadable stream or
+input file, a stream with no event at all, bad flags).
 
 flags:
 `)

@@ -431,8 +431,14 @@ func TestErrors(t *testing.T) {
 		{"missing stream file", []string{"compact", filepath.Join(dir, "nope.jsonl")}, "", exitUsage, "", "no such file"},
 		{"missing input file", []string{"reduce", "--input", filepath.Join(dir, "nope.json")}, run, exitUsage, "", "--input"},
 		{"input not JSON", []string{"reduce", "--input", badInput}, run, exitUsage, "", "--input"},
-		{"stream ends inside an event", []string{"reduce"}, run + `{"type":"RUN_FINISHED"`, exitUsage, "", "unusable stream"},
-		{"bad array framing", []string{"compact"}, "[" + run + " {", exitUsage, "", "unusable stream"},
+		// Bytes after delivered events that frame no event end the stream,
+		// rejected, with what was delivered still applied and printed
+		// (processing.md X13 and §3, patterns.md §1.7).
+		{"stream ends inside an event", []string{"reduce"}, run + `{"type":"RUN_FINISHED"`, exitRejected, `"runId":"r","threadId":"t","status":"error","verdict":"rejected"`, "error: codec: seq 2: line 2: bad stream framing: stream ends inside a JSON value"},
+		{"SSE connection drops mid-event", []string{"reduce"},
+			"data: " + run + "\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"TEXT_MESS", exitRejected, `"messages":[{"id":"m","role":"assistant","content":""}]`, "error: codec: seq 3"},
+		{"bad array framing", []string{"compact"}, "[" + run + " {", exitRejected, `"type":"RUN_STARTED"`, "error: codec: seq 2"},
+		{"nothing frames an event", []string{"reduce"}, `{"type":`, exitUsage, "", "unusable stream"},
 		{"stream file is a directory", []string{"reduce", dir}, "", exitUsage, "", "unusable stream"},
 		{"input sets messages and state", []string{"reduce", "--input", goodInput}, run, exitOK, `"state":{"s":1}`, ""},
 		{"malformed event is fatal, view still printed", []string{"reduce"},

@@ -22,18 +22,21 @@ func runReduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: threadcast reduce [--input FILE] [STREAM]
 
-Reads an AG-UI 1.0 event stream (JSONL, a JSON array, or SSE; from STREAM, or
-stdin when STREAM is absent or "-"), applies it to an empty thread view, and
-prints the final view as one JSON object on stdout. Its "messages" and "state"
-keys hold the AG-UI 1.0 shapes; the other keys describe runs, steps,
+Reads an AG-UI event stream (JSONL, a JSON array, or SSE; from STREAM, or
+stdin when STREAM is absent or "-"; consumed as AG-UI 1.1, which is 1.0 plus
+encryptedValueType, unless --protocol 1.0), applies it to an empty thread
+view, and prints the final view as one JSON object on stdout. Its "messages"
+and "state" keys hold the AG-UI shapes; the other keys describe runs, steps,
 subagents and counts.
 
 Warnings go to stderr, one per line, each starting with "warning: ". A fatal
 protocol error ends the stream: the view up to that event is printed, and the
 reason goes to stderr as a line starting with "error: ".
 
-Exit status: 0 ok; 1 the stream was rejected (fatal protocol error); 2
-unusable input (unreadable stream or input file, bad flags).
+Exit status: 0 ok; 1 the stream was rejected (a fatal protocol error, or a
+stream that breaks off or turns into bytes that are no event after some
+events: those stay applied); 2 unusable input (an unreadable stream or
+input file, a stream with no event at all, bad flags).
 
 flags:
 `)

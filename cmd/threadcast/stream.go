@@ -132,8 +132,9 @@ func (f *folder) warnf(format string, args ...any) {
 // each reads every event of r, applies it, and calls fn with each event the
 // codec accepted and the reducer's Result. With stopAtFatal, reading stops
 // after the first fatal protocol error. It returns exitUsage if the stream
-// could not be read, exitRejected if a fatal protocol error occurred, exitOK
-// otherwise.
+// could not be read (or framed no event at all), exitRejected if a fatal
+// protocol error occurred or the stream broke off or went bad after some
+// events, exitOK otherwise.
 func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, res reducer.Result)) int {
 	sr := codec.NewStreamReader(r)
 	for {
@@ -142,8 +143,24 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 			break
 		}
 		if err != nil {
-			fmt.Fprintf(f.stderr, "threadcast %s: unusable stream: %v\n", f.name, err)
-			return exitUsage
+			var ce *codec.Error
+			if !errors.As(err, &ce) || f.seq == 0 {
+				// The reader failed, or nothing in the input frames an event.
+				fmt.Fprintf(f.stderr, "threadcast %s: unusable stream: %v\n", f.name, err)
+				return exitUsage
+			}
+			// Bytes after delivered events that frame no event: the last
+			// event cut off (a truncated run, processing.md X13; the
+			// spec leaves surfacing it as a failure to the consumer) or
+			// bytes that are no event at all (a decode failure, fatal,
+			// §3). Either way what was delivered stays applied (patterns.md
+			// §1.7) and the stream ends here, rejected.
+			f.seq++
+			ce.Seq = f.seq
+			fmt.Fprintf(f.stderr, "error: %v\n", err)
+			f.th.Reject(f.seq, err)
+			f.fatal = true
+			return exitRejected
 		}
 		f.seq++
 		err = f.dec.Decode(raw, &f.ev)
