@@ -35,6 +35,7 @@ type Decoder struct {
 
 	typ     Type
 	restart bool
+	retired string // the retired THINKING_* name being translated, or ""
 
 	// shapes[t][i] is the field of the i-th member after `type` (the last
 	// slot: of any later one) in the last events of type t, the name
@@ -110,6 +111,7 @@ func (d *Decoder) Reset() {
 	}
 	d.typ = TypeUnknown
 	d.restart = false
+	d.retired = ""
 }
 
 // held reports whether the Decoder holds anything of the last Decode
@@ -167,7 +169,7 @@ func (d *Decoder) Decode(data []byte, ev *Event) error {
 	if d.held() {
 		d.Reset()
 	} else {
-		d.typ, d.restart = TypeUnknown, false
+		d.typ, d.restart, d.retired = TypeUnknown, false, ""
 	}
 	d.data = data
 	*ev = Event{}
@@ -264,6 +266,7 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 	}
 	var s string
 	var end int
+	d.retired = ""
 	if t, n := typeAt(d.data, k+1); t != TypeUnknown {
 		s, end, ev.Type = b2s(d.data[k+1:k+1+n]), k+n+2, t
 	} else {
@@ -271,7 +274,11 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 		if s, end, err = d.str(k); err != nil {
 			return end, err
 		}
-		ev.Type = ParseType(s)
+		if ev.Type = ParseType(s); ev.Type == TypeUnknown {
+			if ev.Type = retiredType(s); ev.Type != TypeUnknown {
+				d.retired = s
+			}
+		}
 	}
 	ev.TypeName = s
 	ev.Fields = ev.Fields.With(FieldType)
@@ -736,7 +743,12 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 		}
 	}
 	sp := &typeSpecs[ev.Type]
-	if miss := sp.required &^ ev.Fields; miss != 0 {
+	required := sp.required
+	if d.retired != "" {
+		d.translateRetired(ev)
+		required &^= 1 << FieldMessageID // the consumer gives it (see translateRetired)
+	}
+	if miss := required &^ ev.Fields; miss != 0 {
 		for f := Field(0); f < numFields; f++ {
 			if miss.Has(f) {
 				return d.errAt(KindMissingField, Fatal, 0, fieldNames[f], "required by "+ev.Type.String())

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -494,5 +495,69 @@ func TestProtocolVersion10(t *testing.T) {
 				t.Error("1.1 field survived in 1.0 mode")
 			}
 		})
+	}
+}
+
+// TestRetiredThinking: each retired THINKING_* event decodes as its
+// REASONING_* replacement (versioning.md §4) with one KindRetired warning,
+// without the messageId the consumer gives it (a producer's is removed, as
+// the reference's translation overrides it); a message start reads as role
+// "reasoning", and THINKING_START.title, which the replacement lacks, is
+// stripped with a warning of its own.
+func TestRetiredThinking(t *testing.T) {
+	tests := []struct {
+		give      string
+		wantType  Type
+		wantRole  string
+		wantDelta string
+		wantWarns []Kind
+	}{
+		{`{"type":"THINKING_START","title":"plan"}`, TypeReasoningStart, "", "", []Kind{KindUnknownField, KindRetired}},
+		{`{"type":"THINKING_START"}`, TypeReasoningStart, "", "", []Kind{KindRetired}},
+		{`{"type":"THINKING_TEXT_MESSAGE_START"}`, TypeReasoningMessageStart, "reasoning", "", []Kind{KindRetired}},
+		{`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hmm","messageId":"theirs"}`, TypeReasoningMessageContent, "", "hmm", []Kind{KindRetired}},
+		{`{"delta":"late type","type":"THINKING_TEXT_MESSAGE_CONTENT"}`, TypeReasoningMessageContent, "", "late type", []Kind{KindRetired}},
+		{`{"type":"THINKING_TEXT_MESSAGE_END"}`, TypeReasoningMessageEnd, "", "", []Kind{KindRetired}},
+		{`{"type":"THINKING_END","timestamp":5}`, TypeReasoningEnd, "", "", []Kind{KindRetired}},
+	}
+	var d Decoder
+	var ev Event
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			if err := d.Decode([]byte(tt.give), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type != tt.wantType || ev.TypeName != tt.wantType.String() {
+				t.Errorf("type %v %q, want %v", ev.Type, ev.TypeName, tt.wantType)
+			}
+			if ev.Has(FieldMessageID) || ev.MessageID != "" {
+				t.Errorf("messageId %q present: the consumer mints it", ev.MessageID)
+			}
+			if ev.Role != tt.wantRole || ev.Has(FieldRole) != (tt.wantRole != "") {
+				t.Errorf("role %q (present %v), want %q", ev.Role, ev.Has(FieldRole), tt.wantRole)
+			}
+			if ev.Delta != tt.wantDelta {
+				t.Errorf("delta %q, want %q", ev.Delta, tt.wantDelta)
+			}
+			var kinds []Kind
+			for _, w := range d.Warnings() {
+				kinds = append(kinds, w.Kind)
+				if w.Verdict != Strip {
+					t.Errorf("warning %v: verdict %v, want strip", w, w.Verdict)
+				}
+			}
+			if !slices.Equal(kinds, tt.wantWarns) {
+				t.Errorf("warnings %v, want kinds %v", d.Warnings(), tt.wantWarns)
+			}
+		})
+	}
+	// The replacement is validated as one: a content without its delta is
+	// malformed, as REASONING_MESSAGE_CONTENT's would be.
+	if err := d.Decode([]byte(`{"type":"THINKING_TEXT_MESSAGE_CONTENT"}`), &ev); err == nil || !errors.Is(err, ErrMissingField) {
+		t.Errorf("THINKING_TEXT_MESSAGE_CONTENT without delta: %v, want a missing-field error", err)
+	}
+	// Names that merely look retired stay unknown.
+	if err := d.Decode([]byte(`{"type":"THINKING_STARTED"}`), &ev); err == nil || !errors.Is(err, ErrUnknownType) {
+		t.Errorf("THINKING_STARTED: %v, want an unknown type", err)
 	}
 }

@@ -39,9 +39,9 @@
 // It knows nothing of runs, threads, NATS or time: sequence rules (an event
 // before RUN_STARTED, content for an unopened message, chunk lanes, ...)
 // belong to the reducer, and so do the warnings those rules produce. For
-// the same reason it does not translate the retired THINKING_* events (their
-// translation mints ids that later events continue): they decode as unknown
-// types, verdict Drop.
+// the same reason its translation of the retired THINKING_* events into
+// REASONING_* (versioning.md §4) leaves out the messageId the translation
+// mints and later events continue: the consumer gives it (retired.go).
 //
 // # Lifetimes
 //

@@ -18,7 +18,11 @@ import (
 // Apply applies one decoded event, whose stream sequence is seq, to the
 // thread. e is read during the call only: every string and Raw it holds may
 // be reused by the caller as soon as Apply returns (the reducer copies what
-// it keeps, once). The returned Result is valid until the next call on t.
+// it keeps, once). The one write is to a translated retired THINKING_* event
+// (codec/retired.go), which comes without the messageId its translation
+// needs: Apply sets the id it gives it in e (see completeRetired), so that a
+// stream kept from e applies the same again. The returned Result is valid
+// until the next call on t.
 // e must hold what a codec.Decoder produced (or an Event.Clone of it): its
 // Raw values are trusted to be valid JSON, codec.Raw's contract, and are
 // not validated again (jsondoc's Decoded input).
@@ -100,6 +104,9 @@ func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
 		if err := t.gate(e); err != nil {
 			return err
 		}
+	}
+	if !e.Has(codec.FieldMessageID) && retiredReasoning&(1<<e.Type) != 0 {
+		t.completeRetired(e)
 	}
 	switch e.Type {
 	case codec.TypeRunStarted:
@@ -257,3 +264,43 @@ func (t *Thread) lastRun() *run {
 
 // itoa is strconv.Itoa, kept short for messages.
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// retiredReasoning is the set of types a retired THINKING_* event
+// translates to (codec/retired.go); only a translated one lacks messageId.
+const retiredReasoning = 1<<codec.TypeReasoningStart | 1<<codec.TypeReasoningEnd |
+	1<<codec.TypeReasoningMessageStart | 1<<codec.TypeReasoningMessageContent | 1<<codec.TypeReasoningMessageEnd
+
+// completeRetired gives a translated THINKING_* event the messageId the
+// codec leaves to the consumer, as the reference's compatibility boundary
+// does: an opener mints a fresh id, a content or end continues the open one
+// (an end closes it), and one that continues nothing gets a fresh id with a
+// warning, for the sequence rules to reject as unopened. The id is
+// "thinking-<seq>", the opener's stream sequence: unique in the thread and
+// the same on every replay of the stream. It is written into e, so what the
+// caller keeps of e (a compacted stream, say) carries it.
+func (t *Thread) completeRetired(e *codec.Event) {
+	m := &t.m
+	var id string
+	switch e.Type {
+	case codec.TypeReasoningStart:
+		id = mintThinking(t.curSeq)
+		m.thinkSpan = id
+	case codec.TypeReasoningMessageStart:
+		id = mintThinking(t.curSeq)
+		m.thinkMsg = id
+	case codec.TypeReasoningMessageContent:
+		id = m.thinkMsg
+	case codec.TypeReasoningMessageEnd:
+		id, m.thinkMsg = m.thinkMsg, ""
+	case codec.TypeReasoningEnd:
+		id, m.thinkSpan = m.thinkSpan, ""
+	}
+	if id == "" {
+		id = mintThinking(t.curSeq)
+		t.warn(WarnRetiredUnopened, "retired THINKING event translated to "+e.Type.String()+
+			" continues no THINKING opener; messageId "+quote(id)+" minted for it")
+	}
+	e.MessageID, e.Fields = id, e.Fields.With(codec.FieldMessageID)
+}
+
+func mintThinking(seq uint64) string { return "thinking-" + strconv.FormatUint(seq, 10) }

@@ -19,6 +19,11 @@ type machine struct {
 	ownActivity idMap[owner]
 	ownReason   idMap[owner] // reasoning messages and spans (one map, as the reference)
 
+	// thinkSpan and thinkMsg are the ids minted for the open retired
+	// THINKING span and THINKING text message (completeRetired), "" when
+	// none is open: what the reference's compatibility boundary keeps.
+	thinkSpan, thinkMsg string
+
 	steps []step // active steps, in start order
 
 	active map[string]*invocation // active subagent invocations of this run
@@ -145,6 +150,7 @@ func (m *machine) reset() {
 	m.started.clear()
 	m.answered.clear()
 	m.calls = m.calls[:0]
+	m.thinkSpan, m.thinkMsg = "", ""
 }
 
 // abandon drops every open item, step, active invocation and lane (RUN_ERROR,

@@ -156,6 +156,7 @@ const (
 	WarnToolRenamed       = "tool-call-renamed"            // S6: reopened tool call with another name
 	WarnToolParentRole    = "tool-parent-not-assistant"    // parentMessageId names a non-assistant message
 	WarnUnknownEvent      = "unknown-event-type"           // X1: Apply got TypeUnknown
+	WarnRetiredUnopened   = "retired-continues-nothing"    // a translated THINKING_* content/end with no THINKING opener
 )
 
 // message is one message of the view, of any of the seven roles. The one-byte

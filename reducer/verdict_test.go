@@ -496,3 +496,70 @@ func TestOwnershipAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestRetiredThinking: the retired THINKING_* events become a reasoning
+// span and message (versioning.md §3-4), with the ids the reference's
+// compatibility boundary would mint (ours are the openers' seqs) and one
+// warning per translated event, plus one for the title REASONING_START
+// lacks: 7, as the reference reports for the same stream. A content that
+// continues no THINKING opener gets a fresh id with a warning and is then
+// rejected as unopened (S1), as the reference rejects it.
+func TestRetiredThinking(t *testing.T) {
+	stream := []string{vRS,
+		`{"type":"THINKING_START","title":"plan"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_START"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hmm"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":" more"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_END"}`,
+		`{"type":"THINKING_END"}`,
+		vRF}
+	r := runLines(t, stream...)
+	if r.fatal != nil || len(r.warnIdx) != 7 {
+		t.Fatalf("fatal %v, warnings %d %q: want none and 7", r.fatal, len(r.warnIdx), r.warnText)
+	}
+	jsonEqual(t, "messages", r.thread.AppendMessages(nil), []byte(`[{"id":"thinking-3","role":"reasoning","content":"hmm more"}]`))
+
+	// A checkpoint taken with the THINKING message open resumes it: the
+	// minted id is part of the thread's state.
+	for cut := 1; cut < len(stream); cut++ {
+		a := runLines(t, stream[:cut]...)
+		b, err := LoadCheckpoint(a.thread.AppendCheckpoint(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &corpusRun{thread: b, fatalIdx: -1}
+		feedRange(out, events(stream...), cut, len(stream))
+		if out.fatal != nil {
+			t.Fatalf("resumed at %d: %v", cut, out.fatal)
+		}
+		jsonEqual(t, "resumed messages", b.AppendMessages(nil), r.thread.AppendMessages(nil))
+	}
+
+	// Compact keeps the minted ids: its output applies the same again.
+	thr := NewThread("t")
+	var evs []*codec.Event
+	for i, l := range stream {
+		ev := codecEvent(t, l)
+		if res := thr.Apply(uint64(i+1), ev); res.Fatal != nil {
+			t.Fatal(res.Fatal)
+		}
+		evs = append(evs, ev)
+	}
+	again := NewThread("t")
+	for i, ev := range Compact(evs) {
+		if res := again.Apply(uint64(i+1), ev); res.Fatal != nil || len(res.Warnings) != 0 {
+			t.Fatalf("compacted event %d: %v %v", i, res.Fatal, res.Warnings)
+		}
+	}
+	jsonEqual(t, "compacted", again.AppendMessages(nil), thr.AppendMessages(nil))
+
+	// No opener: a minted id, a warning, then S1.
+	r = runLines(t, vRS, `{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"x"}`)
+	var pe *ProtocolError
+	if !errors.As(r.fatal, &pe) || pe.Code != "S1" || r.fatalIdx != 1 {
+		t.Fatalf("orphan content: fatal %v at %d, want S1 at 1", r.fatal, r.fatalIdx)
+	}
+	if len(r.warnIdx) != 2 || !strings.Contains(r.warnText[1], `messageId "thinking-2" minted`) {
+		t.Fatalf("orphan content warnings %q, want the translation's and the minted id's", r.warnText)
+	}
+}
