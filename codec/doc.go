@@ -13,9 +13,10 @@
 //     unrecognised union members (message roles, content-part and source
 //     types, outcome types, patch ops, resume statuses, a text role outside
 //     the seven) are removed, the legacy nulls of versioning.md §4 read as
-//     absent, and retired {type:"binary"} parts in messages are translated
-//     into media parts; each of these leaves a warning in Decoder.Warnings
-//     and the event survives;
+//     absent, retired {type:"binary"} parts in messages are translated
+//     into media parts, and the retired THINKING_* events into their
+//     REASONING_* replacements (less the messageId, see below); each of
+//     these leaves a warning in Decoder.Warnings and the event survives;
 //   - an event of unknown type, or with an unrecognised value in a required
 //     closed set (REASONING_ENCRYPTED_VALUE.subtype), is an *Error with
 //     Verdict Drop: the caller removes the event and warns;
