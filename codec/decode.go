@@ -35,7 +35,7 @@ type Decoder struct {
 
 	typ     Type
 	restart bool
-	retired string // the retired THINKING_* name being translated, or ""
+	retired bool // the event is a retired THINKING_* one being translated (retired.go)
 
 	// shapes[t][i] is the field of the i-th member after `type` (the last
 	// slot: of any later one) in the last events of type t, the name
@@ -111,7 +111,7 @@ func (d *Decoder) Reset() {
 	}
 	d.typ = TypeUnknown
 	d.restart = false
-	d.retired = ""
+	d.retired = false
 }
 
 // held reports whether the Decoder holds anything of the last Decode
@@ -169,7 +169,7 @@ func (d *Decoder) Decode(data []byte, ev *Event) error {
 	if d.held() {
 		d.Reset()
 	} else {
-		d.typ, d.restart, d.retired = TypeUnknown, false, ""
+		d.typ, d.restart, d.retired = TypeUnknown, false, false
 	}
 	d.data = data
 	*ev = Event{}
@@ -235,7 +235,7 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 				return d.finish(ev, end)
 			}
 			// A second, different `type`: start over and let the last one win.
-			d.restart = false
+			d.restart, d.retired = false, false
 			*ev = Event{}
 			d.warns = d.warns[:0]
 		}
@@ -266,7 +266,6 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 	}
 	var s string
 	var end int
-	d.retired = ""
 	if t, n := typeAt(d.data, k+1); t != TypeUnknown {
 		s, end, ev.Type = b2s(d.data[k+1:k+1+n]), k+n+2, t
 	} else {
@@ -275,9 +274,8 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 			return end, err
 		}
 		if ev.Type = ParseType(s); ev.Type == TypeUnknown {
-			if ev.Type = retiredType(s); ev.Type != TypeUnknown {
-				d.retired = s
-			}
+			ev.Type = retiredType(s)
+			d.retired = ev.Type != TypeUnknown
 		}
 	}
 	ev.TypeName = s
@@ -744,7 +742,7 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 	}
 	sp := &typeSpecs[ev.Type]
 	required := sp.required
-	if d.retired != "" {
+	if d.retired {
 		d.translateRetired(ev)
 		required &^= 1 << FieldMessageID // the consumer gives it (see translateRetired)
 	}

@@ -28,8 +28,8 @@ func retiredType(name string) Type {
 	return TypeUnknown
 }
 
-// translateRetired turns the event decoded from the retired name d.retired
-// into its replacement, as the reference's compatibility boundary does: any
+// translateRetired turns the event decoded from a retired name (still in
+// ev.TypeName) into its replacement, as the reference's compatibility boundary does: any
 // messageId it carried is removed (the consumer mints or continues one), a
 // message start gets role "reasoning", and the type name becomes the
 // replacement's. Undeclared properties (THINKING_START.title) were already
@@ -39,6 +39,7 @@ func (d *Decoder) translateRetired(ev *Event) {
 	if ev.Type == TypeReasoningMessageStart {
 		ev.Role, ev.Fields = "reasoning", ev.Fields.With(FieldRole)
 	}
+	old := ev.TypeName
 	ev.TypeName = ev.Type.String()
-	d.warn(KindRetired, Strip, 0, "type", "retired "+d.retired+" translated to "+ev.TypeName+" (versioning.md §4)")
+	d.warn(KindRetired, Strip, 0, "type", "retired "+old+" translated to "+ev.TypeName+" (versioning.md §4)")
 }

@@ -22,7 +22,11 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	// only when the run has none), and on a message of another role leaves
 	// everything alone.
 	switch _, known := t.m.ownActivity.get(id); {
-	case ex == nil || e.Replace:
+	case ex == nil:
+		// A new message: no owner map records its id (a dropped message's
+		// records went with it), so there is nothing else to replace.
+		t.m.ownActivity.put(key, t.internOwner(tag))
+	case e.Replace:
 		t.m.remint(&t.m.ownActivity, key, t.internOwner(tag))
 	case ex.role == roleActivity && !known:
 		t.m.ownActivity.put(key, t.internOwner(tag))

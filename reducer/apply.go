@@ -105,9 +105,6 @@ func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
 			return err
 		}
 	}
-	if !e.Has(codec.FieldMessageID) && retiredReasoning&(1<<e.Type) != 0 {
-		t.completeRetired(e)
-	}
 	switch e.Type {
 	case codec.TypeRunStarted:
 		return t.runStarted(e)
@@ -146,6 +143,11 @@ func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
 	// reasoning event: it ends the chunk stream of its own lane, and an
 	// explicit event naming an item a chunk stream is assembling ends that
 	// stream too (patterns.md §3.2, "the two spellings do not mix").
+	// A translated THINKING_* event gets its id before the lanes look at it.
+	// (The range holds REASONING_MESSAGE_CHUNK too, handled above.)
+	if e.Type-codec.TypeReasoningStart <= codec.TypeReasoningEnd-codec.TypeReasoningStart && !e.Has(codec.FieldMessageID) {
+		t.completeRetired(e)
+	}
 	if len(t.m.lanes) > 0 {
 		if err := t.closeLane(ownerOf(e)); err != nil {
 			return err
@@ -264,11 +266,6 @@ func (t *Thread) lastRun() *run {
 
 // itoa is strconv.Itoa, kept short for messages.
 func itoa(i int) string { return strconv.Itoa(i) }
-
-// retiredReasoning is the set of types a retired THINKING_* event
-// translates to (codec/retired.go); only a translated one lacks messageId.
-const retiredReasoning = 1<<codec.TypeReasoningStart | 1<<codec.TypeReasoningEnd |
-	1<<codec.TypeReasoningMessageStart | 1<<codec.TypeReasoningMessageContent | 1<<codec.TypeReasoningMessageEnd
 
 // completeRetired gives a translated THINKING_* event the messageId the
 // codec leaves to the consumer, as the reference's compatibility boundary
