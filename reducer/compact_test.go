@@ -426,3 +426,50 @@ func TestCompactorDropsStaleRedelivery(t *testing.T) {
 		t.Errorf("want the content joined once, as \"ab\":\n%s", got)
 	}
 }
+
+// TestCompactorCopiesWhatItKeeps: Add's contract is that the caller may
+// reuse ev, and the bytes its strings view, once Add returns, as the
+// pipeline's shards and threadcast compact do with one Decoder and one read
+// buffer. Fed that way, from a buffer overwritten with '#' after every
+// event, the Compactor must give what Compact gives on events that own
+// their memory. Until 2026-12-01 an ACTIVITY_DELTA folded into a held
+// activity kept views of its activityType and subagentRunId (found by a
+// differential run of threadcast compact on streamgen streams).
+func TestCompactorCopiesWhatItKeeps(t *testing.T) {
+	activity := compactCase{name: "activity folds", events: decodeEvents(t, lines(rs,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"sa-1","name":"summarizer"}`,
+		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-1","activityType":"plan","content":{"a":1},"subagentRunId":"sa-1"}`,
+		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-1","activityType":"plan","content":{"z":0},"replace":false,"subagentRunId":"sa-1"}`,
+		`{"type":"ACTIVITY_DELTA","messageId":"act-1","activityType":"plan","patch":[{"op":"add","path":"/b","value":2}]}`,
+		`{"type":"ACTIVITY_DELTA","messageId":"act-1","activityType":"plan","patch":[{"op":"add","path":"/c","value":3}],"subagentRunId":"sa-1"}`,
+		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-2","activityType":"draft","content":{"a":1}}`,
+		`{"type":"ACTIVITY_DELTA","messageId":"act-2","activityType":"final","patch":[{"op":"add","path":"/b","value":2}]}`,
+		`{"type":"SUBAGENT_FINISHED","subagentRunId":"sa-1"}`, rf))}
+	cases := []compactCase{activity}
+	for _, fx := range compactFixtures {
+		cases = append(cases, loadFixture(t, fx.name))
+	}
+	for _, cc := range cases {
+		t.Run(cc.name, func(t *testing.T) {
+			want := encodeJSONL(Compact(cc.events), -1)
+			th := NewThread("t")
+			c := NewCompactor()
+			var dec codec.Decoder
+			var ev codec.Event
+			var buf []byte
+			for i, owned := range cc.events {
+				buf = codec.AppendEvent(buf[:0], owned)
+				if err := dec.Decode(buf, &ev); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				c.Add(&ev, th.Apply(uint64(i+1), &ev))
+				for j := range buf {
+					buf[j] = '#'
+				}
+			}
+			if got := encodeJSONL(c.Flush(nil), -1); got != want {
+				t.Fatalf("streamed Compactor output differs from Compact's\n got %.2000s\nwant %.2000s", got, want)
+			}
+		})
+	}
+}
