@@ -18,9 +18,9 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	key := t.keyFor(ex, id)
 	// The snapshot's tag becomes the activity's owner when it creates the
 	// message (whatever replace says, §1 rule 2) or replaces it; replace:
-	// false on an activity keeps the established owner (recording the tag
-	// only when the run has none), and on a message of another role leaves
-	// everything alone.
+	// false on an activity keeps the established owner (the stored
+	// message's, when this run has recorded none), and on a message of
+	// another role leaves everything alone.
 	switch _, known := t.m.ownActivity.get(id); {
 	case ex == nil:
 		// A new message: no owner map records its id (a dropped message's
@@ -29,7 +29,7 @@ func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	case e.Replace:
 		t.m.remint(&t.m.ownActivity, key, t.internOwner(tag))
 	case ex.role == roleActivity && !known:
-		t.m.ownActivity.put(key, t.internOwner(tag))
+		t.m.ownActivity.put(key, ex.owner)
 	}
 	switch {
 	case ex == nil:

@@ -38,6 +38,14 @@ func (t *Thread) Apply(seq uint64, e *codec.Event) Result {
 	}
 	t.seq, t.curSeq, t.curType = seq, seq, e.Type
 	t.j.touchSeq()
+	// A translated THINKING_* event gets its id first, refused or not, so
+	// that what the caller keeps of it names an id. The range holds
+	// REASONING_MESSAGE_CHUNK too, whose continuations may lack an id:
+	// only the five translations are completed.
+	if e.Type-codec.TypeReasoningStart <= codec.TypeReasoningEnd-codec.TypeReasoningStart &&
+		!e.Has(codec.FieldMessageID) && e.Type != codec.TypeReasoningMessageChunk {
+		t.completeRetired(e)
+	}
 	if e.Type == codec.TypeUnknown {
 		t.warn(WarnUnknownEvent, "event of unrecognised type "+quote(e.TypeName)+" dropped")
 		return t.res
@@ -143,11 +151,6 @@ func (t *Thread) dispatch(e *codec.Event) *ProtocolError {
 	// reasoning event: it ends the chunk stream of its own lane, and an
 	// explicit event naming an item a chunk stream is assembling ends that
 	// stream too (patterns.md §3.2, "the two spellings do not mix").
-	// A translated THINKING_* event gets its id before the lanes look at it.
-	// (The range holds REASONING_MESSAGE_CHUNK too, handled above.)
-	if e.Type-codec.TypeReasoningStart <= codec.TypeReasoningEnd-codec.TypeReasoningStart && !e.Has(codec.FieldMessageID) {
-		t.completeRetired(e)
-	}
 	if len(t.m.lanes) > 0 {
 		if err := t.closeLane(ownerOf(e)); err != nil {
 			return err
@@ -272,18 +275,19 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // does: an opener mints a fresh id, a content or end continues the open one
 // (an end closes it), and one that continues nothing gets a fresh id with a
 // warning, for the sequence rules to reject as unopened. The id is
-// "thinking-<seq>", the opener's stream sequence: unique in the thread and
-// the same on every replay of the stream. It is written into e, so what the
-// caller keeps of e (a compacted stream, say) carries it.
+// "thinking-<seq>-<n>": the event's stream sequence and the count of ids
+// minted in the thread so far, unique even when a batch shares one seq, and
+// the same on every replay from the same checkpoint. It is written into e,
+// so what the caller keeps of e (a compacted stream, say) carries it.
 func (t *Thread) completeRetired(e *codec.Event) {
 	m := &t.m
 	var id string
 	switch e.Type {
 	case codec.TypeReasoningStart:
-		id = mintThinking(t.curSeq)
+		id = t.mintThinking()
 		m.thinkSpan = id
 	case codec.TypeReasoningMessageStart:
-		id = mintThinking(t.curSeq)
+		id = t.mintThinking()
 		m.thinkMsg = id
 	case codec.TypeReasoningMessageContent:
 		id = m.thinkMsg
@@ -293,11 +297,14 @@ func (t *Thread) completeRetired(e *codec.Event) {
 		id, m.thinkSpan = m.thinkSpan, ""
 	}
 	if id == "" {
-		id = mintThinking(t.curSeq)
+		id = t.mintThinking()
 		t.warn(WarnRetiredUnopened, "retired THINKING event translated to "+e.Type.String()+
 			" continues no THINKING opener; messageId "+quote(id)+" minted for it")
 	}
 	e.MessageID, e.Fields = id, e.Fields.With(codec.FieldMessageID)
 }
 
-func mintThinking(seq uint64) string { return "thinking-" + strconv.FormatUint(seq, 10) }
+func (t *Thread) mintThinking() string {
+	t.m.minted++
+	return "thinking-" + strconv.FormatUint(t.curSeq, 10) + "-" + strconv.FormatUint(t.m.minted, 10)
+}

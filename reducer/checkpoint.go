@@ -89,6 +89,7 @@ type ckMachine struct {
 	Answered    []string           `json:"answered,omitempty"`
 	ThinkSpan   string             `json:"thinkSpan,omitempty"` // ids minted for open retired THINKING items
 	ThinkMsg    string             `json:"thinkMsg,omitempty"`
+	Minted      uint64             `json:"minted,omitempty"`
 }
 
 type ckStep struct {
@@ -161,7 +162,7 @@ func (m *machine) checkpoint(subs []*invocation) ckMachine {
 		OpenText: sortedKeys(&m.openText), OpenTool: sortedKeys(&m.openTool), OpenSpan: sortedKeys(&m.openSpan), OpenReason: sortedKeys(&m.openReason),
 		OwnText: owners(&m.ownText), OwnTool: owners(&m.ownTool), OwnActivity: owners(&m.ownActivity), OwnReason: owners(&m.ownReason),
 		Closed: sortedKeys(&m.closed), Calls: m.calls, Answered: sortedKeys(&m.answered),
-		ThinkSpan: m.thinkSpan, ThinkMsg: m.thinkMsg,
+		ThinkSpan: m.thinkSpan, ThinkMsg: m.thinkMsg, Minted: m.minted,
 	}
 	for _, s := range m.steps {
 		c.Steps = append(c.Steps, ckStep{Owner: toCk(s.owner), Name: s.name})
@@ -279,7 +280,7 @@ func (m *machine) load(c *ckMachine, subs []*invocation) error {
 		}
 	}
 	m.calls = append(m.calls[:0], c.Calls...)
-	m.thinkSpan, m.thinkMsg = c.ThinkSpan, c.ThinkMsg
+	m.thinkSpan, m.thinkMsg, m.minted = c.ThinkSpan, c.ThinkMsg, c.Minted
 	for _, s := range c.Steps {
 		m.steps = append(m.steps, step{owner: fromCk(s.Owner), name: s.Name})
 	}

@@ -445,17 +445,17 @@ func (c *Compactor) addActivity(ev *codec.Event) {
 			if h.applyToDoc(h.ev.Content, ev.Patch) {
 				// ev's strings are the caller's to reuse (Add's contract):
 				// what the entry keeps of them is copied.
-				h.ev.ActivityType = strings.Clone(ev.ActivityType)
+				h.ev.ActivityType = retain(ev.ActivityType)
 				h.mergeMeta(ev)
 				return
 			}
 		case h.ev.Type == codec.TypeActivityDelta:
 			h.appendPatch(ev)
-			h.ev.ActivityType = strings.Clone(ev.ActivityType)
+			h.ev.ActivityType = retain(ev.ActivityType)
 			if !h.ev.Has(codec.FieldSubagentRunID) && ev.Has(codec.FieldSubagentRunID) {
 				// Both agreed with the owner (they were clean), so either
 				// tag is the owner's.
-				h.ev.SubagentRunID = strings.Clone(ev.SubagentRunID)
+				h.ev.SubagentRunID = retain(ev.SubagentRunID)
 				h.ev.Fields = h.ev.Fields.With(codec.FieldSubagentRunID)
 			}
 			h.mergeMeta(ev)

@@ -33,6 +33,9 @@
 // value exactly once, through retain and retainBytes (copy.go), at the point
 // where it is stored in the view. Tests run with the codec's tcpoison tag,
 // which overwrites recycled buffers, so a view kept too long fails loudly.
+// Apply writes to its event in one case only: a translated retired
+// THINKING_* event, which the codec leaves without the messageId its
+// translation mints, gets that id (Thread.completeRetired).
 //
 // # Sequence and snapshot/delta invariants
 //

@@ -22,7 +22,10 @@ type machine struct {
 	// thinkSpan and thinkMsg are the ids minted for the open retired
 	// THINKING span and THINKING text message (completeRetired), "" when
 	// none is open: what the reference's compatibility boundary keeps.
+	// minted counts the ids minted in the thread's life (not reset by a
+	// run), so that two minted in one seq (a batch) still differ.
 	thinkSpan, thinkMsg string
+	minted              uint64
 
 	steps []step // active steps, in start order
 
@@ -222,11 +225,13 @@ func (m *machine) ownerBucket(r role) *idMap[owner] {
 }
 
 // remint makes o the owner of message id (a retained string) in bucket and
-// in every other message owner map that records id: an owner a snapshot
+// in the other message owner map that records id: an owner a snapshot
 // states "replaces any recorded owner" (messages.md §4 rule 5), whatever
-// role the message had when that owner was recorded.
+// role the message had when that owner was recorded. ownReason is left
+// alone unless it is bucket: reasoning spans keep their owners there too
+// (one map, as the reference), and a span is not the message.
 func (m *machine) remint(bucket *idMap[owner], id string, o owner) {
-	for _, b := range [...]*idMap[owner]{&m.ownText, &m.ownReason, &m.ownActivity} {
+	for _, b := range [...]*idMap[owner]{&m.ownText, &m.ownActivity} {
 		if b != bucket && b.has(id) {
 			m.dropHot() // an owner may change under a cached item
 			b.put(id, o)
@@ -238,15 +243,22 @@ func (m *machine) remint(bucket *idMap[owner], id string, o owner) {
 // forget drops what the owner maps record of message msg and of its tool
 // calls, once a MESSAGES_SNAPSHOT has dropped it from the view: the id is no
 // longer held, so a start for it creates a new message (messages.md §2.1)
-// and an event naming it names an unknown entity, not a continuation.
-// stillHeld reports whether a tool call id is held elsewhere in the view.
-func (m *machine) forget(msg *message, stillHeld func(call string) bool) {
+// and an event naming it names an unknown entity, not a continuation. An
+// item still open keeps its owner: its continuations must still agree with
+// their opener (subagents.md §3) even though the content they carry is
+// skipped. ownReason is touched only for a reasoning message (see remint).
+func (m *machine) forget(msg *message) {
 	m.dropHot()
-	m.ownText.del(msg.id)
-	m.ownReason.del(msg.id)
-	m.ownActivity.del(msg.id)
+	switch {
+	case m.openText.has(msg.id), m.openReason.has(msg.id):
+	case msg.role == roleReasoning:
+		m.ownReason.del(msg.id)
+	default:
+		m.ownText.del(msg.id)
+		m.ownActivity.del(msg.id)
+	}
 	for _, c := range msg.toolCalls {
-		if !stillHeld(c.id) {
+		if !m.openTool.has(c.id) {
 			m.ownTool.del(c.id)
 		}
 	}

@@ -369,13 +369,7 @@ func (t *Thread) seedEchoedOwner(cm *codec.Message) {
 	if cm.Has(codec.MsgSubagentRunID) {
 		o = owner{cm.SubagentRunID, true}
 	}
-	bucket := &t.m.ownText
-	switch parseRole(cm.Role) {
-	case roleReasoning:
-		bucket = &t.m.ownReason
-	case roleActivity:
-		bucket = &t.m.ownActivity
-	}
+	bucket := t.m.ownerBucket(parseRole(cm.Role))
 	if _, ok := bucket.get(cm.ID); !ok {
 		bucket.put(retain(cm.ID), t.internOwner(o))
 	}

@@ -120,13 +120,10 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 		t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known message "+quote(id)+"; value dropped")
 		return nil
 	}
-	rec, known := t.m.ownerBucket(msg.role).get(id)
-	if !known { // recorded under another role before a re-typing
-		if rec, known = t.m.ownText.get(id); !known {
-			rec, known = t.m.ownReason.get(id)
-		}
-	}
-	if known && !sameOwner(tag, rec) {
+	// The map of the message's role: a snapshot that re-typed it re-minted
+	// its owner there (seedOwner), and another role's map may hold a span
+	// or an earlier item of the same id.
+	if rec, known := t.m.ownerBucket(msg.role).get(id); known && !sameOwner(tag, rec) {
 		return t.encryptedMismatch(e, tag, rec)
 	}
 	msg.encrypted, msg.hasEncrypted = retain(e.EncryptedValue), true

@@ -71,7 +71,7 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 	t.reindex()
 	for _, m := range dropped {
 		if t.byID[m.id] == nil {
-			t.m.forget(m, func(call string) bool { return t.calls[call] != nil })
+			t.m.forget(m) // its calls' records go too: seedOwner below re-records any call a snapshot message holds
 		}
 	}
 	for _, s := range snap {

@@ -499,7 +499,7 @@ func TestOwnershipAccepted(t *testing.T) {
 
 // TestRetiredThinking: the retired THINKING_* events become a reasoning
 // span and message (versioning.md §3-4), with the ids the reference's
-// compatibility boundary would mint (ours are the openers' seqs) and one
+// compatibility boundary would mint (ours: the opener's seq and a count) and one
 // warning per translated event, plus one for the title REASONING_START
 // lacks: 7, as the reference reports for the same stream. A content that
 // continues no THINKING opener gets a fresh id with a warning and is then
@@ -517,7 +517,7 @@ func TestRetiredThinking(t *testing.T) {
 	if r.fatal != nil || len(r.warnIdx) != 7 {
 		t.Fatalf("fatal %v, warnings %d %q: want none and 7", r.fatal, len(r.warnIdx), r.warnText)
 	}
-	jsonEqual(t, "messages", r.thread.AppendMessages(nil), []byte(`[{"id":"thinking-3","role":"reasoning","content":"hmm more"}]`))
+	jsonEqual(t, "messages", r.thread.AppendMessages(nil), []byte(`[{"id":"thinking-3-2","role":"reasoning","content":"hmm more"}]`))
 
 	// A checkpoint taken with the THINKING message open resumes it: the
 	// minted id is part of the thread's state.
@@ -559,7 +559,112 @@ func TestRetiredThinking(t *testing.T) {
 	if !errors.As(r.fatal, &pe) || pe.Code != "S1" || r.fatalIdx != 1 {
 		t.Fatalf("orphan content: fatal %v at %d, want S1 at 1", r.fatal, r.fatalIdx)
 	}
-	if len(r.warnIdx) != 2 || !strings.Contains(r.warnText[1], `messageId "thinking-2" minted`) {
+	if len(r.warnIdx) != 2 || !strings.Contains(r.warnText[1], `messageId "thinking-2-1" minted`) {
 		t.Fatalf("orphan content warnings %q, want the translation's and the minted id's", r.warnText)
+	}
+}
+
+// TestRetiredThinkingIDs: minted ids stay distinct when events share a seq
+// (the pipeline applies a JSONL batch at one), the open THINKING message is
+// forgotten by a new run (the reference's boundary starts each run afresh),
+// and an event refused by the lifecycle still gets its id, so that what is
+// kept of it (a compacted stream) names one.
+func TestRetiredThinkingIDs(t *testing.T) {
+	start := `{"type":"THINKING_TEXT_MESSAGE_START"}`
+	content := func(d string) string { return `{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"` + d + `"}` }
+	end := `{"type":"THINKING_TEXT_MESSAGE_END"}`
+
+	thr := NewThread("t")
+	applyLine(t, thr, 1, vRS)
+	for _, l := range []string{start, content("a"), end, start, content("b"), end} {
+		if res := applyLine(t, thr, 2, l); res.Fatal != nil { // one seq for the whole batch
+			t.Fatalf("%s: %v", l, res.Fatal)
+		}
+	}
+	jsonEqual(t, "one seq", thr.AppendMessages(nil),
+		[]byte(`[{"id":"thinking-2-1","role":"reasoning","content":"a"},{"id":"thinking-2-2","role":"reasoning","content":"b"}]`))
+
+	// Open in a run that errors; the next run's content continues nothing.
+	thr = NewThread("t")
+	for i, l := range []string{vRS, start, `{"type":"RUN_ERROR","message":"x"}`, vRS2} {
+		if res := applyLine(t, thr, uint64(i+1), l); res.Fatal != nil {
+			t.Fatalf("%s: %v", l, res.Fatal)
+		}
+	}
+	res := applyLine(t, thr, 5, content("late"))
+	var pe *ProtocolError
+	if !errors.As(res.Fatal, &pe) || pe.Code != "S1" || len(res.Warnings) != 1 || res.Warnings[0].Code != WarnRetiredUnopened {
+		t.Fatalf("content after a new run: fatal %v warnings %+v, want a minted id's warning and S1", res.Fatal, res.Warnings)
+	}
+
+	// Refused before any run (L1): the event still carries its id.
+	ev := codecEvent(t, `{"type":"THINKING_START"}`)
+	if res := NewThread("t").Apply(1, ev); res.Fatal == nil {
+		t.Fatal("THINKING_START before RUN_STARTED accepted")
+	}
+	if !ev.Has(codec.FieldMessageID) || ev.MessageID != "thinking-1-1" {
+		t.Fatalf("refused event's messageId %q (present %v), want thinking-1-1", ev.MessageID, ev.Has(codec.FieldMessageID))
+	}
+}
+
+// TestOwnerMapsAfterSnapshots: what a MESSAGES_SNAPSHOT does to the owner
+// maps beyond the cases of TestOwnershipAccepted: a span keeps its owner
+// when a message of the same id is re-typed or dropped (spans are their own
+// namespace, events.md), an item a snapshot drops while it is open keeps
+// its opener's owner (a continuation tagged otherwise is still rejected,
+// subagents.md §3), and among duplicate ids only the item events address
+// records its owner.
+func TestOwnerMapsAfterSnapshots(t *testing.T) {
+	s1 := `{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}`
+	s2 := `{"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"b"}`
+	tests := []struct {
+		name     string
+		give     []string
+		wantCode string // "" = accepted with no warning
+	}{
+		{"span keeps its owner when a snapshot restates its id as a user message", []string{vRS, s1,
+			`{"type":"REASONING_START","messageId":"x","subagentRunId":"s1"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"x","role":"user","content":"u"}]}`,
+			`{"type":"REASONING_END","messageId":"x","subagentRunId":"s1"}`}, ""},
+		{"span keeps its owner when a snapshot drops a message of its id", []string{vRS, s1, s2,
+			`{"type":"TEXT_MESSAGE_START","messageId":"x","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"x"}`,
+			`{"type":"REASONING_START","messageId":"x","subagentRunId":"s1"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[]}`,
+			`{"type":"REASONING_END","messageId":"x","subagentRunId":"s2"}`}, "A1"},
+		{"open text message dropped by a snapshot keeps its opener's owner", []string{vRS, s1, s2,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[]}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s2"}`}, "A1"},
+		{"open tool call dropped by a snapshot keeps its opener's owner", []string{vRS, s1, s2,
+			`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"f","subagentRunId":"s1"}`,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[]}`,
+			`{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"{}","subagentRunId":"s2"}`}, "A1"},
+		{"duplicate call ids: the call events address records its owner", []string{vRS, s1, s2,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":""}}],"subagentRunId":"s1"},{"id":"b","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"f","arguments":""}}],"subagentRunId":"s2"}]}`,
+			`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"E","subagentRunId":"s1"}`}, ""},
+		{"encrypted value for an earlier run's message ignores a span of its id", []string{vRS,
+			`{"type":"TEXT_MESSAGE_START","messageId":"x"}`, `{"type":"TEXT_MESSAGE_END","messageId":"x"}`, vRF, vRS2, s1,
+			`{"type":"REASONING_START","messageId":"x","subagentRunId":"s1"}`, `{"type":"REASONING_END","messageId":"x","subagentRunId":"s1"}`,
+			`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"x","encryptedValue":"E"}`}, ""},
+		{"replace:false in a later run keeps the stored owner", []string{vRS, s1,
+			`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"subagentRunId":"s1"}`,
+			`{"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}`, vRF, vRS2,
+			`{"type":"ACTIVITY_SNAPSHOT","messageId":"a","activityType":"t","content":{},"replace":false}`,
+			`{"type":"ACTIVITY_DELTA","messageId":"a","activityType":"t","patch":[],"subagentRunId":"s1"}`}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runLines(t, tt.give...)
+			if tt.wantCode == "" {
+				if r.fatal != nil || len(r.warnIdx) != 0 {
+					t.Fatalf("fatal %v at %d, warnings %q: want accepted with none", r.fatal, r.fatalIdx, r.warnText)
+				}
+				return
+			}
+			var pe *ProtocolError
+			if !errors.As(r.fatal, &pe) || pe.Code != tt.wantCode || r.fatalIdx != len(tt.give)-1 {
+				t.Fatalf("fatal %v at %d, want %s at the last event", r.fatal, r.fatalIdx, tt.wantCode)
+			}
+		})
 	}
 }
