@@ -227,6 +227,9 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 			if ev.Type == TypeUnknown {
 				return d.unknownType(ev, obj)
 			}
+			if d.retired { // rare: the slow path, which judges every member in field
+				return d.collectEvent(ev, obj)
+			}
 			end, err := d.members1(ev, k)
 			if err != nil {
 				return err
@@ -475,7 +478,8 @@ func (d *Decoder) field(ev *Event, f Field, key string, kpos, i int) (int, *Erro
 	if i >= len(b) {
 		return i, d.syntax(i, "unexpected end of input, expected a value")
 	}
-	if f == noField || !typeSpecs[ev.Type].allowed.Has(f) || f == FieldEncryptedValueType && d.v10 {
+	if f == noField || !typeSpecs[ev.Type].allowed.Has(f) || f == FieldEncryptedValueType && d.v10 ||
+		d.retired && (f == FieldMessageID || f == FieldRole) { // not in the retired shape (retired.go)
 		end, err := d.skip(i, 0)
 		if err != nil {
 			return end, err

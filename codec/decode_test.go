@@ -500,10 +500,11 @@ func TestProtocolVersion10(t *testing.T) {
 
 // TestRetiredThinking: each retired THINKING_* event decodes as its
 // REASONING_* replacement (versioning.md §4) with one KindRetired warning,
-// without the messageId the consumer gives it (a producer's is removed, as
-// the reference's translation overrides it); a message start reads as role
-// "reasoning", and THINKING_START.title, which the replacement lacks, is
-// stripped with a warning of its own.
+// without the messageId the consumer gives it; a message start reads as
+// role "reasoning". What the retired shape does not declare is stripped with
+// a warning of its own, whatever its value: THINKING_START.title, which the
+// replacement lacks too, and a messageId or role, which the translation
+// sets itself (the reference's overrides them).
 func TestRetiredThinking(t *testing.T) {
 	tests := []struct {
 		give      string
@@ -515,7 +516,9 @@ func TestRetiredThinking(t *testing.T) {
 		{`{"type":"THINKING_START","title":"plan"}`, TypeReasoningStart, "", "", []Kind{KindUnknownField, KindRetired}},
 		{`{"type":"THINKING_START"}`, TypeReasoningStart, "", "", []Kind{KindRetired}},
 		{`{"type":"THINKING_TEXT_MESSAGE_START"}`, TypeReasoningMessageStart, "reasoning", "", []Kind{KindRetired}},
-		{`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hmm","messageId":"theirs"}`, TypeReasoningMessageContent, "", "hmm", []Kind{KindRetired}},
+		{`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hmm","messageId":"theirs"}`, TypeReasoningMessageContent, "", "hmm", []Kind{KindUnknownField, KindRetired}},
+		{`{"type":"THINKING_START","messageId":null}`, TypeReasoningStart, "", "", []Kind{KindUnknownField, KindRetired}},
+		{`{"type":"THINKING_TEXT_MESSAGE_START","role":"assistant","messageId":5}`, TypeReasoningMessageStart, "reasoning", "", []Kind{KindUnknownField, KindUnknownField, KindRetired}},
 		{`{"delta":"late type","type":"THINKING_TEXT_MESSAGE_CONTENT"}`, TypeReasoningMessageContent, "", "late type", []Kind{KindRetired}},
 		{`{"type":"THINKING_TEXT_MESSAGE_END"}`, TypeReasoningMessageEnd, "", "", []Kind{KindRetired}},
 		{`{"type":"THINKING_END","timestamp":5}`, TypeReasoningEnd, "", "", []Kind{KindRetired}},

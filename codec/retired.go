@@ -29,13 +29,13 @@ func retiredType(name string) Type {
 }
 
 // translateRetired turns the event decoded from a retired name (still in
-// ev.TypeName) into its replacement, as the reference's compatibility boundary does: any
-// messageId it carried is removed (the consumer mints or continues one), a
-// message start gets role "reasoning", and the type name becomes the
-// replacement's. Undeclared properties (THINKING_START.title) were already
-// stripped with a warning of their own.
+// ev.TypeName) into its replacement, as the reference's compatibility
+// boundary does: a message start gets role "reasoning" and the type name
+// becomes the replacement's. Properties the retired shape does not declare
+// were stripped with a warning of their own: THINKING_START.title, and a
+// messageId or role the producer added (field), since the translation sets
+// both itself; the consumer mints or continues the id.
 func (d *Decoder) translateRetired(ev *Event) {
-	ev.MessageID, ev.Fields = "", ev.Fields&^(1<<FieldMessageID)
 	if ev.Type == TypeReasoningMessageStart {
 		ev.Role, ev.Fields = "reasoning", ev.Fields.With(FieldRole)
 	}
