@@ -163,7 +163,7 @@ func TestPublishStreamErrors(t *testing.T) {
 		{
 			name:    "truncated last event",
 			give:    good(0) + "\n" + good(1) + "\n" + `{"type":"TEXT_MESS`,
-			wantErr: codec.ErrStream, wantKind: codec.KindStream,
+			wantErr: codec.ErrStream, wantKind: codec.KindTruncated, // a truncation is bad framing too
 			wantAccepted: 2,
 		},
 		{

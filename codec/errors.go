@@ -24,7 +24,20 @@ var (
 	ErrTooLarge     = errors.New("codec: input exceeds the size limit")
 	ErrStream       = errors.New("codec: bad stream framing")
 	ErrRetired      = errors.New("codec: retired shape translated")
+	// ErrTruncated is bad framing of one kind, the stream ending inside an
+	// event (processing.md X13, a truncated run): errors.Is(err, ErrStream)
+	// holds for it too.
+	ErrTruncated error = &subError{"codec: truncated stream", ErrStream}
 )
+
+// subError is a sentinel that is also its parent sentinel.
+type subError struct {
+	msg    string
+	parent error
+}
+
+func (e *subError) Error() string { return e.msg }
+func (e *subError) Unwrap() error { return e.parent }
 
 // Kind classifies what is wrong with the input.
 type Kind uint8
@@ -45,7 +58,8 @@ const (
 	KindNewerVersion                 // RUN_STARTED.protocolVersion newer than 1.1 or not MAJOR.MINOR
 	KindTooLarge                     // a stream line or event over the configured limit
 	KindStream                       // stream framing that is not JSONL, a JSON array or SSE
-	KindRetired                      // a retired shape translated by a versioning.md §4 shim (binary part)
+	KindRetired                      // a retired shape translated by a versioning.md §4 shim (binary part, THINKING_*)
+	KindTruncated                    // the stream ends inside an event (a truncated run, not bytes that are no event)
 )
 
 var kindSentinels = [...]error{
@@ -64,6 +78,7 @@ var kindSentinels = [...]error{
 	KindTooLarge:     ErrTooLarge,
 	KindStream:       ErrStream,
 	KindRetired:      ErrRetired,
+	KindTruncated:    ErrTruncated,
 }
 
 // String returns the kind's short name ("syntax", "missing field", ...).

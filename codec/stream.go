@@ -81,7 +81,8 @@ func (s *StreamReader) Format() string {
 // Next returns the bytes of the next event. They are valid until the next
 // call to Next (the reader reuses its buffers; under the tcpoison tag they
 // are overwritten with '#'). At the end of the stream Next returns io.EOF;
-// bad framing returns an *Error with Kind KindStream or KindTooLarge naming
+// bad framing returns an *Error with Kind KindStream, KindTruncated (the
+// input ends inside an event) or KindTooLarge naming
 // the line and byte offset, and a read error is returned as is. Errors are
 // sticky.
 func (s *StreamReader) Next() ([]byte, error) {
@@ -279,7 +280,7 @@ func (s *StreamReader) scanValue() (int, error) {
 			if s.rerr != nil {
 				return 0, s.rerr
 			}
-			return 0, s.streamErr(KindStream, 0, "stream ends inside a JSON value")
+			return 0, s.streamErr(KindTruncated, 0, "stream ends inside a JSON value")
 		}
 	}
 }
@@ -318,7 +319,7 @@ func (s *StreamReader) nextElement() ([]byte, error) {
 			if s.rerr != nil {
 				return nil, s.rerr
 			}
-			return nil, s.streamErr(KindStream, 0, "stream ends inside the JSON array (missing ']')")
+			return nil, s.streamErr(KindTruncated, 0, "stream ends inside the JSON array (missing ']')")
 		}
 		switch s.arrSt {
 		case 2:
@@ -412,7 +413,7 @@ func (s *StreamReader) nextSSE() ([]byte, error) {
 		}
 		if !ok || eofLine && len(line) == 0 {
 			if s.hasEv {
-				e := &Error{Kind: KindStream, Verdict: Fatal, Line: s.evLine, Offset: s.evOff,
+				e := &Error{Kind: KindTruncated, Verdict: Fatal, Line: s.evLine, Offset: s.evOff,
 					Detail: "stream ends in the middle of an SSE event (no blank line after its data); the incomplete event is not dispatched"}
 				return nil, e
 			}
@@ -450,7 +451,7 @@ func (s *StreamReader) nextSSE() ([]byte, error) {
 			return nil, e
 		}
 		if eofLine {
-			e := &Error{Kind: KindStream, Verdict: Fatal, Line: s.evLine, Offset: s.evOff,
+			e := &Error{Kind: KindTruncated, Verdict: Fatal, Line: s.evLine, Offset: s.evOff,
 				Detail: "stream ends in the middle of an SSE event (no blank line after its data); the incomplete event is not dispatched"}
 			return nil, e
 		}

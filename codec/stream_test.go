@@ -86,9 +86,9 @@ func TestStreamReaderErrors(t *testing.T) {
 		nOK      int // events returned before the error
 	}{
 		{"jsonl garbage line", "{\"a\":1}\nnot json\n", 0, KindStream, 2, 8, 1},
-		{"jsonl unterminated object", "{\"a\":1}\n{\"b\":", 0, KindStream, 2, 8, 1},
+		{"jsonl unterminated object", "{\"a\":1}\n{\"b\":", 0, KindTruncated, 2, 8, 1},
 		{"jsonl unbalanced close", "{\"a\":1}}\n", 0, KindStream, 1, 7, 1},
-		{"array missing close", "[{\"a\":1}", 0, KindStream, 1, 8, 1},
+		{"array missing close", "[{\"a\":1}", 0, KindTruncated, 1, 8, 1},
 		{"array missing comma", "[{\"a\":1} {\"b\":2}]", 0, KindStream, 1, 9, 1},
 		{"array trailing comma", "[{\"a\":1},]", 0, KindStream, 1, 9, 1},
 		{"array leading comma", "[,{\"a\":1}]", 0, KindStream, 1, 1, 0},
@@ -97,8 +97,8 @@ func TestStreamReaderErrors(t *testing.T) {
 		{"event too large array", "[\n" + big + "]", 100, KindTooLarge, 2, 2, 0},
 		{"sse line too long", "data: " + big + "\n\n", 100, KindTooLarge, 1, 0, 0},
 		{"sse data too large", strings.Repeat("data: "+strings.Repeat("y", 60)+"\n", 3) + "\n", 100, KindTooLarge, 2, 67, 0},
-		{"sse incomplete event at eof", "data: {\"a\":1}\n\ndata: {\"b\":2}\n", 0, KindStream, 3, 15, 1},
-		{"sse incomplete event without newline", "data: {\"a\":1}", 0, KindStream, 1, 0, 0},
+		{"sse incomplete event at eof", "data: {\"a\":1}\n\ndata: {\"b\":2}\n", 0, KindTruncated, 3, 15, 1},
+		{"sse incomplete event without newline", "data: {\"a\":1}", 0, KindTruncated, 1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +113,9 @@ func TestStreamReaderErrors(t *testing.T) {
 			}
 			if len(got) != tt.nOK {
 				t.Errorf("%d events before the error, want %d", len(got), tt.nOK)
+			}
+			if tt.wantKind == KindTruncated && !(errors.Is(err, ErrTruncated) && errors.Is(err, ErrStream)) {
+				t.Errorf("a truncation %v is not both ErrTruncated and ErrStream", err)
 			}
 			if !strings.HasPrefix(e.Error(), "codec: line ") {
 				t.Errorf("message %q does not name the line", e.Error())

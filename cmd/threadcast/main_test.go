@@ -434,10 +434,15 @@ func TestErrors(t *testing.T) {
 		// Bytes after delivered events that frame no event end the stream,
 		// rejected, with what was delivered still applied and printed
 		// (processing.md X13 and §3, patterns.md §1.7).
-		{"stream ends inside an event", []string{"reduce"}, run + `{"type":"RUN_FINISHED"`, exitRejected, `"runId":"r","threadId":"t","status":"error","verdict":"rejected"`, "error: codec: seq 2: line 2: bad stream framing: stream ends inside a JSON value"},
+		// A cut inside an event is a truncated run: the view as it stands,
+		// no outcome invented (processing.md X13, L9).
+		{"stream ends inside an event", []string{"reduce"}, run + `{"type":"RUN_FINISHED"`, exitRejected, `"runId":"r","threadId":"t","status":"running","verdict":"ok"`, "error: codec: seq 2: line 2: truncated stream: stream ends inside a JSON value"},
+		{"stream cut after a closed run", []string{"reduce"}, run + `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}` + "\n" + `{"type":"RUN_STA`, exitRejected, `"status":"finished","verdict":"ok"`, "truncated stream"},
 		{"SSE connection drops mid-event", []string{"reduce"},
 			"data: " + run + "\ndata: {\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}\n\ndata: {\"type\":\"TEXT_MESS", exitRejected, `"messages":[{"id":"m","role":"assistant","content":""}]`, "error: codec: seq 3"},
 		{"bad array framing", []string{"compact"}, "[" + run + " {", exitRejected, `"type":"RUN_STARTED"`, "error: codec: seq 2"},
+		// Bytes that are no event are a decode failure: the stream is rejected there.
+		{"garbage line after events", []string{"reduce"}, run + "not json\n", exitRejected, `"status":"error","verdict":"rejected"`, "bad stream framing"},
 		{"nothing frames an event", []string{"reduce"}, `{"type":`, exitUsage, "", "unusable stream"},
 		{"stream file is a directory", []string{"reduce", dir}, "", exitUsage, "", "unusable stream"},
 		{"input sets messages and state", []string{"reduce", "--input", goodInput}, run, exitOK, `"state":{"s":1}`, ""},

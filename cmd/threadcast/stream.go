@@ -149,16 +149,20 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 				fmt.Fprintf(f.stderr, "threadcast %s: unusable stream: %v\n", f.name, err)
 				return exitUsage
 			}
-			// Bytes after delivered events that frame no event: the last
-			// event cut off (a truncated run, processing.md X13; the
-			// spec leaves surfacing it as a failure to the consumer) or
-			// bytes that are no event at all (a decode failure, fatal,
-			// §3). Either way what was delivered stays applied (patterns.md
-			// §1.7) and the stream ends here, rejected.
+			// The stream breaks off after delivered events, which stay
+			// applied (transports.md §2, patterns.md §1.7). Cut inside an
+			// event, it is a truncated run (processing.md X13, L9): no
+			// outcome, so the view is left as it stands (a run still
+			// running, or one that closed before the cut), and the exit
+			// status says the stream did not end cleanly. Bytes that are
+			// no event at all are a decode failure, fatal (§3): the stream
+			// is rejected there.
 			f.seq++
 			ce.Seq = f.seq
 			fmt.Fprintf(f.stderr, "error: %v\n", err)
-			f.th.Reject(f.seq, err)
+			if ce.Kind != codec.KindTruncated {
+				f.th.Reject(f.seq, err)
+			}
 			f.fatal = true
 			return exitRejected
 		}
