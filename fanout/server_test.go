@@ -355,7 +355,7 @@ func TestThreadListRacingDelete(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
 	const timeout = 20 * time.Second
-	_, hs := newServer(t, nc, func(c *Config) { c.Hub.SnapshotTimeout = timeout })
+	srv, hs := newServer(t, nc, func(c *Config) { c.Hub.SnapshotTimeout = timeout })
 	tok := token(t, "acme")
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
@@ -393,8 +393,8 @@ func TestThreadListRacingDelete(t *testing.T) {
 					}
 				}
 			}
-			listingHook.Store(&hook)
-			defer listingHook.Store(nil)
+			srv.listingHook.Store(&hook)
+			defer srv.listingHook.Store(nil)
 			t0 := time.Now()
 			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
 			took := time.Since(t0)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,10 +80,6 @@ type ThreadInfo struct {
 
 // maxListed bounds one listing.
 const maxListed = 10000
-
-// listingHook, when set (by tests only), runs between a listing's consumer
-// creation and its first fetch: where a key deleted concurrently races it.
-var listingHook atomic.Pointer[func()]
 
 // threadList serves GET /v1/threads: the tenant's threads from the keys of
 // the views KV bucket (one key per checkpointed thread), or — with
@@ -163,7 +158,7 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	// push consumer goes with its subscription): delete it, or every
 	// listing would leave one behind for InactiveThreshold.
 	defer del()
-	if h := listingHook.Load(); h != nil {
+	if h := s.listingHook.Load(); h != nil {
 		(*h)()
 	}
 	// No-wait fetches: the server sends what the consumer has and ends the
@@ -195,8 +190,23 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		if err := batch.Error(); err != nil {
 			return nil, err
 		}
-		if n == 0 { // nothing left: the keys counted at creation are gone
-			break
+		if n == 0 {
+			// A no-wait fetch that brought nothing: either the keys counted
+			// at creation are gone, or the server was slow to send them
+			// (the fetch also ends after a second of silence). Only the
+			// consumer's own count tells the two apart.
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if left = info.NumPending; left == 0 {
+				break
+			}
+			select { // pending but not sent yet: ask again shortly, within the deadline
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
