@@ -11,9 +11,10 @@ import (
 // needing its own (BenchmarkValidate: pooled vs a fresh Decoder per event).
 var decoders = sync.Pool{New: func() any { return new(codec.Decoder) }}
 
-// ValidateEvent reports whether event is one valid AG-UI 1.0 event: the
-// error, if any, is the codec's *codec.Error (verdict Fatal or Drop; an event
-// the codec would only strip or warn about is valid). It keeps no reference
+// ValidateEvent reports whether event is one valid AG-UI event (1.0, or 1.1:
+// the codec's default): the error, if any, is the codec's *codec.Error
+// (verdict Fatal or Drop; an event the codec would only strip, translate or
+// warn about is valid, a retired THINKING_* event among them). It keeps no reference
 // to event, and is safe for concurrent use.
 func ValidateEvent(event []byte) error {
 	d := decoders.Get().(*codec.Decoder)

@@ -128,7 +128,7 @@ func (e *env) workloads() ([]*workload, error) {
 // each thread's Events in one slice. As 100,000 separately allocated
 // 700-byte Events they were that many more objects for the collector to
 // find and mark in every cycle of the apply-only runs, which read 3.0M
-// events/s that way and 3.85M this way (cgdrv, interleaved, 2026-12-01):
+// events/s that way and 3.85M this way (interleaved, 2026-12-01):
 // the harness's storage again, not the reducer.
 func (w *workload) decoded() ([][]codec.Event, error) {
 	var d codec.Decoder

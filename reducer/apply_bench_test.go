@@ -327,6 +327,48 @@ func BenchmarkApplyShort(b *testing.B) {
 	b.ReportMetric(float64(live-heapAfterGC())/float64(total), "retained-B/event")
 }
 
+// BenchmarkApplyShortJustDecoded times Apply alone on the short threads,
+// each thread's events decoded just before (one Decoder per event, so that
+// all 100 are valid at once) and only the apply timed: the reducer's cost
+// with its input in cache, as in the pipeline, where the event applied is
+// the one just decoded. bench/README.md compares it with the apply-only
+// row of bench/, which reads 100,000 decoded events held for the whole run.
+func BenchmarkApplyShortJustDecoded(b *testing.B) {
+	loadShortFixtures(b)
+	streams, ids := benchFixtures.short, benchFixtures.shortIDs
+	total := 0
+	longest := 0
+	for _, s := range streams {
+		total += len(s)
+		longest = max(longest, len(s))
+	}
+	decs := make([]codec.Decoder, longest)
+	evs := make([]codec.Event, longest)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var applying time.Duration
+	for i := 0; i < b.N; i++ {
+		for k, s := range streams {
+			for j, raw := range s {
+				if err := decs[j].Decode(raw, &evs[j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t0 := time.Now()
+			thr := NewThread(ids[k])
+			for j := range s {
+				if res := thr.Apply(uint64(j+1), &evs[j]); res.Fatal != nil {
+					b.Fatalf("thread %d event %d: %v", k, j, res.Fatal)
+				}
+			}
+			applying += time.Since(t0)
+		}
+	}
+	n := float64(total) * float64(b.N)
+	b.ReportMetric(n/applying.Seconds(), "apply-events/s")
+	b.ReportMetric(float64(applying.Nanoseconds())/n, "apply-ns/event")
+}
+
 // BenchmarkApplyShortSequential applies the same 1,000 threads one after the
 // other: the difference to BenchmarkApplyShort is what interleaving costs in
 // cache misses.
