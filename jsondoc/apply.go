@@ -59,14 +59,23 @@ const (
 // once to keep Size current; inserting into or removing from an array
 // moves the element pointers between the index and the nearer end, so
 // both ends are O(1) (amortised) and the middle O(length/2).
-func (d *Doc) Apply(ops []codec.PatchOp) error { return d.apply(ops, false) }
+func (d *Doc) Apply(ops []codec.PatchOp) error { return d.apply(ops, false, false) }
 
 // ApplyDecoded is Apply for ops a codec.Decoder produced: see Decoded
 // input in the package doc. Values are copied, compacted and their strings
 // checked, but not validated again.
-func (d *Doc) ApplyDecoded(ops []codec.PatchOp) error { return d.apply(ops, true) }
+func (d *Doc) ApplyDecoded(ops []codec.PatchOp) error { return d.apply(ops, true, false) }
 
-func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
+// ApplyObject is Apply for a document that must stay an object (an
+// activity's content): a patch whose result is not an object fails with
+// ErrNotObject, naming the last op that wrote the root, and changes
+// nothing.
+func (d *Doc) ApplyObject(ops []codec.PatchOp) error { return d.apply(ops, false, true) }
+
+// ApplyObjectDecoded is ApplyObject for ops a codec.Decoder produced.
+func (d *Doc) ApplyObjectDecoded(ops []codec.PatchOp) error { return d.apply(ops, true, true) }
+
+func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	p := patch{d: d}
 	defer p.done()
 	size := d.size
@@ -81,6 +90,20 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded bool) error {
 				Path: strings.Clone(op.Path), From: strings.Clone(op.From),
 				Reason: e.reason, Err: e.err,
 			}
+		}
+	}
+	if object && len(ops) > 0 && d.Kind() != KindObject {
+		kind := d.Kind()
+		p.rollback()
+		d.size = size + d.splitSize
+		i := len(ops) - 1
+		for i > 0 && ops[i].Path != "" { // only an op on "" writes the root
+			i--
+		}
+		return &PatchError{
+			Index: i, Op: ops[i].Op,
+			Path: strings.Clone(ops[i].Path), From: strings.Clone(ops[i].From),
+			Reason: "the result is " + kind.String() + ", and this document must stay an object", Err: ErrNotObject,
 		}
 	}
 	// A root the patch replaced is referenced by nothing now (no op can

@@ -447,3 +447,48 @@ func TestArrayBatchReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyObject: a document that must stay an object (an activity's
+// content) refuses a patch whose result is not one, atomically, naming the
+// last op that wrote the root; a patch that passes through a non-object
+// root and ends on an object applies.
+func TestApplyObject(t *testing.T) {
+	tests := []struct {
+		name, give, patch, want string
+		wantIdx                 int // -1: applies
+	}{
+		{"replace root by an array", `{"k":1}`, `[{"op":"add","path":"/a","value":1},{"op":"replace","path":"","value":[1,2]}]`, "", 1},
+		{"remove root", `{"k":1}`, `[{"op":"remove","path":""}]`, "", 0},
+		{"move a scalar onto the root", `{"k":1}`, `[{"op":"move","from":"/k","path":""}]`, "", 0},
+		{"root replaced, then an object again", `{"k":1}`, `[{"op":"replace","path":"","value":"s"},{"op":"replace","path":"","value":{"n":2}}]`, `{"n":2}`, -1},
+		{"members only", `{"k":1}`, `[{"op":"add","path":"/b","value":[]}]`, `{"k":1,"b":[]}`, -1},
+		{"empty patch", `{"k":1}`, `[]`, `{"k":1}`, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustParse(t, tt.give)
+			before := string(d.AppendJSON(nil))
+			err := d.ApplyObject(mustPatch(t, tt.patch))
+			if tt.wantIdx < 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				assertJSON(t, d, tt.want)
+				return
+			}
+			var pe *PatchError
+			if !errors.As(err, &pe) || !errors.Is(err, ErrNotObject) || pe.Index != tt.wantIdx {
+				t.Fatalf("err %v, want ErrNotObject at op %d", err, tt.wantIdx)
+			}
+			if got := string(d.AppendJSON(nil)); got != before {
+				t.Fatalf("document changed: %s, was %s", got, before)
+			}
+		})
+	}
+	// Apply, for state, lets the root be anything.
+	d := mustParse(t, `{"k":1}`)
+	if err := d.Apply(mustPatch(t, `[{"op":"replace","path":"","value":[1]}]`)); err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, d, `[1]`)
+}

@@ -105,7 +105,13 @@ func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	if ex.doc == nil { // an activity restated without content: patch {}
 		ex.doc, ex.hasContent = parseOrNull([]byte("{}")), true
 	}
-	if err := ex.doc.ApplyDecoded(e.Patch); err != nil {
+	// The content must stay an object: a patch making it anything else is a
+	// producer violation (activity.md §2, "consumer need not detect"). Left
+	// in, it would make a view that no ACTIVITY_SNAPSHOT or
+	// MESSAGES_SNAPSHOT can state, so checkpoints, late joiners and
+	// compacted frames could not carry it: it is skipped like a patch that
+	// does not apply, with a warning.
+	if err := ex.doc.ApplyObjectDecoded(e.Patch); err != nil {
 		return t.patchFailed("activity "+quote(id), err)
 	}
 	if ex.activityType != e.ActivityType {

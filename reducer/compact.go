@@ -408,7 +408,7 @@ func (c *Compactor) addState(ev *codec.Event) {
 		}
 		switch h.ev.Type {
 		case codec.TypeStateSnapshot:
-			if h.applyToDoc(h.ev.Snapshot, ev.Patch) {
+			if h.applyToDoc(h.ev.Snapshot, ev.Patch, false) {
 				h.mergeMeta(ev)
 				return
 			}
@@ -442,7 +442,7 @@ func (c *Compactor) addActivity(ev *codec.Event) {
 			h.replaceWith(ev)
 			return
 		case h.ev.Type == codec.TypeActivitySnapshot:
-			if h.applyToDoc(h.ev.Content, ev.Patch) {
+			if h.applyToDoc(h.ev.Content, ev.Patch, true) {
 				// ev's strings are the caller's to reuse (Add's contract):
 				// what the entry keeps of them is copied.
 				h.ev.ActivityType = retain(ev.ActivityType)
@@ -595,14 +595,18 @@ func (e *compactEntry) mergeMeta(ev *codec.Event) {
 }
 
 // applyToDoc applies a patch to the compactEntry's folded document (started from
-// base), reporting whether it applied. On failure nothing changed.
-func (e *compactEntry) applyToDoc(base codec.Raw, ops []codec.PatchOp) bool {
+// base), reporting whether it applied. On failure nothing changed. object
+// holds an activity's content to being an object, as the reducer does.
+func (e *compactEntry) applyToDoc(base codec.Raw, ops []codec.PatchOp, object bool) bool {
 	if e.doc == nil {
 		d, err := jsondoc.Parse(base)
 		if err != nil {
 			return false
 		}
 		e.doc = d
+	}
+	if object {
+		return e.doc.ApplyObject(ops) == nil
 	}
 	return e.doc.Apply(ops) == nil
 }

@@ -1,6 +1,7 @@
 package reducer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -665,6 +666,45 @@ func TestOwnerMapsAfterSnapshots(t *testing.T) {
 			if !errors.As(r.fatal, &pe) || pe.Code != tt.wantCode || r.fatalIdx != len(tt.give)-1 {
 				t.Fatalf("fatal %v at %d, want %s at the last event", r.fatal, r.fatalIdx, tt.wantCode)
 			}
+		})
+	}
+}
+
+// TestActivityContentStaysObject: a patch that would make an activity's
+// content a non-object (a producer violation the spec lets a consumer
+// ignore, activity.md §2) is skipped with a warning, content unchanged.
+// Stored, it made a view no checkpoint could load and no snapshot event
+// could state (found by checking the checkpoint and late-joiner invariants
+// on the audit probes).
+func TestActivityContentStaysObject(t *testing.T) {
+	act := `{"type":"ACTIVITY_SNAPSHOT","messageId":"a1","activityType":"x","content":{"k":1}}`
+	for _, patch := range []string{
+		`[{"op":"replace","path":"","value":[1,2]}]`,
+		`[{"op":"remove","path":""}]`,
+		`[{"op":"copy","from":"/k","path":""}]`,
+	} {
+		t.Run(patch, func(t *testing.T) {
+			thr := NewThread("t")
+			var last Result
+			for i, l := range []string{vRS, act, `{"type":"ACTIVITY_DELTA","messageId":"a1","activityType":"x","patch":` + patch + `}`} {
+				if last = applyLine(t, thr, uint64(i+1), l); last.Fatal != nil {
+					t.Fatal(last.Fatal)
+				}
+			}
+			if len(last.Warnings) != 1 || last.Warnings[0].Code != WarnPatchFailed {
+				t.Fatalf("warnings %+v, want one %s", last.Warnings, WarnPatchFailed)
+			}
+			jsonEqual(t, "messages", thr.AppendMessages(nil), []byte(`[{"id":"a1","role":"activity","activityType":"x","content":{"k":1}}]`))
+			if _, err := LoadCheckpoint(thr.AppendCheckpoint(nil)); err != nil {
+				t.Fatalf("the view's checkpoint does not load: %v", err)
+			}
+			joiner := NewThread("j")
+			for i, l := range bytes.Split(bytes.TrimSuffix(thr.AppendSnapshotEvents(nil), []byte("\n")), []byte("\n")) {
+				if res := applyLine(t, joiner, uint64(i+1), string(l)); res.Fatal != nil {
+					t.Fatalf("snapshot event %d: %v", i, res.Fatal)
+				}
+			}
+			jsonEqual(t, "joiner", joiner.AppendMessages(nil), thr.AppendMessages(nil))
 		})
 	}
 }
