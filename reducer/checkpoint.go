@@ -81,15 +81,18 @@ type ckMachine struct {
 	OwnTool     map[string]ckOwner `json:"ownTool,omitempty"`
 	OwnActivity map[string]ckOwner `json:"ownActivity,omitempty"`
 	OwnReason   map[string]ckOwner `json:"ownReason,omitempty"`
-	Steps       []ckStep           `json:"steps,omitempty"`
-	Active      []int              `json:"active,omitempty"` // indices into Subagents
-	Closed      []string           `json:"closed,omitempty"`
-	Lanes       []ckLane           `json:"lanes,omitempty"`
-	Calls       []string           `json:"calls,omitempty"` // tool calls started this run, in order
-	Answered    []string           `json:"answered,omitempty"`
-	ThinkSpan   string             `json:"thinkSpan,omitempty"` // ids minted for open retired THINKING items
-	ThinkMsg    string             `json:"thinkMsg,omitempty"`
-	Minted      uint64             `json:"minted,omitempty"`
+	// OwnSpan: absent in checkpoints written before spans had their own
+	// map, whose ownReason held span owners too (see load).
+	OwnSpan   map[string]ckOwner `json:"ownSpan,omitempty"`
+	Steps     []ckStep           `json:"steps,omitempty"`
+	Active    []int              `json:"active,omitempty"` // indices into Subagents
+	Closed    []string           `json:"closed,omitempty"`
+	Lanes     []ckLane           `json:"lanes,omitempty"`
+	Calls     []string           `json:"calls,omitempty"` // tool calls started this run, in order
+	Answered  []string           `json:"answered,omitempty"`
+	ThinkSpan string             `json:"thinkSpan,omitempty"` // ids minted for open retired THINKING items
+	ThinkMsg  string             `json:"thinkMsg,omitempty"`
+	Minted    uint64             `json:"minted,omitempty"`
 }
 
 type ckStep struct {
@@ -160,7 +163,7 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 func (m *machine) checkpoint(subs []*invocation) ckMachine {
 	c := ckMachine{
 		OpenText: sortedKeys(&m.openText), OpenTool: sortedKeys(&m.openTool), OpenSpan: sortedKeys(&m.openSpan), OpenReason: sortedKeys(&m.openReason),
-		OwnText: owners(&m.ownText), OwnTool: owners(&m.ownTool), OwnActivity: owners(&m.ownActivity), OwnReason: owners(&m.ownReason),
+		OwnText: owners(&m.ownText), OwnTool: owners(&m.ownTool), OwnActivity: owners(&m.ownActivity), OwnReason: owners(&m.ownReason), OwnSpan: owners(&m.ownSpan),
 		Closed: sortedKeys(&m.closed), Calls: m.calls, Answered: sortedKeys(&m.answered),
 		ThinkSpan: m.thinkSpan, ThinkMsg: m.thinkMsg, Minted: m.minted,
 	}
@@ -274,9 +277,18 @@ func (m *machine) load(c *ckMachine, subs []*invocation) error {
 	for _, om := range []struct {
 		dst *idMap[owner]
 		src map[string]ckOwner
-	}{{&m.ownText, c.OwnText}, {&m.ownTool, c.OwnTool}, {&m.ownActivity, c.OwnActivity}, {&m.ownReason, c.OwnReason}} {
+	}{{&m.ownText, c.OwnText}, {&m.ownTool, c.OwnTool}, {&m.ownActivity, c.OwnActivity}, {&m.ownReason, c.OwnReason}, {&m.ownSpan, c.OwnSpan}} {
 		for k, o := range om.src {
 			om.dst.put(k, fromCk(o))
+		}
+	}
+	if c.OwnSpan == nil {
+		// An older checkpoint kept span owners in ownReason: the open
+		// spans' owners, which their ends are checked against, are there.
+		for _, id := range c.OpenSpan {
+			if o, ok := c.OwnReason[id]; ok {
+				m.ownSpan.put(id, fromCk(o))
+			}
 		}
 	}
 	m.calls = append(m.calls[:0], c.Calls...)

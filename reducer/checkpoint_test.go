@@ -105,3 +105,33 @@ func TestLoadCheckpointErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadCheckpointWithoutSpanOwners: a checkpoint written before spans had
+// their own owner map keeps span owners in ownReason; loading it still
+// checks an open span's end against its opener's owner.
+func TestLoadCheckpointWithoutSpanOwners(t *testing.T) {
+	thr := NewThread("t")
+	for i, l := range []string{vRS, `{"type":"SUBAGENT_STARTED","subagentRunId":"x","name":"n"}`,
+		`{"type":"REASONING_START","messageId":"s","subagentRunId":"x"}`} {
+		if res := applyLine(t, thr, uint64(i+1), l); res.Fatal != nil {
+			t.Fatal(res.Fatal)
+		}
+	}
+	var ck map[string]any
+	mustUnmarshal(t, thr.AppendCheckpoint(nil), &ck)
+	mach := ck["machine"].(map[string]any)
+	mach["ownReason"] = mach["ownSpan"] // the old layout
+	delete(mach, "ownSpan")
+	old, err := json.Marshal(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := LoadCheckpoint(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := applyLine(t, restored, 4, `{"type":"REASONING_END","messageId":"s","subagentRunId":"y"}`)
+	if !errors.Is(res.Fatal, &ProtocolError{Code: "A1"}) {
+		t.Fatalf("end tagged by another owner after loading an old checkpoint: %v, want A1", res.Fatal)
+	}
+}

@@ -17,7 +17,8 @@ type machine struct {
 	ownText     idMap[owner] // text, tool-result and other messages
 	ownTool     idMap[owner]
 	ownActivity idMap[owner]
-	ownReason   idMap[owner] // reasoning messages and spans (one map, as the reference)
+	ownReason   idMap[owner] // reasoning messages
+	ownSpan     idMap[owner] // reasoning spans: their own namespace (envelope.md §4), unlike the reference's one map
 
 	// thinkSpan and thinkMsg are the ids minted for the open retired
 	// THINKING span and THINKING text message (completeRetired), "" when
@@ -149,6 +150,7 @@ func (m *machine) reset() {
 	m.ownTool.clear()
 	m.ownActivity.clear()
 	m.ownReason.clear()
+	m.ownSpan.clear()
 	m.closed.clear()
 	m.started.clear()
 	m.answered.clear()
@@ -202,7 +204,7 @@ func (m *machine) laneHolding(k laneKind, id string) int {
 // size approximates the bytes the machine holds.
 func (m *machine) size() int {
 	n := 48 * (m.openText.len() + m.openTool.len() + m.openSpan.len() + m.openReason.len())
-	n += 64 * (m.ownText.len() + m.ownTool.len() + m.ownActivity.len() + m.ownReason.len())
+	n += 64 * (m.ownText.len() + m.ownTool.len() + m.ownActivity.len() + m.ownReason.len() + m.ownSpan.len())
 	return n + 64*(len(m.steps)+len(m.lanes)+len(m.active)+m.closed.len())
 }
 
@@ -225,13 +227,12 @@ func (m *machine) ownerBucket(r role) *idMap[owner] {
 }
 
 // remint makes o the owner of message id (a retained string) in bucket and
-// in the other message owner map that records id: an owner a snapshot
+// in every other message owner map that records id: an owner a snapshot
 // states "replaces any recorded owner" (messages.md §4 rule 5), whatever
-// role the message had when that owner was recorded. ownReason is left
-// alone unless it is bucket: reasoning spans keep their owners there too
-// (one map, as the reference), and a span is not the message.
+// role the message had when that owner was recorded. Spans are not
+// messages: ownSpan is never touched.
 func (m *machine) remint(bucket *idMap[owner], id string, o owner) {
-	for _, b := range [...]*idMap[owner]{&m.ownText, &m.ownActivity} {
+	for _, b := range [...]*idMap[owner]{&m.ownText, &m.ownReason, &m.ownActivity} {
 		if b != bucket && b.has(id) {
 			m.dropHot() // an owner may change under a cached item
 			b.put(id, o)
@@ -246,15 +247,12 @@ func (m *machine) remint(bucket *idMap[owner], id string, o owner) {
 // and an event naming it names an unknown entity, not a continuation. An
 // item still open keeps its owner: its continuations must still agree with
 // their opener (subagents.md §3) even though the content they carry is
-// skipped. ownReason is touched only for a reasoning message (see remint).
+// skipped. A span of the same id keeps its own.
 func (m *machine) forget(msg *message) {
 	m.dropHot()
-	switch {
-	case m.openText.has(msg.id), m.openReason.has(msg.id):
-	case msg.role == roleReasoning:
-		m.ownReason.del(msg.id)
-	default:
+	if !m.openText.has(msg.id) && !m.openReason.has(msg.id) {
 		m.ownText.del(msg.id)
+		m.ownReason.del(msg.id)
 		m.ownActivity.del(msg.id)
 	}
 	for _, c := range msg.toolCalls {

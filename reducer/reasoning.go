@@ -3,8 +3,11 @@ package reducer
 import "github.com/threadcast/threadcast/codec"
 
 // Reasoning (events.md §D, messages.md §2.4, §2.6). Spans and reasoning
-// messages are checked against separate open sets (S3) but, as in the
-// reference, share one owner map.
+// messages are separate namespaces (envelope.md §4: "a span and a message
+// inside it MAY share an id. The span id namespaces nothing"): separate open
+// sets (S3) and separate owner maps. The reference shares one owner map, so
+// it rejects a message whose id a span of another owner holds, and lets a
+// continuation of a message pass on the span's owner.
 
 // spanStart opens reasoning span id; it builds nothing.
 func (t *Thread) spanStart(id string, tag owner) *ProtocolError {
@@ -12,14 +15,14 @@ func (t *Thread) spanStart(id string, tag owner) *ProtocolError {
 	if _, open := m.openSpan.get(id); open {
 		return t.violation("S3", "reasoning span "+quote(id)+" is already open; close it with REASONING_END first")
 	}
-	rec, known := m.ownReason.get(id)
+	rec, known := m.ownSpan.get(id)
 	if known && !sameOwner(tag, rec) {
 		return t.violation("S7", "reasoning span "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
 	key := retain(id)
 	m.openSpan.put(key, struct{}{})
 	if !known {
-		m.ownReason.put(key, t.internOwner(tag))
+		m.ownSpan.put(key, t.internOwner(tag))
 	}
 	return nil
 }
@@ -29,7 +32,7 @@ func (t *Thread) spanEnd(id string, tag owner) *ProtocolError {
 	if _, open := t.m.openSpan.get(id); !open {
 		return t.violation("S3", "no open reasoning span "+quote(id)+"; open it with REASONING_START first")
 	}
-	if rec, ok := t.m.ownReason.get(id); ok && !sameOwner(tag, rec) {
+	if rec, ok := t.m.ownSpan.get(id); ok && !sameOwner(tag, rec) {
 		return t.violation("A1", "REASONING_END tagged "+tag.String()+" but span "+quote(id)+" is owned by "+rec.String())
 	}
 	t.m.openSpan.del(id)

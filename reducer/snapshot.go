@@ -28,10 +28,9 @@ import (
 //     Open items whose message a MESSAGES_SNAPSHOT dropped are not reopened
 //     (a START would create an empty message the view does not have); a
 //     live continuation of one is rejected by a strict joiner, where this
-//     reducer warns and skips it. A span or chunk lane whose opener's tag
-//     disagrees with the owner its restated message carries (possible only
-//     across runs, or when a span shares its id with a message of another
-//     owner) cannot be reopened under that tag: the joiner rejects the
+//     reducer warns and skips it. A chunk lane whose opener's tag disagrees
+//     with the owner its restated message carries (possible only across
+//     runs) cannot be reopened under that tag: the joiner rejects the
 //     reopener (S7) after messages and state are complete.
 //  5. When no run is active, the last run's terminal event: RUN_FINISHED
 //     with its outcome and result, or RUN_ERROR with its message (a stream
@@ -169,7 +168,7 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 	for _, id := range sortedKeys(&m.openSpan) {
 		dst = append(dst, `{"type":"REASONING_START","messageId":`...)
 		dst = appendString(dst, id)
-		rec, _ := m.ownReason.get(id)
+		rec, _ := m.ownSpan.get(id)
 		dst = appendTag(dst, rec)
 		dst = append(dst, "}\n"...)
 	}
