@@ -54,7 +54,7 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) (string, *
 	key := t.keyFor(msg, id)
 	m.openReason.put(key, struct{}{})
 	if !known {
-		rec = t.internOwner(tag)
+		rec = t.openerOwner(msg, tag)
 		m.ownReason.put(key, rec)
 	}
 	if msg != nil && msg.role == roleActivity {

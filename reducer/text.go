@@ -23,7 +23,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 	key := t.keyFor(msg, id)
 	m.openText.put(key, struct{}{})
 	if !known {
-		rec = t.internOwner(tag)
+		rec = t.openerOwner(msg, tag)
 		m.ownText.put(key, rec)
 	}
 	if msg != nil && msg.role == roleActivity {
@@ -157,4 +157,15 @@ func (t *Thread) contentTarget(k laneKind, id string, tag owner) (*message, *Pro
 		t.m.remember(k, msg.id, rec, msg)
 	}
 	return msg, nil
+}
+
+// openerOwner is the owner a start records for a message this run has no
+// record of: an untagged start of a stored message (an earlier run's, or the
+// input's) continues it, and "the established owner of the stored message
+// stands" (subagents.md §3); otherwise the start's own tag.
+func (t *Thread) openerOwner(msg *message, tag owner) owner {
+	if msg != nil && !tag.tagged {
+		return msg.owner
+	}
+	return t.internOwner(tag)
 }

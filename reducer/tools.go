@@ -104,10 +104,12 @@ func retainOr(c *toolCall, id string) string {
 
 // callHolder returns the assistant message that holds a new tool call,
 // creating it when needed (the reference's resolveOrCreateAssistantMessage).
-// An empty parentMessageId counts as absent there (JavaScript truthiness).
+// An empty parentMessageId names the message "" ("the empty string is a
+// legal (if unwise) identifier", envelope.md §4), where the reference's
+// JavaScript truthiness reads it as absent.
 func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*message, bool) {
 	id := callID
-	if hasParent && parent != "" {
+	if hasParent {
 		ex := t.byID[parent]
 		if ex != nil && ex.role == roleAssistant {
 			return ex, false

@@ -473,6 +473,13 @@ func TestOwnershipAccepted(t *testing.T) {
 			`{"type":"REASONING_MESSAGE_END","messageId":"s2span"}`,
 			`{"type":"REASONING_END","messageId":"s2span","subagentRunId":"s2"}`},
 			map[string]string{"s": "s1", "s2span": "s1"}},
+		{"an untagged reopen in a later run continues the stored owner (subagents.md §3)", []string{vRS, s1,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","subagentRunId":"s1"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
+			`{"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}`, vRF, vRS2,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m"}`,
+			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s1"}`,
+			`{"type":"TEXT_MESSAGE_END","messageId":"m"}`},
+			map[string]string{"m": "s1"}},
 		{"a call joining a tool-minted holder inherits its owner (subagents.md §3)", []string{vRS,
 			`{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"am","subagentRunId":"x"}`, `{"type":"TOOL_CALL_END","toolCallId":"c1"}`,
 			`{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"g","parentMessageId":"am"}`,
@@ -723,4 +730,21 @@ func TestActivityContentStaysObject(t *testing.T) {
 			jsonEqual(t, "joiner", joiner.AppendMessages(nil), thr.AppendMessages(nil))
 		})
 	}
+}
+
+// TestEmptyParentMessageID: "" is a legal id (envelope.md §4), so a tool
+// call whose parentMessageId is "" joins the message "" rather than getting
+// a holder of its own (the reference reads "" as absent).
+func TestEmptyParentMessageID(t *testing.T) {
+	r := runLines(t, vRS,
+		`{"type":"TEXT_MESSAGE_START","messageId":""}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"","delta":"hi"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":""}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":""}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c1"}`, vRF)
+	if r.fatal != nil || len(r.warnIdx) != 0 {
+		t.Fatalf("fatal %v, warnings %q", r.fatal, r.warnText)
+	}
+	jsonEqual(t, "messages", r.thread.AppendMessages(nil),
+		[]byte(`[{"id":"","role":"assistant","content":"hi","toolCalls":[{"id":"c1","type":"function","function":{"name":"f","arguments":""}}]}]`))
 }
