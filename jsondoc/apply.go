@@ -75,6 +75,16 @@ func (d *Doc) ApplyObject(ops []codec.PatchOp) error { return d.apply(ops, false
 // ApplyObjectDecoded is ApplyObject for ops a codec.Decoder produced.
 func (d *Doc) ApplyObjectDecoded(ops []codec.PatchOp) error { return d.apply(ops, true, true) }
 
+// patchError is the *PatchError of op, ops[i], with private copies of its
+// pointers.
+func patchError(i int, op *codec.PatchOp, reason string, err error) *PatchError {
+	return &PatchError{
+		Index: i, Op: op.Op,
+		Path: strings.Clone(op.Path), From: strings.Clone(op.From),
+		Reason: reason, Err: err,
+	}
+}
+
 func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	p := patch{d: d}
 	defer p.done()
@@ -85,11 +95,7 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 		if e := p.applyOne(op, decoded); e != nil {
 			p.rollback()
 			d.size = size + d.splitSize
-			return &PatchError{
-				Index: i, Op: op.Op,
-				Path: strings.Clone(op.Path), From: strings.Clone(op.From),
-				Reason: e.reason, Err: e.err,
-			}
+			return patchError(i, op, e.reason, e.err)
 		}
 	}
 	if object && len(ops) > 0 && d.Kind() != KindObject {
@@ -100,11 +106,7 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 		for i > 0 && ops[i].Path != "" { // only an op on "" writes the root
 			i--
 		}
-		return &PatchError{
-			Index: i, Op: ops[i].Op,
-			Path: strings.Clone(ops[i].Path), From: strings.Clone(ops[i].From),
-			Reason: "the result is " + kind.String() + ", and this document must stay an object", Err: ErrNotObject,
-		}
+		return patchError(i, &ops[i], "the result is "+kind.String()+", and this document must stay an object", ErrNotObject)
 	}
 	// A root the patch replaced is referenced by nothing now (no op can
 	// make an old root a value again) but may share the Doc's allocation:

@@ -329,13 +329,12 @@ func newMessage(cm *codec.Message) *message {
 // reach.
 func (t *Thread) seedOwner(m *message, authoritative bool) {
 	t.m.dropHot() // an owner may change under a cached item
-	bucket := t.m.ownerBucket(m.role)
-	switch _, ok := bucket.get(m.id); {
-	case t.byID[m.id] != m:
-	case authoritative:
-		t.m.remint(bucket, m.id, m.owner)
-	case !ok:
-		bucket.put(m.id, m.owner)
+	if bucket := t.m.ownerBucket(m.role); t.byID[m.id] == m {
+		if authoritative {
+			t.m.remint(bucket, m.id, m.owner)
+		} else if !bucket.has(m.id) {
+			bucket.put(m.id, m.owner)
+		}
 	}
 	for _, c := range m.toolCalls {
 		if t.calls[c.id] != c {
