@@ -1,6 +1,9 @@
 package reducer
 
-import "strings"
+import (
+	"strings"
+	"unsafe"
+)
 
 // retain copies a string view taken from an event (valid only until Apply
 // returns) so that it can be stored in the Thread. It is the one place where
@@ -11,6 +14,37 @@ func retain(s string) string {
 		return ""
 	}
 	return strings.Clone(s)
+}
+
+// slab holds copies of the short strings a Thread keeps for its whole life
+// (message, tool-call and run ids, tool and activity names) in shared
+// chunks. A short thread keeps about a dozen of them, and one allocation
+// each was an eighth of the allocations of applying bench/'s short threads.
+//
+// A chunk lives while any string in it does. Strings that a thread drops
+// as it goes (step names, run-scoped keys, values a later event replaces)
+// go through retain instead: in a chunk pinned by a live id, their bytes
+// would stay resident for the thread's life, a cost per event.
+type slab struct{ buf []byte }
+
+const (
+	slabFirst  = 128  // the first chunk: a short thread's ids fit
+	slabMax    = 2048 // chunks double up to this
+	slabString = 64   // a longer string gets an allocation of its own
+)
+
+// keep returns a copy of s held by the slab.
+func (sl *slab) keep(s string) string {
+	if len(s) > slabString || s == "" {
+		return retain(s)
+	}
+	if cap(sl.buf)-len(sl.buf) < len(s) {
+		sl.buf = make([]byte, 0, min(max(2*cap(sl.buf), slabFirst), slabMax))
+	}
+	off := len(sl.buf)
+	sl.buf = append(sl.buf, s...)
+	// Bytes once written are never written again: the view is immutable.
+	return unsafe.String(&sl.buf[off], len(s))
 }
 
 // retainBytes is retain for raw JSON values (metadata, results, outcomes,

@@ -44,7 +44,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 		}
 	}
 	c := t.calls[id]
-	key := retainOr(c, id)
+	key := t.retainOr(c, id)
 	m.openTool.put(key, struct{}{})
 	if _, ok := m.started.get(key); !ok {
 		m.started.put(key, struct{}{})
@@ -84,7 +84,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 			m.ownText.put(holder.id, holder.owner)
 		}
 	}
-	c = &toolCall{id: key, name: retain(name), msg: holder}
+	c = &toolCall{id: key, name: t.ids.keep(name), msg: holder}
 	mergeMeta(&c.meta, meta)
 	holder.hasToolCalls = true
 	holder.toolCalls = append(holder.toolCalls, c)
@@ -95,11 +95,11 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 	return c, nil
 }
 
-func retainOr(c *toolCall, id string) string {
+func (t *Thread) retainOr(c *toolCall, id string) string {
 	if c != nil {
 		return c.id
 	}
-	return retain(id)
+	return t.ids.keep(id)
 }
 
 // callHolder returns the assistant message that holds a new tool call,
@@ -118,7 +118,7 @@ func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*mess
 			t.warn(WarnToolParentRole, "parentMessageId "+quote(parent)+" names a "+ex.role.String()+
 				" message; the call goes to a new assistant message "+quote(callID))
 		} else {
-			id = retain(parent)
+			id = t.ids.keep(parent)
 		}
 	}
 	m := &message{id: id, role: roleAssistant, hasToolCalls: true}
@@ -211,7 +211,7 @@ func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	t.m.dropHotID(key) // the minted owner may replace a cached one
 	t.m.ownText.put(key, t.internOwner(tag))
 	c := t.calls[e.ToolCallID]
-	callID := retainOr(c, e.ToolCallID) // one copy for the set and the message
+	callID := t.retainOr(c, e.ToolCallID) // one copy for the set and the message
 	if _, ok := t.m.answered.get(callID); !ok {
 		t.m.answered.put(callID, struct{}{})
 	}
