@@ -14,7 +14,7 @@ import (
 // The snapshot's metadata merges in either case (metadata.md §6).
 func (t *Thread) activitySnapshot(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
-	ex := t.byID[id]
+	ex := t.byID.at(id)
 	key := t.keyFor(ex, id)
 	// The snapshot's tag becomes the activity's owner when it creates the
 	// message (whatever replace says, §1 rule 2) or replaces it; replace:
@@ -88,7 +88,7 @@ func (t *Thread) activityDelta(e *codec.Event) *ProtocolError {
 	id, tag := e.MessageID, ownerOf(e)
 	// The target first: a delta naming no activity message is skipped and
 	// MUST NOT fail the run (§2 rule 4), whatever its tag says.
-	ex := t.byID[id]
+	ex := t.byID.at(id)
 	if ex == nil {
 		t.warn(WarnActivityMissing, "ACTIVITY_DELTA for unknown message "+quote(id)+"; skipped")
 		return nil

@@ -121,16 +121,16 @@ func checkInvariants(t *testing.T, thr *Thread) {
 			}
 		}
 	}
-	if len(first) != len(thr.byID) || len(firstCall) != len(thr.calls) {
-		t.Fatalf("index sizes: byID %d want %d, calls %d want %d", len(thr.byID), len(first), len(thr.calls), len(firstCall))
+	if len(first) != thr.byID.len() || len(firstCall) != thr.calls.len() {
+		t.Fatalf("index sizes: byID %d want %d, calls %d want %d", thr.byID.len(), len(first), thr.calls.len(), len(firstCall))
 	}
 	for id, m := range first {
-		if thr.byID[id] != m {
+		if thr.byID.at(id) != m {
 			t.Fatalf("byID[%q] is not the first message with that id", id)
 		}
 	}
 	for id, c := range firstCall {
-		if thr.calls[id] != c {
+		if thr.calls.at(id) != c {
 			t.Fatalf("calls[%q] is not the first call with that id", id)
 		}
 	}
@@ -157,7 +157,7 @@ func checkCaches(t *testing.T, thr *Thread) {
 		if rec, ok := own.get(h.id); !ok || rec != h.owner {
 			t.Fatalf("hot[%d] caches %q owned by %v; recorded %v (%v)", i, h.id, h.owner, rec, ok)
 		}
-		if thr.byID[h.id] != h.msg || h.msg.role == roleActivity {
+		if thr.byID.at(h.id) != h.msg || h.msg.role == roleActivity {
 			t.Fatalf("hot[%d] caches a message byID does not hold for %q", i, h.id)
 		}
 	}
@@ -168,7 +168,7 @@ func checkCaches(t *testing.T, thr *Thread) {
 		if rec, ok := m.ownTool.get(c.id); !ok || rec != c.owner {
 			t.Fatalf("hotCall caches %q owned by %v; recorded %v (%v)", c.id, c.owner, rec, ok)
 		}
-		if thr.calls[c.id] != c.call {
+		if thr.calls.at(c.id) != c.call {
 			t.Fatalf("hotCall caches a call the index does not hold for %q", c.id)
 		}
 	}

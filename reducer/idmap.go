@@ -3,7 +3,7 @@ package reducer
 import "iter"
 
 // smallIDs is the entry count up to which an idMap is a slice of entries
-// searched linearly; past it, a map. A short thread's run has a handful of
+// searched linearly (or up to its reserved capacity); past it, a map. A short thread's run has a handful of
 // ids per kind, so most threads never build the map: no hashing, no map
 // header and bucket group per kind, and a few string compares per lookup.
 // The bound keeps a lookup O(1) however many items a run accumulates.
@@ -23,6 +23,14 @@ type idEntry[V any] struct {
 	v V
 }
 
+// sameID is a == b, with a look at the last byte before the full compare:
+// the ids of one kind are mostly of one length and differ at the end
+// ("msg-1", "msg-2"), where == calls memequal on each entry a linear
+// search passes.
+func sameID(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[len(a)-1] == b[len(b)-1]) && a == b
+}
+
 // idSet is an idMap used as a set.
 type idSet = idMap[struct{}]
 
@@ -33,12 +41,18 @@ func (s *idMap[V]) get(k string) (V, bool) {
 		return v, ok
 	}
 	for i := range s.small {
-		if s.small[i].k == k {
+		if sameID(s.small[i].k, k) {
 			return s.small[i].v, true
 		}
 	}
 	var zero V
 	return zero, false
+}
+
+// at returns the value for k, or the zero V when k is absent.
+func (s *idMap[V]) at(k string) V {
+	v, _ := s.get(k)
+	return v
 }
 
 // has reports whether k is present.
@@ -54,7 +68,7 @@ func (s *idMap[V]) put(k string, v V) {
 		return
 	}
 	for i := range s.small {
-		if s.small[i].k == k {
+		if sameID(s.small[i].k, k) {
 			s.small[i].v = v
 			return
 		}
@@ -62,8 +76,8 @@ func (s *idMap[V]) put(k string, v V) {
 	switch n := len(s.small); {
 	case n == 0 && cap(s.small) == 0:
 		s.small = make([]idEntry[V], 0, smallIDs/2) // skip the smallest growth steps
-	case n == smallIDs:
-		s.big = make(map[string]V, 2*smallIDs)
+	case n >= smallIDs && n == cap(s.small):
+		s.big = make(map[string]V, 2*n)
 		for _, e := range s.small {
 			s.big[e.k] = e.v
 		}
@@ -74,6 +88,14 @@ func (s *idMap[V]) put(k string, v V) {
 	s.small = append(s.small, idEntry[V]{k, v})
 }
 
+// reserve makes room for n entries searched linearly, n >= smallIDs, in an
+// empty idMap: a map whose first entries are many and short-lived keeps its
+// linear search longer than smallIDs. It must be called before the first
+// put.
+func (s *idMap[V]) reserve(n int) {
+	s.small = make([]idEntry[V], 0, n)
+}
+
 // del removes k, if present.
 func (s *idMap[V]) del(k string) {
 	if s.big != nil {
@@ -81,7 +103,7 @@ func (s *idMap[V]) del(k string) {
 		return
 	}
 	for i := range s.small {
-		if s.small[i].k == k {
+		if sameID(s.small[i].k, k) {
 			last := len(s.small) - 1
 			s.small[i] = s.small[last]
 			s.small[last] = idEntry[V]{} // drop the references

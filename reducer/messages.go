@@ -40,8 +40,8 @@ func (t *Thread) insertMessage(i int, m *message) {
 // index records m (and its tool calls) in byID and calls unless an earlier
 // message already holds the id: the first in order wins, like Array.find.
 func (t *Thread) index(m *message) {
-	if old, ok := t.byID[m.id]; !ok || old.idx > m.idx {
-		t.byID[m.id] = m
+	if old, ok := t.byID.get(m.id); !ok || old.idx > m.idx {
+		t.byID.put(m.id, m)
 	}
 	for _, c := range m.toolCalls {
 		t.indexCall(c)
@@ -50,8 +50,8 @@ func (t *Thread) index(m *message) {
 
 func (t *Thread) indexCall(c *toolCall) {
 	t.m.dropHotCall()
-	if old, ok := t.calls[c.id]; !ok || old.msg.idx > c.msg.idx {
-		t.calls[c.id] = c
+	if old, ok := t.calls.get(c.id); !ok || old.msg.idx > c.msg.idx {
+		t.calls.put(c.id, c)
 	}
 }
 
@@ -59,17 +59,17 @@ func (t *Thread) indexCall(c *toolCall) {
 // a checkpoint load): O(messages).
 func (t *Thread) reindex() {
 	t.m.dropHot()
-	clear(t.byID)
-	clear(t.calls)
+	t.byID.clear()
+	t.calls.clear()
 	for i, m := range t.msgs {
 		m.idx = i
-		if _, ok := t.byID[m.id]; !ok {
-			t.byID[m.id] = m
+		if _, ok := t.byID.get(m.id); !ok {
+			t.byID.put(m.id, m)
 		}
 		for _, c := range m.toolCalls {
 			c.msg = m
-			if _, ok := t.calls[c.id]; !ok {
-				t.calls[c.id] = c
+			if _, ok := t.calls.get(c.id); !ok {
+				t.calls.put(c.id, c)
 			}
 		}
 	}
@@ -329,7 +329,7 @@ func newMessage(cm *codec.Message) *message {
 // reach.
 func (t *Thread) seedOwner(m *message, authoritative bool) {
 	t.m.dropHot() // an owner may change under a cached item
-	if bucket := t.m.ownerBucket(m.role); t.byID[m.id] == m {
+	if bucket := t.m.ownerBucket(m.role); t.byID.at(m.id) == m {
 		if authoritative {
 			t.m.remint(bucket, m.id, m.owner)
 		} else if !bucket.has(m.id) {
@@ -337,7 +337,7 @@ func (t *Thread) seedOwner(m *message, authoritative bool) {
 		}
 	}
 	for _, c := range m.toolCalls {
-		if t.calls[c.id] != c {
+		if t.calls.at(c.id) != c {
 			continue
 		}
 		if _, ok := t.m.ownTool.get(c.id); authoritative || !ok {
@@ -350,7 +350,7 @@ func (t *Thread) seedOwner(m *message, authoritative bool) {
 // does not hold, in echo order (messages.md §3).
 func (t *Thread) appendEchoed(ms []codec.Message) {
 	for i := range ms {
-		if _, ok := t.byID[ms[i].ID]; ok {
+		if _, ok := t.byID.get(ms[i].ID); ok {
 			t.seedEchoedOwner(&ms[i])
 			continue
 		}

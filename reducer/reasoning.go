@@ -50,7 +50,7 @@ func (t *Thread) reasoningStart(id string, tag owner, meta codec.Raw) (string, *
 	if known && !sameOwner(tag, rec) {
 		return "", t.violation("S7", "reasoning message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
-	msg := t.byID[id]
+	msg := t.byID.at(id)
 	key := t.keyFor(msg, id)
 	m.openReason.put(key, struct{}{})
 	if !known {
@@ -105,7 +105,7 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 	// whatever the tag says; only a known entity has an owner to disagree
 	// with.
 	if e.Subtype == "tool-call" {
-		c := t.calls[id]
+		c := t.calls.at(id)
 		if c == nil {
 			t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known tool call "+quote(id)+"; value dropped")
 			return nil
@@ -118,7 +118,7 @@ func (t *Thread) encryptedValue(e *codec.Event) *ProtocolError {
 		t.j.replaced(c.msg)
 		return nil
 	}
-	msg := t.byID[id]
+	msg := t.byID.at(id)
 	if msg == nil || msg.role == roleActivity {
 		t.warn(WarnEncryptedUnknown, "REASONING_ENCRYPTED_VALUE names no known message "+quote(id)+"; value dropped")
 		return nil

@@ -22,7 +22,7 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 	hasAct, hasReas := false, false
 	for i := range e.Messages {
 		cm := &e.Messages[i]
-		m := t.byID[cm.ID]
+		m := t.byID.at(cm.ID)
 		if m == nil || !t.sameAsHeld(m, cm) {
 			m = newMessage(cm)
 		}
@@ -70,7 +70,7 @@ func (t *Thread) messagesSnapshot(e *codec.Event) *ProtocolError {
 	t.msgs = kept
 	t.reindex()
 	for _, m := range dropped {
-		if t.byID[m.id] == nil {
+		if t.byID.at(m.id) == nil {
 			t.m.forget(m) // its calls' records go too: seedOwner below re-records any call a snapshot message holds
 		}
 	}

@@ -173,14 +173,14 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 		dst = append(dst, "}\n"...)
 	}
 	for _, id := range sortedKeys(&m.openText) {
-		if m.laneHolding(laneText, id) < 0 && t.byID[id] != nil {
+		if m.laneHolding(laneText, id) < 0 && t.byID.at(id) != nil {
 			dst = append(dst, `{"type":"TEXT_MESSAGE_START","messageId":`...)
 			dst = appendString(dst, id)
 			dst = append(dst, "}\n"...)
 		}
 	}
 	for _, id := range sortedKeys(&m.openTool) {
-		if c := t.calls[id]; m.laneHolding(laneTool, id) < 0 && c != nil {
+		if c := t.calls.at(id); m.laneHolding(laneTool, id) < 0 && c != nil {
 			dst = append(dst, `{"type":"TOOL_CALL_START","toolCallId":`...)
 			dst = appendString(dst, id)
 			dst = append(dst, `,"toolCallName":`...)
@@ -189,7 +189,7 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 		}
 	}
 	for _, id := range sortedKeys(&m.openReason) {
-		if m.laneHolding(laneReasoning, id) < 0 && t.byID[id] != nil {
+		if m.laneHolding(laneReasoning, id) < 0 && t.byID.at(id) != nil {
 			dst = append(dst, `{"type":"REASONING_MESSAGE_START","messageId":`...)
 			dst = appendString(dst, id)
 			dst = append(dst, `,"role":"reasoning"}`+"\n"...)
@@ -205,7 +205,7 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 func (t *Thread) appendLaneOpener(dst []byte, l *lane) []byte {
 	switch l.kind {
 	case laneText:
-		if t.byID[l.id] == nil {
+		if t.byID.at(l.id) == nil {
 			return dst
 		}
 		dst = append(dst, `{"type":"TEXT_MESSAGE_CHUNK","messageId":`...)
@@ -214,7 +214,7 @@ func (t *Thread) appendLaneOpener(dst []byte, l *lane) []byte {
 		dst = appendString(dst, l.role)
 		dst = appendOpt(dst, `,"name":`, l.name, l.hasName)
 	case laneTool:
-		if t.calls[l.id] == nil {
+		if t.calls.at(l.id) == nil {
 			return dst
 		}
 		dst = append(dst, `{"type":"TOOL_CALL_CHUNK","toolCallId":`...)
@@ -223,7 +223,7 @@ func (t *Thread) appendLaneOpener(dst []byte, l *lane) []byte {
 		dst = appendString(dst, l.name)
 		dst = appendOpt(dst, `,"parentMessageId":`, l.parent, l.hasParent)
 	default:
-		if t.byID[l.id] == nil {
+		if t.byID.at(l.id) == nil {
 			return dst
 		}
 		dst = append(dst, `{"type":"REASONING_MESSAGE_CHUNK","messageId":`...)

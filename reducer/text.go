@@ -19,7 +19,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 	if known && !sameOwner(tag, rec) {
 		return "", t.violation("S7", "text message "+quote(id)+" is owned by "+rec.String()+", not "+tag.String())
 	}
-	msg := t.byID[id]
+	msg := t.byID.at(id)
 	key := t.keyFor(msg, id)
 	m.openText.put(key, struct{}{})
 	if !known {
@@ -101,7 +101,7 @@ func (t *Thread) checkTextOpen(id string, tag owner) *ProtocolError {
 // a warning when a MESSAGES_SNAPSHOT dropped it (messages.md §4 edge cases)
 // or it is an activity message.
 func (t *Thread) textTarget(id string) *message {
-	msg := t.byID[id]
+	msg := t.byID.at(id)
 	switch {
 	case msg == nil:
 		t.warn(WarnTargetMissing, "no message "+quote(id)+" to continue (a snapshot dropped it); event skipped")

@@ -25,7 +25,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 					quote(parent)+" is owned by "+rec.String())
 			}
 			inherited, hasInherited = rec, true
-		} else if holder := t.byID[parent]; holder != nil && holder.role == roleAssistant {
+		} else if holder := t.byID.at(parent); holder != nil && holder.role == roleAssistant {
 			// A holder this run has no record of (an earlier run's, or the
 			// input's): "the established owner of the stored message
 			// stands" (subagents.md §3), and the call inherits it. Ownership
@@ -43,7 +43,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 				quote(parent)+" is owned by "+inherited.String())
 		}
 	}
-	c := t.calls[id]
+	c := t.calls.at(id)
 	key := t.retainOr(c, id)
 	m.openTool.put(key, struct{}{})
 	if _, ok := m.started.get(key); !ok {
@@ -110,7 +110,7 @@ func (t *Thread) retainOr(c *toolCall, id string) string {
 func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*message, bool) {
 	id := callID
 	if hasParent {
-		ex := t.byID[parent]
+		ex := t.byID.at(parent)
 		if ex != nil && ex.role == roleAssistant {
 			return ex, false
 		}
@@ -193,7 +193,7 @@ func (t *Thread) checkToolOpen(id string, tag owner) *ProtocolError {
 // callTarget returns tool call id, or nil with a warning when a
 // MESSAGES_SNAPSHOT dropped the message holding it.
 func (t *Thread) callTarget(id string) *toolCall {
-	c := t.calls[id]
+	c := t.calls.at(id)
 	if c == nil {
 		t.warn(WarnTargetMissing, "no tool call "+quote(id)+" to continue (a snapshot dropped it); event skipped")
 	}
@@ -207,10 +207,10 @@ func (t *Thread) callTarget(id string) *toolCall {
 func (t *Thread) toolResult(e *codec.Event) *ProtocolError {
 	tag := ownerOf(e)
 	id := e.MessageID
-	key := t.keyFor(t.byID[id], id)
+	key := t.keyFor(t.byID.at(id), id)
 	t.m.dropHotID(key) // the minted owner may replace a cached one
 	t.m.ownText.put(key, t.internOwner(tag))
-	c := t.calls[e.ToolCallID]
+	c := t.calls.at(e.ToolCallID)
 	callID := t.retainOr(c, e.ToolCallID) // one copy for the set and the message
 	if _, ok := t.m.answered.get(callID); !ok {
 		t.m.answered.put(callID, struct{}{})
