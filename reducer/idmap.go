@@ -9,6 +9,12 @@ import "iter"
 // The bound keeps a lookup O(1) however many items a run accumulates.
 const smallIDs = 8
 
+// firstIDs is the capacity of an idMap's first slice. Most of a run's maps
+// end it with one or two ids (open items, activities, reasoning, subagents
+// closed, calls answered in bench/'s short threads); the one that holds
+// more, ownText, reserves smallIDs when its Thread is made.
+const firstIDs = 2
+
 // idMap maps item ids to values (owners, or struct{} as a set) for the
 // run-scoped bookkeeping of machine. The zero idMap is empty and ready.
 // Iteration order is unspecified, as for a map; callers that expose the
@@ -75,7 +81,7 @@ func (s *idMap[V]) put(k string, v V) {
 	}
 	switch n := len(s.small); {
 	case n == 0 && cap(s.small) == 0:
-		s.small = make([]idEntry[V], 0, smallIDs/2) // skip the smallest growth steps
+		s.small = make([]idEntry[V], 0, firstIDs)
 	case n >= smallIDs && n == cap(s.small):
 		s.big = make(map[string]V, 2*n)
 		for _, e := range s.small {
