@@ -46,7 +46,7 @@ func (s *idMap[V]) get(k string) (V, bool) {
 		v, ok := s.big[k]
 		return v, ok
 	}
-	for i := range s.small {
+	for i := len(s.small) - 1; i >= 0; i-- { // the last few items a run began are named most
 		if sameID(s.small[i].k, k) {
 			return s.small[i].v, true
 		}
