@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -153,6 +154,7 @@ type scratch struct {
 	undo []undoRec
 	path []*node
 	buf  []byte
+	tok  []byte // unescaped tokens; see unescape
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -174,6 +176,17 @@ func (p *patch) log(r undoRec) {
 		s.undo = append(s.undo, r)
 	}
 	p.n++
+}
+
+// unescape is Unescape(tok) for a token with escapes, in p's scratch
+// instead of a new string: a token is used only while its op runs (a
+// member's name is copied, an error message formatted), and the scratch
+// is only appended to until done, so no token's bytes change under it.
+func (p *patch) unescape(tok string) string {
+	s := p.scratch()
+	start := len(s.tok)
+	s.tok = appendUnescaped(s.tok, tok)
+	return unsafe.String(unsafe.SliceData(s.tok[start:]), len(s.tok)-start)
 }
 
 // rec returns the k-th undo record, k < p.n.
@@ -222,8 +235,8 @@ func (p *patch) done() {
 	}
 	clear(s.undo)
 	clear(s.path)
-	s.undo, s.path, s.buf = s.undo[:0], s.path[:0], s.buf[:0]
-	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf {
+	s.undo, s.path, s.buf, s.tok = s.undo[:0], s.path[:0], s.buf[:0], s.tok[:0]
+	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf || cap(s.tok) > maxKeptBuf {
 		return
 	}
 	scratchPool.Put(s)
@@ -293,7 +306,10 @@ func (p *patch) walk(path string) (parent *node, last string, e *opError) {
 	cur := p.d.rootNode()
 	i := 0
 	for {
-		tok, next := nextToken(path, i)
+		tok, next, esc := nextToken(path, i)
+		if esc {
+			tok = p.unescape(tok)
+		}
 		if cur.kind != KindObject && cur.kind != KindArray {
 			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(path[:i]))
 		}
@@ -487,7 +503,7 @@ func (p *patch) move(from, path string) *opError {
 	}
 	// Pointer escaping is canonical, so a textual prefix ending at a '/'
 	// is exactly a token prefix; "" is a prefix of every other pointer.
-	if strings.HasPrefix(path, from+"/") {
+	if len(path) > len(from) && path[len(from)] == '/' && path[:len(from)] == from {
 		return fail(ErrMoveIntoChild, "from %s is a proper prefix of path", quoteStr(from))
 	}
 	v, e := p.remove(from, true)
