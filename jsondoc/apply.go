@@ -90,19 +90,18 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	p := patch{d: d}
 	defer p.done()
 	size := d.size
-	d.splitSize = 0
 	for i := range ops {
 		op := &ops[i]
 		if e := p.applyOne(op, decoded); e != nil {
 			p.rollback()
-			d.size = size + d.splitSize
+			d.size = size + p.splitSize
 			return patchError(i, op, e.reason, e.err)
 		}
 	}
 	if object && len(ops) > 0 && d.Kind() != KindObject {
 		kind := d.Kind()
 		p.rollback()
-		d.size = size + d.splitSize
+		d.size = size + p.splitSize
 		i := len(ops) - 1
 		for i > 0 && ops[i].Path != "" { // only an op on "" writes the root
 			i--
@@ -134,6 +133,10 @@ type patch struct {
 	n     int // undo records logged: local, then s.undo
 	depth int // containers on the current path: path, then s.path
 	s     *scratch
+	// splitSize is what splits added to the size: splits survive a
+	// rollback, so their accounting must too. It lives here, not in each
+	// Doc, since no Doc needs it outside Apply.
+	splitSize int
 
 	local [localUndo]undoRec
 	path  [localPath]*node
@@ -313,7 +316,9 @@ func (p *patch) walk(path string) (parent *node, last string, e *opError) {
 		if cur.kind != KindObject && cur.kind != KindArray {
 			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(path[:i]))
 		}
-		p.d.split(cur)
+		if !cur.split {
+			p.splitSize += p.d.split(cur)
+		}
 		p.push(cur)
 		if next == len(path) {
 			return cur, tok, nil
@@ -337,11 +342,11 @@ func (c *node) child(tok string) (*node, *opError) {
 		}
 		return m.val, nil
 	}
-	i, e := parseIndex(tok, len(c.elems), false)
+	i, e := parseIndex(tok, len(c.elems()), false)
 	if e != nil {
 		return nil, e
 	}
-	return c.elems[i], nil
+	return c.elems()[i], nil
 }
 
 // get returns the existing value at path.
@@ -406,7 +411,7 @@ func (p *patch) add(path string, v *node, text []byte, moved bool) *opError {
 		p.log(undoRec{kind: undoLink, n: parent, m: m})
 		return nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), true)
+	i, e := parseIndex(tok, len(parent.elems()), true)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return e
@@ -447,7 +452,7 @@ func (p *patch) remove(path string, moving bool) (*node, *opError) {
 		p.log(undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), false)
+	i, e := parseIndex(tok, len(parent.elems()), false)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return nil, e
@@ -480,16 +485,17 @@ func (p *patch) replace(path string, v *node, text []byte) *opError {
 		m.val = v
 		return nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), false)
+	i, e := parseIndex(tok, len(parent.elems()), false)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return e
 	}
 	v = valueAt(v, text)
 	p.markDirty()
-	p.log(undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
-	p.d.grow(v.size() - parent.elems[i].size())
-	parent.elems[i] = v
+	elems := parent.elems()
+	p.log(undoRec{kind: undoElemSet, n: parent, i: i, val: elems[i]})
+	p.d.grow(v.size() - elems[i].size())
+	elems[i] = v
 	return nil
 }
 
@@ -572,7 +578,7 @@ func (p *patch) rollback() {
 		case undoUnlink:
 			r.n.relink(r.m)
 		case undoElemSet:
-			r.n.elems[r.i] = r.val
+			r.n.elems()[r.i] = r.val
 		case undoInsert:
 			r.n.removeAt(r.i)
 		case undoRemove:

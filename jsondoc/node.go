@@ -76,24 +76,28 @@ type node struct {
 
 // kids holds a split container's children.
 type kids struct {
-	// Array children: elems is the live window back[off:] of a backing
+	// Array children: the live window back[off:] (elems) of a backing
 	// array with off free slots in front, so an insert or remove moves
-	// only the elements between the index and the nearer end.
-	elems []*node
-	back  []*node
-	off   int
+	// only the elements between the index and the nearer end. The window
+	// is not kept as a slice of its own: most splits are objects, and 24
+	// bytes more per split took a size class up.
+	back []*node
+	off  int
 
 	first, last *member // object members in insertion order
 	n           int     // member count
 	index       map[string]*member
 }
 
+// elems returns a split array's elements.
+func (k *kids) elems() []*node { return k.back[k.off:] }
+
 // count returns the number of children of n: 0 unless n is split.
 func (n *node) count() int {
 	if n.kids == nil {
 		return 0
 	}
-	return len(n.elems) + n.n
+	return len(n.back) - n.off + n.n
 }
 
 // member is one name/value pair of an object, in a doubly linked list so
@@ -204,7 +208,6 @@ func (n *node) ensureSplit() {
 			nodes[k] = node{kind: kindOf(raw), raw: raw}
 			n.back[k] = &nodes[k]
 		}
-		n.elems = n.back
 		return
 	}
 	for b[i] != '}' {
@@ -395,47 +398,47 @@ func (n *node) relink(m *member) {
 
 // insert puts v at index i (0 <= i <= len), moving the shorter side.
 func (n *node) insert(i int, v *node) {
-	l := len(n.elems)
+	l := len(n.back) - n.off
 	if i < l/2 {
 		if n.off == 0 {
 			// Make front room proportional to the length, so a run of
 			// front inserts costs amortised O(1) each.
 			slack := l/2 + 4
 			nb := make([]*node, slack+l, slack+l+l/4+4)
-			copy(nb[slack:], n.elems)
+			copy(nb[slack:], n.back)
 			clear(n.back) // may be in a split batch (arrayBatch), which outlives it
 			n.back, n.off = nb, slack
 		}
 		n.off--
-		n.elems = n.back[n.off:]
-		copy(n.elems[:i], n.elems[1:i+1])
-		n.elems[i] = v
+		elems := n.elems()
+		copy(elems[:i], elems[1:i+1])
+		elems[i] = v
 		return
 	}
 	old := n.back
 	if n.back = append(n.back, nil); cap(old) < cap(n.back) {
 		clear(old) // moved: see above
 	}
-	n.elems = n.back[n.off:]
-	copy(n.elems[i+1:], n.elems[i:l])
-	n.elems[i] = v
+	elems := n.elems()
+	copy(elems[i+1:], elems[i:l])
+	elems[i] = v
 }
 
 // removeAt removes and returns the element at i (0 <= i < len), moving
 // the shorter side.
 func (n *node) removeAt(i int) *node {
-	l := len(n.elems)
-	old := n.elems[i]
+	elems := n.elems()
+	l := len(elems)
+	old := elems[i]
 	if i < l/2 {
-		copy(n.elems[1:i+1], n.elems[:i])
-		n.elems[0] = nil
+		copy(elems[1:i+1], elems[:i])
+		elems[0] = nil
 		n.off++
 	} else {
-		copy(n.elems[i:], n.elems[i+1:])
-		n.elems[l-1] = nil
+		copy(elems[i:], elems[i+1:])
+		elems[l-1] = nil
 		n.back = n.back[:len(n.back)-1]
 	}
-	n.elems = n.back[n.off:]
 	return old
 }
 
@@ -446,7 +449,7 @@ func (n *node) appendTo(dst []byte) []byte {
 	}
 	if n.kind == KindArray {
 		dst = append(dst, '[')
-		for i, e := range n.elems {
+		for i, e := range n.elems() {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -479,7 +482,7 @@ func (n *node) size() int {
 		return len(n.raw) + nodeOverhead*(1+n.count())
 	}
 	s := nodeOverhead
-	for _, e := range n.elems {
+	for _, e := range n.elems() {
 		s += e.size()
 	}
 	for m := n.first; m != nil; m = m.next {
