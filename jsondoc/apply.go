@@ -529,10 +529,14 @@ func (p *patch) copy(from, path string) *opError {
 	}
 	// Raw bytes are immutable, so a clean source shares them; a modified
 	// one is written out once into fresh bytes. Either way the copy is a
-	// separate node tree.
+	// separate node tree. A short one is passed as text, as an add's
+	// value is: a new member then holds it, in one allocation, not two.
 	raw := src.raw
 	if raw == nil {
 		raw = src.appendTo(nil)
+	}
+	if len(raw) <= smallValue {
+		return p.add(path, nil, raw, false)
 	}
 	return p.add(path, rawNode(raw), nil, false)
 }

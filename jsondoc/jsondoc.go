@@ -374,10 +374,10 @@ func (d *Doc) mergeText(r *node, src []byte) bool {
 func appendTextMembers(ms []textMember, texts *[2][]byte, in int) ([]textMember, bool) {
 	obj := texts[in]
 	for i := 1; obj[i] != '}'; {
-		k := skipString(obj, i)
+		k, escaped := scanString(obj, i)
 		j := skipValue(obj, k+1)
 		key := obj[i:k]
-		if hasEscape(key) {
+		if escaped {
 			return ms, false
 		}
 		found := false

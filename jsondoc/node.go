@@ -210,8 +210,10 @@ func (n *node) ensureSplit() {
 		}
 		return
 	}
+	anyEscaped := false // then each name is looked at again
 	for b[i] != '}' {
-		k := skipString(b, i)
+		k, escaped := scanString(b, i)
+		anyEscaped = anyEscaped || escaped
 		j := skipValue(b, k+1)
 		sp = append(sp, i, k, j)
 		i = j
@@ -230,7 +232,7 @@ func (n *node) ensureSplit() {
 		// raw bytes are never modified, and the children already keep the
 		// text alive. An escaped one is decoded on its own.
 		var key string
-		if hasEscape(keyLit) {
+		if anyEscaped && hasEscape(keyLit) {
 			key = decodeString(keyLit)
 		} else if ke-ks > 2 {
 			key = unsafe.String(&b[ks+1], ke-ks-2)

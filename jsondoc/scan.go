@@ -290,6 +290,14 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // b[i] == '"'. b must be valid JSON. Strings in state documents are mostly
 // short, so an 8-byte SWAR probe beats bytes.IndexByte's call overhead.
 func skipString(b []byte, i int) int {
+	end, _ := scanString(b, i)
+	return end
+}
+
+// scanString is skipString that also reports whether the literal has an
+// escape (see hasEscape): scanning a member's name, it saves a second
+// pass over the name.
+func scanString(b []byte, i int) (end int, escaped bool) {
 	i++
 	for i < len(b) {
 		for i+8 <= len(b) {
@@ -305,14 +313,15 @@ func skipString(b []byte, i int) int {
 		}
 		switch b[i] {
 		case '"':
-			return i + 1
+			return i + 1, escaped
 		case '\\':
 			i += 2 // the escaped byte can be neither a closing quote nor a backslash pair start
+			escaped = true
 		default:
 			i++
 		}
 	}
-	return len(b) // unreachable on validated input
+	return len(b), escaped // unreachable on validated input
 }
 
 // skipValue returns the index just past the compact, valid JSON value that
