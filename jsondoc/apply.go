@@ -88,7 +88,13 @@ func patchError(i int, op *codec.PatchOp, reason string, err error) *PatchError 
 
 func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	p := patch{d: d}
-	defer p.done()
+	err := p.applyAll(ops, decoded, object)
+	p.done() // not deferred: a defer cost more than the rest of a one-op patch's bookkeeping
+	return err
+}
+
+func (p *patch) applyAll(ops []codec.PatchOp, decoded, object bool) error {
+	d := p.d
 	size := d.size
 	for i := range ops {
 		op := &ops[i]
@@ -111,9 +117,11 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	// A root the patch replaced is referenced by nothing now (no op can
 	// make an old root a value again) but may share the Doc's allocation:
 	// zero it, so that it pins no text or children (see Doc.own).
-	for k := range p.n {
-		if r := p.rec(k); r.kind == undoRoot && r.val != nil {
-			*r.val = node{}
+	if p.rootSet {
+		for k := range p.n {
+			if r := p.rec(k); r.kind == undoRoot && r.val != nil {
+				*r.val = node{}
+			}
 		}
 	}
 	return nil
@@ -137,6 +145,7 @@ type patch struct {
 	// rollback, so their accounting must too. It lives here, not in each
 	// Doc, since no Doc needs it outside Apply.
 	splitSize int
+	rootSet   bool // an undoRoot record was logged
 
 	local [localUndo]undoRec
 	path  [localPath]*node
@@ -170,14 +179,20 @@ func (p *patch) scratch() *scratch {
 	return p.s
 }
 
-// log appends r to the undo log.
+// log appends r to the undo log. The common case is small enough to be
+// inlined at each of its dozen call sites.
 func (p *patch) log(r undoRec) {
 	if p.n < localUndo {
 		p.local[p.n] = r
-	} else {
-		s := p.scratch()
-		s.undo = append(s.undo, r)
+		p.n++
+		return
 	}
+	p.logScratch(r)
+}
+
+func (p *patch) logScratch(r undoRec) {
+	s := p.scratch()
+	s.undo = append(s.undo, r)
 	p.n++
 }
 
@@ -232,10 +247,13 @@ func (p *patch) pathAt(k int) *node {
 // into the document), and returns it to the pool, unless one huge patch
 // grew it past what is worth keeping.
 func (p *patch) done() {
-	s := p.s
-	if s == nil {
-		return
+	if p.s != nil {
+		p.release()
 	}
+}
+
+func (p *patch) release() {
+	s := p.s
 	clear(s.undo)
 	clear(s.path)
 	s.undo, s.path, s.buf, s.tok = s.undo[:0], s.path[:0], s.buf[:0], s.tok[:0]
@@ -379,6 +397,7 @@ func (p *patch) markDirty() {
 }
 
 func (p *patch) setRoot(v *node) {
+	p.rootSet = true
 	p.log(undoRec{kind: undoRoot, val: p.d.root})
 	p.d.root = v
 	p.d.size = v.size()
