@@ -104,7 +104,7 @@ func (n *node) count() int {
 // that removal and its undo are O(1) and a replaced value keeps its place.
 type member struct {
 	key        string
-	keyRaw     []byte // the name's original literal, quotes included; nil for names set by a patch
+	keyRaw     string // the name's original literal, quotes included, a view of raw text; "" for names set by a patch
 	val        *node
 	prev, next *member
 }
@@ -244,7 +244,7 @@ func (n *node) ensureSplit() {
 			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
 		} else {
 			m := &slots[k].m
-			m.key, m.keyRaw, m.val = key, keyLit, val
+			m.key, m.keyRaw, m.val = key, unsafe.String(&b[ks], ke-ks), val
 			n.link(m)
 		}
 	}
@@ -464,7 +464,7 @@ func (n *node) appendTo(dst []byte) []byte {
 		if m != n.first {
 			dst = append(dst, ',')
 		}
-		if m.keyRaw != nil {
+		if m.keyRaw != "" {
 			dst = append(dst, m.keyRaw...)
 		} else {
 			dst = appendQuoted(dst, m.key)
