@@ -189,7 +189,7 @@ func cleanPrefix(b []byte) (int, bool) {
 				return i, in != 0
 			}
 		}
-		in ^= uint64(bits.OnesCount64(q)) & 1
+		in ^= (q >> 7) * swarLo >> 56 & 1 // the running sum's top byte counts the quotes
 	}
 }
 
