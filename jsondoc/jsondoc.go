@@ -382,7 +382,7 @@ func appendTextMembers(ms []textMember, texts *[2][]byte, in int) ([]textMember,
 		}
 		found := false
 		for x := range ms {
-			if m := &ms[x]; string(texts[m.in][m.ks:m.ke]) == string(key) {
+			if m := &ms[x]; m.ke-m.ks == len(key) && string(texts[m.in][m.ks:m.ke]) == string(key) {
 				*m, found = textMember{in, i, k, j}, true // same name text, so it may come from here too
 				break
 			}
