@@ -215,14 +215,19 @@ func (p *patch) rec(k int) *undoRec {
 	return &p.s.undo[k-localUndo]
 }
 
-// push appends n to the current path.
+// push appends n to the current path. Like log, its common case inlines.
 func (p *patch) push(n *node) {
 	if p.depth < localPath {
 		p.path[p.depth] = n
-	} else {
-		s := p.scratch()
-		s.path = append(s.path, n)
+		p.depth++
+		return
 	}
+	p.pushScratch(n)
+}
+
+func (p *patch) pushScratch(n *node) {
+	s := p.scratch()
+	s.path = append(s.path, n)
 	p.depth++
 }
 
