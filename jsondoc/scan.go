@@ -11,10 +11,11 @@ import (
 	"github.com/threadcast/threadcast/codec"
 )
 
-// NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace,
-// checkString and validJSON see untrusted input: they validate (with
-// sonic.Valid for structure) and never index out of bounds on any input.
-// skipString, skipValue, kindOf and decodeString run only on validated
+// NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace
+// (and its cleanPrefix), checkString and validJSON see untrusted input:
+// they validate (with sonic.Valid for structure) and never index out of
+// bounds on any input. skipString, scanString, skipValue, kindOf and
+// decodeString run only on validated
 // text and rely on that (whitespace between tokens is fine for them; the
 // node splitter that calls them assumes compact text, which ingest makes). appendQuoted encodes
 // member names set by patches.
