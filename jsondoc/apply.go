@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -87,21 +88,26 @@ func patchError(i int, op *codec.PatchOp, reason string, err error) *PatchError 
 
 func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	p := patch{d: d}
-	defer p.done()
+	err := p.applyAll(ops, decoded, object)
+	p.done() // not deferred: a defer cost more than the rest of a one-op patch's bookkeeping
+	return err
+}
+
+func (p *patch) applyAll(ops []codec.PatchOp, decoded, object bool) error {
+	d := p.d
 	size := d.size
-	d.splitSize = 0
 	for i := range ops {
 		op := &ops[i]
 		if e := p.applyOne(op, decoded); e != nil {
 			p.rollback()
-			d.size = size + d.splitSize
+			d.size = size + p.splitSize
 			return patchError(i, op, e.reason, e.err)
 		}
 	}
 	if object && len(ops) > 0 && d.Kind() != KindObject {
 		kind := d.Kind()
 		p.rollback()
-		d.size = size + d.splitSize
+		d.size = size + p.splitSize
 		i := len(ops) - 1
 		for i > 0 && ops[i].Path != "" { // only an op on "" writes the root
 			i--
@@ -111,9 +117,11 @@ func (d *Doc) apply(ops []codec.PatchOp, decoded, object bool) error {
 	// A root the patch replaced is referenced by nothing now (no op can
 	// make an old root a value again) but may share the Doc's allocation:
 	// zero it, so that it pins no text or children (see Doc.own).
-	for k := range p.n {
-		if r := p.rec(k); r.kind == undoRoot && r.val != nil {
-			*r.val = node{}
+	if p.rootSet {
+		for k := range p.n {
+			if r := p.rec(k); r.kind == undoRoot && r.val != nil {
+				*r.val = node{}
+			}
 		}
 	}
 	return nil
@@ -133,6 +141,11 @@ type patch struct {
 	n     int // undo records logged: local, then s.undo
 	depth int // containers on the current path: path, then s.path
 	s     *scratch
+	// splitSize is what splits added to the size: splits survive a
+	// rollback, so their accounting must too. It lives here, not in each
+	// Doc, since no Doc needs it outside Apply.
+	splitSize int
+	rootSet   bool // an undoRoot record was logged
 
 	local [localUndo]undoRec
 	path  [localPath]*node
@@ -153,6 +166,7 @@ type scratch struct {
 	undo []undoRec
 	path []*node
 	buf  []byte
+	tok  []byte // unescaped tokens; see unescape
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -165,15 +179,32 @@ func (p *patch) scratch() *scratch {
 	return p.s
 }
 
-// log appends r to the undo log.
+// log appends r to the undo log. The common case is small enough to be
+// inlined at each of its dozen call sites.
 func (p *patch) log(r undoRec) {
 	if p.n < localUndo {
 		p.local[p.n] = r
-	} else {
-		s := p.scratch()
-		s.undo = append(s.undo, r)
+		p.n++
+		return
 	}
+	p.logScratch(r)
+}
+
+func (p *patch) logScratch(r undoRec) {
+	s := p.scratch()
+	s.undo = append(s.undo, r)
 	p.n++
+}
+
+// unescape is Unescape(tok) for a token with escapes, in p's scratch
+// instead of a new string: a token is used only while its op runs (a
+// member's name is copied, an error message formatted), and the scratch
+// is only appended to until done, so no token's bytes change under it.
+func (p *patch) unescape(tok string) string {
+	s := p.scratch()
+	start := len(s.tok)
+	s.tok = appendUnescaped(s.tok, tok)
+	return unsafe.String(unsafe.SliceData(s.tok[start:]), len(s.tok)-start)
 }
 
 // rec returns the k-th undo record, k < p.n.
@@ -184,14 +215,19 @@ func (p *patch) rec(k int) *undoRec {
 	return &p.s.undo[k-localUndo]
 }
 
-// push appends n to the current path.
+// push appends n to the current path. Like log, its common case inlines.
 func (p *patch) push(n *node) {
 	if p.depth < localPath {
 		p.path[p.depth] = n
-	} else {
-		s := p.scratch()
-		s.path = append(s.path, n)
+		p.depth++
+		return
 	}
+	p.pushScratch(n)
+}
+
+func (p *patch) pushScratch(n *node) {
+	s := p.scratch()
+	s.path = append(s.path, n)
 	p.depth++
 }
 
@@ -216,14 +252,17 @@ func (p *patch) pathAt(k int) *node {
 // into the document), and returns it to the pool, unless one huge patch
 // grew it past what is worth keeping.
 func (p *patch) done() {
-	s := p.s
-	if s == nil {
-		return
+	if p.s != nil {
+		p.release()
 	}
+}
+
+func (p *patch) release() {
+	s := p.s
 	clear(s.undo)
 	clear(s.path)
-	s.undo, s.path, s.buf = s.undo[:0], s.path[:0], s.buf[:0]
-	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf {
+	s.undo, s.path, s.buf, s.tok = s.undo[:0], s.path[:0], s.buf[:0], s.tok[:0]
+	if cap(s.undo) > maxKeptUndo || cap(s.buf) > maxKeptBuf || cap(s.tok) > maxKeptBuf {
 		return
 	}
 	scratchPool.Put(s)
@@ -293,11 +332,16 @@ func (p *patch) walk(path string) (parent *node, last string, e *opError) {
 	cur := p.d.rootNode()
 	i := 0
 	for {
-		tok, next := nextToken(path, i)
+		tok, next, esc := nextToken(path, i)
+		if esc {
+			tok = p.unescape(tok)
+		}
 		if cur.kind != KindObject && cur.kind != KindArray {
 			return nil, "", fail(ErrNotContainer, "%s at %s is not a container", cur.kind, quoteStr(path[:i]))
 		}
-		p.d.split(cur)
+		if !cur.split {
+			p.splitSize += p.d.split(cur)
+		}
 		p.push(cur)
 		if next == len(path) {
 			return cur, tok, nil
@@ -321,11 +365,11 @@ func (c *node) child(tok string) (*node, *opError) {
 		}
 		return m.val, nil
 	}
-	i, e := parseIndex(tok, len(c.elems), false)
+	i, e := parseIndex(tok, len(c.elems()), false)
 	if e != nil {
 		return nil, e
 	}
-	return c.elems[i], nil
+	return c.elems()[i], nil
 }
 
 // get returns the existing value at path.
@@ -358,6 +402,7 @@ func (p *patch) markDirty() {
 }
 
 func (p *patch) setRoot(v *node) {
+	p.rootSet = true
 	p.log(undoRec{kind: undoRoot, val: p.d.root})
 	p.d.root = v
 	p.d.size = v.size()
@@ -390,7 +435,7 @@ func (p *patch) add(path string, v *node, text []byte, moved bool) *opError {
 		p.log(undoRec{kind: undoLink, n: parent, m: m})
 		return nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), true)
+	i, e := parseIndex(tok, len(parent.elems()), true)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return e
@@ -431,7 +476,7 @@ func (p *patch) remove(path string, moving bool) (*node, *opError) {
 		p.log(undoRec{kind: undoUnlink, n: parent, m: m})
 		return m.val, nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), false)
+	i, e := parseIndex(tok, len(parent.elems()), false)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return nil, e
@@ -464,16 +509,17 @@ func (p *patch) replace(path string, v *node, text []byte) *opError {
 		m.val = v
 		return nil
 	}
-	i, e := parseIndex(tok, len(parent.elems), false)
+	i, e := parseIndex(tok, len(parent.elems()), false)
 	if e != nil {
 		e.reason += " at " + quoteStr(path)
 		return e
 	}
 	v = valueAt(v, text)
 	p.markDirty()
-	p.log(undoRec{kind: undoElemSet, n: parent, i: i, val: parent.elems[i]})
-	p.d.grow(v.size() - parent.elems[i].size())
-	parent.elems[i] = v
+	elems := parent.elems()
+	p.log(undoRec{kind: undoElemSet, n: parent, i: i, val: elems[i]})
+	p.d.grow(v.size() - elems[i].size())
+	elems[i] = v
 	return nil
 }
 
@@ -487,7 +533,7 @@ func (p *patch) move(from, path string) *opError {
 	}
 	// Pointer escaping is canonical, so a textual prefix ending at a '/'
 	// is exactly a token prefix; "" is a prefix of every other pointer.
-	if strings.HasPrefix(path, from+"/") {
+	if len(path) > len(from) && path[len(from)] == '/' && path[:len(from)] == from {
 		return fail(ErrMoveIntoChild, "from %s is a proper prefix of path", quoteStr(from))
 	}
 	v, e := p.remove(from, true)
@@ -507,10 +553,14 @@ func (p *patch) copy(from, path string) *opError {
 	}
 	// Raw bytes are immutable, so a clean source shares them; a modified
 	// one is written out once into fresh bytes. Either way the copy is a
-	// separate node tree.
+	// separate node tree. A short one is passed as text, as an add's
+	// value is: a new member then holds it, in one allocation, not two.
 	raw := src.raw
 	if raw == nil {
 		raw = src.appendTo(nil)
+	}
+	if len(raw) <= smallValue {
+		return p.add(path, nil, raw, false)
 	}
 	return p.add(path, rawNode(raw), nil, false)
 }
@@ -556,7 +606,7 @@ func (p *patch) rollback() {
 		case undoUnlink:
 			r.n.relink(r.m)
 		case undoElemSet:
-			r.n.elems[r.i] = r.val
+			r.n.elems()[r.i] = r.val
 		case undoInsert:
 			r.n.removeAt(r.i)
 		case undoRemove:

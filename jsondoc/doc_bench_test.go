@@ -468,3 +468,44 @@ func BenchmarkSmallDocs(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCompactInPlace copies and compacts wire-shaped texts, as every
+// decoded value entering a Doc is: already compact ones (nearly all),
+// whose strings hold spaces or not, and one with whitespace to remove,
+// against encoding/json.Compact.
+func BenchmarkCompactInPlace(b *testing.B) {
+	texts := []struct{ name, text string }{
+		{"metadata", `{"acme.model":true,"acme.finish":[7],"acme.tokens":true}`},
+		{"content", `{"theta":1000,"alpha":{"epsilon":"option reasoning search","iota":12.25}}`},
+		{"spaced", `{"theta": 1000, "alpha": {"epsilon": "option reasoning search"}}`},
+	}
+	for _, tt := range texts {
+		src := []byte(tt.text)
+		buf := make([]byte, len(src))
+		want, ok := compactInPlace(bytes.Clone(src))
+		if !ok {
+			b.Fatalf("%s: rejected", tt.name)
+		}
+		b.Run(tt.name+"/impl=jsondoc", func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				got, ok := compactInPlace(buf[:copy(buf, src)])
+				if !ok || len(got) != len(want) {
+					b.Fatalf("compactInPlace = %q, %v", got, ok)
+				}
+			}
+		})
+		b.Run(tt.name+"/impl=encoding_json", func(b *testing.B) {
+			var out bytes.Buffer
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out.Reset()
+				if err := json.Compact(&out, src); err != nil || out.Len() != len(want) {
+					b.Fatalf("json.Compact = %q, %v", out.Bytes(), err)
+				}
+			}
+		})
+	}
+}

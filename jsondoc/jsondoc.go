@@ -14,9 +14,6 @@ import (
 type Doc struct {
 	root *node // nil means null
 	size int   // approximate bytes held; see Size
-	// splitSize is what splits added to size during the current Apply:
-	// splits survive a rollback, so their accounting must too.
-	splitSize int
 
 	// own is the root node until something replaces the root: most Docs
 	// are parsed or set once and never replaced whole, so a Doc and its
@@ -127,15 +124,15 @@ func (d *Doc) rootNode() *node {
 }
 
 // split splits n if it is an unsplit container, accounting for the nodes
-// it creates.
-func (d *Doc) split(n *node) {
+// it creates, and returns what it added to the size.
+func (d *Doc) split(n *node) int {
 	if n.split || (n.kind != KindArray && n.kind != KindObject) {
-		return
+		return 0
 	}
 	n.ensureSplit()
 	grown := nodeOverhead * n.count()
 	d.size += grown
-	d.splitSize += grown
+	return grown
 }
 
 // grow adjusts the size estimate; it never goes negative.
@@ -377,15 +374,15 @@ func (d *Doc) mergeText(r *node, src []byte) bool {
 func appendTextMembers(ms []textMember, texts *[2][]byte, in int) ([]textMember, bool) {
 	obj := texts[in]
 	for i := 1; obj[i] != '}'; {
-		k := skipString(obj, i)
+		k, escaped := scanString(obj, i)
 		j := skipValue(obj, k+1)
 		key := obj[i:k]
-		if hasEscape(key) {
+		if escaped {
 			return ms, false
 		}
 		found := false
 		for x := range ms {
-			if m := &ms[x]; string(texts[m.in][m.ks:m.ke]) == string(key) {
+			if m := &ms[x]; m.ke-m.ks == len(key) && string(texts[m.in][m.ks:m.ke]) == string(key) {
 				*m, found = textMember{in, i, k, j}, true // same name text, so it may come from here too
 				break
 			}

@@ -623,3 +623,17 @@ func TestEmptyObjectShared(t *testing.T) {
 		t.Fatalf("shared text changed to %s", emptyObject)
 	}
 }
+
+// TestSizeKeepsSplitsOfFailedPatch: a failing patch is undone, but the
+// containers it split stay split, so their nodes stay in Size.
+func TestSizeKeepsSplitsOfFailedPatch(t *testing.T) {
+	d := mustParse(t, `{"a":{"x":1,"y":2}}`)
+	before := d.Size()
+	if err := d.Apply(mustPatch(t, `[{"op":"add","path":"/a/z","value":3},{"op":"remove","path":"/nope"}]`)); err == nil {
+		t.Fatal("failing patch applied")
+	}
+	if want := before + 3*nodeOverhead; d.Size() != want { // the root's member, then /a's two
+		t.Fatalf("Size after failed patch = %d, want %d", d.Size(), want)
+	}
+	assertJSON(t, d, `{"a":{"x":1,"y":2}}`)
+}

@@ -76,31 +76,35 @@ type node struct {
 
 // kids holds a split container's children.
 type kids struct {
-	// Array children: elems is the live window back[off:] of a backing
+	// Array children: the live window back[off:] (elems) of a backing
 	// array with off free slots in front, so an insert or remove moves
-	// only the elements between the index and the nearer end.
-	elems []*node
-	back  []*node
-	off   int
+	// only the elements between the index and the nearer end. The window
+	// is not kept as a slice of its own: most splits are objects, and 24
+	// bytes more per split took a size class up.
+	back []*node
+	off  int
 
 	first, last *member // object members in insertion order
 	n           int     // member count
 	index       map[string]*member
 }
 
+// elems returns a split array's elements.
+func (k *kids) elems() []*node { return k.back[k.off:] }
+
 // count returns the number of children of n: 0 unless n is split.
 func (n *node) count() int {
 	if n.kids == nil {
 		return 0
 	}
-	return len(n.elems) + n.n
+	return len(n.back) - n.off + n.n
 }
 
 // member is one name/value pair of an object, in a doubly linked list so
 // that removal and its undo are O(1) and a replaced value keeps its place.
 type member struct {
 	key        string
-	keyRaw     []byte // the name's original literal, quotes included; nil for names set by a patch
+	keyRaw     string // the name's original literal, quotes included, a view of raw text; "" for names set by a patch
 	val        *node
 	prev, next *member
 }
@@ -204,11 +208,12 @@ func (n *node) ensureSplit() {
 			nodes[k] = node{kind: kindOf(raw), raw: raw}
 			n.back[k] = &nodes[k]
 		}
-		n.elems = n.back
 		return
 	}
+	anyEscaped := false // then each name is looked at again
 	for b[i] != '}' {
-		k := skipString(b, i)
+		k, escaped := scanString(b, i)
+		anyEscaped = anyEscaped || escaped
 		j := skipValue(b, k+1)
 		sp = append(sp, i, k, j)
 		i = j
@@ -227,7 +232,7 @@ func (n *node) ensureSplit() {
 		// raw bytes are never modified, and the children already keep the
 		// text alive. An escaped one is decoded on its own.
 		var key string
-		if hasEscape(keyLit) {
+		if anyEscaped && hasEscape(keyLit) {
 			key = decodeString(keyLit)
 		} else if ke-ks > 2 {
 			key = unsafe.String(&b[ks+1], ke-ks-2)
@@ -239,7 +244,7 @@ func (n *node) ensureSplit() {
 			m.val = val // duplicate name: last wins, first position kept (as JSON.parse)
 		} else {
 			m := &slots[k].m
-			m.key, m.keyRaw, m.val = key, keyLit, val
+			m.key, m.keyRaw, m.val = key, unsafe.String(&b[ks], ke-ks), val
 			n.link(m)
 		}
 	}
@@ -395,47 +400,47 @@ func (n *node) relink(m *member) {
 
 // insert puts v at index i (0 <= i <= len), moving the shorter side.
 func (n *node) insert(i int, v *node) {
-	l := len(n.elems)
+	l := len(n.back) - n.off
 	if i < l/2 {
 		if n.off == 0 {
 			// Make front room proportional to the length, so a run of
 			// front inserts costs amortised O(1) each.
 			slack := l/2 + 4
 			nb := make([]*node, slack+l, slack+l+l/4+4)
-			copy(nb[slack:], n.elems)
+			copy(nb[slack:], n.back)
 			clear(n.back) // may be in a split batch (arrayBatch), which outlives it
 			n.back, n.off = nb, slack
 		}
 		n.off--
-		n.elems = n.back[n.off:]
-		copy(n.elems[:i], n.elems[1:i+1])
-		n.elems[i] = v
+		elems := n.elems()
+		copy(elems[:i], elems[1:i+1])
+		elems[i] = v
 		return
 	}
 	old := n.back
 	if n.back = append(n.back, nil); cap(old) < cap(n.back) {
 		clear(old) // moved: see above
 	}
-	n.elems = n.back[n.off:]
-	copy(n.elems[i+1:], n.elems[i:l])
-	n.elems[i] = v
+	elems := n.elems()
+	copy(elems[i+1:], elems[i:l])
+	elems[i] = v
 }
 
 // removeAt removes and returns the element at i (0 <= i < len), moving
 // the shorter side.
 func (n *node) removeAt(i int) *node {
-	l := len(n.elems)
-	old := n.elems[i]
+	elems := n.elems()
+	l := len(elems)
+	old := elems[i]
 	if i < l/2 {
-		copy(n.elems[1:i+1], n.elems[:i])
-		n.elems[0] = nil
+		copy(elems[1:i+1], elems[:i])
+		elems[0] = nil
 		n.off++
 	} else {
-		copy(n.elems[i:], n.elems[i+1:])
-		n.elems[l-1] = nil
+		copy(elems[i:], elems[i+1:])
+		elems[l-1] = nil
 		n.back = n.back[:len(n.back)-1]
 	}
-	n.elems = n.back[n.off:]
 	return old
 }
 
@@ -446,7 +451,7 @@ func (n *node) appendTo(dst []byte) []byte {
 	}
 	if n.kind == KindArray {
 		dst = append(dst, '[')
-		for i, e := range n.elems {
+		for i, e := range n.elems() {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -459,7 +464,7 @@ func (n *node) appendTo(dst []byte) []byte {
 		if m != n.first {
 			dst = append(dst, ',')
 		}
-		if m.keyRaw != nil {
+		if m.keyRaw != "" {
 			dst = append(dst, m.keyRaw...)
 		} else {
 			dst = appendQuoted(dst, m.key)
@@ -479,7 +484,7 @@ func (n *node) size() int {
 		return len(n.raw) + nodeOverhead*(1+n.count())
 	}
 	s := nodeOverhead
-	for _, e := range n.elems {
+	for _, e := range n.elems() {
 		s += e.size()
 	}
 	for m := n.first; m != nil; m = m.next {

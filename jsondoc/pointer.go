@@ -1,6 +1,9 @@
 package jsondoc
 
-import "strings"
+import (
+	"strings"
+	"unsafe"
+)
 
 // JSON Pointer (RFC 6901) handling. Pointers stay in their escaped form
 // until a token is needed; tokens without '~' are substrings of the pointer
@@ -23,17 +26,22 @@ func checkPointer(p string) bool {
 	return true
 }
 
-// nextToken returns the unescaped token of p starting at p[i] == '/', and
-// the index of the following '/' (or len(p)).
-func nextToken(p string, i int) (tok string, next int) {
+// nextToken returns the token of p starting at p[i] == '/', still
+// escaped, the index of the following '/' (or len(p)), and whether the
+// token has escapes to undo (a '~').
+func nextToken(p string, i int) (tok string, next int, esc bool) {
 	i++ // skip '/'
-	j := strings.IndexByte(p[i:], '/')
-	if j < 0 {
-		j = len(p)
-	} else {
-		j += i
+	// One pass finds the end and any '~': tokens are a few bytes, where
+	// two IndexByte calls (here and in Unescape) cost more than the loop.
+	j := i
+	for ; j < len(p); j++ {
+		if c := p[j]; c == '/' {
+			break
+		} else if c == '~' {
+			esc = true
+		}
 	}
-	return Unescape(p[i:j]), j
+	return p[i:j], j, esc
 }
 
 // Unescape decodes one reference token: "~1" is '/', "~0" is '~', in a
@@ -42,8 +50,12 @@ func Unescape(tok string) string {
 	if strings.IndexByte(tok, '~') < 0 {
 		return tok
 	}
-	var b strings.Builder
-	b.Grow(len(tok))
+	b := appendUnescaped(make([]byte, 0, len(tok)), tok)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+}
+
+// appendUnescaped appends the decoding of tok (see Unescape) to dst.
+func appendUnescaped(dst []byte, tok string) []byte {
 	for i := 0; i < len(tok); i++ {
 		c := tok[i]
 		if c == '~' && i+1 < len(tok) {
@@ -56,9 +68,9 @@ func Unescape(tok string) string {
 				i++
 			}
 		}
-		b.WriteByte(c)
+		dst = append(dst, c)
 	}
-	return b.String()
+	return dst
 }
 
 // Escape encodes a member name as a reference token ('~' → "~0", '/' → "~1").

@@ -1,6 +1,10 @@
 package jsondoc
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 func TestUnescapeEscape(t *testing.T) {
 	tests := []struct {
@@ -72,4 +76,30 @@ func TestParseIndex(t *testing.T) {
 			t.Errorf("parseIndex(%q, %d, %v) = %d, %v; want %d ok=%v", tt.tok, tt.n, tt.allowDash, got, e, tt.want, tt.wantOK)
 		}
 	}
+}
+
+// TestEscapedTokensInOnePatch: escaped tokens are unescaped into a
+// scratch that grows while the patch runs; every one must still name its
+// member, in lookups, new names and error messages.
+func TestEscapedTokensInOnePatch(t *testing.T) {
+	long := strings.Repeat("~0~1", 40) // unescapes to 80 bytes: the scratch grows
+	d := mustParse(t, `{"a/b":{"m~n":1}}`)
+	ops := mustPatch(t, `[
+		{"op":"add","path":"/a~1b/`+long+`","value":2},
+		{"op":"add","path":"/x~0y","value":{"p/q":3}},
+		{"op":"copy","from":"/a~1b/m~0n","path":"/x~0y/p~1q~1r"},
+		{"op":"move","from":"/a~1b/`+long+`","path":"/`+long+`"},
+		{"op":"test","path":"/x~0y/p~1q","value":3}]`)
+	if err := d.Apply(ops); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("~/", 40)
+	assertJSON(t, d, `{"a/b":{"m~n":1},"x~y":{"p/q":3,"p/q/r":1},"`+name+`":2}`)
+
+	err := d.Apply(mustPatch(t, `[{"op":"add","path":"/z~1z","value":1},{"op":"remove","path":"/a~1b/n~0o"}]`))
+	var pe *PatchError
+	if !errors.As(err, &pe) || pe.Index != 1 || pe.Reason != `no member "n~o" at "/a~1b/n~0o"` {
+		t.Fatalf("err = %v, want op 1 with no member \"n~o\"", err)
+	}
+	assertJSON(t, d, `{"a/b":{"m~n":1},"x~y":{"p/q":3,"p/q/r":1},"`+name+`":2}`)
 }

@@ -1,9 +1,12 @@
 package jsondoc
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/bytedance/sonic"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -75,5 +78,49 @@ func TestNames(t *testing.T) {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// compactCases are texts whose clean prefix ends at every kind of place:
+// in a string or not, at a word boundary or in the tail, under 8 bytes.
+var compactCases = []string{
+	``, `1`, `""`, `" "`, `"a b c d e f g h i"`, `{"a":1}`, `{"x y":"on search is"}`,
+	`{"acme.model":true,"acme.finish":[7],"acme.tokens":true}`,
+	`{"acme.model":true, "acme.finish":[7]}`, `{"acme.model":"tr\"ue","b":1}`,
+	`{"abcdefg":"hijklmn\u00e9op"}`, "{\"abcdefghijkl\":\"x\ty\"}", "[1,2,3,4,5,6,7,\n8]",
+	`"abcdefgh`, `"abcdefghijklmno`, `"abc`, `["a","b"] `, ` [1]`, `"\\"`, `["a",  "b"]`,
+	"\"abcdefg\x01\"", `{"abcdefghijklmnop":[  ]}`, `"abcdefghijklmnopqrstuvw\/"`,
+}
+
+func TestCompactInPlace(t *testing.T) {
+	for _, s := range compactCases {
+		checkCompact(t, []byte(s))
+	}
+}
+
+// FuzzCompactInPlace: on text sonic.Valid accepts (what compactInPlace
+// may be given), it accepts exactly what encoding/json does and yields
+// json.Compact's output.
+func FuzzCompactInPlace(f *testing.F) {
+	for _, s := range compactCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if sonic.Valid(paddedCopy(raw)) {
+			checkCompact(t, raw)
+		}
+	})
+}
+
+func checkCompact(t *testing.T, raw []byte) {
+	t.Helper()
+	got, ok := compactInPlace(bytes.Clone(raw))
+	var want bytes.Buffer
+	err := json.Compact(&want, raw)
+	if len(raw) == 0 {
+		err = nil // compactInPlace is never given nothing; it passes it through
+	}
+	if ok != (err == nil) || ok && !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("compactInPlace(%q) = %q, %v; want %q (%v)", raw, got, ok, want.Bytes(), err)
 	}
 }
