@@ -183,3 +183,71 @@ func TestDecodeReleasesLastEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberPatternsDecodeAlike: an event decoded by a Decoder that has
+// learnt its member order (so that members1 checks each member against
+// its memberPat first) decodes exactly as by a fresh Decoder, for members
+// that almost match a pattern and for patterns that end early in the input
+// or run past its end.
+func TestMemberPatternsDecodeAlike(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d\"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\u00e9\n"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"caf` + "\xc3\xa9" + `"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + "\xff" + `"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":1}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":null}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m" ,"delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m", "delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta" :"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta": "d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","Delta":"d","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","delta":"e"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"} `,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}x`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d",}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","metadata":{"a":1}}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_END"}`,
+		`{"type":"TEXT_MESSAGE_CHUNK","role":"robot","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m","delta":"d"}`, // delta is not a property
+		`{"type":"STATE_DELTA","delta":"d"}`,                      // delta is a patch here
+		`{"type":"RAW","source":"s","event":1}`,
+		`{"type":"RAW","event":1,"source":"s"}`,
+		`{"type":"CUSTOM","name":"n","value":1}`,
+		`{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"n","parentMessageId":"p","delta":"d","subagentRunId":"s"}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n","parentSubagentRunId":"p","parentToolCallId":"c","parentMessageId":"m","description":"d"}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`,
+	} {
+		data := []byte(s)
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, data)
+		var d Decoder
+		decodeResult(&d, data) // learn the member order
+		for range 2 {
+			got, gotEv := decodeResult(&d, data)
+			if got != want {
+				t.Fatalf("%s:\n got %s\nwant %s", data, got, want)
+			}
+			if diff := eventDiff(gotEv, wantEv); diff != "" {
+				t.Fatalf("%s: %s", data, diff)
+			}
+		}
+	}
+	var d Decoder
+	var ev Event
+	d.Decode([]byte(`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`), &ev)
+	if err := d.SetProtocolVersion("1.0"); err != nil {
+		t.Fatal(err)
+	}
+	// A 1.0 Decoder strips encryptedValueType whatever it guessed.
+	got, _ := decodeResult(&d, []byte(`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`))
+	if !strings.Contains(got, "encryptedValueType") {
+		t.Fatalf("1.0 decoder kept encryptedValueType: %q", got)
+	}
+}
