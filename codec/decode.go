@@ -7,7 +7,10 @@ package codec
 // only the whole event can tell (required fields, closed string sets,
 // protocolVersion). Nested objects are in nested.go.
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // Decoder decodes AG-UI events. Its zero value is ready to use; reuse one
 // Decoder for many events (its scratch space and slices are recycled). A
@@ -189,6 +192,23 @@ func (d *Decoder) Decode(data []byte, ev *Event) error {
 
 func (d *Decoder) decodeEvent(ev *Event) *Error {
 	b := d.data
+	// Fastest path: the event starts `{"type":"` and typeAt knows the
+	// name, as the path below would find them, with one word compare
+	// for its whitespace, brace, name, colon and quote.
+	if len(b) >= len(`{"type":"`)+32 && binary.LittleEndian.Uint64(b) == typeFirst && b[8] == '"' {
+		if t, n := typeAt(b, 9); t != TypeUnknown {
+			ev.Type, ev.TypeName, ev.Fields = t, b2s(b[9:9+n]), ev.Fields.With(FieldType)
+			d.typ = t
+			end, err := d.members1(ev, 10+n)
+			if err != nil {
+				return err
+			}
+			if !d.restart {
+				return d.finish(ev, end)
+			}
+			return d.restartCollect(ev, 0)
+		}
+	}
 	i := skipWS(b, 0)
 	if i >= len(b) {
 		return d.syntax(i, "empty input")
@@ -237,12 +257,21 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 			if !d.restart {
 				return d.finish(ev, end)
 			}
-			// A second, different `type`: start over and let the last one win.
-			d.restart, d.retired = false, false
-			*ev = Event{}
-			d.warns = d.warns[:0]
+			return d.restartCollect(ev, obj)
 		}
 	}
+	return d.collectEvent(ev, obj)
+}
+
+// typeFirst is `{"type":` as a little-endian word.
+var typeFirst = leWord(`{"type":`)
+
+// restartCollect starts over on the object at obj after members1 met a
+// second, different `type`, so that the last one wins.
+func (d *Decoder) restartCollect(ev *Event, obj int) *Error {
+	d.restart, d.retired = false, false
+	*ev = Event{}
+	d.warns = d.warns[:0]
 	return d.collectEvent(ev, obj)
 }
 

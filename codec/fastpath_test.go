@@ -251,3 +251,63 @@ func TestMemberPatternsDecodeAlike(t *testing.T) {
 		t.Fatalf("1.0 decoder kept encryptedValueType: %q", got)
 	}
 }
+
+// TestTypeFirstDecodesAlike: an event that starts with compact
+// `{"type":"` (decodeEvent's word compare) decodes as the same event with
+// a space after its brace, which takes the general path: same Event, same
+// errors and warnings (their offsets aside).
+func TestTypeFirstDecodesAlike(t *testing.T) {
+	var evs [][]byte
+	for _, c := range loadCorpus(t) {
+		evs = append(evs, c.events...)
+	}
+	evs = append(evs, loadMix(t)...)
+	for _, s := range []string{
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_END"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_CONTENT"}`,
+		`{"type":"TEXT_MESSAGE_CONTENTS","messageId":"m","delta":"d"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"} `,
+		`{"type":"TEXT_MESSAGE_CONTENT"}`,
+		`{"type":"RAW","event":{}}`,
+	} {
+		evs = append(evs, []byte(s))
+	}
+	// outcome is decodeResult without offsets and quotes.
+	outcome := func(d *Decoder, data []byte) (string, *Event) {
+		var ev Event
+		err := d.Decode(data, &ev)
+		var out []string
+		if err != nil {
+			e := err.(*Error)
+			out = append(out, fmt.Sprintf("error kind=%v verdict=%v field=%q type=%v/%q detail=%q", e.Kind, e.Verdict, e.Field, e.Type, e.TypeName, e.Detail))
+		}
+		for _, w := range d.Warnings() {
+			out = append(out, fmt.Sprintf("warning kind=%v field=%q detail=%q", w.Kind, w.Field, w.Detail))
+		}
+		return strings.Join(out, "\n"), &ev
+	}
+	var d, d2 Decoder
+	n := 0
+	for _, data := range evs {
+		if !strings.HasPrefix(string(data), `{"type":"`) {
+			continue
+		}
+		n++
+		got, gotEv := outcome(&d, data)
+		spaced := append([]byte(`{ `), data[1:]...)
+		want, wantEv := outcome(&d2, spaced)
+		if got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", data, got, want)
+		}
+		if diff := eventDiff(gotEv, wantEv); diff != "" {
+			t.Fatalf("%s: %s", data, diff)
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d events start with {\"type\":\"", n)
+	}
+}
