@@ -204,6 +204,9 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 				return err
 			}
 			if !d.restart {
+				if d.settled(ev, end) {
+					return nil
+				}
 				return d.finish(ev, end)
 			}
 			return d.restartCollect(ev, 0)
@@ -255,6 +258,9 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 				return err
 			}
 			if !d.restart {
+				if d.settled(ev, end) {
+					return nil
+				}
 				return d.finish(ev, end)
 			}
 			return d.restartCollect(ev, obj)
@@ -787,6 +793,18 @@ func (d *Decoder) null(ev *Event, f Field, i int) *Error {
 	return d.errAt(KindNull, Fatal, i, name, "an absent value must be omitted, not null")
 }
 
+// settled reports whether the event members1 read to end has nothing
+// left for finish to check, as most have: no bytes after the object, every
+// required field, and a type without checks of its own (checkedTypes).
+// It is small enough to be inlined; a retired event never gets here.
+func (d *Decoder) settled(ev *Event, end int) bool {
+	return end == len(d.data) && typeSpecs[ev.Type].required&^ev.Fields|checkedTypes>>ev.Type&1 == 0
+}
+
+// checkedTypes are the types with checks of their own in finish.
+const checkedTypes = 1<<TypeTextMessageStart | 1<<TypeTextMessageChunk | 1<<TypeReasoningMessageStart |
+	1<<TypeToolCallResult | 1<<TypeReasoningEncryptedValue | 1<<TypeActivitySnapshot | 1<<TypeRunStarted
+
 // finish checks what needs the whole event. end is the offset after the
 // object (or -1 when trailing data was already checked).
 func (d *Decoder) finish(ev *Event, end int) *Error {
@@ -808,7 +826,7 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 			}
 		}
 	}
-	switch ev.Type {
+	switch ev.Type { // every type with a case here is in checkedTypes
 	case TypeTextMessageStart, TypeTextMessageChunk:
 		if ev.Has(FieldRole) {
 			switch ev.Role {

@@ -311,3 +311,45 @@ func TestTypeFirstDecodesAlike(t *testing.T) {
 		t.Fatalf("only %d events start with {\"type\":\"", n)
 	}
 }
+
+// TestSettledEventsNeedNoFinish: for every event that decodes and that
+// settled says finish may skip, finish changes nothing: no error, no
+// warning, the same Event. Every type gets an event with all its
+// required fields, and the corpus and mix add the real ones.
+func TestSettledEventsNeedNoFinish(t *testing.T) {
+	var evs [][]byte
+	for _, c := range loadCorpus(t) {
+		evs = append(evs, c.events...)
+	}
+	evs = append(evs, loadMix(t)...)
+	for ty := Type(1); ty < numTypes; ty++ {
+		// A value of the wrong type for some fields is fine: those events
+		// fail to decode and are skipped.
+		s := `{"type":"` + ty.String() + `"`
+		for f := Field(1); f < numFields; f++ {
+			if ty.Required(f) {
+				s += `,"` + f.String() + `":"x"`
+			}
+		}
+		evs = append(evs, []byte(s+"}"))
+	}
+	settled := 0
+	for _, data := range evs {
+		var d Decoder
+		var ev Event
+		if d.Decode(data, &ev) != nil || d.retired || !d.settled(&ev, len(data)) {
+			continue
+		}
+		settled++
+		before, warns := ev, len(d.warns)
+		if err := d.finish(&ev, len(data)); err != nil || len(d.warns) != warns {
+			t.Fatalf("%s: settled, but finish says %v, %d new warnings", data, err, len(d.warns)-warns)
+		}
+		if diff := eventDiff(&ev, &before); diff != "" {
+			t.Fatalf("%s: settled, but finish changed %s", data, diff)
+		}
+	}
+	if settled < 1000 {
+		t.Fatalf("only %d settled events", settled)
+	}
+}
