@@ -40,11 +40,13 @@ type Decoder struct {
 	restart bool
 	retired bool // the event is a retired THINKING_* one being translated (retired.go)
 
-	// shapes[t][i] is the field of the i-th member after `type` (the last
-	// slot: of any later one) in the last events of type t, the name
-	// members1 checks for first (guessKey). It only ever saves time, so
-	// Reset keeps it.
-	shapes [numTypes][maxShape]Field
+	// shapes[t][f] is the field of the member that came after one of
+	// field f (FieldType: the first after `type`; noField: after an
+	// unknown name) in the last events of type t, the name members1
+	// checks for first (memberPats, guessKey). Keyed by the member before
+	// rather than by position, a guess holds when optional members come
+	// and go before it. It only ever saves time, so Reset keeps it.
+	shapes [numTypes][numFields + 1]Field
 
 	// v10 is configuration, not state (Reset keeps it): decode as a strict
 	// AG-UI 1.0 consumer. See SetProtocolVersion.
@@ -354,7 +356,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 	b := d.data
 	shape := &d.shapes[ev.Type]
 	plain := typeSpecs[ev.Type].plain
-	for n := 0; ; n++ {
+	for prev := FieldType; ; {
 		if k < len(b) && b[k] == '}' {
 			return k + 1, nil
 		}
@@ -363,7 +365,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		// check of three words instead of whitespace, comma, name and
 		// quote one after the other. (A pattern ending before byte 24 is
 		// a short name after RAW; it takes the path below.)
-		if g := shape[min(n, maxShape-1)]; plain.Has(g) {
+		if g := shape[prev]; plain.Has(g) {
 			p := &memberPats[g]
 			if e := k + p.n; e <= len(b) && e >= 24 && p.at(b[e-24:e]) {
 				s, end, err := d.str(e - 1)
@@ -372,7 +374,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 				if err != nil {
 					return end, err
 				}
-				k = end
+				k, prev = end, g
 				continue
 			}
 		}
@@ -393,7 +395,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		kpos := k
 		var key string
 		var err *Error
-		guess := &shape[min(n, maxShape-1)]
+		guess := &shape[prev]
 		var f Field
 		var next int
 		if k+16 <= len(b) {
@@ -426,13 +428,14 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 				if err != nil {
 					return end, err
 				}
-				k = end
+				k, prev = end, f
 				continue
 			}
 		}
 		if k, err = d.field(ev, f, key, kpos, k); err != nil {
 			return k, err
 		}
+		prev = f
 		if d.restart {
 			return k, nil
 		}

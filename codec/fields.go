@@ -151,10 +151,6 @@ func fieldOf(s string) Field {
 	return noField
 }
 
-// maxShape is how many members after `type` a Decoder remembers per event
-// type (Decoder.shapes).
-const maxShape = 6
-
 // keyPat is a member name as compact JSON writes it before the value,
 // `"name":` (n bytes), loaded as two little-endian words with masks of the
 // pattern's bytes. Names whose pattern is longer than 16 bytes get a
