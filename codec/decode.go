@@ -47,6 +47,9 @@ type Decoder struct {
 	// rather than by position, a guess holds when optional members come
 	// and go before it. It only ever saves time, so Reset keeps it.
 	shapes [numTypes][numFields + 1]Field
+	// shapes2[t][f] is the guess shapes[t][f] held before: the second
+	// one members1 checks, and swaps in when it is right.
+	shapes2 [numTypes][numFields + 1]Field
 
 	// v10 is configuration, not state (Reset keeps it): decode as a strict
 	// AG-UI 1.0 consumer. See SetProtocolVersion.
@@ -354,7 +357,7 @@ func (d *Decoder) trailing(end int) *Error {
 // type's value. It returns the offset after the closing brace.
 func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 	b := d.data
-	shape := &d.shapes[ev.Type]
+	shape, shape2 := &d.shapes[ev.Type], &d.shapes2[ev.Type]
 	plain := typeSpecs[ev.Type].plain
 	for prev := FieldType; ; {
 		if k < len(b) && b[k] == '}' {
@@ -364,19 +367,27 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		// field of this type, read as the path below would read it: one
 		// check of three words instead of whitespace, comma, name and
 		// quote one after the other. (A pattern ending before byte 24 is
-		// a short name after RAW; it takes the path below.)
-		if g := shape[prev]; plain.Has(g) {
-			p := &memberPats[g]
-			if e := k + p.n; e <= len(b) && e >= 24 && p.at(b[e-24:e]) {
-				s, end, err := d.str(e - 1)
-				ev.setStr(g, s)
-				ev.Fields = ev.Fields.With(g)
-				if err != nil {
-					return end, err
-				}
-				k, prev = end, g
-				continue
+		// a short name after RAW; it takes the path below.) The second
+		// guess is the name that came after prev before the first did, as
+		// optional members come and go; it is swapped in when right.
+		g, e := shape[prev], -1
+		if p := &memberPats[g]; plain.Has(g) && p.endsAt(b, k+p.n) {
+			e = k + p.n
+		} else if g = shape2[prev]; plain.Has(g) {
+			if p := &memberPats[g]; p.endsAt(b, k+p.n) {
+				e = k + p.n
+				shape[prev], shape2[prev] = g, shape[prev]
 			}
+		}
+		if e >= 0 {
+			s, end, err := d.str(e - 1)
+			ev.setStr(g, s)
+			ev.Fields = ev.Fields.With(g)
+			if err != nil {
+				return end, err
+			}
+			k, prev = end, g
+			continue
 		}
 		k = skipWS(b, k)
 		if k >= len(b) {
@@ -415,7 +426,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 				return k, err
 			}
 			if f = fieldOf(key); f != noField {
-				*guess = f
+				shape2[prev], *guess = *guess, f
 			}
 		}
 		// Fast path for most members: a plain string field of this type

@@ -190,7 +190,7 @@ func TestDecodeReleasesLastEvent(t *testing.T) {
 // that almost match a pattern and for patterns that end early in the input
 // or run past its end.
 func TestMemberPatternsDecodeAlike(t *testing.T) {
-	for _, s := range []string{
+	evs := []string{
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}`,
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`,
@@ -223,7 +223,8 @@ func TestMemberPatternsDecodeAlike(t *testing.T) {
 		`{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"n","parentMessageId":"p","delta":"d","subagentRunId":"s"}`,
 		`{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n","parentSubagentRunId":"p","parentToolCallId":"c","parentMessageId":"m","description":"d"}`,
 		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`,
-	} {
+	}
+	for _, s := range evs {
 		data := []byte(s)
 		var fresh Decoder
 		want, wantEv := decodeResult(&fresh, data)
@@ -236,6 +237,32 @@ func TestMemberPatternsDecodeAlike(t *testing.T) {
 			}
 			if diff := eventDiff(gotEv, wantEv); diff != "" {
 				t.Fatalf("%s: %s", data, diff)
+			}
+		}
+	}
+	// Every field as the second guess, behind a first that is no plain
+	// field (FieldType), for these events and a sample of the mix.
+	mix := loadMix(t)
+	for i := 0; i < len(mix); i += 50 {
+		evs = append(evs, string(mix[i]))
+	}
+	for _, s := range evs {
+		data := []byte(s)
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, data)
+		for g := Field(0); g < numFields; g++ {
+			var d Decoder
+			for t := range d.shapes2 {
+				for i := range d.shapes2[t] {
+					d.shapes2[t][i] = g
+				}
+			}
+			got, gotEv := decodeResult(&d, data)
+			if got != want {
+				t.Fatalf("%s second guess %v:\n got %s\nwant %s", data, g, got, want)
+			}
+			if diff := eventDiff(gotEv, wantEv); diff != "" {
+				t.Fatalf("%s second guess %v: %s", data, g, diff)
 			}
 		}
 	}

@@ -234,10 +234,13 @@ func init() {
 	}
 }
 
-// at reports whether w, the 24 bytes that end where the pattern would,
-// hold the pattern.
-func (p *memberPat) at(w []byte) bool {
-	w = w[:24:24]
+// endsAt reports whether b holds the pattern ending at e (before byte e).
+// It needs e >= 24, which holds but for a short name after RAW.
+func (p *memberPat) endsAt(b []byte, e int) bool {
+	if e > len(b) || e < 24 {
+		return false
+	}
+	w := b[e-24 : e : e]
 	le := binary.LittleEndian
 	return (le.Uint64(w)^p.w[0])&p.m[0]|(le.Uint64(w[8:])^p.w[1])&p.m[1]|(le.Uint64(w[16:])^p.w[2])&p.m[2] == 0
 }
