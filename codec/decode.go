@@ -199,10 +199,12 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 	b := d.data
 	// Fastest path: the event starts `{"type":"` and typeAt knows the
 	// name, as the path below would find them, with one word compare
-	// for its whitespace, brace, name, colon and quote.
+	// for its whitespace, brace, name, colon and quote. A known name is
+	// its typeNames entry, the same text as the input's without slicing
+	// the input for it.
 	if len(b) >= len(`{"type":"`)+32 && binary.LittleEndian.Uint64(b) == typeFirst && b[8] == '"' {
 		if t, n := typeAt(b, 9); t != TypeUnknown {
-			ev.Type, ev.TypeName, ev.Fields = t, b2s(b[9:9+n]), ev.Fields.With(FieldType)
+			ev.Type, ev.TypeName, ev.Fields = t, typeNames[t], ev.Fields.With(FieldType)
 			d.typ = t
 			end, err := d.members1(ev, 10+n)
 			if err != nil {
@@ -310,7 +312,7 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 	var s string
 	var end int
 	if t, n := typeAt(d.data, k+1); t != TypeUnknown {
-		s, end, ev.Type = b2s(d.data[k+1:k+1+n]), k+n+2, t
+		s, end, ev.Type = typeNames[t], k+n+2, t
 	} else {
 		var err *Error
 		if s, end, err = d.str(k); err != nil {
