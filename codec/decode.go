@@ -7,7 +7,10 @@ package codec
 // only the whole event can tell (required fields, closed string sets,
 // protocolVersion). Nested objects are in nested.go.
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // Decoder decodes AG-UI events. Its zero value is ready to use; reuse one
 // Decoder for many events (its scratch space and slices are recycled). A
@@ -37,11 +40,16 @@ type Decoder struct {
 	restart bool
 	retired bool // the event is a retired THINKING_* one being translated (retired.go)
 
-	// shapes[t][i] is the field of the i-th member after `type` (the last
-	// slot: of any later one) in the last events of type t, the name
-	// members1 checks for first (guessKey). It only ever saves time, so
-	// Reset keeps it.
-	shapes [numTypes][maxShape]Field
+	// shapes[t][f] is the field of the member that came after one of
+	// field f (FieldType: the first after `type`; noField: after an
+	// unknown name) in the last events of type t, the name members1
+	// checks for first (memberPats, guessKey). Keyed by the member before
+	// rather than by position, a guess holds when optional members come
+	// and go before it. It only ever saves time, so Reset keeps it.
+	shapes [numTypes][numFields + 1]Field
+	// shapes2[t][f] is the guess shapes[t][f] held before: the second
+	// one members1 checks, and swaps in when it is right.
+	shapes2 [numTypes][numFields + 1]Field
 
 	// v10 is configuration, not state (Reset keeps it): decode as a strict
 	// AG-UI 1.0 consumer. See SetProtocolVersion.
@@ -189,6 +197,28 @@ func (d *Decoder) Decode(data []byte, ev *Event) error {
 
 func (d *Decoder) decodeEvent(ev *Event) *Error {
 	b := d.data
+	// Fastest path: the event starts `{"type":"` and typeAt knows the
+	// name, as the path below would find them, with one word compare
+	// for its whitespace, brace, name, colon and quote. A known name is
+	// its typeNames entry, the same text as the input's without slicing
+	// the input for it.
+	if len(b) >= len(`{"type":"`)+32 && binary.LittleEndian.Uint64(b) == typeFirst && b[8] == '"' {
+		if t, n := typeAt(b, 9); t != TypeUnknown {
+			ev.Type, ev.TypeName, ev.Fields = t, typeNames[t], ev.Fields.With(FieldType)
+			d.typ = t
+			end, err := d.members1(ev, 10+n)
+			if err != nil {
+				return err
+			}
+			if !d.restart {
+				if d.settled(ev, end) {
+					return nil
+				}
+				return d.finish(ev, end)
+			}
+			return d.restartCollect(ev, 0)
+		}
+	}
 	i := skipWS(b, 0)
 	if i >= len(b) {
 		return d.syntax(i, "empty input")
@@ -235,14 +265,26 @@ func (d *Decoder) decodeEvent(ev *Event) *Error {
 				return err
 			}
 			if !d.restart {
+				if d.settled(ev, end) {
+					return nil
+				}
 				return d.finish(ev, end)
 			}
-			// A second, different `type`: start over and let the last one win.
-			d.restart, d.retired = false, false
-			*ev = Event{}
-			d.warns = d.warns[:0]
+			return d.restartCollect(ev, obj)
 		}
 	}
+	return d.collectEvent(ev, obj)
+}
+
+// typeFirst is `{"type":` as a little-endian word.
+var typeFirst = leWord(`{"type":`)
+
+// restartCollect starts over on the object at obj after members1 met a
+// second, different `type`, so that the last one wins.
+func (d *Decoder) restartCollect(ev *Event, obj int) *Error {
+	d.restart, d.retired = false, false
+	*ev = Event{}
+	d.warns = d.warns[:0]
 	return d.collectEvent(ev, obj)
 }
 
@@ -270,7 +312,7 @@ func (d *Decoder) typeValue(ev *Event, k int) (int, *Error) {
 	var s string
 	var end int
 	if t, n := typeAt(d.data, k+1); t != TypeUnknown {
-		s, end, ev.Type = b2s(d.data[k+1:k+1+n]), k+n+2, t
+		s, end, ev.Type = typeNames[t], k+n+2, t
 	} else {
 		var err *Error
 		if s, end, err = d.str(k); err != nil {
@@ -317,8 +359,38 @@ func (d *Decoder) trailing(end int) *Error {
 // type's value. It returns the offset after the closing brace.
 func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 	b := d.data
-	shape := &d.shapes[ev.Type]
-	for n := 0; ; n++ {
+	shape, shape2 := &d.shapes[ev.Type], &d.shapes2[ev.Type]
+	plain := typeSpecs[ev.Type].plain
+	for prev := FieldType; ; {
+		if k < len(b) && b[k] == '}' {
+			return k + 1, nil
+		}
+		// Fastest path: `,"name":"` of the guessed name, a plain string
+		// field of this type, read as the path below would read it: one
+		// check of three words instead of whitespace, comma, name and
+		// quote one after the other. (A pattern ending before byte 24 is
+		// a short name after RAW; it takes the path below.) The second
+		// guess is the name that came after prev before the first did, as
+		// optional members come and go; it is swapped in when right.
+		g, e := shape[prev], -1
+		if p := &memberPats[g]; plain.Has(g) && p.endsAt(b, k+p.n) {
+			e = k + p.n
+		} else if g = shape2[prev]; plain.Has(g) {
+			if p := &memberPats[g]; p.endsAt(b, k+p.n) {
+				e = k + p.n
+				shape[prev], shape2[prev] = g, shape[prev]
+			}
+		}
+		if e >= 0 {
+			s, end, err := d.str(e - 1)
+			ev.setStr(g, s)
+			ev.Fields = ev.Fields.With(g)
+			if err != nil {
+				return end, err
+			}
+			k, prev = end, g
+			continue
+		}
 		k = skipWS(b, k)
 		if k >= len(b) {
 			return k, d.syntax(k, "unterminated object")
@@ -336,7 +408,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		kpos := k
 		var key string
 		var err *Error
-		guess := &shape[min(n, maxShape-1)]
+		guess := &shape[prev]
 		var f Field
 		var next int
 		if k+16 <= len(b) {
@@ -356,7 +428,7 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 				return k, err
 			}
 			if f = fieldOf(key); f != noField {
-				*guess = f
+				shape2[prev], *guess = *guess, f
 			}
 		}
 		// Fast path for most members: a plain string field of this type
@@ -364,18 +436,19 @@ func (d *Decoder) members1(ev *Event, k int) (int, *Error) {
 		if k < len(b) && b[k] == '"' {
 			if typeSpecs[ev.Type].plain.Has(f) { // never noField
 				s, end, err := d.str(k)
-				*ev.strField(f) = s
+				ev.setStr(f, s)
 				ev.Fields = ev.Fields.With(f)
 				if err != nil {
 					return end, err
 				}
-				k = end
+				k, prev = end, f
 				continue
 			}
 		}
 		if k, err = d.field(ev, f, key, kpos, k); err != nil {
 			return k, err
 		}
+		prev = f
 		if d.restart {
 			return k, nil
 		}
@@ -736,6 +809,18 @@ func (d *Decoder) null(ev *Event, f Field, i int) *Error {
 	return d.errAt(KindNull, Fatal, i, name, "an absent value must be omitted, not null")
 }
 
+// settled reports whether the event members1 read to end has nothing
+// left for finish to check, as most have: no bytes after the object, every
+// required field, and a type without checks of its own (checkedTypes).
+// It is small enough to be inlined; a retired event never gets here.
+func (d *Decoder) settled(ev *Event, end int) bool {
+	return end == len(d.data) && typeSpecs[ev.Type].required&^ev.Fields|checkedTypes>>ev.Type&1 == 0
+}
+
+// checkedTypes are the types with checks of their own in finish.
+const checkedTypes = 1<<TypeTextMessageStart | 1<<TypeTextMessageChunk | 1<<TypeReasoningMessageStart |
+	1<<TypeToolCallResult | 1<<TypeReasoningEncryptedValue | 1<<TypeActivitySnapshot | 1<<TypeRunStarted
+
 // finish checks what needs the whole event. end is the offset after the
 // object (or -1 when trailing data was already checked).
 func (d *Decoder) finish(ev *Event, end int) *Error {
@@ -757,7 +842,7 @@ func (d *Decoder) finish(ev *Event, end int) *Error {
 			}
 		}
 	}
-	switch ev.Type {
+	switch ev.Type { // every type with a case here is in checkedTypes
 	case TypeTextMessageStart, TypeTextMessageChunk:
 		if ev.Has(FieldRole) {
 			switch ev.Role {

@@ -183,3 +183,200 @@ func TestDecodeReleasesLastEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberPatternsDecodeAlike: an event decoded by a Decoder that has
+// learnt its member order (so that members1 checks each member against
+// its memberPat first) decodes exactly as by a fresh Decoder, for members
+// that almost match a pattern and for patterns that end early in the input
+// or run past its end.
+func TestMemberPatternsDecodeAlike(t *testing.T) {
+	evs := []string{
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d\"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\u00e9\n"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"caf` + "\xc3\xa9" + `"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + "\xff" + `"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":1}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":null}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m" ,"delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m", "delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta" :"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta": "d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","Delta":"d","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","delta":"e"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"} `,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}x`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d",}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","metadata":{"a":1}}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_END"}`,
+		`{"type":"TEXT_MESSAGE_CHUNK","role":"robot","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m","delta":"d"}`, // delta is not a property
+		`{"type":"STATE_DELTA","delta":"d"}`,                      // delta is a patch here
+		`{"type":"RAW","source":"s","event":1}`,
+		`{"type":"RAW","event":1,"source":"s"}`,
+		`{"type":"CUSTOM","name":"n","value":1}`,
+		`{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"n","parentMessageId":"p","delta":"d","subagentRunId":"s"}`,
+		`{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n","parentSubagentRunId":"p","parentToolCallId":"c","parentMessageId":"m","description":"d"}`,
+		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`,
+	}
+	for _, s := range evs {
+		data := []byte(s)
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, data)
+		var d Decoder
+		decodeResult(&d, data) // learn the member order
+		for range 2 {
+			got, gotEv := decodeResult(&d, data)
+			if got != want {
+				t.Fatalf("%s:\n got %s\nwant %s", data, got, want)
+			}
+			if diff := eventDiff(gotEv, wantEv); diff != "" {
+				t.Fatalf("%s: %s", data, diff)
+			}
+		}
+	}
+	// Every field as the second guess, behind a first that is no plain
+	// field (FieldType), for these events and a sample of the mix.
+	mix := loadMix(t)
+	for i := 0; i < len(mix); i += 50 {
+		evs = append(evs, string(mix[i]))
+	}
+	for _, s := range evs {
+		data := []byte(s)
+		var fresh Decoder
+		want, wantEv := decodeResult(&fresh, data)
+		for g := Field(0); g < numFields; g++ {
+			var d Decoder
+			for t := range d.shapes2 {
+				for i := range d.shapes2[t] {
+					d.shapes2[t][i] = g
+				}
+			}
+			got, gotEv := decodeResult(&d, data)
+			if got != want {
+				t.Fatalf("%s second guess %v:\n got %s\nwant %s", data, g, got, want)
+			}
+			if diff := eventDiff(gotEv, wantEv); diff != "" {
+				t.Fatalf("%s second guess %v: %s", data, g, diff)
+			}
+		}
+	}
+	var d Decoder
+	var ev Event
+	d.Decode([]byte(`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`), &ev)
+	if err := d.SetProtocolVersion("1.0"); err != nil {
+		t.Fatal(err)
+	}
+	// A 1.0 Decoder strips encryptedValueType whatever it guessed.
+	got, _ := decodeResult(&d, []byte(`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"message","entityId":"e","encryptedValue":"v","encryptedValueType":"t"}`))
+	if !strings.Contains(got, "encryptedValueType") {
+		t.Fatalf("1.0 decoder kept encryptedValueType: %q", got)
+	}
+}
+
+// TestTypeFirstDecodesAlike: an event that starts with compact
+// `{"type":"` (decodeEvent's word compare) decodes as the same event with
+// a space after its brace, which takes the general path: same Event, same
+// errors and warnings (their offsets aside).
+func TestTypeFirstDecodesAlike(t *testing.T) {
+	var evs [][]byte
+	for _, c := range loadCorpus(t) {
+		evs = append(evs, c.events...)
+	}
+	evs = append(evs, loadMix(t)...)
+	for _, s := range []string{
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_END"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d","type":"TEXT_MESSAGE_CONTENT"}`,
+		`{"type":"TEXT_MESSAGE_CONTENTS","messageId":"m","delta":"d"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"} `,
+		`{"type":"TEXT_MESSAGE_CONTENT"}`,
+		`{"type":"RAW","event":{}}`,
+	} {
+		evs = append(evs, []byte(s))
+	}
+	// outcome is decodeResult without offsets and quotes.
+	outcome := func(d *Decoder, data []byte) (string, *Event) {
+		var ev Event
+		err := d.Decode(data, &ev)
+		var out []string
+		if err != nil {
+			e := err.(*Error)
+			out = append(out, fmt.Sprintf("error kind=%v verdict=%v field=%q type=%v/%q detail=%q", e.Kind, e.Verdict, e.Field, e.Type, e.TypeName, e.Detail))
+		}
+		for _, w := range d.Warnings() {
+			out = append(out, fmt.Sprintf("warning kind=%v field=%q detail=%q", w.Kind, w.Field, w.Detail))
+		}
+		return strings.Join(out, "\n"), &ev
+	}
+	var d, d2 Decoder
+	n := 0
+	for _, data := range evs {
+		if !strings.HasPrefix(string(data), `{"type":"`) {
+			continue
+		}
+		n++
+		got, gotEv := outcome(&d, data)
+		spaced := append([]byte(`{ `), data[1:]...)
+		want, wantEv := outcome(&d2, spaced)
+		if got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", data, got, want)
+		}
+		if diff := eventDiff(gotEv, wantEv); diff != "" {
+			t.Fatalf("%s: %s", data, diff)
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d events start with {\"type\":\"", n)
+	}
+}
+
+// TestSettledEventsNeedNoFinish: for every event that decodes and that
+// settled says finish may skip, finish changes nothing: no error, no
+// warning, the same Event. Every type gets an event with all its
+// required fields, and the corpus and mix add the real ones.
+func TestSettledEventsNeedNoFinish(t *testing.T) {
+	var evs [][]byte
+	for _, c := range loadCorpus(t) {
+		evs = append(evs, c.events...)
+	}
+	evs = append(evs, loadMix(t)...)
+	for ty := Type(1); ty < numTypes; ty++ {
+		// A value of the wrong type for some fields is fine: those events
+		// fail to decode and are skipped.
+		s := `{"type":"` + ty.String() + `"`
+		for f := Field(1); f < numFields; f++ {
+			if ty.Required(f) {
+				s += `,"` + f.String() + `":"x"`
+			}
+		}
+		evs = append(evs, []byte(s+"}"))
+	}
+	settled := 0
+	for _, data := range evs {
+		var d Decoder
+		var ev Event
+		if d.Decode(data, &ev) != nil || d.retired || !d.settled(&ev, len(data)) {
+			continue
+		}
+		settled++
+		before, warns := ev, len(d.warns)
+		if err := d.finish(&ev, len(data)); err != nil || len(d.warns) != warns {
+			t.Fatalf("%s: settled, but finish says %v, %d new warnings", data, err, len(d.warns)-warns)
+		}
+		if diff := eventDiff(&ev, &before); diff != "" {
+			t.Fatalf("%s: settled, but finish changed %s", data, diff)
+		}
+	}
+	if settled < 1000 {
+		t.Fatalf("only %d settled events", settled)
+	}
+}

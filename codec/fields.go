@@ -151,10 +151,6 @@ func fieldOf(s string) Field {
 	return noField
 }
 
-// maxShape is how many members after `type` a Decoder remembers per event
-// type (Decoder.shapes).
-const maxShape = 6
-
 // keyPat is a member name as compact JSON writes it before the value,
 // `"name":` (n bytes), loaded as two little-endian words with masks of the
 // pattern's bytes. Names whose pattern is longer than 16 bytes get a
@@ -207,6 +203,46 @@ func guessKeyTail(b []byte, k int, g Field) (Field, int) {
 		return noField, 0
 	}
 	return g, k + p.n
+}
+
+// memberPat is `,"name":"` (n bytes, at most 24): a member after the first
+// as compact JSON writes it when its value is a string, as the three
+// little-endian words of 24 bytes that end where the pattern ends, with
+// masks of the pattern's bytes. Every field's pattern fits.
+type memberPat struct {
+	w, m [3]uint64
+	n    int
+}
+
+// memberPats is read-only after package initialisation.
+var memberPats [numFields]memberPat
+
+func init() {
+	le := binary.LittleEndian
+	for f, name := range fieldNames {
+		pat := `,"` + name + `":"`
+		var w, m [24]byte
+		copy(w[24-len(pat):], pat)
+		for i := 24 - len(pat); i < 24; i++ {
+			m[i] = 0xff
+		}
+		p := &memberPats[f]
+		for i := range p.w {
+			p.w[i], p.m[i] = le.Uint64(w[8*i:]), le.Uint64(m[8*i:])
+		}
+		p.n = len(pat)
+	}
+}
+
+// endsAt reports whether b holds the pattern ending at e (before byte e).
+// It needs e >= 24, which holds but for a short name after RAW.
+func (p *memberPat) endsAt(b []byte, e int) bool {
+	if e > len(b) || e < 24 {
+		return false
+	}
+	w := b[e-24 : e : e]
+	le := binary.LittleEndian
+	return (le.Uint64(w)^p.w[0])&p.m[0]|(le.Uint64(w[8:])^p.w[1])&p.m[1]|(le.Uint64(w[16:])^p.w[2])&p.m[2] == 0
 }
 
 func set(fs ...Field) FieldSet {

@@ -80,6 +80,27 @@ func (d *Decoder) scanString(i int) (end int, esc bool, err *Error) {
 	return d.scanFrom(i, i+1)
 }
 
+// strEnd is scanString for skip, which needs only the end: str's fast
+// path (plain ASCII, eight bytes at a time) before scanFrom's loop, which
+// takes over from the byte that stopped it.
+func (d *Decoder) strEnd(i int) (int, *Error) {
+	b := d.data
+	j := i + 1
+	for ; j+8 <= len(b); j += 8 {
+		x := binary.LittleEndian.Uint64(b[j:])
+		if m := stopAt8(x); m != 0 {
+			n := bits.TrailingZeros64(m)
+			if byte(x>>(n&^7)) == '"' {
+				return j + n>>3 + 1, nil
+			}
+			j += n >> 3
+			break
+		}
+	}
+	end, _, err := d.scanFrom(i, j)
+	return end, err
+}
+
 // scanFrom is scanString for a string whose bytes before j are known to be
 // plain ASCII (no quote, backslash or control byte).
 func (d *Decoder) scanFrom(i, j int) (end int, esc bool, err *Error) {
@@ -305,8 +326,7 @@ func (d *Decoder) skip(i, depth int) (int, *Error) {
 	}
 	switch c := b[i]; c {
 	case '"':
-		end, _, err := d.scanString(i)
-		return end, err
+		return d.strEnd(i)
 	case '{':
 		if depth >= maxDepth {
 			return i, d.syntax(i, "nesting too deep")
@@ -320,11 +340,13 @@ func (d *Decoder) skip(i, depth int) (int, *Error) {
 			if i >= len(b) || b[i] != '"' {
 				return i, d.syntax(i, "expected a member name")
 			}
-			end, _, err := d.scanString(i)
+			end, err := d.strEnd(i)
 			if err != nil {
 				return end, err
 			}
-			if i, err = d.expect(end, ':'); err != nil {
+			if end < len(b) && b[end] == ':' {
+				i = end + 1 // compact input: no call to expect
+			} else if i, err = d.expect(end, ':'); err != nil {
 				return i, err
 			}
 			if i, err = d.skip(i, depth+1); err != nil {
@@ -367,11 +389,22 @@ func (d *Decoder) skip(i, depth int) (int, *Error) {
 			}
 			i++
 		}
+	// A constant literal compared in place is a word compare; literal's
+	// compare is a call. literal then only reports the error.
 	case 't':
+		if hasAt(b, i, "true") {
+			return i + 4, nil
+		}
 		return d.literal(i, "true")
 	case 'f':
+		if hasAt(b, i, "false") {
+			return i + 5, nil
+		}
 		return d.literal(i, "false")
 	case 'n':
+		if hasAt(b, i, "null") {
+			return i + 4, nil
+		}
 		return d.literal(i, "null")
 	default:
 		if c == '-' || '0' <= c && c <= '9' {

@@ -57,3 +57,34 @@ func TestStopAt8(t *testing.T) {
 		}
 	}
 }
+
+// TestStrEndMatchesScanString: skip's string scan (strEnd) ends every
+// string where scanString does, with the same error, for strings of every
+// length up to 40 with a stop byte of each kind at each position, and cut
+// off at each length.
+func TestStrEndMatchesScanString(t *testing.T) {
+	stops := []string{`"`, `\`, `\n`, `\u00e9`, `\x`, "\x01", "\xc3\xa9", "\xff", "\xe2\x82"}
+	for n := 0; n <= 40; n++ {
+		for at := 0; at <= n; at++ {
+			for _, stop := range stops {
+				body := make([]byte, 0, n+8)
+				for i := 0; i < n; i++ {
+					if i == at {
+						body = append(body, stop...)
+					}
+					body = append(body, 'a'+byte(i%26))
+				}
+				full := append(append([]byte(`"`), body...), `"}`...)
+				for cut := 1; cut <= len(full); cut++ {
+					d := Decoder{data: full[:cut]}
+					wantEnd, _, wantErr := d.scanString(0)
+					gotEnd, gotErr := d.strEnd(0)
+					if gotEnd != wantEnd || (gotErr == nil) != (wantErr == nil) ||
+						gotErr != nil && (gotErr.Detail != wantErr.Detail || gotErr.Offset != wantErr.Offset) {
+						t.Fatalf("%q: strEnd = %d, %v; scanString = %d, %v", full[:cut], gotEnd, gotErr, wantEnd, wantErr)
+					}
+				}
+			}
+		}
+	}
+}

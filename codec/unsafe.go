@@ -72,3 +72,30 @@ func (a *arena) raw(r Raw) Raw {
 	a.b = append(a.b, r...)
 	return a.b[start:len(a.b):len(a.b)]
 }
+
+// strOffsets[f] is the offset in an Event of the string field f
+// (Event.strField), 0 for the fields that are not strings.
+var strOffsets [numFields]uintptr
+
+func init() {
+	var e Event
+	for f := Field(0); f < numFields; f++ {
+		if p := e.strField(f); p != nil {
+			strOffsets[f] = uintptr(unsafe.Pointer(p)) - uintptr(unsafe.Pointer(&e))
+		}
+	}
+	for t := range typeSpecs {
+		for f := Field(0); f < numFields; f++ {
+			if typeSpecs[t].plain.Has(f) && strOffsets[f] == 0 {
+				panic("codec: BUG: plain field " + f.String() + " is not a string of Event")
+			}
+		}
+	}
+}
+
+// setStr is *e.strField(f) = s without strField's switch, for the decoder's
+// fast paths: a table load instead of a call. f must be a string field (in
+// a typeSpec's plain set).
+func (e *Event) setStr(f Field, s string) {
+	*(*string)(unsafe.Add(unsafe.Pointer(e), strOffsets[f])) = s
+}
