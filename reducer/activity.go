@@ -74,7 +74,7 @@ func (t *Thread) newActivity(e *codec.Event, id string, tag owner) (*message, *P
 		return nil, t.violation("P9", "ACTIVITY_SNAPSHOT.content is not JSON: "+err.Error())
 	}
 	m := &message{id: id, role: roleActivity, hasContent: true, doc: doc,
-		activityType: t.ids.keep(e.ActivityType), owner: t.internOwner(tag)}
+		activityType: retain(e.ActivityType), owner: t.internOwner(tag)}
 	mergeMeta(&m.meta, e.Metadata)
 	return m, nil
 }

@@ -17,14 +17,17 @@ func retain(s string) string {
 }
 
 // slab holds copies of the short strings a Thread keeps for its whole life
-// (message, tool-call and run ids, tool and activity names) in shared
-// chunks. A short thread keeps about a dozen of them, and one allocation
-// each was an eighth of the allocations of applying bench/'s short threads.
+// (the ids of runs and subagent invocations, which nothing drops) in
+// shared chunks, instead of one allocation each.
 //
-// A chunk lives while any string in it does. Strings that a thread drops
-// as it goes (step names, run-scoped keys, values a later event replaces)
-// go through retain instead: in a chunk pinned by a live id, their bytes
-// would stay resident for the thread's life, a cost per event.
+// A chunk lives while any string in it does. Strings that a thread may
+// drop go through retain instead: in a chunk pinned by a live id, their
+// bytes would stay resident for the thread's life. That includes every
+// message-scoped string (message and tool-call ids, message, tool and
+// activity names): a MESSAGES_SNAPSHOT drops the messages it does not
+// restate, and a long thread whose history is restated would otherwise
+// keep every dropped id (TestMemoryDroppedMessagesReleased). So do step
+// names, run-scoped keys and values a later event replaces.
 type slab struct{ buf []byte }
 
 const (

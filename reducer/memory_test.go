@@ -3,6 +3,7 @@ package reducer
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
@@ -66,3 +67,55 @@ type (
 	codecEventT    = codec.Event
 	codecRunInputT = codec.RunInput
 )
+
+// TestMemoryDroppedMessagesReleased streams messages that a
+// MESSAGES_SNAPSHOT then drops, one batch per run, and checks that the
+// live heap the Thread holds grows with what it keeps (runs, the one
+// restated message), not with the ids of the messages it dropped: the
+// copies of a dropped message's ids must not stay resident next to ids
+// that live as long as the thread (a run's).
+func TestMemoryDroppedMessagesReleased(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few MB")
+	}
+	const runs, perRun = 1000, 40
+	var evs []string
+	seq := 0
+	for r := 0; r < runs; r++ {
+		runID := "run-" + strconv.Itoa(r)
+		evs = append(evs, `{"type":"RUN_STARTED","threadId":"t","runId":"`+runID+`"}`)
+		for i := 0; i < perRun; i++ {
+			seq++
+			id := strconv.Itoa(seq)
+			id = "message-" + strings.Repeat("0", 56-len(id)) + id // 64 bytes
+			evs = append(evs,
+				`{"type":"TEXT_MESSAGE_START","messageId":"`+id+`"}`,
+				`{"type":"TEXT_MESSAGE_END","messageId":"`+id+`"}`)
+		}
+		evs = append(evs,
+			`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"kept","role":"user","content":"x"}]}`,
+			`{"type":"RUN_FINISHED","threadId":"t","runId":"`+runID+`"}`)
+	}
+	decoded := make([]*codecEventT, len(evs))
+	for i, l := range evs {
+		decoded[i] = codecEvent(t, l)
+	}
+	before := heapAfterGC()
+	thr := NewThread("t")
+	for i, e := range decoded {
+		if res := thr.Apply(uint64(i+1), e); res.Fatal != nil || len(res.Warnings) > 0 {
+			t.Fatalf("event %d: %v %v", i, res.Fatal, res.Warnings)
+		}
+	}
+	thr.Flush()
+	held := int64(heapAfterGC()) - int64(before)
+	dropped := int64(runs * perRun * 64)
+	// A run costs a few hundred bytes; 1 KiB each is generous. The
+	// dropped ids alone would be 2.5 MiB.
+	if limit := int64(runs)<<10 + 256<<10; held > limit {
+		t.Fatalf("thread holds %d bytes (limit %d) after dropping %d bytes of message ids", held, limit, dropped)
+	}
+	t.Logf("thread holds %d bytes after dropping %d bytes of message ids; MemSize %d", held, dropped, thr.MemSize())
+	runtime.KeepAlive(thr)
+	runtime.KeepAlive(decoded)
+}

@@ -37,7 +37,7 @@ func (t *Thread) textStart(id, roleName, name string, hasName bool, tag owner, m
 		}
 		msg = &message{id: key, role: r, hasContent: true, owner: t.internOwner(tag)}
 		if hasName {
-			msg.name, msg.hasName = t.ids.keep(name), true
+			msg.name, msg.hasName = retain(name), true
 		}
 		t.appendMessage(msg)
 	}
@@ -51,7 +51,7 @@ func (t *Thread) keyFor(msg *message, id string) string {
 	if msg != nil {
 		return msg.id
 	}
-	return t.ids.keep(id)
+	return retain(id)
 }
 
 // streamContent appends delta to the open text or reasoning message id

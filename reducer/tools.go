@@ -84,7 +84,7 @@ func (t *Thread) toolStart(id, name, parent string, hasParent bool, tag owner, m
 			m.ownText.put(holder.id, holder.owner)
 		}
 	}
-	c = &toolCall{id: key, name: t.ids.keep(name), msg: holder}
+	c = &toolCall{id: key, name: retain(name), msg: holder}
 	mergeMeta(&c.meta, meta)
 	holder.hasToolCalls = true
 	holder.toolCalls = append(holder.toolCalls, c)
@@ -99,7 +99,7 @@ func (t *Thread) retainOr(c *toolCall, id string) string {
 	if c != nil {
 		return c.id
 	}
-	return t.ids.keep(id)
+	return retain(id)
 }
 
 // callHolder returns the assistant message that holds a new tool call,
@@ -118,7 +118,7 @@ func (t *Thread) callHolder(parent string, hasParent bool, callID string) (*mess
 			t.warn(WarnToolParentRole, "parentMessageId "+quote(parent)+" names a "+ex.role.String()+
 				" message; the call goes to a new assistant message "+quote(callID))
 		} else {
-			id = t.ids.keep(parent)
+			id = retain(parent)
 		}
 	}
 	m := &message{id: id, role: roleAssistant, hasToolCalls: true}
