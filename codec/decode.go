@@ -197,83 +197,91 @@ func (d *Decoder) Decode(data []byte, ev *Event) error {
 
 func (d *Decoder) decodeEvent(ev *Event) *Error {
 	b := d.data
+	k, obj := 0, 0 // where the members after the type start, and the object
 	// Fastest path: the event starts `{"type":"` and typeAt knows the
-	// name, as the path below would find them, with one word compare
-	// for its whitespace, brace, name, colon and quote. A known name is
-	// its typeNames entry, the same text as the input's without slicing
-	// the input for it.
+	// name, as openEvent would find them, with one word compare for its
+	// whitespace, brace, name, colon and quote. A known name is its
+	// typeNames entry, the same text as the input's without slicing the
+	// input for it.
 	if len(b) >= len(`{"type":"`)+32 && binary.LittleEndian.Uint64(b) == typeFirst && b[8] == '"' {
 		if t, n := typeAt(b, 9); t != TypeUnknown {
 			ev.Type, ev.TypeName, ev.Fields = t, typeNames[t], ev.Fields.With(FieldType)
 			d.typ = t
-			end, err := d.members1(ev, 10+n)
-			if err != nil {
-				return err
-			}
-			if !d.restart {
-				if d.settled(ev, end) {
-					return nil
-				}
-				return d.finish(ev, end)
-			}
-			return d.restartCollect(ev, 0)
+			k = 10 + n
 		}
 	}
+	if k == 0 { // k is at least 10 after a type
+		var done bool
+		var err *Error
+		if k, obj, done, err = d.openEvent(ev); done {
+			return err
+		}
+	}
+	end, err := d.members1(ev, k)
+	if err != nil {
+		return err
+	}
+	if !d.restart {
+		if d.settled(ev, end) {
+			return nil
+		}
+		return d.finish(ev, end)
+	}
+	return d.restartCollect(ev, obj)
+}
+
+// openEvent is decodeEvent's general start: it finds the object and its
+// type member, and returns where the members after it start (k) and where
+// the object does (obj). done reports that the event was decoded (or
+// refused) another way, with err the outcome: not an object, no leading
+// type member, an unknown or retired type.
+func (d *Decoder) openEvent(ev *Event) (k, obj int, done bool, err *Error) {
+	b := d.data
 	i := skipWS(b, 0)
 	if i >= len(b) {
-		return d.syntax(i, "empty input")
+		return 0, 0, true, d.syntax(i, "empty input")
 	}
 	if b[i] != '{' {
 		if b[i] == '[' || b[i] == '"' || b[i] == 'n' || b[i] == 't' || b[i] == 'f' || b[i] == '-' || b[i] >= '0' && b[i] <= '9' {
 			if _, err := d.skip(i, 0); err != nil {
-				return err
+				return 0, 0, true, err
 			}
-			return d.errAt(KindWrongType, Fatal, i, "", "an event must be a JSON object, not "+valueKind(b[i]))
+			return 0, 0, true, d.errAt(KindWrongType, Fatal, i, "", "an event must be a JSON object, not "+valueKind(b[i]))
 		}
-		return d.syntax(i, "expected '{'")
+		return 0, 0, true, d.syntax(i, "expected '{'")
 	}
-	obj := i
+	obj = i
 	j := skipWS(b, i+1)
-	var err *Error
 	if j < len(b) && b[j] == '"' {
 		// Compact `"type":` is matched as bytes; anything else (spaces,
 		// escapes, another name) goes through str and expect.
-		k, isType := j+len(`"type":`), hasAt(b, j, `"type":`)
+		isType := hasAt(b, j, `"type":`)
+		k = j + len(`"type":`)
 		if !isType {
 			var key string
 			if key, k, err = d.str(j); err != nil {
-				return err
+				return 0, 0, true, err
 			}
 			if isType = key == "type"; isType {
 				if k, err = d.expect(k, ':'); err != nil {
-					return err
+					return 0, 0, true, err
 				}
 			}
 		}
 		if isType {
 			if k, err = d.typeValue(ev, k); err != nil {
-				return err
+				return 0, 0, true, err
 			}
 			if ev.Type == TypeUnknown {
-				return d.unknownType(ev, obj)
+				return 0, 0, true, d.unknownType(ev, obj)
 			}
 			if d.retired { // rare: the slow path, which judges every member in field
-				return d.collectEvent(ev, obj)
+				return 0, 0, true, d.collectEvent(ev, obj)
 			}
-			end, err := d.members1(ev, k)
-			if err != nil {
-				return err
-			}
-			if !d.restart {
-				if d.settled(ev, end) {
-					return nil
-				}
-				return d.finish(ev, end)
-			}
-			return d.restartCollect(ev, obj)
+			return k, obj, false, nil
 		}
 	}
-	return d.collectEvent(ev, obj)
+	return 0, 0, true, d.collectEvent(ev, obj)
 }
 
 // typeFirst is `{"type":` as a little-endian word.
