@@ -57,22 +57,31 @@ func TestGuessedKeysDecodeAlike(t *testing.T) {
 		evs = append(evs, []byte(s))
 	}
 	for _, data := range evs {
-		var fresh Decoder
-		want, wantEv := decodeResult(&fresh, data)
-		for g := Field(0); g < numFields; g++ {
-			var d Decoder
-			for t := range d.shapes {
-				for i := range d.shapes[t] {
-					d.shapes[t][i] = g
-				}
+		decodesAlikeGuessing(t, data, "guessing", func(d *Decoder) *[numTypes][numFields + 1]Field { return &d.shapes })
+	}
+}
+
+// decodesAlikeGuessing decodes data with every field as the guess held in
+// the table table returns, for every type and member, and fails unless
+// each result is a fresh Decoder's.
+func decodesAlikeGuessing(t *testing.T, data []byte, what string, table func(*Decoder) *[numTypes][numFields + 1]Field) {
+	t.Helper()
+	var fresh Decoder
+	want, wantEv := decodeResult(&fresh, data)
+	for g := Field(0); g < numFields; g++ {
+		var d Decoder
+		tab := table(&d)
+		for ty := range tab {
+			for i := range tab[ty] {
+				tab[ty][i] = g
 			}
-			got, gotEv := decodeResult(&d, data)
-			if got != want {
-				t.Fatalf("%s guessing %v:\n got %s\nwant %s", data, g, got, want)
-			}
-			if diff := eventDiff(gotEv, wantEv); diff != "" {
-				t.Fatalf("%s guessing %v: %s", data, g, diff)
-			}
+		}
+		got, gotEv := decodeResult(&d, data)
+		if got != want {
+			t.Fatalf("%s %s %v:\n got %s\nwant %s", data, what, g, got, want)
+		}
+		if diff := eventDiff(gotEv, wantEv); diff != "" {
+			t.Fatalf("%s %s %v: %s", data, what, g, diff)
 		}
 	}
 }
@@ -247,24 +256,7 @@ func TestMemberPatternsDecodeAlike(t *testing.T) {
 		evs = append(evs, string(mix[i]))
 	}
 	for _, s := range evs {
-		data := []byte(s)
-		var fresh Decoder
-		want, wantEv := decodeResult(&fresh, data)
-		for g := Field(0); g < numFields; g++ {
-			var d Decoder
-			for t := range d.shapes2 {
-				for i := range d.shapes2[t] {
-					d.shapes2[t][i] = g
-				}
-			}
-			got, gotEv := decodeResult(&d, data)
-			if got != want {
-				t.Fatalf("%s second guess %v:\n got %s\nwant %s", data, g, got, want)
-			}
-			if diff := eventDiff(gotEv, wantEv); diff != "" {
-				t.Fatalf("%s second guess %v: %s", data, g, diff)
-			}
-		}
+		decodesAlikeGuessing(t, []byte(s), "second guess", func(d *Decoder) *[numTypes][numFields + 1]Field { return &d.shapes2 })
 	}
 	var d Decoder
 	var ev Event
