@@ -1,9 +1,6 @@
 package reducer
 
-import (
-	"strings"
-	"unsafe"
-)
+import "strings"
 
 // retain copies a string view taken from an event (valid only until Apply
 // returns) so that it can be stored in the Thread. It is the one place where
@@ -14,40 +11,6 @@ func retain(s string) string {
 		return ""
 	}
 	return strings.Clone(s)
-}
-
-// slab holds copies of the short strings a Thread keeps for its whole life
-// (the ids of runs and subagent invocations, which nothing drops) in
-// shared chunks, instead of one allocation each.
-//
-// A chunk lives while any string in it does. Strings that a thread may
-// drop go through retain instead: in a chunk pinned by a live id, their
-// bytes would stay resident for the thread's life. That includes every
-// message-scoped string (message and tool-call ids, message, tool and
-// activity names): a MESSAGES_SNAPSHOT drops the messages it does not
-// restate, and a long thread whose history is restated would otherwise
-// keep every dropped id (TestMemoryDroppedMessagesReleased). So do step
-// names, run-scoped keys and values a later event replaces.
-type slab struct{ buf []byte }
-
-const (
-	slabFirst  = 128  // the first chunk: a short thread's ids fit
-	slabMax    = 2048 // chunks double up to this
-	slabString = 64   // a longer string gets an allocation of its own
-)
-
-// keep returns a copy of s held by the slab.
-func (sl *slab) keep(s string) string {
-	if len(s) > slabString || s == "" {
-		return retain(s)
-	}
-	if cap(sl.buf)-len(sl.buf) < len(s) {
-		sl.buf = make([]byte, 0, min(max(2*cap(sl.buf), slabFirst), slabMax))
-	}
-	off := len(sl.buf)
-	sl.buf = append(sl.buf, s...)
-	// Bytes once written are never written again: the view is immutable.
-	return unsafe.String(&sl.buf[off], len(s))
 }
 
 // retainBytes is retain for raw JSON values (metadata, results, outcomes,

@@ -78,7 +78,7 @@ type journal struct {
 	runs    bool
 	warns   bool
 	// out is Flush's result, allocated by the first Flush: held inline it
-	// put Thread (1,224 bytes) in the 1,280-byte size class, and without
+	// put Thread (1,192 bytes) in the 1,280-byte size class, and without
 	// it Thread fits the 1,152-byte one, so that a flushed Thread takes 48
 	// bytes less and one never flushed (threadcast reduce, bench/) 128.
 	out *Changes

@@ -18,14 +18,14 @@ func (t *Thread) runStarted(e *codec.Event) *ProtocolError {
 	t.phase = phaseActive
 	r := &run{
 		threadID: t.threadID, // nearly always the thread's own id: no copy
-		runID:    t.ids.keep(e.RunID),
+		runID:    retain(e.RunID),
 		status:   runRunning,
 	}
 	if e.ThreadID != t.threadID {
-		r.threadID = t.ids.keep(e.ThreadID)
+		r.threadID = retain(e.ThreadID)
 	}
 	if e.Has(codec.FieldParentRunID) {
-		r.parentRunID, r.hasParent = t.ids.keep(e.ParentRunID), true
+		r.parentRunID, r.hasParent = retain(e.ParentRunID), true
 	}
 	if e.Has(codec.FieldProtocolVersion) {
 		switch e.ProtocolVersion { // the usual values are constants: no copy

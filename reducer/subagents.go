@@ -25,7 +25,7 @@ func (t *Thread) subagentStarted(e *codec.Event) *ProtocolError {
 			return t.violation("A10", "parentSubagentRunId "+quote(p)+" was not announced in this run")
 		}
 	}
-	inv := &invocation{id: t.ids.keep(id), name: t.ids.keep(e.Name), run: len(t.runs) - 1, status: subActive}
+	inv := &invocation{id: retain(id), name: retain(e.Name), run: len(t.runs) - 1, status: subActive}
 	if e.Has(codec.FieldDescription) {
 		inv.description, inv.hasDescription = retain(e.Description), true
 	}

@@ -47,8 +47,6 @@ type Thread struct {
 	res Result  // reused: Result.Warnings is valid until the next call
 	j   journal // change journal for the fanout's view mode
 
-	ids slab // copies of the ids and names the thread keeps for its life
-
 	memMsgs int    // sum of messages' memSize (see MemSize)
 	scratch []byte // reused by comparisons (reconcile.go)
 }
