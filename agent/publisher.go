@@ -496,10 +496,11 @@ func (p *Publisher) onAck(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.P
 		p.ctr.duplicates.Add(1)
 	}
 	p.ctr.acked.Add(uint64(len(m.items)))
+	p.finish(m)
 	for i, it := range m.items {
 		it.fut.resolve(Ack{Stream: ack.Stream, Seq: ack.Sequence, Index: i, Duplicate: ack.Duplicate}, nil)
 	}
-	p.finish(m)
+	p.wakeFlushers()
 	// The thread's queued events have waited a round trip: they go now, as
 	// one batch (adaptive batching), and from here rather than through run:
 	// one goroutine hand-off less per message, which is most of the cost of
@@ -555,18 +556,22 @@ func (p *Publisher) failed(m *message, err error) { p.onErr(nil, m.msg, err) }
 func (p *Publisher) failLocked(m *message, err error) {
 	p.ctr.failed.Add(uint64(len(m.items)))
 	werr := fmt.Errorf("%w: %s: %w", ErrPublish, m.msg.Header.Get(headerMsgID), err)
+	p.finish(m)
 	for _, it := range m.items {
 		it.fut.resolve(Ack{}, werr)
 	}
-	p.finish(m)
+	p.wakeFlushers()
 	// What queued behind the failed message goes now, through run (this may
 	// be JetStream's timeout callback, which must not publish).
 	p.schedule(m.th, time.Time{})
 }
 
-// finish retires a resolved message: its slots and generations are released
-// and its thread, if it has nothing queued, is dropped. A thread with queued
-// events is left for the caller to send. Called with p.mu held.
+// finish retires a message whose events are being resolved: its slots and
+// generations are released and its thread, if it has nothing queued, is
+// dropped. A thread with queued events is left for the caller to send. The
+// caller resolves the events after finish, so that Stats never counts a
+// resolved event as pending, and then wakes the flushers, so that Flush
+// never returns before they are resolved. Called with p.mu held.
 func (p *Publisher) finish(m *message) {
 	delete(p.inflight, m.msg)
 	p.release(m.items)
@@ -577,8 +582,9 @@ func (p *Publisher) finish(m *message) {
 	}
 }
 
-// release returns the slots of resolved events and wakes the flushers whose
-// generations are complete. Called with p.mu held.
+// release returns the slots of events being resolved and their
+// generations' counts; the caller wakes the flushers once it has resolved
+// them (see finish). Called with p.mu held.
 func (p *Publisher) release(items []item) {
 	for _, it := range items {
 		<-p.slots // never blocks: each item holds one token
@@ -586,7 +592,6 @@ func (p *Publisher) release(items []item) {
 			delete(p.genPending, it.gen)
 		}
 	}
-	p.wakeFlushers()
 }
 
 func (p *Publisher) wakeFlushers() {
@@ -714,13 +719,14 @@ func (p *Publisher) abandon() {
 	for key, th := range p.threads {
 		q := th.queued()
 		p.ctr.failed.Add(uint64(len(q)))
+		p.release(q)
 		for _, it := range q {
 			it.fut.resolve(Ack{}, ErrClosed)
 		}
-		p.release(q)
 		th.items, th.buf, th.first, th.off = nil, nil, 0, 0
 		delete(p.threads, key)
 	}
+	p.wakeFlushers()
 	p.ready = p.ready[:0]
 	p.timers = p.timers[:0]
 }

@@ -802,3 +802,34 @@ func TestPublishEvent(t *testing.T) {
 		t.Errorf("event of an unknown type: %v, want ErrInvalid and codec.ErrUnknownType", err)
 	}
 }
+
+// TestStatsExcludeResolved: once an event's Future has resolved, Stats no
+// longer counts it as pending, for acks and failures alike. Futures used to
+// resolve before their slots were returned, so a caller woken by Wait could
+// read Pending 1 for an event it held the outcome of.
+func TestStatsExcludeResolved(t *testing.T) {
+	for _, noStream := range []bool{false, true} {
+		env := startJS(t, noStream)
+		ctx := testCtx(t)
+		cfg := withLinger(0)
+		cfg.MaxRetries, cfg.RetryWait = 1, time.Millisecond
+		p := newPublisher(t, env, cfg)
+		n := 300
+		if noStream {
+			n = 5 // each waits about a second for its publish and its retry to find no stream
+		}
+		for i := range n {
+			f, err := p.Publish(ctx, "acme", "t", contentEvent("m", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Wait(ctx)
+			if noStream != (err != nil) {
+				t.Fatalf("event %d (no stream %v): %v", i, noStream, err)
+			}
+			if st := p.Stats(); st.Pending != 0 {
+				t.Fatalf("event %d (no stream %v) resolved, but stats %+v", i, noStream, st)
+			}
+		}
+	}
+}
