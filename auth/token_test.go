@@ -241,3 +241,31 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+func TestClaimsCan(t *testing.T) {
+	tests := []struct {
+		give        string // Claims.Scope
+		read, write bool
+	}{
+		{give: "", read: true},
+		{give: "read", read: true},
+		{give: "publish", write: true},
+		{give: "read publish", read: true, write: true},
+		{give: "publish  read", read: true, write: true},
+		{give: "readpublish"},
+		{give: "Read PUBLISH"},
+		{give: "admin"},
+	}
+	for _, tt := range tests {
+		c := Claims{Tenant: "t", Scope: tt.give}
+		if got := c.Can(ScopeRead); got != tt.read {
+			t.Errorf("%q: Can(read) = %v, want %v", tt.give, got, tt.read)
+		}
+		if got := c.Can(ScopePublish); got != tt.write {
+			t.Errorf("%q: Can(publish) = %v, want %v", tt.give, got, tt.write)
+		}
+		if c.Can("") {
+			t.Errorf("%q: Can(\"\") = true", tt.give)
+		}
+	}
+}

@@ -274,7 +274,8 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// authorize returns the request's verified claims, or writes 401.
+// authorize returns the request's verified claims, or writes 401 (no or a
+// bad token) or 403 (a token without the read scope).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims, bool) {
 	tok, ok := auth.FromRequest(r)
 	if !ok {
@@ -287,6 +288,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims,
 	}
 	if err != nil {
 		s.deny(w, http.StatusUnauthorized, "invalid_token")
+		return auth.Claims{}, false
+	}
+	if !c.Can(auth.ScopeRead) {
+		s.deny(w, http.StatusForbidden, "insufficient_scope")
 		return auth.Claims{}, false
 	}
 	return c, true

@@ -326,7 +326,7 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 	n.AuthKey = key
 	exp := time.Now().Add(c.devTokenTTL).Unix()
 	for _, t := range c.tenants {
-		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Expiry: exp})
+		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Scope: auth.ScopeRead + " " + auth.ScopePublish, Expiry: exp})
 		if err != nil {
 			return nil, err
 		}

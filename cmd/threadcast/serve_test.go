@@ -237,8 +237,8 @@ func TestServeFirstCommand(t *testing.T) {
 	}
 	for tenant, tok := range s.tokens {
 		c, err := auth.Verify(key, tok, time.Now())
-		if err != nil || c.Tenant != tenant {
-			t.Errorf("token of %s: %+v %v", tenant, c, err)
+		if err != nil || c.Tenant != tenant || !c.Can(auth.ScopeRead) || !c.Can(auth.ScopePublish) {
+			t.Errorf("token of %s: %+v %v (want the read and publish scopes)", tenant, c, err)
 		}
 	}
 	if want := s.url + "/#token=" + s.tokens["acme"]; s.dash != want {
