@@ -57,9 +57,9 @@ func decodeSegment(s string) ([]byte, error) {
 // jwk are deliberately ignored: keys never come from the token itself.
 type jwtHeader struct {
 	Alg  string          `json:"alg"`
-	Kid  string          `json:"kid"`
-	Typ  string          `json:"typ"`
-	Crit json.RawMessage `json:"crit"`
+	Kid  string          `json:"kid,omitempty"`
+	Typ  string          `json:"typ,omitempty"`
+	Crit json.RawMessage `json:"crit,omitempty"`
 }
 
 // parsed is a token split and decoded, its signature not yet checked.
