@@ -61,10 +61,15 @@ type Config struct {
 	Demo       bool
 	DemoConfig demo.Config
 
-	// AuthKey signs the bearer tokens (package auth) that the fanout and
-	// the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
-	// Ingest or Fanout is set.
+	// AuthKey signs the HS256 bearer tokens (package auth) that the fanout
+	// and the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
+	// Ingest or Fanout is set, unless Tokens names a JWKS source.
 	AuthKey []byte
+	// Tokens configures the node's one token Verifier (Node.Verifier),
+	// shared by the fanout and the bridge: JWKS sources, audience, clock
+	// skew, refresh throttle. AuthKey is added to its SharedKeys. With a
+	// JWKS source, Start fetches it and fails when it cannot.
+	Tokens auth.VerifierConfig
 	// DashboardTenants are offered by the dashboard's tenant picker with
 	// their tokens, to visitors connecting from a loopback address only
 	// (web.Config.TenantsLocalOnly): set them only on a development node.
@@ -96,6 +101,7 @@ func DefaultConfig() Config {
 		NatsListen:   "127.0.0.1:4222",
 		Ingest:       true,
 		Fanout:       true,
+		Tokens:       auth.DefaultVerifierConfig(),
 		Pipeline:     pipeline.DefaultConfig(),
 		FanoutConfig: fanout.DefaultConfig(),
 		Drain:        20 * time.Second,
@@ -127,6 +133,7 @@ type Node struct {
 	fnc, dnc             *nats.Conn
 	fncClosed, dncClosed chan struct{}
 	reg                  *prometheus.Registry
+	verifier             *auth.Verifier // nil when neither ingest nor fanout runs
 	in                   *pipeline.Restarting
 	fs                   *fanout.Server
 	bridge               *agent.Publisher // the bridge's publisher, or nil
@@ -173,8 +180,8 @@ func (c *Config) validate() error {
 	switch {
 	case !c.Ingest && !c.Fanout && !c.Demo:
 		return fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
-	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen:
-		return fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen && (len(c.AuthKey) > 0 || len(c.Tokens.JWKS) == 0):
+		return fmt.Errorf("%w: auth key shorter than %d bytes (and no JWKS source)", ErrConfig, auth.MinKeyLen)
 	case c.NatsURL == "" && c.DataDir == "":
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
@@ -193,10 +200,15 @@ func (n *Node) start() error {
 		return err
 	}
 	n.reg = prometheus.NewRegistry()
+	if n.cfg.Ingest || n.cfg.Fanout {
+		if err := n.startVerifier(); err != nil {
+			return err
+		}
+	}
 	var fs *fanout.Server
 	if n.cfg.Fanout {
 		fc := n.cfg.FanoutConfig
-		fc.AuthKey = n.cfg.AuthKey
+		fc.Verifier = n.verifier
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
@@ -210,6 +222,9 @@ func (n *Node) start() error {
 		n.fs, n.reg = fs, fs.Registry()
 	} else {
 		n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if n.verifier != nil { // the fanout registers its Verifier's
+			n.reg.MustRegister(fanout.VerifierCollectors(n.verifier)...)
+		}
 	}
 
 	// The stream and bucket exist before anything publishes (the demo, the
@@ -424,7 +439,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier)})
 	if err != nil {
 		return nil, err
 	}
@@ -575,6 +590,11 @@ func (n *Node) NatsURL() string { return n.natsURL }
 // Conn returns the node's NATS connection, for publishing in the same
 // process. It is closed by Stop.
 func (n *Node) Conn() *nats.Conn { return n.nc }
+
+// Verifier returns the node's token verifier (nil when neither ingest nor
+// fanout runs): what the fanout and the bridge check tokens with, for
+// other doors of the same node (the NATS auth callout) to share.
+func (n *Node) Verifier() *auth.Verifier { return n.verifier }
 
 // Registry returns the registry /metrics serves, for callers that add their
 // own collectors.

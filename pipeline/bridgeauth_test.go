@@ -41,6 +41,9 @@ func TestTokenVerifier(t *testing.T) {
 		{name: "expired", header: "Bearer " + mint(key, "acme", now), want: auth.ErrExpired},
 		{name: "other key", header: "Bearer " + mint([]byte("another-key-0123456789"), "acme", now.Add(time.Hour)), want: auth.ErrSignature},
 	}
+	if err := TokenVerifier([]byte("short"), nil)(httptest.NewRequest("POST", "/", nil), "acme"); !errors.Is(err, auth.ErrShortKey) {
+		t.Errorf("short key: %v", err)
+	}
 	verify := TokenVerifier(key, func() time.Time { return now })
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
