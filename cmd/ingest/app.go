@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -45,7 +47,8 @@ type app struct {
 	// once known (tests listen on port 0).
 	httpAddr chan string
 	natsURL  chan string
-	// tokens checks bridge requests' bearer tokens against --auth-key.
+	// tokens checks bridge requests' bearer tokens (--auth-key, JWKS); set
+	// by Run when the bridge is on.
 	tokens func(r *http.Request, tenant string) error
 }
 
@@ -53,8 +56,7 @@ func newApp(cfg config, logw io.Writer) *app {
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1),
-		tokens: pipeline.TokenVerifier([]byte(cfg.AuthKey), nil)}
+	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1)}
 }
 
 // Run runs ingest until ctx ends, then drains.
@@ -137,7 +139,15 @@ func (a *app) Run(ctx context.Context) error {
 	a.mu.Unlock()
 
 	var bridge http.Handler
-	if a.cfg.AuthKey != "" || a.cfg.BridgeNoAuth {
+	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
+		if !a.cfg.BridgeNoAuth {
+			v, err := a.newVerifier()
+			if err != nil {
+				return err
+			}
+			a.tokens = pipeline.BridgeVerifier(v)
+			a.reg.MustRegister(fanout.VerifierCollectors(v)...) // threadcast_auth_jwks_*
+		}
 		pub, err := agent.New(nc, agent.DefaultConfig())
 		if err != nil {
 			return fmt.Errorf("ingest: bridge publisher: %w", err)
@@ -240,4 +250,27 @@ func splitHostPort(addr string) (string, int, error) {
 func reconnectDelay(attempts int) time.Duration {
 	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
 	return d + time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// newVerifier builds the bridge's token verifier and fetches its JWKS
+// documents: without its keys the bridge would refuse every token, so
+// ingest does not start.
+func (a *app) newVerifier() (*auth.Verifier, error) {
+	vc := a.cfg.Tokens
+	if a.cfg.AuthKey != "" {
+		vc.SharedKeys = append(vc.SharedKeys, []byte(a.cfg.AuthKey))
+	}
+	vc.Logger = a.log
+	v, err := auth.NewVerifier(vc)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if len(vc.JWKS) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Drain)
+		defer cancel()
+		if err := v.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("ingest: JWKS: %w", err)
+		}
+	}
+	return v, nil
 }

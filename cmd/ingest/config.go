@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
@@ -36,11 +38,14 @@ type config struct {
 	// (partitions claimed with Lease; see pipeline.Leases).
 	PartitionMode string
 	Lease         pipeline.LeaseConfig
+	// Tokens configures the bridge's token verifier (AuthKey becomes a
+	// shared key of it); a JWKS source enables the bridge like AuthKey.
+	Tokens auth.VerifierConfig
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	c := config{Pipeline: pipeline.DefaultConfig()}
+	c := config{Pipeline: pipeline.DefaultConfig(), Tokens: auth.DefaultVerifierConfig()}
 	p := &c.Pipeline
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -54,7 +59,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
-	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
+	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs HS256 bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread} (so does --jwks-url or --jwks-file)")
+	tokens := tokenflags.Register(fs)
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
@@ -102,8 +108,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
-	if c.AuthKey != "" && len(c.AuthKey) < 16 {
+	if c.AuthKey != "" && len(c.AuthKey) < auth.MinKeyLen {
 		return c, errors.New("--auth-key must be at least 16 bytes")
+	}
+	if err := tokens.Apply(&c.Tokens); err != nil {
+		return c, err
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {
