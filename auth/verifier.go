@@ -215,7 +215,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 		}
 		err = ErrSignature
 		for _, k := range v.cfg.SharedKeys {
-			if err = checkSignature(&p, AlgHS256, k); err == nil {
+			if err = checkHMAC(&p, k); err == nil {
 				break
 			}
 		}
