@@ -503,6 +503,30 @@ func TestVerifierJWKSRedirect(t *testing.T) {
 	}
 }
 
+// A server that is down, or answers after FetchTimeout, is a fetch error.
+func TestVerifierFetchUnreachable(t *testing.T) {
+	c := newClock(t0)
+	down := httptest.NewServer(nil)
+	down.Close()
+	v := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: down.URL}, nil)
+	if err := v.Refresh(context.Background()); !errors.Is(err, ErrKeySource) {
+		t.Errorf("server down: %v", err)
+	}
+	k := newTestKeys(t)
+	slow := newJWKSServer(t, jwksDoc(t, jwkOf(t, "ed", k.ed, "EdDSA")))
+	gate := make(chan struct{})
+	slow.gate.Store(&gate)
+	defer close(gate)
+	v = newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: slow.URL}, func(cfg *VerifierConfig) { cfg.FetchTimeout = 100 * time.Millisecond })
+	start := time.Now()
+	if err := v.Refresh(context.Background()); !errors.Is(err, ErrKeySource) {
+		t.Errorf("slow server: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the fetch took %v despite its 100ms bound", d)
+	}
+}
+
 func mustRSA(t *testing.T, bits int) *rsa.PrivateKey {
 	k, err := rsa.GenerateKey(rand.Reader, bits)
 	if err != nil {

@@ -36,6 +36,14 @@ func TestApply(t *testing.T) {
 		{name: "negative skew", give: []string{"--token-clock-skew", "-1s"}, wantErr: "must not be negative"},
 		{name: "zero interval", give: []string{"--jwks-min-interval", "0s"}, wantErr: "must be positive"},
 		{name: "zero refresh", give: []string{"--jwks-refresh", "0s"}, wantErr: "must be positive"},
+		{name: "zero fetch timeout", give: []string{"--jwks-fetch-timeout", "0s"}, wantErr: "must be positive"},
+		{name: "zero max bytes", give: []string{"--jwks-max-bytes", "0"}, wantErr: "must be positive"},
+		{name: "fetch bounds", give: []string{"--jwks-fetch-timeout", "2s", "--jwks-max-bytes", "4096"},
+			want: func() auth.VerifierConfig {
+				c := auth.DefaultVerifierConfig()
+				c.FetchTimeout, c.MaxJWKSBytes = 2*time.Second, 4096
+				return c
+			}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +65,7 @@ func TestApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Audience != tt.want.Audience || got.ClockSkew != tt.want.ClockSkew || got.MinRefreshInterval != tt.want.MinRefreshInterval ||
-				got.RefreshInterval != tt.want.RefreshInterval || len(got.JWKS) != len(tt.want.JWKS) || len(got.JWKS) == 1 && got.JWKS[0] != tt.want.JWKS[0] {
+				got.RefreshInterval != tt.want.RefreshInterval || got.FetchTimeout != tt.want.FetchTimeout || got.MaxJWKSBytes != tt.want.MaxJWKSBytes || len(got.JWKS) != len(tt.want.JWKS) || len(got.JWKS) == 1 && got.JWKS[0] != tt.want.JWKS[0] {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 			if f.HasJWKS() != (len(tt.want.JWKS) > 0) {
