@@ -1,5 +1,11 @@
 package auth
 
+// NOTE: this file is the Verifier: its config and construction, Verify
+// (shared keys for HS256, else the JWKS key its (iss, kid) names), then the
+// JWKS sources' lookup, single-flight throttled refresh, fetch and read,
+// and the counters. The token parser is jwt.go; JWKS documents, keys and
+// minting with Ed25519 are jwks.go.
+
 import (
 	"context"
 	"encoding/json"
