@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README.md, "Run the tests"). Runs every test
+# The project's test command (the second command at the top of README.md). Runs every test
 # package with the race detector, then the lifetime-poisoning build of the
 # packages that hand out views into reused buffers, then the tagged suites
 # (browser) whose tools are present.
