@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command (the second command at the top of README.md). Runs every test
-# package with the race detector, then the lifetime-poisoning build of the
-# packages that hand out views into reused buffers, then the tagged suites
-# (browser) whose tools are present.
+# The project's test command (the second command at the top of README.md).
+# Runs every test package with the race detector, then the lifetime-poisoning
+# build of the packages that hand out views into reused buffers, then the
+# tagged suites (browser) whose tools are present.
 #
 # Everything the tests read is in the repository (testdata/conformance,
 # testdata/spec, tools/); a plain clone runs this script as is. The
