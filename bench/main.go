@@ -27,6 +27,8 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+
+	"github.com/threadcast/threadcast/envflag"
 )
 
 // comparison is one side-by-side benchmark.
@@ -73,7 +75,18 @@ func main() {
 	flag.IntVar(&e.refRuns, "ref-runs", 3, "runs of each reference measurement (median reported; its first run is slower, still warming its JIT); the long thread takes minutes per run")
 	flag.StringVar(&e.refJSON, "ref-json", "", "use this saved output of the reference's bench.mjs instead of running it (`FILE`)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
-	flag.Parse()
+	flag.CommandLine.Init("bench", flag.ContinueOnError)
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./bench [-quick] [-oracle DIR] [-only NAME[,NAME]] [-runs N] [-ref-runs N] [-ref-json FILE]\n\n"+
+			"Runs Threadcast's side-by-side comparisons and prints a table for each, then a summary of every ratio\n"+
+			"next to its target (bench/README.md). Run it from the repository root.\n\nflags:\n")
+		flag.PrintDefaults()
+	}
+	// --help: the usage on stdout, exit 0; a bad flag: the error and the
+	// usage on stderr, exit 2.
+	if err := envflag.ParseArgs(flag.CommandLine, os.Args[1:]); err != nil {
+		os.Exit(envflag.Report("bench", err, os.Stdout, os.Stderr))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {

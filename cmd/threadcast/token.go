@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/node"
 )
 
@@ -62,11 +62,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		return envflag.Report("threadcast token", err, stdout, stderr)
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "threadcast token: "+format+"\n", a...)
