@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,13 @@ func buildAll(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, testsupport.Module+"/...")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		// go test does not always put go on PATH; the toolchain that built
+		// this test binary has it in its GOROOT.
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	list := exec.Command(goBin, "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, testsupport.Module+"/...")
 	list.Dir = root
 	out, err := list.Output()
 	if err != nil {
@@ -37,7 +44,7 @@ func buildAll(t *testing.T) map[string]string {
 	}
 	pkgs := strings.Fields(string(out))
 	dir := t.TempDir()
-	build := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	build := exec.Command(goBin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
