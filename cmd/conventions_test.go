@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -112,8 +113,39 @@ func subcommands(t *testing.T, bin string) []string {
 	return names
 }
 
-// TestHelpAndBadFlagConventions runs every command, and every subcommand of
-// threadcast, with -h, --help and an unknown flag.
+// nested returns the subcommands of threadcast's subcommand sub that its
+// usage names at the start of a line ("threadcast token jwks ..."): words,
+// not flags or placeholders.
+func nested(usage, sub string) []string {
+	re := regexp.MustCompile(`(?m)^\s*(?:usage: )?threadcast ` + regexp.QuoteMeta(sub) + ` ([a-z][a-z0-9-]*)\b`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(usage, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+func TestNested(t *testing.T) {
+	usage := `usage: threadcast token (--key K | --data DIR) --tenant T
+         [--threads PATTERN]... [--ttl D]
+       threadcast token jwks --ed25519-key FILE --kid ID
+       threadcast token keygen FILE
+
+Use "threadcast token jwks" to print the key set; threadcast token mints.
+`
+	if got := nested(usage, "token"); !slices.Equal(got, []string{"jwks", "keygen"}) {
+		t.Errorf("nested = %q", got)
+	}
+	if got := nested("usage: threadcast reduce [--input FILE] [STREAM]\n", "reduce"); len(got) != 0 {
+		t.Errorf("nested = %q", got)
+	}
+}
+
+// TestHelpAndBadFlagConventions runs every command, every subcommand of
+// threadcast, and every subcommand a subcommand's usage names, with -h,
+// --help and an unknown flag.
 func TestHelpAndBadFlagConventions(t *testing.T) {
 	bins := buildAll(t)
 	type command struct {
@@ -127,6 +159,9 @@ func TestHelpAndBadFlagConventions(t *testing.T) {
 		if pkg == "cmd/threadcast" {
 			for _, sub := range subcommands(t, bin) {
 				cmds = append(cmds, command{pkg + " " + sub, bin, []string{sub}})
+				for _, n := range nested(run(t, bin, sub, "--help").stdout, sub) {
+					cmds = append(cmds, command{pkg + " " + sub + " " + n, bin, []string{sub, n}})
+				}
 			}
 		}
 	}
