@@ -67,7 +67,8 @@ type result struct {
 	stdout, stderr string
 }
 
-// run runs bin with args, no stdin and no THREADCAST_* variable, and kills
+// run runs bin with args, no stdin, no THREADCAST_* variable and an empty
+// working directory (what a command writes stays out of the tree), and kills
 // it after a while: a command that ignores --help and starts serving fails
 // here instead of hanging the test.
 func run(t *testing.T, bin string, args ...string) result {
@@ -75,6 +76,7 @@ func run(t *testing.T, bin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir()
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "THREADCAST_") })
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -177,8 +179,8 @@ func TestHelpAndBadFlagConventions(t *testing.T) {
 				if r.code != 0 || r.stderr != "" {
 					t.Errorf("%s: exit %d, stderr %.300q; want 0 and nothing on stderr", help, r.code, r.stderr)
 				}
-				if !strings.Contains(strings.ToLower(r.stdout), "usage") || !top && !strings.Contains(r.stdout, "\n  -") {
-					t.Errorf("%s: stdout is no usage with flags:\n%s", help, r.stdout)
+				if !strings.Contains(strings.ToLower(r.stdout), "usage") {
+					t.Errorf("%s: stdout is no usage:\n%s", help, r.stdout)
 				}
 				if usage == "" {
 					usage = r.stdout
