@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // corpusCase is the part of a conformance case these tests use.
@@ -28,7 +29,7 @@ type corpusCase struct {
 // must be accepted by the publisher too.
 func cleanCorpus(t *testing.T) []corpusCase {
 	t.Helper()
-	files, err := filepath.Glob("../../shared/conformance/cases/*.json")
+	files, err := filepath.Glob(filepath.Join(testsupport.ConformanceDir(t), "cases", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no conformance cases (%v)", err)
 	}

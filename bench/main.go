@@ -12,9 +12,11 @@
 // function (see comparison); adding one is adding a file. The comparisons
 // against the TypeScript reference consumer need Node 20 and the oracle
 // installed with npm ci (the directory holding apply.mjs and node_modules:
-// -oracle, or THREADCAST_ORACLE_DIR); the streams come from its sibling
-// streamgen, with the exact seeds and options of the reference's bench.mjs,
-// so both sides run the same events.
+// -oracle, else THREADCAST_ORACLE_DIR, else tools/oracle once npm ci ran
+// there); the streams come from streamgen (beside the oracle, else
+// tools/streamgen), with the exact seeds and options of the reference's
+// bench.mjs, so both sides run the same events. Run it from the repository
+// root.
 package main
 
 import (
@@ -25,6 +27,8 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+
+	"github.com/threadcast/threadcast/envflag"
 )
 
 // comparison is one side-by-side benchmark.
@@ -65,13 +69,24 @@ func main() {
 	var e env
 	only := flag.String("only", "", "run only the comparisons `NAME`s, comma-separated ("+strings.Join(names(), ", ")+")")
 	flag.BoolVar(&e.quick, "quick", false, "a fast smoke run: fewer and shorter runs of every comparison")
-	flag.StringVar(&e.oracleDir, "oracle", os.Getenv("THREADCAST_ORACLE_DIR"),
-		"`DIR` of the installed reference consumer (apply.mjs + node_modules); default $THREADCAST_ORACLE_DIR")
+	flag.StringVar(&e.oracleDir, "oracle", defaultOracle(os.Getenv("THREADCAST_ORACLE_DIR")),
+		"`DIR` of the installed reference consumer (apply.mjs + node_modules); default $THREADCAST_ORACLE_DIR, else tools/oracle once npm ci ran there")
 	flag.IntVar(&e.runs, "runs", 5, "runs of each Threadcast measurement (median reported)")
 	flag.IntVar(&e.refRuns, "ref-runs", 3, "runs of each reference measurement (median reported; its first run is slower, still warming its JIT); the long thread takes minutes per run")
 	flag.StringVar(&e.refJSON, "ref-json", "", "use this saved output of the reference's bench.mjs instead of running it (`FILE`)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
-	flag.Parse()
+	flag.CommandLine.Init("bench", flag.ContinueOnError)
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./bench [-quick] [-oracle DIR] [-only NAME[,NAME]] [-runs N] [-ref-runs N] [-ref-json FILE]\n\n"+
+			"Runs Threadcast's side-by-side comparisons and prints a table for each, then a summary of every ratio\n"+
+			"next to its target (bench/README.md). Run it from the repository root.\n\nflags:\n")
+		flag.PrintDefaults()
+	}
+	// --help: the usage on stdout, exit 0; a bad flag: the error and the
+	// usage on stderr, exit 2.
+	if err := envflag.ParseArgs(flag.CommandLine, os.Args[1:]); err != nil {
+		os.Exit(envflag.Report("bench", err, os.Stdout, os.Stderr))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -100,9 +115,9 @@ func main() {
 	}
 	noOracle := ""
 	if e.oracleDir == "" {
-		noOracle = "no reference consumer (-oracle or THREADCAST_ORACLE_DIR)"
+		noOracle = "no reference consumer (-oracle, THREADCAST_ORACLE_DIR, or npm ci in tools/oracle)"
 	} else if e.genPath = findGen(e.oracleDir); e.genPath == "" {
-		noOracle = "streamgen/gen.mjs not found beside the oracle nor in ../shared/tools"
+		noOracle = "streamgen/gen.mjs not found beside the oracle nor in tools/"
 	}
 	failed := false
 	for _, n := range names() {
@@ -111,7 +126,7 @@ func main() {
 		}
 		if needsOracle[n] && noOracle != "" {
 			fmt.Fprintf(os.Stderr, "bench: %s skipped: %s; install it with\n"+
-				"  d=$(mktemp -d) && cp -r ../shared/tools/. $d && (cd $d/oracle && npm ci) && export THREADCAST_ORACLE_DIR=$d/oracle\n", n, noOracle)
+				"  (cd tools/oracle && npm ci)\n", n, noOracle)
 			e.record(summaryRow{comparison: n, measure: "(all)", value: "not run: " + noOracle, target: "-", met: "-"})
 			continue
 		}

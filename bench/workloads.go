@@ -14,7 +14,7 @@ import (
 )
 
 // workload is a set of threads, each an ordered list of raw events. The two
-// workloads are the reference bench's (../shared/tools/oracle/bench.mjs),
+// workloads are the reference bench's (tools/oracle/bench.mjs),
 // generated with the same seeds and options.
 //
 // The events' bytes are one buffer, and a thread's events are offsets into
@@ -57,10 +57,27 @@ var workloadSpecs = []struct {
 	{"single 100k", "single thread", []string{"random", "--seed", "agui-bulk-100k-v1", "--events", "100000", "--verbosity", "8", "--run-length", "200,1500"}},
 }
 
+// defaultOracle is the -oracle default: env (THREADCAST_ORACLE_DIR) when
+// set, else the repository's tools/oracle when npm ci has installed the
+// reference consumer there, else "" (the comparisons that need it are
+// skipped, saying why).
+func defaultOracle(env string) string {
+	if env != "" {
+		return env
+	}
+	dir := filepath.Join("tools", "oracle")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json")); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// findGen returns streamgen's gen.mjs: beside the oracle (a copy of the
+// whole tools folder), else the repository's, or "".
 func findGen(oracleDir string) string {
 	for _, p := range []string{
 		filepath.Join(oracleDir, "..", "streamgen", "gen.mjs"),
-		filepath.Join("..", "shared", "tools", "streamgen", "gen.mjs"),
+		filepath.Join("tools", "streamgen", "gen.mjs"),
 	} {
 		if _, err := os.Stat(p); err == nil {
 			return p

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
-)
 
-// conformanceDir is the shared corpus, read in place (never copied).
-const conformanceDir = "../../shared/conformance"
+	"github.com/threadcast/threadcast/internal/testsupport"
+)
 
 // corpusCase is the part of a conformance file the codec is held to.
 type corpusCase struct {
@@ -31,6 +30,7 @@ type corpusCase struct {
 
 func loadCorpus(t testing.TB) []corpusCase {
 	t.Helper()
+	conformanceDir := testsupport.ConformanceDir(t)
 	var out []corpusCase
 	for _, dir := range []string{"cases", "official"} {
 		files, err := filepath.Glob(filepath.Join(conformanceDir, dir, "*.json"))
@@ -165,11 +165,11 @@ func hasStrip(ws []*Error) bool {
 }
 
 // TestTypeSpecsMatchFieldsJSON checks the decoder's per-type schema against
-// the machine-readable spec table (shared/spec/fields.json). The one
+// the machine-readable spec table (testdata/spec/fields.json). The one
 // deliberate difference is encryptedValueType on REASONING_ENCRYPTED_VALUE,
 // the AG-UI 1.1 field this codec knows.
 func TestTypeSpecsMatchFieldsJSON(t *testing.T) {
-	data, err := os.ReadFile("../../shared/spec/fields.json")
+	data, err := os.ReadFile(testsupport.Path(t, "testdata/spec/fields.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // testdata/mix.jsonl is 5000 events of one thread made by
-// shared/tools/streamgen (node gen.mjs random --seed 42 --events 5000
+// tools/streamgen (node gen.mjs random --seed 42 --events 5000
 // --verbosity 6): mostly TEXT_MESSAGE_CONTENT/CHUNK with short deltas, tool
 // call args, reasoning, state and activity snapshots/deltas, lifecycle.
 func loadMix(tb testing.TB) [][]byte {

@@ -3,13 +3,13 @@ package demo
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -120,17 +120,11 @@ func TestScriptValid(t *testing.T) {
 }
 
 // TestScriptOracle runs generated threads through the TypeScript reference
-// consumer (@ag-ui/client 1.0.0) when THREADCAST_ORACLE_DIR names an
-// installed copy of ../shared/tools/oracle: no error, no warning, and the
-// same messages and state as our reducer.
+// consumer (@ag-ui/client 1.0.0, tools/oracle, found by
+// testsupport.OracleDir): no error, no warning, and the same messages and
+// state as our reducer.
 func TestScriptOracle(t *testing.T) {
-	dir := os.Getenv("THREADCAST_ORACLE_DIR")
-	if dir == "" {
-		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
-			t.Fatal("THREADCAST_ORACLE_DIR not set, and THREADCAST_REQUIRE_ORACLE says the reference consumer is required")
-		}
-		t.Skip("THREADCAST_ORACLE_DIR not set (see ../shared/tools/oracle/README.md)")
-	}
+	dir := testsupport.OracleDir(t)
 	for seed := uint64(100); seed < 112; seed++ {
 		s := NewScript(seed, Options{Persona: Personas()[seed%3], ErrorRate: 0.25, CancelRate: 0.1})
 		var evs []Event

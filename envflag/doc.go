@@ -2,7 +2,11 @@
 // environment variable THREADCAST_<FLAG> (the flag's name upper case, '-' as
 // '_': --nats-url is THREADCAST_NATS_URL); a flag on the command line wins
 // over the environment. It is the one place the commands (cmd/fanout,
-// cmd/ingest, threadcast serve) spell that rule.
+// cmd/ingest, threadcast serve) spell that rule, and the one place every
+// command's way of answering its command line is written: -h or --help
+// prints the usage on stdout and exits 0; a flag it refuses prints the error
+// and the usage on stderr and exits 2 (Report; ParseArgs for the commands
+// that read no environment).
 //
 // The package never reads the process environment itself: the caller passes
 // a getenv function (os.Getenv in cmd/*, a map in tests), because only cmd/*

@@ -24,13 +24,19 @@ func EnvName(name string) string {
 //   - a value the flag rejects in the environment: `NAME="value": <the
 //     flag's error>`, for the first such variable in flag-name order; args
 //     are then not parsed;
-//   - what fs.Parse returns for args, unchanged (flag.ErrHelp for -h or
-//     --help, so the caller can print its usage and exit 0); with
-//     flag.ContinueOnError fs has already printed the error and the usage to
-//     its output;
+//   - what fs.Parse returns for args, with the same text (flag.ErrHelp for
+//     -h or --help, so the caller can print its usage and exit 0);
 //   - `unexpected arguments ["a" "b"]` when operands remain after the flags:
 //     the commands that use this package take none.
+//
+// Every error is a *UsageError carrying fs's usage text, and Parse writes
+// nothing to fs's output (the flag package's own messages are discarded):
+// the command reports the error once, with Report.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	return usageError(fs, silently(fs, func() error { return parse(fs, args, getenv) }))
+}
+
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if envErr != nil {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,24 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 )
-
-// aguiClientDir finds an install of @ag-ui/client (the oracle's locked
-// package set: a copy of ../shared/tools/oracle after `npm ci`, which
-// scripts/test.sh makes and names in THREADCAST_ORACLE_DIR), or "".
-func aguiClientDir() string {
-	cands := []string{os.Getenv("THREADCAST_AGUI_CLIENT_DIR"), os.Getenv("THREADCAST_ORACLE_DIR")}
-	for _, d := range cands {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "node_modules", "@ag-ui", "client", "package.json")); err == nil {
-			return d
-		}
-	}
-	return ""
-}
 
 type agentResult struct {
 	Messages []struct {
@@ -50,15 +33,9 @@ type agentResult struct {
 // joined mid-run it accepts the stream and ends with the REST view's
 // messages and state.
 func TestInteropHttpAgent(t *testing.T) {
-	node, err := exec.LookPath("node")
-	dir := aguiClientDir()
-	if err != nil || dir == "" {
-		const why = "needs node and @ag-ui/client: set THREADCAST_ORACLE_DIR to a copy of ../shared/tools/oracle where `npm ci` ran (scripts/test.sh does)"
-		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
+	// @ag-ui/client is the oracle's locked package set (tools/oracle).
+	dir := testsupport.OracleDir(t)
+	node := testsupport.Node(t)
 	ns := startNATS(t)
 	const parts = 8
 	startIngest(t, ns, parts)

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// conformanceDir is the project's shared corpus (never copied here).
-const conformanceDir = "../../shared/conformance/cases"
+	"github.com/threadcast/threadcast/internal/testsupport"
+)
 
 type confCase struct {
 	Events   []map[string]json.RawMessage `json:"events"`
@@ -35,9 +34,10 @@ type confCase struct {
 // replayed. It checks the final state and activity contents, and that
 // warnings arise exactly at the expected indices.
 func TestConformance(t *testing.T) {
+	conformanceDir := filepath.Join(testsupport.ConformanceDir(t), "cases")
 	files, err := filepath.Glob(filepath.Join(conformanceDir, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Skipf("conformance corpus not found at %s (err %v)", conformanceDir, err)
+		t.Fatalf("no conformance cases in %s (err %v)", conformanceDir, err)
 	}
 	ran := 0
 	for _, f := range files {

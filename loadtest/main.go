@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/threadcast/threadcast/envflag"
 )
 
 func main() {
@@ -51,8 +53,23 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Out, "out", "", "report `DIR` (default: a new directory under the system temp dir)")
 	verbose := fs.Bool("v", false, "log the embedded system's warnings to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator and embedded system) to `FILE`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: loadtest [flags]
+
+Runs simulated agents and subscribers against Threadcast (embedded, or a
+running one with --target), writes a report to --out, and checks that every
+subscriber's view equals an offline reduction of what was published
+(loadtest/doc.go). Exit status: 0 the check passed; 1 it failed; 2 bad flags
+or a run that could not start.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		// --help: the usage on stdout, 0; a bad flag: the error and the
+		// usage on stderr, 2.
+		return envflag.Report("loadtest", err, stdout, stderr)
 	}
 	cfg.AuthKey = []byte(*key)
 	if *scenarioPath != "" {

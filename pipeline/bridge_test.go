@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -184,7 +185,7 @@ func bridgeWaitFor(t *testing.T, timeout time.Duration, what string, cond func()
 // bridgeCase loads the events of one conformance case.
 func bridgeCase(t *testing.T, name string) []json.RawMessage {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../shared/conformance/cases", name))
+	b, err := os.ReadFile(filepath.Join(testsupport.ConformanceDir(t), "cases", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/reducer"
 )
-
-const corpusRoot = "../../shared/conformance"
 
 // stream is one thread's events, raw.
 type stream struct {
@@ -34,6 +33,7 @@ type stream struct {
 // as streams, one thread per case (named after the case).
 func corpusStreams(t testing.TB) []stream {
 	t.Helper()
+	corpusRoot := testsupport.ConformanceDir(t)
 	files, err := filepath.Glob(filepath.Join(corpusRoot, "cases", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no conformance cases under %s: %v", corpusRoot, err)

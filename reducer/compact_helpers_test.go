@@ -15,11 +15,8 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
-
-// conformanceDir is the shared corpus, relative to this package's directory
-// (the repo root's ../shared/conformance).
-const conformanceDir = "../../shared/conformance"
 
 // compactCase is one stream to check the compaction invariant on.
 type compactCase struct {
@@ -71,6 +68,7 @@ func jsonlLines(data []byte) [][]byte {
 // input.
 func loadConformance(tb testing.TB) []compactCase {
 	tb.Helper()
+	conformanceDir := testsupport.ConformanceDir(tb)
 	var out []compactCase
 	for _, sub := range []string{"cases", "official"} {
 		files, err := filepath.Glob(filepath.Join(conformanceDir, sub, "*.json"))

@@ -296,7 +296,7 @@ var compactFixtures = []struct {
 }
 
 // TestCompactStreamgen checks the invariant on long random valid streams
-// (testdata/compact, made by ../shared/tools/streamgen; see
+// (testdata/compact, made by tools/streamgen; see
 // testdata/compact/README.md): whole stream, many prefixes, and compaction
 // frame by frame with flushes at random points, as the pipeline does it.
 func TestCompactStreamgen(t *testing.T) {

@@ -11,12 +11,9 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/jsondoc"
 )
-
-// conformanceDir is the shared corpus, read in place (never copied) so that a
-// case added there counts without a code change.
-const corpusRoot = "../../shared/conformance"
 
 // corpusRun is what one stream did to a Thread.
 type corpusRun struct {
@@ -141,7 +138,7 @@ func startThread(t *testing.T, initial *corpusInitial) *Thread {
 
 func loadJSONFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(corpusRoot, dir, "*.json"))
+	files, err := filepath.Glob(filepath.Join(testsupport.ConformanceDir(t), dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no conformance files in %s (err %v)", dir, err)
 	}

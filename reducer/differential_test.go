@@ -2,12 +2,12 @@
 
 package reducer
 
-// The differential test: seeded random valid streams (../shared/tools/streamgen:
+// The differential test: seeded random valid streams (tools/streamgen:
 // interleaved text, tool calls and results, reasoning, activities, state
 // snapshots and every kind of RFC 6902 delta, steps, nested and parallel
 // subagents, chunk lanes, MESSAGES_SNAPSHOT, metadata with nulls) go through
 // our codec and reducer and through the TypeScript reference consumer
-// (@ag-ui/client 1.0.0, via ../shared/tools/oracle/apply.mjs); the messages
+// (@ag-ui/client 1.0.0, via tools/oracle/apply.mjs); the messages
 // and the state must be equal as JSON values (jsondoc.Equal: key order
 // ignored, numbers compared by value).
 //
@@ -30,6 +30,7 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/jsondoc"
 )
 
@@ -49,8 +50,8 @@ var differentialStreams = []struct {
 }
 
 func TestDifferentialReducerVsReference(t *testing.T) {
-	dir := oracleDir(t)
-	gen := streamgenPath(t, dir)
+	dir := testsupport.OracleDir(t)
+	gen := testsupport.Streamgen(t)
 	for _, s := range differentialStreams {
 		t.Run(s.seed, func(t *testing.T) {
 			stream := generate(t, gen, append([]string{"--seed", s.seed}, s.args...)...)

@@ -434,7 +434,7 @@ func TestDuplicateIDsRestated(t *testing.T) {
 // TestOwnershipAccepted: streams whose every continuation agrees with the
 // owner the spec assigns, once snapshots, drops and tool-minted holders are
 // accounted for; each must be accepted with no warning. The reference
-// consumer rejects every one of them (checked with ../shared/tools/oracle on
+// consumer rejects every one of them (checked with tools/oracle on
 // 2026-12-01): it keeps the owner a message had before a snapshot replaced
 // or dropped it, and never records the owner of a message a tool call
 // minted.

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The project's test command (README.md, "Run the tests"). Runs every test
-# package with the race detector, then the lifetime-poisoning build of the
-# packages that hand out views into reused buffers, then the tagged suites
-# (browser) whose tools are present.
+# The project's test command (the second command at the top of README.md).
+# Runs every test package with the race detector, then the lifetime-poisoning
+# build of the packages that hand out views into reused buffers, then the
+# tagged suites (browser) whose tools are present.
 #
-# The differential tests need the TypeScript reference consumer; when
-# THREADCAST_ORACLE_DIR is not set and Node.js is present, it is installed into
-# a temporary directory from ../shared/tools/oracle (locked dependencies).
-# CI sets THREADCAST_REQUIRE_ORACLE=1 and THREADCAST_REQUIRE_BROWSER=1 so that
-# a missing tool fails the run instead of skipping.
+# Everything the tests read is in the repository (testdata/conformance,
+# testdata/spec, tools/); a plain clone runs this script as is. The
+# differential tests need the TypeScript reference consumer, tools/oracle
+# (@ag-ui/client 1.0.0): unless THREADCAST_ORACLE_DIR names an install, npm ci
+# installs its locked dependencies into tools/oracle/node_modules (ignored by
+# git), where the tests find it (internal/testsupport). A test whose tool is
+# missing (node, the reference consumer, chromium) is skipped with the
+# reason; CI sets THREADCAST_REQUIRE_ORACLE=1 and THREADCAST_REQUIRE_BROWSER=1
+# so that it fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-if [ -z "${THREADCAST_ORACLE_DIR:-}" ] && command -v npm >/dev/null 2>&1 && [ -d ../shared/tools/oracle ]; then
-  tools="$(mktemp -d)"
-  trap 'rm -rf "$tools"' EXIT
-  cp -r ../shared/tools/. "$tools/"
-  (cd "$tools/oracle" && npm ci --silent --no-audit --no-fund)
-  export THREADCAST_ORACLE_DIR="$tools/oracle"
+if [ -z "${THREADCAST_ORACLE_DIR:-}" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd tools/oracle && npm ci --silent --no-audit --no-fund)
+  else
+    echo "npm not found: the tests that need the reference consumer will skip (install Node.js 20 or later)"
+  fi
 fi
 export THREADCAST_ARTIFACTS="${THREADCAST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$THREADCAST_ARTIFACTS"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // The browser test drives Debian's chromium (never a downloaded browser)
@@ -77,7 +78,7 @@ func chromium(t *testing.T) string {
 	}
 	p, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatal("chromium not installed (Debian package chromium; .ci/run installs it)")
+		testsupport.Require(t, "BROWSER", "chromium is not installed (Debian package chromium; .ci/run installs it)")
 	}
 	return p
 }

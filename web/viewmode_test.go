@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // step is one line of testdata/replay.mjs's input.
@@ -20,27 +20,12 @@ type step struct {
 	Resync  bool            `json:"resync,omitempty"`
 }
 
-// needNode returns the path of node, or skips the test without it — or
-// fails it, when THREADCAST_REQUIRE_ORACLE says external tools are required
-// (CI).
-func needNode(t *testing.T) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
-			t.Fatal("node not installed, and THREADCAST_REQUIRE_ORACLE says it is required")
-		}
-		t.Skip("node not installed: the dashboard's applier (JavaScript) cannot run")
-	}
-	return node
-}
-
 // replay runs testdata/replay.mjs — the dashboard's own applier,
 // static/viewdoc.js, under node — on steps and returns how many passed and
 // what failed.
 func replay(t *testing.T, steps []step) (ok int, errs []string) {
 	t.Helper()
-	node := needNode(t)
+	node := testsupport.Node(t)
 	var in bytes.Buffer
 	for _, s := range steps {
 		b, err := json.Marshal(s)
@@ -71,7 +56,7 @@ func replay(t *testing.T, steps []step) (ok int, errs []string) {
 // in view mode over SSE, and the dashboard's applier, fed exactly that
 // stream, ends holding the view the REST API reports.
 func TestViewModeEndToEnd(t *testing.T) {
-	needNode(t)
+	testsupport.Node(t)
 	tc := startThreadcast(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

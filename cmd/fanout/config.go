@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
@@ -65,14 +63,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&f.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", f.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
 	fs.IntVar(&f.Hub.MaxIdleFeeds, "max-idle-threads", f.Hub.MaxIdleFeeds, "lingering threads on the node; past it the oldest ends at once (negative: unlimited)")
 
-	// Environment first, then the command line over it.
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nEvery flag can also be set by THREADCAST_<FLAG> (upper case, '-' as '_'); the command line wins.\n\nflags:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+	// Environment first, then the command line over it. A refused command
+	// line is a *envflag.UsageError (main reports it with envflag.Report).
 	if err := envflag.Parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			var b strings.Builder
-			fs.SetOutput(&b)
-			fs.PrintDefaults()
-			return c, fmt.Errorf("usage:\n%s", b.String())
-		}
 		return c, err
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {

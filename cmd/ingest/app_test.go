@@ -83,7 +83,7 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{name: "negative memory limit ratio", give: []string{"--memory-limit-ratio", "-0.5"}, wantErr: "--memory-limit-ratio: memlimit: ratio -0.5 is not between 0 and 1"},
 		{name: "extra args", give: []string{"x"}, wantErr: "unexpected arguments"},
-		{name: "help", give: []string{"-h"}, wantErr: "usage"},
+		{name: "help", give: []string{"-h"}, wantErr: "help requested"},
 		{name: "short key", give: []string{"--auth-key", "short"}, wantErr: "at least 16 bytes"},
 	}
 	for _, tt := range tests {

@@ -92,14 +92,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.Lease.Holder, "lease-holder", "", "lease mode: this instance's unique name (default: host name and a random suffix)")
 	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
 
-	// Environment first, then the command line over it.
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nEvery flag can also be set by THREADCAST_<FLAG> (upper case, '-' as '_'); the command line wins.\n\nflags:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+	// Environment first, then the command line over it. A refused command
+	// line is a *envflag.UsageError (main reports it with envflag.Report).
 	if err := envflag.Parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			var b strings.Builder
-			fs.SetOutput(&b)
-			fs.PrintDefaults()
-			return c, fmt.Errorf("usage:\n%s", b.String())
-		}
 		return c, err
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {

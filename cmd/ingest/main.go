@@ -17,19 +17,19 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 )
 
 func main() {
 	cfg, err := parseConfig(os.Args[1:], os.Getenv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ingest:", err)
-		os.Exit(2)
+		// --help: the usage on stdout, 0; a bad flag or setting: 2.
+		os.Exit(envflag.Report("ingest", err, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

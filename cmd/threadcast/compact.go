@@ -54,7 +54,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	r, status, ok := parseFlags(fs, args, stdin, stderr)
+	r, status, ok := parseFlags(fs, args, stdin, stdout, stderr)
 	if !ok {
 		return status
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/jsondoc"
 )
 
@@ -86,8 +87,6 @@ func (r cliResult) view(t *testing.T) map[string]json.RawMessage {
 	return v
 }
 
-const conformance = "../../../shared/conformance"
-
 // corpusCase is one file of the corpus, as the CLI needs it.
 type corpusCase struct {
 	name   string
@@ -101,6 +100,7 @@ type corpusCase struct {
 
 func loadCases(t *testing.T, sub string) []corpusCase {
 	t.Helper()
+	conformance := testsupport.ConformanceDir(t)
 	files, _ := filepath.Glob(filepath.Join(conformance, sub, "*.json"))
 	if len(files) == 0 {
 		t.Fatalf("no conformance files in %s/%s", conformance, sub)
@@ -423,8 +423,8 @@ func TestErrors(t *testing.T) {
 		{"flags without a subcommand are serve's", []string{"--bogus"}, "", exitUsage, "", "usage: threadcast [serve]"},
 		{"help", []string{"help"}, "", exitOK, "reduce", ""},
 		{"unknown subcommand", []string{"frobnicate"}, "", exitUsage, "", `unknown subcommand "frobnicate"`},
-		{"reduce --help", []string{"reduce", "--help"}, "", exitOK, "", "usage: threadcast reduce"},
-		{"compact --help", []string{"compact", "-h"}, "", exitOK, "", "usage: threadcast compact"},
+		{"reduce --help", []string{"reduce", "--help"}, "", exitOK, "usage: threadcast reduce", ""},
+		{"compact --help", []string{"compact", "-h"}, "", exitOK, "usage: threadcast compact", ""},
 		{"bad flag", []string{"reduce", "--bogus"}, "", exitUsage, "", "flag provided but not defined"},
 		{"unknown protocol version", []string{"reduce", "--protocol", "2.0"}, "", exitUsage, "", "--protocol"},
 		{"two stream files", []string{"reduce", "a", "b"}, "", exitUsage, "", "at most one stream file"},

@@ -52,7 +52,7 @@ flags:
 		fs.PrintDefaults()
 	}
 	// parseFlags (stream.go) opens STREAM or stdin.
-	r, status, ok := parseFlags(fs, args, stdin, stderr)
+	r, status, ok := parseFlags(fs, args, stdin, stdout, stderr)
 	if !ok {
 		return status
 	}

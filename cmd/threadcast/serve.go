@@ -233,35 +233,27 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	return fs, finish
 }
 
-// parseServe reads args, with getenv supplying THREADCAST_* defaults. help
-// is true when --help was asked for (the usage was written to out).
-func parseServe(args []string, getenv func(string) string, out io.Writer) (c serveConfig, help bool, err error) {
+// parseServe reads args, with getenv supplying THREADCAST_* defaults. A
+// command line it refuses, and --help, are a *envflag.UsageError (for
+// envflag.Report).
+func parseServe(args []string, getenv func(string) string) (c serveConfig, err error) {
 	fs, finish := serveFlags(&c, getenv)
-	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
 	}
 	// The environment first, then the command line over it.
 	if err := envflag.Parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, true, nil
-		}
-		// On a bad command-line flag the flag package has already printed
-		// the error and the usage to out.
-		return c, false, err
+		return c, err
 	}
-	return c, false, finish()
+	return c, finish()
 }
 
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	c, help, err := parseServe(args, os.Getenv, stderr)
-	switch {
-	case help:
-		return exitOK
-	case err != nil:
-		fmt.Fprintf(stderr, "threadcast serve: %v\n", err)
-		return exitUsage
+	c, err := parseServe(args, os.Getenv)
+	if err != nil {
+		// --help: the usage on stdout (exitOK); else exitUsage.
+		return envflag.Report("threadcast serve", err, stdout, stderr)
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel})
 	if c.logJSON {

@@ -500,8 +500,8 @@ func TestServeStartupErrors(t *testing.T) {
 	}
 }
 
-// TestServeHelp: --help documents every flag, on stdout's sibling stderr,
-// and exits 0; the top-level help lists serve and token.
+// TestServeHelp: --help documents every flag, on stdout, and exits 0; the
+// top-level help lists serve and token.
 func TestServeHelp(t *testing.T) {
 	for _, args := range [][]string{{"serve", "--help"}, {"-h"}} {
 		r := runCLI(t, nil, args...)
@@ -521,12 +521,12 @@ func TestServeHelp(t *testing.T) {
 		n := 0
 		fs.VisitAll(func(f *flag.Flag) {
 			n++
-			if !strings.Contains(r.stderr, "  -"+f.Name) {
+			if !strings.Contains(r.stdout, "  -"+f.Name) {
 				t.Errorf("flag -%s not in the help", f.Name)
 			}
 		})
 		for _, w := range []string{"usage: threadcast [serve]", "THREADCAST_", "SIGTERM", "Exit status"} {
-			if !strings.Contains(r.stderr, w) {
+			if !strings.Contains(r.stdout, w) {
 				t.Errorf("help does not say %q", w)
 			}
 		}
@@ -618,9 +618,9 @@ func TestParseServe(t *testing.T) {
 				}
 				return tt.env[k]
 			}
-			c, help, err := parseServe(tt.give, getenv, io.Discard)
-			if err != nil || help {
-				t.Fatalf("help %v, err %v", help, err)
+			c, err := parseServe(tt.give, getenv)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if err := tt.check(c); err != nil {
 				t.Error(err)
@@ -664,7 +664,7 @@ func TestPrepareServe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d")
-			c, _, err := parseServe(append(tt.give, "--data", dir), func(string) string { return "" }, io.Discard)
+			c, err := parseServe(append(tt.give, "--data", dir), func(string) string { return "" })
 			if err != nil {
 				t.Fatal(err)
 			}

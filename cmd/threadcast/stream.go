@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -28,13 +29,11 @@ func (f *streamFlags) register(fs *flag.FlagSet) {
 
 // parseFlags parses args with fs and returns the stream to read (the one
 // positional argument, "-" or none for stdin). ok is false when the caller
-// should return status (help was printed, or the flags were bad).
-func parseFlags(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writer) (r io.ReadCloser, status int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK, false
-		}
-		return nil, exitUsage, false
+// should return status (help was printed on stdout, or the flags were bad:
+// the error and the usage were printed on stderr).
+func parseFlags(fs *flag.FlagSet, args []string, stdin io.Reader, stdout, stderr io.Writer) (r io.ReadCloser, status int, ok bool) {
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		return nil, envflag.Report("threadcast "+fs.Name(), err, stdout, stderr), false
 	}
 	switch fs.NArg() {
 	case 0:

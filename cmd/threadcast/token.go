@@ -15,6 +15,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/node"
 )
 
@@ -90,11 +91,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		return envflag.Report("threadcast token", err, stdout, stderr)
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "threadcast token: "+format+"\n", a...)
@@ -218,11 +216,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		return envflag.Report("threadcast token jwks", err, stdout, stderr)
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "threadcast token jwks: "+format+"\n", a...)
@@ -255,7 +250,7 @@ func keygenMain(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-		fmt.Fprint(stderr, "usage: threadcast token keygen FILE\n\nWrites a new Ed25519 private key (PEM PKCS #8, mode 0600) to FILE, which\nmust not exist, for threadcast token --ed25519-key and token jwks.\n")
+		fmt.Fprint(stdout, "usage: threadcast token keygen FILE\n\nWrites a new Ed25519 private key (PEM PKCS #8, mode 0600) to FILE, which\nmust not exist, for threadcast token --ed25519-key and token jwks.\n")
 		return exitOK
 	}
 	if len(args) != 1 || strings.HasPrefix(args[0], "-") {

@@ -47,7 +47,6 @@ func TestTokenCommand(t *testing.T) {
 			wantClaims: auth.Claims{Tenant: "acme", Scope: "publish", IssuedAt: now.Unix(), Expiry: now.Add(24 * time.Hour).Unix()}},
 		{name: "unknown scope", give: []string{"--key", key, "--tenant", "acme", "--scope", "read,admin"}, wantCode: exitUsage, wantStderr: `--scope: unknown scope "admin"`},
 		{name: "empty scope", give: []string{"--key", key, "--tenant", "acme", "--scope", ","}, wantCode: exitUsage, wantStderr: "--scope: empty"},
-		{name: "help", give: []string{"--help"}, wantCode: exitOK, wantStderr: "usage: threadcast token"},
 		{name: "flag over environment", give: []string{"--key", key, "--tenant", "acme"}, env: map[string]string{"THREADCAST_AUTH_KEY": "another-key-0123456789"}, wantKey: []byte(key),
 			wantClaims: auth.Claims{Tenant: "acme", Scope: "read", IssuedAt: now.Unix(), Expiry: now.Add(24 * time.Hour).Unix()}},
 		{name: "no key", give: []string{"--tenant", "acme"}, wantCode: exitUsage, wantStderr: "--key"},
@@ -102,8 +101,8 @@ func TestTokenBinary(t *testing.T) {
 	if err != nil || c.Tenant != "initech" || c.Expiry > time.Now().Add(10*time.Minute).Unix()+1 {
 		t.Fatalf("claims %+v, %v", c, err)
 	}
-	if r := runCLI(t, nil, "token", "-h"); r.code != exitOK || !strings.Contains(r.stderr, "--threads PATTERN") {
-		t.Errorf("help: exit %d %q", r.code, r.stderr)
+	if r := runCLI(t, nil, "token", "-h"); r.code != exitOK || !strings.Contains(r.stdout, "usage: threadcast token") || !strings.Contains(r.stdout, "--threads PATTERN") || r.stderr != "" {
+		t.Errorf("help: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 

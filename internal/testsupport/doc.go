@@ -1,0 +1,25 @@
+// Package testsupport is what the project's tests share to find what the
+// repository carries for them, and the one rule for a test that needs a tool
+// outside Go.
+//
+// Data is found from the module root (the directory whose go.mod declares
+// module github.com/threadcast/threadcast, found from the working directory
+// up), never by a fixed number of "../": the conformance corpus is
+// testdata/conformance, the spec's field table testdata/spec/fields.json,
+// the reference consumer's harness tools/oracle and the stream generator
+// tools/streamgen. Data the repository carries is never skipped for: a test
+// that cannot find it fails.
+//
+// Skip unless required: a test that needs a tool the Go toolchain does not
+// provide (Node.js with the installed reference consumer; Chromium) calls
+// Require, or a helper that does (Node, OracleDir). Without the tool the test
+// is skipped with the reason, unless THREADCAST_REQUIRE_<TOOL> is set to
+// anything but "" or "0" (CI sets THREADCAST_REQUIRE_ORACLE=1 and
+// THREADCAST_REQUIRE_BROWSER=1): then it fails with the reason.
+//
+// Tools: ORACLE (Node.js, and the reference consumer installed with npm ci
+// in tools/oracle or in THREADCAST_ORACLE_DIR), BROWSER (Chromium).
+//
+// Concurrency: every function may be called from parallel tests; the module
+// root is looked up once per process.
+package testsupport
