@@ -245,17 +245,22 @@ flags:
 
 // keygenMain writes a new Ed25519 private key, PEM, to a new file.
 func keygenMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("token keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: threadcast token keygen FILE\n\nWrites a new Ed25519 private key (PEM PKCS #8, mode 0600) to FILE, which\nmust not exist, for threadcast token --ed25519-key and token jwks.\n")
+	}
+	if err := envflag.ParseArgs(fs, args); err != nil {
+		return envflag.Report("threadcast token keygen", err, stdout, stderr)
+	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "threadcast token keygen: "+format+"\n", a...)
 		return exitUsage
 	}
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-		fmt.Fprint(stdout, "usage: threadcast token keygen FILE\n\nWrites a new Ed25519 private key (PEM PKCS #8, mode 0600) to FILE, which\nmust not exist, for threadcast token --ed25519-key and token jwks.\n")
-		return exitOK
-	}
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+	if fs.NArg() != 1 {
 		return fail("want one FILE argument")
 	}
+	file := fs.Arg(0)
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return fail("%v", err)
@@ -264,7 +269,7 @@ func keygenMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -275,6 +280,6 @@ func keygenMain(args []string, stdout, stderr io.Writer) int {
 	if err := f.Close(); err != nil {
 		return fail("%v", err)
 	}
-	fmt.Fprintf(stdout, "wrote an Ed25519 key to %s\n", args[0])
+	fmt.Fprintf(stdout, "wrote an Ed25519 key to %s\n", file)
 	return exitOK
 }
