@@ -45,6 +45,10 @@ type Claims struct {
 	Expiry int64 `json:"exp"`
 	// IssuedAt is informational (Unix seconds).
 	IssuedAt int64 `json:"iat,omitempty"`
+	// Scope is what the bearer may do, OAuth style: space-separated scope
+	// names (ScopeRead, ScopePublish). Empty means ScopeRead alone, so a
+	// token minted before scopes existed reads and never writes.
+	Scope string `json:"scope,omitempty"`
 }
 
 // AllowsThread reports whether the claims let the bearer read thread id.

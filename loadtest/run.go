@@ -21,6 +21,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -66,6 +67,7 @@ type runner struct {
 	log    *slog.Logger
 	base   string // fanout URL
 	sys    *embedded
+	node   *node.Node // the node run in process, or nil
 	pub    *agent.Publisher
 	client *http.Client
 
@@ -124,11 +126,19 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer n.Close()
-		r.base, natsURL, key = n.n.URL(), n.n.NatsURL(), k
+		r.base, natsURL, key, r.node = n.n.URL(), n.n.NatsURL(), k, n.n
 	default:
 		r.base = cfg.Target
 	}
-	nc, err := nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
+	dial := func() (*nats.Conn, error) {
+		return nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
+	}
+	if r.node != nil {
+		// The node's bus is locked: the simulated agents of every tenant
+		// share one connection, so it is a service connection of the node.
+		dial = func() (*nats.Conn, error) { return r.node.Connect("loadtest-agents", nats.MaxReconnects(-1)) }
+	}
+	nc, err := dial()
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: connect %s: %w", natsURL, err)
 	}

@@ -26,6 +26,22 @@ type ServerConfig struct {
 	StartTimeout time.Duration
 	// Logs enables the server's own logging to stderr.
 	Logs bool
+	// Auth locks the server (see ServerAuth). Nil leaves it open to
+	// anonymous clients: only for tests that exercise ingest alone.
+	Auth *ServerAuth
+}
+
+// ServerAuth is how an embedded server authorizes its clients: Threadcast's
+// own services by nkey, with full access; every other client through the
+// auth callout (package busauth), which must be answering on one of the
+// Services connections before any other client connects.
+type ServerAuth struct {
+	// Services are the public user nkeys (U...) of Threadcast's own
+	// connections. At least one.
+	Services []string
+	// CalloutIssuer is the public account nkey (A...) that signs the
+	// callout's answers; the server accepts no other signature.
+	CalloutIssuer string
 }
 
 // DefaultServerConfig returns the defaults: loopback, a random port, 10 s
@@ -56,6 +72,15 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	if !cfg.Logs {
 		opts.NoLog = true
+	}
+	if a := cfg.Auth; a != nil {
+		if len(a.Services) == 0 || a.CalloutIssuer == "" {
+			return nil, fmt.Errorf("%w: auth needs service nkeys and a callout issuer", ErrServerStart)
+		}
+		for _, k := range a.Services {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: k})
+		}
+		opts.AuthCallout = &server.AuthCallout{Issuer: a.CalloutIssuer, Account: server.DEFAULT_GLOBAL_ACCOUNT, AuthUsers: a.Services}
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

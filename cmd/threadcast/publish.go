@@ -27,10 +27,11 @@ func runPublish(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	natsURL := fs.String("nats-url", nats.DefaultURL, "NATS server to publish to (JetStream, with the Threadcast event stream)")
 	tenant := fs.String("tenant", "", "tenant name ([a-z0-9][a-z0-9_-]*, at most 63); required")
 	thread := fs.String("thread", "", "thread id (any string, at most 1024 bytes); required")
+	token := fs.String("token", "", "token of the tenant with the publish scope (threadcast token --scope publish, or a printed dev token): required by a Threadcast NATS server, which admits no anonymous agent")
 	linger := fs.Duration("linger", 2*time.Millisecond, "how long an event waits for companions to share a message; 0 = one event per message")
 	timeout := fs.Duration("timeout", time.Minute, "give up (and report what is unacknowledged) after this long")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: threadcast publish --tenant T --thread X [flags] [STREAM]
+		fmt.Fprint(fs.Output(), `usage: threadcast publish --tenant T --thread X [--token TOKEN] [flags] [STREAM]
 
 Reads an AG-UI 1.0 event stream (JSONL, a JSON array, or SSE; from STREAM, or
 stdin when STREAM is absent or "-") and publishes its events, in order, as the
@@ -38,6 +39,11 @@ events of thread X of tenant T, through the same publisher SDK agents use:
 each event is validated first, and an invalid one is reported and skipped
 while the others are published. Waits until every published event is
 acknowledged by JetStream.
+
+With --token the connection is authorized as an agent of tenant T: the
+token must be T's and grant the publish scope; a server that refuses it
+(forged, expired, another tenant's, read only) ends the command with
+status 2 and the server's reason.
 
 Each skipped or failed event is reported on stderr as a line "rejected: event
 N: REASON" or "failed: event N: REASON" (N counts from 0); a summary line
@@ -69,7 +75,17 @@ flags:
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	nc, err := nats.Connect(*natsURL, nats.Name("threadcast publish"), nats.Timeout(5*time.Second))
+	opts := []nats.Option{nats.Name("threadcast publish"), nats.Timeout(5 * time.Second)}
+	if *token != "" {
+		tok := *token
+		tokOpts, err := agent.TokenAuth(*tenant, func() string { return tok })
+		if err != nil {
+			fmt.Fprintf(stderr, "threadcast publish: %v\n", err)
+			return exitUsage
+		}
+		opts = append(opts, tokOpts...)
+	}
+	nc, err := nats.Connect(*natsURL, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "threadcast publish: connect to %s: %v\n", *natsURL, err)
 		return exitUsage

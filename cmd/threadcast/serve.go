@@ -50,8 +50,18 @@ machine can publish; demo agents then run by default, and without
 --auth-key a signing key is generated (kept in --data) and development
 tokens are printed with the dashboard's URL.
 
+The embedded NATS server admits no anonymous client: this process's own
+connections have a key of their own, and every other client is an agent
+that connects with a token of its tenant granting the publish scope (the
+printed development tokens do): it may publish that tenant's events only,
+agui.<tenant>.<thread>.events, and receive only its replies, under the inbox
+prefix _INBOX_<tenant> (nats pub --token T; threadcast publish --token T).
+
 With --nats-url it joins an existing NATS (JetStream) deployment; --auth-key
-is then required and the demo is off unless --demo is given.
+is then required and the demo is off unless --demo is given. Its own
+connections authenticate with --nats-nkey or --nats-creds, and with
+--nats-callout-seed it also authorizes agents for that server
+(docs/production.md gives the server's configuration).
 
 Every flag can also be set by an environment variable THREADCAST_<FLAG>,
 upper case with '-' as '_' (e.g. THREADCAST_NATS_URL); a flag on the
@@ -132,7 +142,9 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&n.HTTP, "http", n.HTTP, "HTTP `address` of the API, dashboard, bridge, health and metrics (port 0: a free port)")
 	fs.StringVar(&n.DataDir, "data", defaultDataDir(getenv), "`directory` of the embedded NATS server's data and of the generated signing key")
 	fs.StringVar(&n.NatsURL, "nats-url", "", "external NATS server `URL`(s), comma-separated; empty: embed a NATS server")
-	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` for --nats-url")
+	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` (JWT, operator mode) of this process's own connections, for --nats-url")
+	fs.StringVar(&n.NatsNkey, "nats-nkey", "", "nkey seed `file` (SU...) of this process's own connections, for --nats-url (a user in the server's authorization and auth_callout auth_users)")
+	fs.StringVar(&n.CalloutSeed, "nats-callout-seed", "", "account nkey seed `file` (SA...) whose public key is the server's auth_callout issuer: run the auth callout on --nats-url, authorizing agents by their tokens")
 	fs.StringVar(&n.NatsListen, "nats-listen", n.NatsListen, "client `address` of the embedded NATS server (port 0: a free port)")
 	fs.BoolVar(&n.Ingest, "ingest", n.Ingest, "run ingest (the reducers) and the HTTP bridge")
 	fs.BoolVar(&n.Fanout, "fanout", n.Fanout, "run the fanout (subscriber API) and the dashboard")
@@ -326,7 +338,7 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 	n.AuthKey = key
 	exp := time.Now().Add(c.devTokenTTL).Unix()
 	for _, t := range c.tenants {
-		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Expiry: exp})
+		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Scope: auth.ScopeRead + " " + auth.ScopePublish, Expiry: exp})
 		if err != nil {
 			return nil, err
 		}
