@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,7 +76,16 @@ flags:
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	opts := []nats.Option{nats.Name("threadcast publish"), nats.Timeout(5 * time.Second)}
+	// The server's asynchronous errors (a permissions violation: a token of
+	// another tenant, or without access to the thread) are reported, not
+	// left to surface as ack timeouts; they arrive on nats.go's goroutine.
+	var errMu sync.Mutex
+	opts := []nats.Option{nats.Name("threadcast publish"), nats.Timeout(5 * time.Second),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			errMu.Lock()
+			defer errMu.Unlock()
+			fmt.Fprintf(stderr, "threadcast publish: %v\n", err)
+		})}
 	if *token != "" {
 		tok := *token
 		tokOpts, err := agent.TokenAuth(*tenant, func() string { return tok })
@@ -98,22 +108,27 @@ flags:
 		fmt.Fprintf(stderr, "threadcast publish: %v\n", err)
 		return exitUsage
 	}
+	report := func(format string, a ...any) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		fmt.Fprintf(stderr, format, a...)
+	}
 	res, streamErr := agent.PublishStream(ctx, pub, *tenant, *thread, r, agent.StreamOptions{MaxErrors: 1 << 20})
 	if err := pub.Close(ctx); err != nil && streamErr == nil {
 		streamErr = fmt.Errorf("waiting for acks: %w", err)
 	}
 
 	for _, e := range res.Rejected {
-		fmt.Fprintf(stderr, "rejected: event %d: %v\n", e.Index, e.Err)
+		report("rejected: event %d: %v\n", e.Index, e.Err)
 	}
 	for _, e := range res.Failed {
-		fmt.Fprintf(stderr, "failed: event %d: %v\n", e.Index, e.Err)
+		report("failed: event %d: %v\n", e.Index, e.Err)
 	}
 	fmt.Fprintf(stdout, "published %d of %d events to %s/%s (%d rejected, %d failed)\n",
 		res.Accepted, res.Events, *tenant, *thread, res.RejectedCount, res.FailedCount)
 	switch {
 	case streamErr != nil:
-		fmt.Fprintf(stderr, "threadcast publish: %v\n", streamErr)
+		report("threadcast publish: %v\n", streamErr)
 		if errors.Is(streamErr, context.DeadlineExceeded) {
 			return exitRejected
 		}
