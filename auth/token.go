@@ -1,10 +1,6 @@
 package auth
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,16 +9,22 @@ import (
 	"time"
 )
 
-// Errors returned by Mint and Verify. Verify's errors wrap exactly one of
-// ErrMalformed, ErrAlgorithm, ErrSignature or ErrExpired; an HTTP server maps
-// all of them to 401.
+// Errors returned by Mint, Verify and Verifier.Verify. A verification
+// error wraps exactly one of ErrMalformed, ErrAlgorithm, ErrSignature,
+// ErrExpired, ErrNotYetValid, ErrIssuer, ErrAudience, ErrUnknownKey or
+// ErrKeySource; an HTTP server maps all of them to 401.
 var (
-	ErrMalformed = errors.New("auth: malformed token")
-	ErrAlgorithm = errors.New("auth: unsupported token algorithm")
-	ErrSignature = errors.New("auth: bad token signature")
-	ErrExpired   = errors.New("auth: token expired")
-	ErrShortKey  = errors.New("auth: signing key shorter than 16 bytes")
-	ErrClaims    = errors.New("auth: invalid claims")
+	ErrMalformed   = errors.New("auth: malformed token")
+	ErrAlgorithm   = errors.New("auth: unsupported token algorithm")
+	ErrSignature   = errors.New("auth: bad token signature")
+	ErrExpired     = errors.New("auth: token expired")
+	ErrNotYetValid = errors.New("auth: token not valid yet")
+	ErrIssuer      = errors.New("auth: token issuer not trusted")
+	ErrAudience    = errors.New("auth: token audience mismatch")
+	ErrUnknownKey  = errors.New("auth: unknown token key")
+	ErrKeySource   = errors.New("auth: key set unavailable")
+	ErrShortKey    = errors.New("auth: signing key shorter than 16 bytes")
+	ErrClaims      = errors.New("auth: invalid claims")
 )
 
 // MinKeyLen is the shortest signing key Mint and Verify accept.
@@ -40,15 +42,53 @@ type Claims struct {
 	// at least one pattern; '*' matches any run of bytes (including none),
 	// every other byte matches itself. Empty means every thread of Tenant.
 	Threads []string `json:"threads,omitempty"`
-	// Expiry is the Unix time (seconds) after which the token is refused.
-	// Required: tokens that never expire are not minted.
+	// Expiry is the Unix time (seconds) from which the token is refused
+	// (plus the verifier's clock skew). Required: tokens that never expire
+	// are not minted.
 	Expiry int64 `json:"exp"`
+	// NotBefore, when set, is the Unix time (seconds) before which the
+	// token is refused (minus the clock skew).
+	NotBefore int64 `json:"nbf,omitempty"`
 	// IssuedAt is informational (Unix seconds).
 	IssuedAt int64 `json:"iat,omitempty"`
+	// Issuer names who minted the token; a Verifier trusting JWKS keys
+	// picks the key set by it and requires it.
+	Issuer string `json:"iss,omitempty"`
+	// Audience names the services the token is meant for; a verifier with
+	// an audience requires it here, one without refuses a token that has one.
+	Audience Audience `json:"aud,omitempty"`
 	// Scope is what the bearer may do, OAuth style: space-separated scope
 	// names (ScopeRead, ScopePublish). Empty means ScopeRead alone, so a
 	// token minted before scopes existed reads and never writes.
 	Scope string `json:"scope,omitempty"`
+}
+
+// The scopes a token may carry in Claims.Scope.
+const (
+	// ScopeRead lets the bearer read its tenant's threads (subscriber API).
+	ScopeRead = "read"
+	// ScopePublish lets the bearer publish its tenant's events (the ingest
+	// HTTP bridge, and NATS when the bus authorizes by token).
+	ScopePublish = "publish"
+)
+
+// Can reports whether the claims grant scope. An empty Scope grants
+// ScopeRead and nothing else.
+func (c *Claims) Can(scope string) bool {
+	if scope == "" {
+		return false
+	}
+	if c.Scope == "" {
+		return scope == ScopeRead
+	}
+	for s := c.Scope; s != ""; {
+		var f string
+		f, s, _ = strings.Cut(s, " ")
+		if f == scope {
+			return true
+		}
+	}
+	return false
 }
 
 // AllowsThread reports whether the claims let the bearer read thread id.
@@ -103,17 +143,17 @@ func Match(p, s string) bool {
 	return pi == len(p)
 }
 
-// header is the only header Mint writes and Verify accepts, byte for byte.
-const header = `{"alg":"HS256","typ":"JWT"}`
-
-var b64 = base64.RawURLEncoding
-
-// Mint returns a signed token for c. The key must be at least MinKeyLen
-// bytes; c must name a tenant and an expiry.
+// Mint returns an HS256 token for c signed with the shared key, which must
+// be at least MinKeyLen bytes; c must name a tenant and an expiry.
 func Mint(key []byte, c Claims) (string, error) {
 	if len(key) < MinKeyLen {
 		return "", ErrShortKey
 	}
+	return mint(hs256Header, c, func(signed string) ([]byte, error) { return sign(key, signed), nil })
+}
+
+// mint writes header.claims and appends the signature sig computes.
+func mint(header string, c Claims, sig func(signed string) ([]byte, error)) (string, error) {
 	if c.Tenant == "" || c.Expiry == 0 {
 		return "", fmt.Errorf("%w: tenant and expiry are required", ErrClaims)
 	}
@@ -122,70 +162,34 @@ func Mint(key []byte, c Claims) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrClaims, err)
 	}
 	var sb strings.Builder
-	sb.Grow(len(header)*4/3 + len(payload)*4/3 + 48)
+	sb.Grow(len(header)*4/3 + len(payload)*4/3 + 90)
 	sb.WriteString(b64.EncodeToString([]byte(header)))
 	sb.WriteByte('.')
 	sb.WriteString(b64.EncodeToString(payload))
 	signed := sb.String()
-	return signed + "." + b64.EncodeToString(sign(key, signed)), nil
+	s, err := sig(signed)
+	if err != nil {
+		return "", err
+	}
+	return signed + "." + b64.EncodeToString(s), nil
 }
 
-func sign(key []byte, signed string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(signed))
-	return m.Sum(nil)
-}
-
-// Verify checks token against key at time now and returns its claims. The
-// signature is checked (in constant time) before the claims are parsed, so
-// nothing unauthenticated is ever decoded as JSON beyond the header.
+// Verify checks an HS256 token against one shared key at time now, with
+// no clock skew, no issuer and no audience, and returns its claims. It is
+// Verifier.Verify for a Verifier holding only that key; the signature is
+// checked (in constant time) before the claims are parsed.
 func Verify(key []byte, token string, now time.Time) (Claims, error) {
-	var c Claims
 	if len(key) < MinKeyLen {
-		return c, ErrShortKey
+		return Claims{}, ErrShortKey
 	}
-	if len(token) > MaxTokenLen {
-		return c, fmt.Errorf("%w: %d bytes", ErrMalformed, len(token))
-	}
-	h, rest, ok1 := strings.Cut(token, ".")
-	p, s, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || strings.IndexByte(s, '.') >= 0 || h == "" || p == "" || s == "" {
-		return c, fmt.Errorf("%w: want three dot-separated parts", ErrMalformed)
-	}
-	hb, err := b64.DecodeString(h)
+	p, err := parse(token)
 	if err != nil {
-		return c, fmt.Errorf("%w: header is not base64url", ErrMalformed)
+		return Claims{}, err
 	}
-	if !bytes.Equal(hb, []byte(header)) {
-		var hd struct {
-			Alg string `json:"alg"`
-		}
-		if json.Unmarshal(hb, &hd) != nil {
-			return c, fmt.Errorf("%w: header is not JSON", ErrMalformed)
-		}
-		return c, fmt.Errorf("%w: %q", ErrAlgorithm, truncate(hd.Alg))
+	if err := checkSignature(&p, AlgHS256, key); err != nil {
+		return Claims{}, err
 	}
-	sig, err := b64.DecodeString(s)
-	if err != nil {
-		return c, fmt.Errorf("%w: signature is not base64url", ErrMalformed)
-	}
-	if !hmac.Equal(sig, sign(key, token[:len(h)+1+len(p)])) {
-		return c, ErrSignature
-	}
-	pb, err := b64.DecodeString(p)
-	if err != nil {
-		return c, fmt.Errorf("%w: claims are not base64url", ErrMalformed)
-	}
-	if err := json.Unmarshal(pb, &c); err != nil {
-		return Claims{}, fmt.Errorf("%w: claims are not JSON", ErrMalformed)
-	}
-	if c.Tenant == "" || c.Expiry == 0 {
-		return Claims{}, fmt.Errorf("%w: tenant and exp are required", ErrMalformed)
-	}
-	if now.Unix() >= c.Expiry {
-		return Claims{}, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
-	}
-	return c, nil
+	return decodeClaims(p.claims, claimRules{now: now})
 }
 
 // FromRequest returns the bearer token of r: the Authorization header's

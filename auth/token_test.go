@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,8 +43,8 @@ func TestMintVerifyRoundTrip(t *testing.T) {
 }
 
 // forge builds a token with an arbitrary header and payload, signed with key.
-func forge(header, payload string, key []byte) string {
-	signed := b64.EncodeToString([]byte(header)) + "." + b64.EncodeToString([]byte(payload))
+func forge(hs256Header, payload string, key []byte) string {
+	signed := b64.EncodeToString([]byte(hs256Header)) + "." + b64.EncodeToString([]byte(payload))
 	return signed + "." + b64.EncodeToString(sign(key, signed))
 }
 
@@ -64,7 +65,9 @@ func TestVerifyFailures(t *testing.T) {
 		{"expired later", valid, testKey, t0.Add(time.Hour), ErrExpired},
 		{"wrong key", valid, []byte("another-key-of-16+bytes"), t0, ErrSignature},
 		{"payload swapped", h + "." + otherPayload + "." + s, testKey, t0, ErrSignature},
-		{"signature truncated", h + "." + p + "." + s[:len(s)-4], testKey, t0, ErrSignature},
+		{"signature truncated", h + "." + p + "." + s[:40], testKey, t0, ErrSignature},
+		{"unused low bits of the signature flipped", h + "." + p + "." + flipLowBits(t, s), testKey, t0, ErrMalformed},
+		{"unused low bits of the claims flipped", h + "." + flipLowBits(t, p) + "." + s, testKey, t0, ErrMalformed},
 		{"signature of other token", h + "." + p + "." + b64.EncodeToString(make([]byte, 32)), testKey, t0, ErrSignature},
 		{"empty", "", testKey, t0, ErrMalformed},
 		{"one part", "abc", testKey, t0, ErrMalformed},
@@ -75,14 +78,22 @@ func TestVerifyFailures(t *testing.T) {
 		{"header not json", b64.EncodeToString([]byte("nope")) + "." + p + "." + s, testKey, t0, ErrMalformed},
 		{"signature not base64", h + "." + p + ".***", testKey, t0, ErrMalformed},
 		{"too long", strings.Repeat("a", MaxTokenLen+1), testKey, t0, ErrMalformed},
-		{"claims not json", forge(header, "not json", testKey), testKey, t0, ErrMalformed},
-		{"claims without tenant", forge(header, `{"exp":9999999999}`, testKey), testKey, t0, ErrMalformed},
-		{"claims without exp", forge(header, `{"tenant":"acme"}`, testKey), testKey, t0, ErrMalformed},
+		{"claims not json", forge(hs256Header, "not json", testKey), testKey, t0, ErrMalformed},
+		{"claims without tenant", forge(hs256Header, `{"exp":9999999999}`, testKey), testKey, t0, ErrMalformed},
+		{"claims without exp", forge(hs256Header, `{"tenant":"acme"}`, testKey), testKey, t0, ErrMalformed},
 		{"alg none", forge(`{"alg":"none","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
 		{"alg none unsigned", b64.EncodeToString([]byte(`{"alg":"none"}`)) + "." + b64.EncodeToString([]byte(goodPayload)) + ".x", testKey, t0, ErrAlgorithm},
 		{"alg RS256", forge(`{"alg":"RS256","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
 		{"alg HS512", forge(`{"alg":"HS512","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
-		{"header reordered", forge(`{"typ":"JWT","alg":"HS256"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"alg HS256 spelled hs256", forge(`{"alg":"hs256","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"alg EdDSA with the shared key", forge(`{"alg":"EdDSA","typ":"JWT"}`, goodPayload, testKey), testKey, t0, ErrAlgorithm},
+		{"crit header", forge(`{"alg":"HS256","crit":["b64"],"b64":false}`, goodPayload, testKey), testKey, t0, ErrMalformed},
+		{"typ not a JWT", forge(`{"alg":"HS256","typ":"JOSE+JSON"}`, goodPayload, testKey), testKey, t0, ErrMalformed},
+		{"padded signature", valid + "=", testKey, t0, ErrMalformed},
+		{"newline in signature", h + "." + p + "." + s[:10] + "\n" + s[10:], testKey, t0, ErrMalformed},
+		{"standard alphabet", h + "." + p + ".+" + s[1:], testKey, t0, ErrMalformed},
+		{"aud without a configured audience", forge(hs256Header, `{"tenant":"acme","exp":9999999999,"aud":"other"}`, testKey), testKey, t0, ErrAudience},
+		{"nbf in the future", forge(hs256Header, `{"tenant":"acme","exp":9999999999,"nbf":`+strconv.FormatInt(t0.Unix()+1, 10)+`}`, testKey), testKey, t0, ErrNotYetValid},
 		{"short key", valid, []byte("short"), t0, ErrShortKey},
 	}
 	for _, tt := range tests {
@@ -99,6 +110,26 @@ func TestVerifyFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flipLowBits returns seg with the unused low bits of its last character
+// set: a second spelling of the same bytes that a lenient decoder accepts
+// (checked here, so that the refusal tested is of that spelling alone).
+func flipLowBits(t *testing.T, seg string) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	unused := map[int]int{2: 4, 3: 2}[len(seg)%4] // bits: 4 after 2 chars, 2 after 3
+	if unused == 0 {
+		t.Fatalf("segment %q has no unused bits", seg)
+	}
+	i := strings.IndexByte(alphabet, seg[len(seg)-1])
+	flipped := seg[:len(seg)-1] + string(alphabet[i|(1<<unused-1)])
+	a, err1 := base64.RawURLEncoding.DecodeString(seg)
+	b, err2 := base64.RawURLEncoding.DecodeString(flipped)
+	if flipped == seg || err1 != nil || err2 != nil || string(a) != string(b) {
+		t.Fatalf("flipping %q gave %q: a lenient decoder must read both as the same bytes", seg, flipped)
+	}
+	return flipped
 }
 
 func TestMintErrors(t *testing.T) {
@@ -210,7 +241,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(mustMintF(f))
 	f.Add("a.b.c")
 	f.Add("")
-	f.Add(base64.RawURLEncoding.EncodeToString([]byte(header)) + ".e30.")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(hs256Header)) + ".e30.")
 	f.Fuzz(func(t *testing.T, tok string) {
 		c, err := Verify(testKey, tok, t0)
 		if err == nil {
@@ -238,6 +269,34 @@ func BenchmarkVerify(b *testing.B) {
 	for b.Loop() {
 		if _, err := Verify(testKey, tok, t0); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestClaimsCan(t *testing.T) {
+	tests := []struct {
+		give        string // Claims.Scope
+		read, write bool
+	}{
+		{give: "", read: true},
+		{give: "read", read: true},
+		{give: "publish", write: true},
+		{give: "read publish", read: true, write: true},
+		{give: "publish  read", read: true, write: true},
+		{give: "readpublish"},
+		{give: "Read PUBLISH"},
+		{give: "admin"},
+	}
+	for _, tt := range tests {
+		c := Claims{Tenant: "t", Scope: tt.give}
+		if got := c.Can(ScopeRead); got != tt.read {
+			t.Errorf("%q: Can(read) = %v, want %v", tt.give, got, tt.read)
+		}
+		if got := c.Can(ScopePublish); got != tt.write {
+			t.Errorf("%q: Can(publish) = %v, want %v", tt.give, got, tt.write)
+		}
+		if c.Can("") {
+			t.Errorf("%q: Can(\"\") = true", tt.give)
 		}
 	}
 }

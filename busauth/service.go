@@ -1,6 +1,7 @@
 package busauth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,15 +33,16 @@ const GlobalAccount = "$G"
 
 // The result label values of threadcast_bus_auth_total.
 const (
-	ResultOK        = "ok"
-	ResultNoToken   = "no_token"    // no token in the CONNECT
-	ResultMalformed = "malformed"   // not a token, or an unsupported algorithm
-	ResultSignature = "signature"   // forged or signed with another key
-	ResultExpired   = "expired"     // expired
-	ResultInvalid   = "invalid"     // refused by the Verifier for another reason
-	ResultScope     = "scope"       // valid, but without the publish scope
-	ResultThreads   = "threads"     // thread patterns NATS subjects cannot express
-	ResultBadReq    = "bad_request" // the server's request did not decode
+	ResultOK          = "ok"
+	ResultNoToken     = "no_token"    // no token in the CONNECT
+	ResultMalformed   = "malformed"   // not a token, or an unsupported algorithm
+	ResultSignature   = "signature"   // forged or signed with another key
+	ResultExpired     = "expired"     // expired
+	ResultInvalid     = "invalid"     // refused by the Verifier for another reason (issuer, audience, unknown key, not yet valid)
+	ResultUnavailable = "unavailable" // the keys could not be fetched (JWKS)
+	ResultScope       = "scope"       // valid, but without the publish scope
+	ResultThreads     = "threads"     // thread patterns NATS subjects cannot express
+	ResultBadReq      = "bad_request" // the server's request did not decode
 )
 
 // Errors a refused connection is told (the server reports them to the
@@ -57,14 +59,15 @@ type Config struct {
 	// Issuer signs the answers: an account key pair whose public key (A...)
 	// is the server's auth_callout issuer. Required.
 	Issuer nkeys.KeyPair
-	// Verify checks a client's token. Required (HS256(key) for the tokens
-	// `threadcast token` mints).
+	// Verify checks a client's token. Required.
 	Verify Verifier
 	// Account is the account an authorized agent is placed in: the one that
 	// holds the event stream. Empty: GlobalAccount.
 	Account string
-	// Now is the clock tokens are checked against (nil: time.Now).
-	Now func() time.Time
+	// Timeout bounds one answer's verification (a JWKS fetch it needs);
+	// the server's own authorization timeout bounds the whole exchange.
+	// Zero: 2 s.
+	Timeout time.Duration
 	// Logger receives one line per refused connection (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -92,17 +95,17 @@ func Start(nc *nats.Conn, cfg Config) (*Service, error) {
 	if cfg.Account == "" {
 		cfg.Account = GlobalAccount
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, results: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "threadcast", Subsystem: "bus", Name: "auth_total",
-		Help: "NATS connections the auth callout answered, by result (ok, no_token, malformed, signature, expired, invalid, scope, threads, bad_request).",
+		Help: "NATS connections the auth callout answered, by result (ok, no_token, malformed, signature, expired, invalid, unavailable, scope, threads, bad_request).",
 	}, []string{"result"})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	for _, r := range []string{ResultOK, ResultNoToken, ResultMalformed, ResultSignature, ResultExpired, ResultInvalid, ResultScope, ResultThreads, ResultBadReq} {
+	for _, r := range []string{ResultOK, ResultNoToken, ResultMalformed, ResultSignature, ResultExpired, ResultInvalid, ResultUnavailable, ResultScope, ResultThreads, ResultBadReq} {
 		s.results.WithLabelValues(r)
 	}
 	sub, err := nc.QueueSubscribe(AuthSubject, QueueGroup, s.handle)
@@ -142,7 +145,9 @@ func (s *Service) handle(m *nats.Msg) {
 	}
 	resp := jwt.NewAuthorizationResponseClaims(req.UserNkey)
 	resp.Audience = req.Server.ID
-	user, result, err := Authorize(req, s.cfg.Verify, s.cfg.Account, s.cfg.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	user, result, err := Authorize(ctx, req, s.cfg.Verify, s.cfg.Account)
+	cancel()
 	s.results.WithLabelValues(result).Inc()
 	if err == nil {
 		resp.Jwt, err = user.Encode(s.cfg.Issuer)
@@ -161,15 +166,15 @@ func (s *Service) handle(m *nats.Msg) {
 	_ = m.Respond([]byte(tok))
 }
 
-// Authorize decides one authorization request at now: the user claims to
-// answer with (placed in account), or the error the connection is refused
-// with. result is the threadcast_bus_auth_total label of the outcome.
-func Authorize(req *jwt.AuthorizationRequestClaims, verify Verifier, account string, now time.Time) (user *jwt.UserClaims, result string, err error) {
+// Authorize decides one authorization request: the user claims to answer
+// with (placed in account), or the error the connection is refused with.
+// result is the threadcast_bus_auth_total label of the outcome.
+func Authorize(ctx context.Context, req *jwt.AuthorizationRequestClaims, verify Verifier, account string) (user *jwt.UserClaims, result string, err error) {
 	tok := req.ConnectOptions.Token
 	if tok == "" {
 		return nil, ResultNoToken, ErrNoToken
 	}
-	c, err := verify(tok, now)
+	c, err := verify(ctx, tok)
 	if err != nil {
 		return nil, tokenResult(err), err
 	}

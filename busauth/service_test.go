@@ -44,7 +44,19 @@ type locked struct {
 	s   *busauth.Service
 }
 
-func startLocked(t *testing.T, now func() time.Time) *locked {
+// verifier is the HS256 auth.Verifier of key, as a node builds it.
+func verifier(t *testing.T) busauth.Verifier {
+	t.Helper()
+	vc := auth.DefaultVerifierConfig()
+	vc.SharedKeys = [][]byte{key}
+	v, err := auth.NewVerifier(vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Verify
+}
+
+func startLocked(t *testing.T) *locked {
 	t.Helper()
 	user, _ := nkeys.CreateUser()
 	issuer, _ := nkeys.CreateAccount()
@@ -63,7 +75,7 @@ func startLocked(t *testing.T, now func() time.Time) *locked {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	s, err := busauth.Start(svc, busauth.Config{Issuer: issuer, Verify: busauth.HS256(key), Now: now, Logger: slog.New(slog.DiscardHandler)})
+	s, err := busauth.Start(svc, busauth.Config{Issuer: issuer, Verify: verifier(t), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +105,9 @@ func TestStartConfig(t *testing.T) {
 		name string
 		give busauth.Config
 	}{
-		{"no issuer", busauth.Config{Verify: busauth.HS256(key)}},
+		{"no issuer", busauth.Config{Verify: verifier(t)}},
 		{"no verifier", busauth.Config{Issuer: account}},
-		{"user key as issuer", busauth.Config{Issuer: user, Verify: busauth.HS256(key)}},
+		{"user key as issuer", busauth.Config{Issuer: user, Verify: verifier(t)}},
 	} {
 		if _, err := busauth.Start(nil, tt.give); !errors.Is(err, busauth.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", tt.name, err)
@@ -149,7 +161,7 @@ func TestAuthorize(t *testing.T) {
 		{"no token", "", busauth.ResultNoToken},
 		{"garbage", "x.y.z", busauth.ResultMalformed},
 		{"other key", other, busauth.ResultSignature},
-		{"expired", mint(t, auth.Claims{Tenant: "acme", Scope: pub, Expiry: now.Add(-time.Second).Unix()}), busauth.ResultExpired},
+		{"expired", mint(t, auth.Claims{Tenant: "acme", Scope: pub, Expiry: now.Add(-time.Minute).Unix()}), busauth.ResultExpired},
 		{"read only", mint(t, auth.Claims{Tenant: "acme", Expiry: exp}), busauth.ResultScope},
 		{"read scope", mint(t, auth.Claims{Tenant: "acme", Scope: auth.ScopeRead, Expiry: exp}), busauth.ResultScope},
 		{"glob threads", mint(t, auth.Claims{Tenant: "acme", Scope: pub, Threads: []string{"a*"}, Expiry: exp}), busauth.ResultThreads},
@@ -157,7 +169,7 @@ func TestAuthorize(t *testing.T) {
 		req := jwt.NewAuthorizationRequestClaims("UABC")
 		req.UserNkey = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
 		req.ConnectOptions.Token = tt.tok
-		u, result, err := busauth.Authorize(req, busauth.HS256(key), "TC", now)
+		u, result, err := busauth.Authorize(t.Context(), req, verifier(t), "TC")
 		if result != tt.want {
 			t.Errorf("%s: result %q (%v), want %q", tt.name, result, err, tt.want)
 		}
@@ -174,7 +186,7 @@ func TestAuthorize(t *testing.T) {
 // connect with the reason, or authorized with exactly its tenant's
 // subjects — and each counted by result.
 func TestServiceOverNATS(t *testing.T) {
-	l := startLocked(t, nil)
+	l := startLocked(t)
 	pub := auth.ScopeRead + " " + auth.ScopePublish
 	for _, tt := range []struct {
 		name, tok, reason string
@@ -250,7 +262,7 @@ func TestServiceOverNATS(t *testing.T) {
 // TestConnectionEndsAtExpiry: the server closes an agent's connection when
 // its token expires (the user's expiry is the token's).
 func TestConnectionEndsAtExpiry(t *testing.T) {
-	l := startLocked(t, nil)
+	l := startLocked(t)
 	closed := make(chan struct{})
 	errc := make(chan error, 4)
 	tok := mint(t, auth.Claims{Tenant: "acme", Scope: auth.ScopePublish, Expiry: time.Now().Add(2 * time.Second).Unix()})
@@ -277,7 +289,7 @@ func TestConnectionEndsAtExpiry(t *testing.T) {
 
 // TestStop: after Stop nobody answers, and connections are refused.
 func TestStop(t *testing.T) {
-	l := startLocked(t, nil)
+	l := startLocked(t)
 	l.s.Stop()
 	l.s.Stop() // idempotent
 	if nc, err := l.agent("acme", mint(t, auth.Claims{Tenant: "acme", Scope: auth.ScopePublish})); err == nil {

@@ -4,22 +4,16 @@ package busauth
 // token, its scope and thread patterns, and naming why one was refused.
 
 import (
+	"context"
 	"errors"
-	"time"
 
 	"github.com/threadcast/threadcast/auth"
 )
 
-// Verifier checks a bearer token at time now and returns its claims (for
-// HS256 tokens: auth.Verify with the signing key, see HS256).
-type Verifier func(token string, now time.Time) (auth.Claims, error)
-
-// HS256 returns a Verifier of the tokens `threadcast token` mints with key.
-func HS256(key []byte) Verifier {
-	return func(token string, now time.Time) (auth.Claims, error) {
-		return auth.Verify(key, token, now)
-	}
-}
+// Verifier checks a bearer token and returns its claims: the Verify method
+// of an auth.Verifier (the same one the HTTP doors use). ctx bounds a key
+// fetch the verification may need.
+type Verifier func(ctx context.Context, token string) (auth.Claims, error)
 
 // canPublish reports whether c lets its bearer publish events.
 func canPublish(c *auth.Claims) bool { return c.Can(auth.ScopePublish) }
@@ -43,6 +37,8 @@ func tokenResult(err error) string {
 		return ResultSignature
 	case errors.Is(err, auth.ErrMalformed), errors.Is(err, auth.ErrAlgorithm):
 		return ResultMalformed
+	case errors.Is(err, auth.ErrKeySource):
+		return ResultUnavailable
 	}
 	return ResultInvalid
 }

@@ -24,9 +24,14 @@ import (
 )
 
 // Config configures a Server. DefaultConfig returns the defaults; only
-// AuthKey has none.
+// Verifier (or AuthKey) has none.
 type Config struct {
-	// AuthKey verifies bearer tokens (auth.Verify). Required, ≥ 16 bytes.
+	// Verifier verifies bearer tokens (HS256 shared keys, JWKS keys); the
+	// same one the bridge and the NATS callout use. A stream ends when its
+	// token does (Verifier.Deadline), with its resume cursor.
+	Verifier *auth.Verifier
+	// AuthKey, when Verifier is nil, is the one HS256 key (≥ 16 bytes) a
+	// Verifier is built with (no clock skew, the clock Now).
 	AuthKey []byte
 	// Hub configures the subscriber hub.
 	Hub HubConfig
@@ -45,11 +50,12 @@ type Config struct {
 	MaxConnsPerTenant int
 	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
 	ViewsBucket string
-	// Now is the clock used to check token expiry (nil: time.Now).
+	// Now is the clock that times streams against their token's expiry,
+	// and the clock of the Verifier built from AuthKey (nil: time.Now).
 	Now func() time.Time
 }
 
-// DefaultConfig returns the defaults (AuthKey left empty).
+// DefaultConfig returns the defaults (Verifier and AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
 		Hub:               DefaultHubConfig(),
@@ -91,8 +97,18 @@ type Server struct {
 
 // New returns a Server reading from nc. The caller keeps owning nc.
 func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
-	if len(cfg.AuthKey) < auth.MinKeyLen {
-		return nil, fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Verifier == nil {
+		if len(cfg.AuthKey) < auth.MinKeyLen {
+			return nil, fmt.Errorf("%w: no Verifier, and an auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+		}
+		v, err := auth.NewVerifier(auth.VerifierConfig{SharedKeys: [][]byte{cfg.AuthKey}, Now: cfg.Now})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		cfg.Verifier = v
 	}
 	d := DefaultConfig()
 	if cfg.Heartbeat <= 0 {
@@ -107,9 +123,6 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -119,6 +132,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(VerifierCollectors(cfg.Verifier)...)
 	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log)}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	s.limiter.n = make(map[string]int)
@@ -274,19 +288,25 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// authorize returns the request's verified claims, or writes 401.
+// authorize returns the request's verified claims, or writes 401 (no or a
+// bad token) or 403 (a token without the read scope).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims, bool) {
 	tok, ok := auth.FromRequest(r)
 	if !ok {
 		s.deny(w, http.StatusUnauthorized, "missing_token")
 		return auth.Claims{}, false
 	}
-	c, err := auth.Verify(s.cfg.AuthKey, tok, s.cfg.Now())
+	c, err := s.cfg.Verifier.Verify(r.Context(), tok)
 	if err == nil && pipeline.ValidTenant(c.Tenant) != nil {
 		err = auth.ErrMalformed
 	}
 	if err != nil {
+		s.log.Debug("fanout: token refused", "err", err)
 		s.deny(w, http.StatusUnauthorized, "invalid_token")
+		return auth.Claims{}, false
+	}
+	if !c.Can(auth.ScopeRead) {
+		s.deny(w, http.StatusForbidden, "insufficient_scope")
 		return auth.Claims{}, false
 	}
 	return c, true

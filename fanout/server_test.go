@@ -41,7 +41,8 @@ func do(t *testing.T, method, u, tok string, body string, hdr http.Header) (int,
 }
 
 // Every endpoint refuses missing and invalid tokens with 401, and threads
-// outside the token's patterns with 403, before touching any thread.
+// outside the token's patterns, or a token without the read scope, with
+// 403, before touching any thread.
 func TestAuthEveryEndpoint(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
@@ -53,6 +54,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 	otherKey, _ := auth.Mint([]byte("some-other-key-0123456789"), auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
 	badTenant, _ := auth.Mint(testKey, auth.Claims{Tenant: "ACME.*", Expiry: time.Now().Add(time.Hour).Unix()})
 	onlyT2 := token(t, "acme", "t2")
+	publishOnly, _ := auth.Mint(testKey, auth.Claims{Tenant: "acme", Scope: auth.ScopePublish, Expiry: time.Now().Add(time.Hour).Unix()})
 	endpoints := []struct {
 		method, path, body string
 		threadScoped       bool
@@ -75,10 +77,11 @@ func TestAuthEveryEndpoint(t *testing.T) {
 		{"other key", otherKey, http.StatusUnauthorized},
 		{"tenant that cannot be a subject token", badTenant, http.StatusUnauthorized},
 		{"thread not in token", onlyT2, http.StatusForbidden},
+		{"publish scope without read", publishOnly, http.StatusForbidden},
 	}
 	for _, ep := range endpoints {
 		for _, tt := range tests {
-			if tt.want == http.StatusForbidden && !ep.threadScoped {
+			if tt.tok == onlyT2 && !ep.threadScoped {
 				continue
 			}
 			t.Run(ep.method+" "+ep.path+"/"+tt.name, func(t *testing.T) {

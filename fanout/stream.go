@@ -19,7 +19,14 @@ const (
 	EndWrite    = "write"    // a write failed or timed out
 	EndResync   = "resync"   // the subscriber could not be brought up to date in place
 	EndIdle     = "idle"     // a POSTed agui stream: no run open, everything written
+	// EndTokenExpired: the stream's token expired; the client resumes from
+	// the cursor with a fresh token.
+	EndTokenExpired = "token_expired"
 )
+
+// StatusTokenExpired is the WebSocket close code of a stream whose token
+// expired (private-use range; 4000 + HTTP 401).
+const StatusTokenExpired websocket.StatusCode = 4401
 
 // maxRunInput bounds a POSTed RunAgentInput.
 const maxRunInput = 1 << 20
@@ -90,7 +97,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// An AG-UI HttpAgent POSTs and waits for the response to end, which
 	// the SSE binding says happens after the last run's terminal event.
-	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost)
+	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
 	s.m.Ended.WithLabelValues(reason).Inc()
 }
 
@@ -133,14 +140,17 @@ type sink interface {
 // subscriber's signal: heartbeat, lifetime, drain and client disconnect
 // raise that same signal from timer and context callbacks (no goroutine,
 // and a one-channel receive instead of a five-way select per batch, which
-// the fan-out benchmark showed in its profile).
-func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle bool) string {
+// the fan-out benchmark showed in its profile). The stream ends at
+// expires, its token's deadline, whatever MaxLifetime says.
+func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle bool, expires time.Time) string {
 	hb := time.AfterFunc(s.cfg.Heartbeat, func() { sub.raise(ctlHeartbeat) })
 	defer hb.Stop()
 	if s.cfg.MaxLifetime > 0 {
 		lt := time.AfterFunc(s.cfg.MaxLifetime, func() { sub.raise(ctlLifetime) })
 		defer lt.Stop()
 	}
+	ex := time.AfterFunc(expires.Sub(s.cfg.Now()), func() { sub.raise(ctlExpired) })
+	defer ex.Stop()
 	defer context.AfterFunc(ctx, sub.notify)()
 	defer context.AfterFunc(s.drainCtx, sub.notify)()
 	bytesSent := s.m.BytesSent.WithLabelValues(sub.Variant().String())
@@ -183,6 +193,9 @@ func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle
 		case s.stopped.Load():
 			s.flushAndEnd(sub, sk, EndShutdown, cursor)
 			return EndShutdown
+		case ctl&ctlExpired != 0:
+			s.flushAndEnd(sub, sk, EndTokenExpired, cursor)
+			return EndTokenExpired
 		case ctl&ctlLifetime != 0:
 			s.flushAndEnd(sub, sk, EndLifetime, cursor)
 			return EndLifetime
@@ -314,8 +327,9 @@ func (k *wsSink) heartbeat() error {
 	return k.c.Ping(ctx)
 }
 
-// end closes with 1012 (service restart) on shutdown, 1000 otherwise; the
-// reason text carries the cursor: "<reason> after=<seq>".
+// end closes with 1012 (service restart) on shutdown, 1013 (try again
+// later) on a resync, StatusTokenExpired (4401) when the token expired,
+// 1000 otherwise; the reason text carries the cursor: "<reason> after=<seq>".
 func (k *wsSink) end(reason string, cursor uint64) {
 	code := websocket.StatusNormalClosure
 	if reason == EndShutdown {
@@ -323,6 +337,9 @@ func (k *wsSink) end(reason string, cursor uint64) {
 	}
 	if reason == EndResync {
 		code = websocket.StatusTryAgainLater
+	}
+	if reason == EndTokenExpired {
+		code = StatusTokenExpired
 	}
 	_ = k.c.Close(code, reason+" after="+strconv.FormatUint(cursor, 10))
 }

@@ -54,6 +54,7 @@ type Subscriber struct {
 const (
 	ctlHeartbeat uint32 = 1 << iota
 	ctlLifetime
+	ctlExpired // the stream's token expired
 )
 
 // raise sets a control bit and wakes the writer.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/pipeline"
 )
@@ -92,7 +93,7 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("live") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		s.threadListLive(w, r, c.Tenant, c.AllowsThread)
+		s.threadListLive(w, r, c, c.AllowsThread)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
@@ -238,7 +239,8 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 }
 
 // threadListLive streams {"thread","seq","status","updated"} per frame.
-func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, tenant string, allow func(string) bool) {
+func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.Claims, allow func(string) bool) {
+	tenant := c.Tenant
 	end, ok := s.beginStream(w, tenant)
 	if !ok {
 		return
@@ -260,7 +262,7 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, tenant s
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
 	}
-	s.streamMsgs(w, r, ch, false, func(m *nats.Msg, dst []byte) []byte {
+	s.streamMsgs(w, r, ch, false, s.cfg.Verifier.Deadline(c), func(m *nats.Msg, dst []byte) []byte {
 		var body struct {
 			Thread string `json:"thread"`
 			Seq    uint64 `json:"seq"`
@@ -327,7 +329,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := c.AllThreads()
-	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {
+	s.streamMsgs(w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), func(m *nats.Msg, dst []byte) []byte {
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
 			id, err := pipeline.DecodeThread(m.Subject[i+1:])
@@ -344,8 +346,10 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 }
 
 // streamMsgs writes messages from ch, batching whatever is already queued
-// into one write and flush, with heartbeats, lifetime and drain like pump.
-func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, enc func(*nats.Msg, []byte) []byte) {
+// into one write and flush, with heartbeats, lifetime, drain and the
+// token's expiry (at expires, an SSE stream gets ": end
+// reason=token_expired") like pump.
+func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, expires time.Time, enc func(*nats.Msg, []byte) []byte) {
 	h := w.Header()
 	if ndjson {
 		h.Set("Content-Type", "application/x-ndjson")
@@ -367,6 +371,8 @@ func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *n
 		defer t.Stop()
 		lifetime = t.C
 	}
+	ex := time.NewTimer(expires.Sub(s.cfg.Now()))
+	defer ex.Stop()
 	var buf []byte
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
@@ -396,6 +402,11 @@ func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *n
 				return
 			}
 		case <-lifetime:
+			return
+		case <-ex.C:
+			if !ndjson {
+				write([]byte(": end reason=" + EndTokenExpired + "\n\n"))
+			}
 			return
 		case <-s.drainCtx.Done():
 			return

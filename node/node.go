@@ -75,10 +75,15 @@ type Config struct {
 	Demo       bool
 	DemoConfig demo.Config
 
-	// AuthKey signs the bearer tokens (package auth) that the fanout and
-	// the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
-	// Ingest or Fanout is set.
+	// AuthKey signs the HS256 bearer tokens (package auth) that the fanout
+	// and the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
+	// Ingest or Fanout is set, unless Tokens names a JWKS source.
 	AuthKey []byte
+	// Tokens configures the node's one token Verifier (Node.Verifier),
+	// shared by the fanout and the bridge: JWKS sources, audience, clock
+	// skew, refresh throttle. AuthKey is added to its SharedKeys. With a
+	// JWKS source, Start fetches it and fails when it cannot.
+	Tokens auth.VerifierConfig
 	// DashboardTenants are offered by the dashboard's tenant picker with
 	// their tokens, to visitors connecting from a loopback address only
 	// (web.Config.TenantsLocalOnly): set them only on a development node.
@@ -110,6 +115,7 @@ func DefaultConfig() Config {
 		NatsListen:   "127.0.0.1:4222",
 		Ingest:       true,
 		Fanout:       true,
+		Tokens:       auth.DefaultVerifierConfig(),
 		Pipeline:     pipeline.DefaultConfig(),
 		FanoutConfig: fanout.DefaultConfig(),
 		Drain:        20 * time.Second,
@@ -140,6 +146,7 @@ type Node struct {
 	svcAuth nats.Option
 	// callout authorizes agents (nil: not run here) on its own connection
 	// anc, so that a flood elsewhere never delays a connect.
+	issuer    nkeys.KeyPair // signs the callout's answers (nil: no callout here)
 	callout   *busauth.Service
 	anc       *nats.Conn
 	ancClosed chan struct{}
@@ -152,6 +159,7 @@ type Node struct {
 	fncClosed chan struct{}
 	demoConns []demoConn
 	reg       *prometheus.Registry
+	verifier  *auth.Verifier // nil when neither ingest, fanout nor the callout runs
 	in        *pipeline.Restarting
 	fs        *fanout.Server
 	bridge    *agent.Publisher // the bridge's publisher, or nil
@@ -197,8 +205,8 @@ func (c *Config) validate() error {
 	switch {
 	case !c.Ingest && !c.Fanout && !c.Demo:
 		return fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
-	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen:
-		return fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen && (len(c.AuthKey) > 0 || len(c.Tokens.JWKS) == 0):
+		return fmt.Errorf("%w: auth key shorter than %d bytes (and no JWKS source)", ErrConfig, auth.MinKeyLen)
 	case c.NatsURL == "" && c.DataDir == "":
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
@@ -207,8 +215,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
 	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != ""):
 		return fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
-	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen:
-		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key, shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen && len(c.Tokens.JWKS) == 0:
+		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
 	case c.NatsURL == "" && c.Demo && len(c.AuthKey) < auth.MinKeyLen:
 		return fmt.Errorf("%w: demo agents connect with tokens the auth key signs, shorter than %d bytes", ErrConfig, auth.MinKeyLen)
 	}
@@ -225,13 +233,22 @@ func (n *Node) start() error {
 		return err
 	}
 	n.reg = prometheus.NewRegistry()
-	if n.callout != nil {
+	if n.cfg.Ingest || n.cfg.Fanout || n.issuer != nil {
+		if err := n.startVerifier(); err != nil {
+			return err
+		}
+	}
+	if n.issuer != nil {
+		if err := n.startCallout(); err != nil {
+			return err
+		}
+		// Registered once the registry is final (the fanout's, below).
 		defer func() { n.reg.MustRegister(n.callout.Collectors()...) }()
 	}
 	var fs *fanout.Server
 	if n.cfg.Fanout {
 		fc := n.cfg.FanoutConfig
-		fc.AuthKey = n.cfg.AuthKey
+		fc.Verifier = n.verifier
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
@@ -245,6 +262,9 @@ func (n *Node) start() error {
 		n.fs, n.reg = fs, fs.Registry()
 	} else {
 		n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if n.verifier != nil { // the fanout registers its Verifier's
+			n.reg.MustRegister(fanout.VerifierCollectors(n.verifier)...)
+		}
 	}
 
 	// The stream and bucket exist before anything publishes (the demo, the
@@ -349,16 +369,20 @@ func (n *Node) startNats() error {
 	if err != nil {
 		return err
 	}
-	n.nc, n.ncClosed = nc, closed
-	if issuer == nil {
-		return nil
-	}
+	n.nc, n.ncClosed, n.issuer = nc, closed, issuer
+	return nil
+}
+
+// startCallout runs the auth callout on a connection of its own,
+// authorizing agents by the node's token Verifier.
+func (n *Node) startCallout() error {
+	var err error
 	if n.anc, n.ancClosed, err = n.connect("threadcast-auth"); err != nil {
 		return err
 	}
 	n.callout, err = busauth.Start(n.anc, busauth.Config{
-		Issuer: issuer,
-		Verify: busauth.HS256(n.cfg.AuthKey),
+		Issuer: n.issuer,
+		Verify: n.verifier.Verify,
 		Logger: n.log.With("part", "bus-auth"),
 	})
 	return err
@@ -529,7 +553,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier)})
 	if err != nil {
 		return nil, err
 	}
@@ -731,6 +755,11 @@ func (n *Node) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 	}
 	return nats.Connect(n.natsURL, all...)
 }
+
+// Verifier returns the node's token verifier (nil when neither ingest nor
+// fanout runs): what the fanout and the bridge check tokens with, for
+// other doors of the same node (the NATS auth callout) to share.
+func (n *Node) Verifier() *auth.Verifier { return n.verifier }
 
 // Registry returns the registry /metrics serves, for callers that add their
 // own collectors.

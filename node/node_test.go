@@ -64,7 +64,7 @@ func testConfig(t *testing.T) Config {
 
 func token(t *testing.T, tenant string) string {
 	t.Helper()
-	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Expiry: time.Now().Add(time.Hour).Unix()})
+	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Scope: "read publish", Expiry: time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,11 @@ func TestNodeEmbedded(t *testing.T) {
 	}
 
 	acme := token(t, "acme")
-	narrow, err := auth.Mint(testKey, auth.Claims{Tenant: "acme", Threads: []string{"th.2"}, Expiry: time.Now().Add(time.Hour).Unix()})
+	reader, err := auth.Mint(testKey, auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := auth.Mint(testKey, auth.Claims{Tenant: "acme", Threads: []string{"th.2"}, Scope: "read publish", Expiry: time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +121,7 @@ func TestNodeEmbedded(t *testing.T) {
 		name, tenant, tok string
 		want              int
 	}{{"own tenant", "acme", acme, 200}, {"other tenant", "globex", acme, 403}, {"no token", "acme", "", 401},
-		{"token for another thread", "acme", narrow, 403}} {
+		{"token for another thread", "acme", narrow, 403}, {"read-only token", "acme", reader, 403}} {
 		if code, b := do(t, "POST", u+"/v1/ingest/"+tt.tenant+"/th.1", tt.tok, body); code != tt.want {
 			t.Errorf("bridge, %s: %d %s, want %d", tt.name, code, b, tt.want)
 		}

@@ -13,28 +13,28 @@ import (
 // token (401).
 var ErrNoToken = errors.New("pipeline: no bearer token")
 
-// TokenVerifier returns a BridgeConfig.Verify that admits a request whose
+// BridgeVerifier returns a BridgeConfig.Verify that admits a request whose
 // bearer token (package auth: the Authorization header or access_token)
-// is signed with key, unexpired at now(), names the tenant of the URL and
-// covers its thread (r.PathValue("thread"), set by the bridge's routing);
-// a valid token of another tenant, or one whose thread patterns do not
-// cover the thread, is ErrForbidden (403). Why the patterns count: a token
-// limited to some threads is typically handed to a browser to read them;
-// letting it write events into every other thread of its tenant would make
-// the narrowest token as strong as the widest. now nil means time.Now. The
-// function is safe for concurrent use.
-func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenant string) error {
-	if now == nil {
-		now = time.Now
-	}
+// v verifies, grants auth.ScopePublish, names the tenant of the URL and
+// covers its thread (r.PathValue("thread"), set by the bridge's routing).
+// A token v refuses is a 401 (the error wraps auth's); a valid token
+// without the publish scope, of another tenant, or whose thread patterns
+// do not cover the thread, is ErrForbidden (403): a subscriber's read-only
+// token, handed to a browser, must not write, and a token limited to some
+// threads must not write into the others. The function is safe for
+// concurrent use.
+func BridgeVerifier(v *auth.Verifier) func(r *http.Request, tenant string) error {
 	return func(r *http.Request, tenant string) error {
 		tok, ok := auth.FromRequest(r)
 		if !ok {
 			return ErrNoToken
 		}
-		c, err := auth.Verify(key, tok, now())
+		c, err := v.Verify(r.Context(), tok)
 		if err != nil {
 			return err
+		}
+		if !c.Can(auth.ScopePublish) {
+			return fmt.Errorf("%w: token lacks the %q scope", ErrForbidden, auth.ScopePublish)
 		}
 		if c.Tenant != tenant {
 			return fmt.Errorf("%w: token is for another tenant", ErrForbidden)
@@ -44,4 +44,16 @@ func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenan
 		}
 		return nil
 	}
+}
+
+// TokenVerifier is BridgeVerifier with a Verifier holding the one HS256
+// key (no clock skew, the clock now; nil means time.Now). With a key
+// shorter than auth.MinKeyLen every request is refused with
+// auth.ErrShortKey (401).
+func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenant string) error {
+	v, err := auth.NewVerifier(auth.VerifierConfig{SharedKeys: [][]byte{key}, Now: now})
+	if err != nil {
+		return func(*http.Request, string) error { return err }
+	}
+	return BridgeVerifier(v)
 }

@@ -12,12 +12,15 @@ import (
 func TestTokenVerifier(t *testing.T) {
 	key := []byte("bridge-key-0123456789")
 	now := time.Unix(1_800_000_000, 0)
-	mint := func(k []byte, tenant string, exp time.Time) string {
-		tok, err := auth.Mint(k, auth.Claims{Tenant: tenant, Threads: []string{"only-*"}, Expiry: exp.Unix()})
+	mintScope := func(k []byte, tenant string, exp time.Time, scope string) string {
+		tok, err := auth.Mint(k, auth.Claims{Tenant: tenant, Threads: []string{"only-*"}, Expiry: exp.Unix(), Scope: scope})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
+	}
+	mint := func(k []byte, tenant string, exp time.Time) string {
+		return mintScope(k, tenant, exp, "read publish")
 	}
 	tests := []struct {
 		name   string
@@ -31,9 +34,15 @@ func TestTokenVerifier(t *testing.T) {
 		{name: "thread not covered", thread: "other", header: "Bearer " + mint(key, "acme", now.Add(time.Hour)), want: ErrForbidden},
 		{name: "no thread routed", thread: "-", header: "Bearer " + mint(key, "acme", now.Add(time.Hour)), want: ErrForbidden},
 		{name: "no token", want: ErrNoToken},
+		{name: "publish only", header: "Bearer " + mintScope(key, "acme", now.Add(time.Hour), "publish")},
+		{name: "no scope is read only", header: "Bearer " + mintScope(key, "acme", now.Add(time.Hour), ""), want: ErrForbidden},
+		{name: "read scope", header: "Bearer " + mintScope(key, "acme", now.Add(time.Hour), "read"), want: ErrForbidden},
 		{name: "other tenant", header: "Bearer " + mint(key, "globex", now.Add(time.Hour)), want: ErrForbidden},
 		{name: "expired", header: "Bearer " + mint(key, "acme", now), want: auth.ErrExpired},
 		{name: "other key", header: "Bearer " + mint([]byte("another-key-0123456789"), "acme", now.Add(time.Hour)), want: auth.ErrSignature},
+	}
+	if err := TokenVerifier([]byte("short"), nil)(httptest.NewRequest("POST", "/", nil), "acme"); !errors.Is(err, auth.ErrShortKey) {
+		t.Errorf("short key: %v", err)
 	}
 	verify := TokenVerifier(key, func() time.Time { return now })
 	for _, tt := range tests {

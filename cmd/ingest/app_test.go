@@ -143,7 +143,7 @@ func TestRunEmbedded(t *testing.T) {
 		t.Errorf("livez %d %q", code, body)
 	}
 
-	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
+	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Scope: "read publish", Expiry: time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
@@ -48,7 +50,9 @@ Without --nats-url it embeds a NATS server with JetStream, its data in
 client port on --nats-listen so that agents and the nats CLI on this
 machine can publish; demo agents then run by default, and without
 --auth-key a signing key is generated (kept in --data) and development
-tokens are printed with the dashboard's URL.
+tokens are printed with the dashboard's URL. HTTP then listens on
+127.0.0.1:8080 unless --http says otherwise: the dashboard hands the
+development tokens to visitors on this machine (loopback peer and Host).
 
 The embedded NATS server admits no anonymous client: this process's own
 connections have a key of their own, and every other client is an agent
@@ -57,11 +61,13 @@ printed development tokens do): it may publish that tenant's events only,
 agui.<tenant>.<thread>.events, and receive only its replies, under the inbox
 prefix _INBOX_<tenant> (nats pub --token T; threadcast publish --token T).
 
-With --nats-url it joins an existing NATS (JetStream) deployment; --auth-key
-is then required and the demo is off unless --demo is given. Its own
-connections authenticate with --nats-nkey or --nats-creds, and with
---nats-callout-seed it also authorizes agents for that server
-(docs/production.md gives the server's configuration).
+With --nats-url it joins an existing NATS (JetStream) deployment, HTTP
+listens on :8080 (every interface) by default, --auth-key or a JWKS source
+(--jwks-url or --jwks-file, with --issuer) is required, and the demo is
+off unless --demo is given. Its own connections authenticate with
+--nats-nkey or --nats-creds, and with --nats-callout-seed it also
+authorizes agents for that server (docs/production.md gives the server's
+configuration).
 
 Every flag can also be set by an environment variable THREADCAST_<FLAG>,
 upper case with '-' as '_' (e.g. THREADCAST_NATS_URL); a flag on the
@@ -136,10 +142,10 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	n := &c.node
 	*n = node.DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var authKey, logLevel, logFormat, tenants string
+	var authKey, logLevel, logFormat, tenants, httpAddr string
 	var demoOn optBool
 	var seed uint64
-	fs.StringVar(&n.HTTP, "http", n.HTTP, "HTTP `address` of the API, dashboard, bridge, health and metrics (port 0: a free port)")
+	fs.StringVar(&httpAddr, "http", "", "HTTP `address` of the API, dashboard, bridge, health and metrics (port 0: a free port; default "+devHTTP+" with the embedded NATS server, "+prodHTTP+" with --nats-url)")
 	fs.StringVar(&n.DataDir, "data", defaultDataDir(getenv), "`directory` of the embedded NATS server's data and of the generated signing key")
 	fs.StringVar(&n.NatsURL, "nats-url", "", "external NATS server `URL`(s), comma-separated; empty: embed a NATS server")
 	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` (JWT, operator mode) of this process's own connections, for --nats-url")
@@ -169,6 +175,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
+	tokens := tokenflags.Register(fs)
 
 	finish := func() error {
 		if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
@@ -184,6 +191,15 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 			return fmt.Errorf("--memory-limit-ratio: %w", err)
 		}
 		embedded := n.NatsURL == ""
+		// Embedded is development: the dashboard offers development
+		// tokens, so the default listener is this machine's only.
+		n.HTTP = httpAddr
+		if n.HTTP == "" {
+			n.HTTP = map[bool]string{true: devHTTP, false: prodHTTP}[embedded]
+		}
+		if err := tokens.Apply(&n.Tokens); err != nil {
+			return err
+		}
 		n.Demo = embedded
 		if demoOn.set {
 			n.Demo = demoOn.v
@@ -215,8 +231,8 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 				return fmt.Errorf("--auth-key must be at least %d bytes", auth.MinKeyLen)
 			}
 			n.AuthKey = []byte(authKey)
-		} else if !embedded && (n.Ingest || n.Fanout) {
-			return errors.New("--auth-key is required with --nats-url (every fanout and ingest of a deployment verifies tokens with the same key)")
+		} else if !embedded && (n.Ingest || n.Fanout) && !tokens.HasJWKS() {
+			return errors.New("--auth-key is required with --nats-url, unless a JWKS source (--jwks-url or --jwks-file) is given: every fanout and ingest of a deployment verifies tokens with the same keys")
 		}
 		if !n.Ingest && !n.Fanout && !n.Demo {
 			return errors.New("nothing to run: --ingest=false, --fanout=false and no --demo")
@@ -280,7 +296,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitRejected
 	}
 	fmt.Fprintf(stdout, "NATS:       %s%s\n", n.NatsURL(), map[bool]string{true: " (embedded)", false: ""}[c.node.NatsURL == ""])
-	fmt.Fprintf(stdout, "listening on %s\n", n.URL())
+	fmt.Fprintf(stdout, "listening on %s%s\n", n.URL(), everyInterface(n.HTTPAddr()))
 	if c.node.Fanout {
 		if len(dev) > 0 {
 			fmt.Fprintf(stdout, "dashboard:  %s/#token=%s\n", n.URL(), dev[0].Token)
@@ -346,6 +362,23 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 	}
 	n.DashboardTenants = dev
 	return dev, nil
+}
+
+// The default --http: this machine only in development (embedded NATS),
+// every interface in a deployment (--nats-url), behind its load balancer.
+const (
+	devHTTP  = "127.0.0.1:8080"
+	prodHTTP = ":8080"
+)
+
+// everyInterface is the banner's note when the listener is not bound to
+// one address: the URL printed is then one way in among others.
+func everyInterface(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err == nil && (host == "" || ip != nil && ip.IsUnspecified()) {
+		return " (listening on every interface: " + addr + ")"
+	}
+	return ""
 }
 
 // startupHint names the flag to change for a start-up error.

@@ -237,8 +237,8 @@ func TestServeFirstCommand(t *testing.T) {
 	}
 	for tenant, tok := range s.tokens {
 		c, err := auth.Verify(key, tok, time.Now())
-		if err != nil || c.Tenant != tenant {
-			t.Errorf("token of %s: %+v %v", tenant, c, err)
+		if err != nil || c.Tenant != tenant || !c.Can(auth.ScopeRead) || !c.Can(auth.ScopePublish) {
+			t.Errorf("token of %s: %+v %v (want the read and publish scopes)", tenant, c, err)
 		}
 	}
 	if want := s.url + "/#token=" + s.tokens["acme"]; s.dash != want {
@@ -451,6 +451,14 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "bad env value", env: []string{"THREADCAST_DRAIN=soon"}, wantCode: exitUsage, wantStderr: []string{"THREADCAST_DRAIN"}},
 		{name: "extra arguments", give: []string{"serve", "now"}, wantCode: exitUsage, wantStderr: []string{`unexpected arguments ["now"]`}},
 		{name: "external NATS needs a key", give: []string{"--nats-url", "nats://127.0.0.1:1"}, wantCode: exitUsage, wantStderr: []string{"--auth-key is required with --nats-url"}},
+		{name: "JWKS without issuer", give: []string{"--jwks-file", "/x.json"}, wantCode: exitUsage, wantStderr: []string{"--issuer is required with --jwks-url or --jwks-file"}},
+		{name: "JWKS URL and file", give: []string{"--jwks-file", "/x.json", "--jwks-url", "https://x/", "--issuer", "i"}, wantCode: exitUsage, wantStderr: []string{"give one"}},
+		{name: "issuer without JWKS", give: []string{"--issuer", "i"}, wantCode: exitUsage, wantStderr: []string{"--issuer needs --jwks-url or --jwks-file"}},
+		{name: "negative skew", give: []string{"--token-clock-skew", "-1s"}, wantCode: exitUsage, wantStderr: []string{"--token-clock-skew must not be negative"}},
+		{name: "JWKS over plain http", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--jwks-url", "http://idp.example/jwks", "--issuer", "i"},
+			wantCode: exitRejected, wantStderr: []string{"want https"}},
+		{name: "JWKS unreachable", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--jwks-file", filepath.Join(t.TempDir(), "none.json"), "--issuer", "i"},
+			wantCode: exitRejected, wantStderr: []string{"JWKS", "key set unavailable"}},
 		{name: "short key", give: []string{"--auth-key", "short"}, wantCode: exitUsage, wantStderr: []string{"--auth-key must be at least 16 bytes"}},
 		{name: "nothing to run", give: []string{"--ingest=false", "--fanout=false", "--demo=false"}, wantCode: exitUsage, wantStderr: []string{"nothing to run"}},
 		{name: "bad tenant", give: []string{"--demo-tenants", "acme,Not A Tenant"}, wantCode: exitUsage, wantStderr: []string{"--demo-tenants"}},
@@ -539,14 +547,14 @@ func TestParseServe(t *testing.T) {
 	}{
 		{name: "defaults: embedded, demo on, every part", check: func(c serveConfig) error {
 			n := c.node
-			if n.HTTP != ":8080" || n.NatsURL != "" || n.NatsListen != "127.0.0.1:4222" || !n.Demo || !n.Ingest || !n.Fanout || c.authKeySet ||
+			if n.HTTP != "127.0.0.1:8080" || n.NatsURL != "" || n.NatsListen != "127.0.0.1:4222" || !n.Demo || !n.Ingest || !n.Fanout || c.authKeySet ||
 				n.DataDir != "/xdg/threadcast" || n.DemoConfig.Seed == 0 || strings.Join(c.tenants, ",") != "acme,globex,initech" {
 				return fmt.Errorf("%+v", c)
 			}
 			return nil
 		}},
-		{name: "external NATS: demo off", give: []string{"--nats-url", "nats://n:4222", "--auth-key", key}, check: func(c serveConfig) error {
-			if c.node.Demo || c.node.NatsURL != "nats://n:4222" || string(c.node.AuthKey) != key {
+		{name: "external NATS: demo off, every interface", give: []string{"--nats-url", "nats://n:4222", "--auth-key", key}, check: func(c serveConfig) error {
+			if c.node.Demo || c.node.NatsURL != "nats://n:4222" || string(c.node.AuthKey) != key || c.node.HTTP != ":8080" || len(c.node.Tokens.JWKS) != 0 {
 				return fmt.Errorf("%+v", c.node)
 			}
 			return nil
@@ -580,6 +588,21 @@ func TestParseServe(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "external NATS with a JWKS instead of a key", give: []string{"--nats-url", "nats://n:4222", "--jwks-url", "https://idp.example/jwks.json", "--issuer", "https://idp.example/",
+			"--audience", "threadcast", "--token-clock-skew", "5s", "--jwks-min-interval", "1m", "--jwks-refresh", "1h"}, check: func(c serveConfig) error {
+			tk := c.node.Tokens
+			if len(c.node.AuthKey) != 0 || len(tk.JWKS) != 1 || tk.JWKS[0] != (auth.JWKSSource{Issuer: "https://idp.example/", URL: "https://idp.example/jwks.json"}) ||
+				tk.Audience != "threadcast" || tk.ClockSkew != 5*time.Second || tk.MinRefreshInterval != time.Minute || tk.RefreshInterval != time.Hour {
+				return fmt.Errorf("%+v", tk)
+			}
+			return nil
+		}},
+		{name: "JWKS file from the environment", env: map[string]string{"THREADCAST_JWKS_FILE": "/etc/threadcast/jwks.json", "THREADCAST_ISSUER": "acme-idp"}, check: func(c serveConfig) error {
+			if tk := c.node.Tokens; len(tk.JWKS) != 1 || tk.JWKS[0] != (auth.JWKSSource{Issuer: "acme-idp", File: "/etc/threadcast/jwks.json"}) {
+				return fmt.Errorf("%+v", tk)
+			}
+			return nil
+		}},
 		{name: "tenants", give: []string{"--demo-tenants", " a1, b2 ,", "--demo-agents", "4"}, check: func(c serveConfig) error {
 			if strings.Join(c.node.DemoConfig.Tenants, ",") != "a1,b2" || c.node.DemoConfig.Agents != 4 {
 				return fmt.Errorf("%+v", c.node.DemoConfig)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,19 +45,21 @@ func tokenMain(args []string, getenv func(string) string, now time.Time, stdout,
 	var threads patterns
 	fs.Var(&threads, "threads", "glob `pattern` of the thread ids the bearer may read ('*' any run of characters, '?' one); repeatable; none: every thread of the tenant")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	scope := fs.String("scope", auth.ScopeRead, "what the bearer may do: `list` of read (the subscriber API), publish (the ingest bridge and NATS), comma- or space-separated")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: threadcast token (--key K | --data DIR) --tenant T [--threads PATTERN]... [--ttl D]
+		fmt.Fprint(fs.Output(), `usage: threadcast token (--key K | --data DIR) --tenant T [--threads PATTERN]... [--ttl D] [--scope read,publish]
 
 Mints a bearer token for the subscriber API (and the ingest HTTP bridge) of
 a Threadcast whose signing key is K, and prints it on stdout. The token
-names tenant T, optionally the thread ids it may read, and expires after D.
-Anyone holding it may read those threads until then: treat it as a secret.
+names tenant T, optionally the thread ids it may read, what it may do
+(--scope: read, the default, and/or publish), and expires after D. Anyone
+holding it may do that until then: treat it as a secret.
 
 Use it as "Authorization: Bearer <token>", as ?access_token=<token>, or on
 the dashboard as http://HOST:PORT/#token=<token>.
 
 Exit status: 0 printed; 2 bad flags (no key, a key shorter than 16 bytes,
-a bad tenant or ttl).
+a bad tenant, scope or ttl).
 
 flags:
 `)
@@ -104,10 +107,35 @@ flags:
 	if _, err := agent.Subject(*tenant, "x"); err != nil {
 		return fail("--tenant: %v", err)
 	}
-	tok, err := auth.Mint(k, auth.Claims{Tenant: *tenant, Threads: threads, Expiry: now.Add(*ttl).Unix()})
+	sc, err := parseScope(*scope)
+	if err != nil {
+		return fail("--scope: %v", err)
+	}
+	tok, err := auth.Mint(k, auth.Claims{Tenant: *tenant, Threads: threads, Scope: sc, Expiry: now.Add(*ttl).Unix()})
 	if err != nil {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout, tok)
 	return exitOK
+}
+
+// parseScope turns a comma- or space-separated list of scopes into the
+// claim's space-separated form, refusing names Threadcast does not grant
+// (a typo would otherwise mint a token that can do less than intended).
+func parseScope(list string) (string, error) {
+	var out []string
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		switch f {
+		case auth.ScopeRead, auth.ScopePublish:
+		default:
+			return "", fmt.Errorf("unknown scope %q (want %s or %s)", f, auth.ScopeRead, auth.ScopePublish)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return "", errors.New("empty")
+	}
+	return strings.Join(out, " "), nil
 }

@@ -1,0 +1,235 @@
+package auth
+
+// NOTE: this file is the token parser shared by Verify and Verifier:
+// splitting, canonical base64url, the header, the claims and their time
+// checks, and one signature check per algorithm. Key selection (shared
+// keys, JWKS) is in verifier.go; the keys themselves in jwks.go.
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// The algorithms a token may be signed with (its header's "alg"). A key
+// carries exactly one of them, and a token verifies only with a key whose
+// algorithm is its header's: the header alone never picks the algorithm.
+const (
+	AlgHS256 = "HS256" // HMAC-SHA256 with a shared key (--auth-key)
+	AlgEdDSA = "EdDSA" // Ed25519
+	AlgES256 = "ES256" // ECDSA P-256 with SHA-256, signature r‖s
+	AlgRS256 = "RS256" // RSASSA-PKCS1-v1_5 with SHA-256
+)
+
+// b64 encodes; decodeSegment decodes only canonical unpadded base64url.
+var (
+	b64       = base64.RawURLEncoding
+	b64Strict = base64.RawURLEncoding.Strict()
+)
+
+// decodeSegment decodes one part of a token. Only the canonical encoding is
+// accepted, so that a token has exactly one spelling: no padding, no bytes
+// outside the base64url alphabet (the standard decoder skips CR and LF even
+// in strict mode, hence the scan), and zero unused low bits in the last
+// character (Strict), without which flipping those bits gives a second
+// token with the same signature.
+func decodeSegment(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fmt.Errorf("byte %d (%q) is not base64url", i, c)
+		}
+	}
+	return b64Strict.DecodeString(s)
+}
+
+// jwtHeader is the part of a JOSE header Threadcast reads. jku, x5u and
+// jwk are deliberately ignored: keys never come from the token itself.
+type jwtHeader struct {
+	Alg  string          `json:"alg"`
+	Kid  string          `json:"kid,omitempty"`
+	Typ  string          `json:"typ,omitempty"`
+	Crit json.RawMessage `json:"crit,omitempty"`
+}
+
+// parsed is a token split and decoded, its signature not yet checked.
+type parsed struct {
+	hdr    jwtHeader
+	signed string // header.payload, what the signature covers
+	claims []byte // the payload's JSON
+	sig    []byte
+}
+
+// hs256Header is what Mint writes; a token carrying it skips the header's
+// JSON decoding (the common case, and the one on the hot path).
+const hs256Header = `{"alg":"HS256","typ":"JWT"}`
+
+// parse splits and decodes token. It checks the size bound, the structure,
+// the canonical encoding and the header (a known alg, no "crit"); it does
+// not check the signature or the claims.
+func parse(token string) (parsed, error) {
+	var p parsed
+	if len(token) > MaxTokenLen {
+		return p, fmt.Errorf("%w: %d bytes (max %d)", ErrMalformed, len(token), MaxTokenLen)
+	}
+	h, rest, ok1 := strings.Cut(token, ".")
+	pl, s, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || strings.IndexByte(s, '.') >= 0 || h == "" || pl == "" || s == "" {
+		return p, fmt.Errorf("%w: want three dot-separated parts", ErrMalformed)
+	}
+	hb, err := decodeSegment(h)
+	if err != nil {
+		return p, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	}
+	if bytes.Equal(hb, []byte(hs256Header)) {
+		p.hdr = jwtHeader{Alg: AlgHS256, Typ: "JWT"}
+	} else if err := json.Unmarshal(hb, &p.hdr); err != nil {
+		return p, fmt.Errorf("%w: header is not JSON", ErrMalformed)
+	}
+	switch p.hdr.Alg {
+	case AlgHS256, AlgEdDSA, AlgES256, AlgRS256:
+	default:
+		return p, fmt.Errorf("%w: %q", ErrAlgorithm, truncate(p.hdr.Alg))
+	}
+	if p.hdr.Crit != nil {
+		// RFC 7515 §4.1.11: an extension we do not implement must be refused.
+		return p, fmt.Errorf("%w: header has crit", ErrMalformed)
+	}
+	if t := p.hdr.Typ; t != "" && !strings.EqualFold(t, "JWT") && !strings.EqualFold(t, "at+jwt") {
+		return p, fmt.Errorf("%w: typ %q", ErrMalformed, truncate(t))
+	}
+	if p.sig, err = decodeSegment(s); err != nil {
+		return p, fmt.Errorf("%w: signature: %v", ErrMalformed, err)
+	}
+	if p.claims, err = decodeSegment(pl); err != nil {
+		return p, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	p.signed = token[:len(h)+1+len(pl)]
+	return p, nil
+}
+
+// checkSignature verifies p's signature with pub under alg, which the
+// caller took from the key, never from the token.
+func checkSignature(p *parsed, alg string, pub any) error {
+	if p.hdr.Alg != alg {
+		return fmt.Errorf("%w: token says %q, the key is %s", ErrAlgorithm, truncate(p.hdr.Alg), alg)
+	}
+	ok := false
+	switch alg {
+	case AlgHS256:
+		ok = hmac.Equal(p.sig, sign(pub.([]byte), p.signed))
+	case AlgEdDSA:
+		ok = len(p.sig) == ed25519.SignatureSize && ed25519.Verify(pub.(ed25519.PublicKey), []byte(p.signed), p.sig)
+	case AlgES256:
+		if len(p.sig) == 64 {
+			h := sha256.Sum256([]byte(p.signed))
+			r, s := new(big.Int).SetBytes(p.sig[:32]), new(big.Int).SetBytes(p.sig[32:])
+			ok = ecdsa.Verify(pub.(*ecdsa.PublicKey), h[:], r, s)
+		}
+	case AlgRS256:
+		k := pub.(*rsa.PublicKey)
+		if len(p.sig) == k.Size() {
+			h := sha256.Sum256([]byte(p.signed))
+			ok = rsa.VerifyPKCS1v15(k, crypto.SHA256, h[:], p.sig) == nil
+		}
+	}
+	if !ok {
+		return ErrSignature
+	}
+	return nil
+}
+
+func sign(key []byte, signed string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(signed))
+	return m.Sum(nil)
+}
+
+// claimRules are the checks of the claims after the signature.
+type claimRules struct {
+	now      time.Time
+	skew     time.Duration // tolerated clock difference for exp and nbf
+	issuer   string        // required iss; "" means not checked
+	audience string        // required in aud; "" means aud must be absent
+}
+
+// decodeClaims parses the payload and applies r.
+func decodeClaims(b []byte, r claimRules) (Claims, error) {
+	var c Claims
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Claims{}, fmt.Errorf("%w: claims are not JSON", ErrMalformed)
+	}
+	if c.Tenant == "" || c.Expiry == 0 {
+		return Claims{}, fmt.Errorf("%w: tenant and exp are required", ErrMalformed)
+	}
+	now := r.now.Unix()
+	skew := int64(r.skew / time.Second)
+	if now >= c.Expiry+skew {
+		return Claims{}, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
+	}
+	if c.NotBefore != 0 && now+skew < c.NotBefore {
+		return Claims{}, fmt.Errorf("%w: not before %s", ErrNotYetValid, time.Unix(c.NotBefore, 0).UTC().Format(time.RFC3339))
+	}
+	if r.issuer != "" && c.Issuer != r.issuer {
+		return Claims{}, fmt.Errorf("%w: %q", ErrIssuer, truncate(c.Issuer))
+	}
+	switch {
+	case r.audience == "" && len(c.Audience) > 0:
+		// RFC 7519 §4.1.3: a token meant for a named audience is refused by
+		// a recipient that is not one.
+		return Claims{}, fmt.Errorf("%w: token is for %q, this server has no audience", ErrAudience, truncate(c.Audience[0]))
+	case r.audience != "" && !c.Audience.Has(r.audience):
+		return Claims{}, fmt.Errorf("%w: want %q", ErrAudience, truncate(r.audience))
+	}
+	return c, nil
+}
+
+// Audience is the "aud" claim: one string or an array of strings on the
+// wire (RFC 7519 §4.1.3), written as a string when it has one element.
+type Audience []string
+
+// Has reports whether aud names a.
+func (aud Audience) Has(a string) bool {
+	for _, x := range aud {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// UnmarshalJSON accepts a string or an array of strings.
+func (aud *Audience) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*aud = Audience{s}
+		return nil
+	}
+	var a []string
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	*aud = a
+	return nil
+}
+
+// MarshalJSON writes one audience as a string, several as an array.
+func (aud Audience) MarshalJSON() ([]byte, error) {
+	if len(aud) == 1 {
+		return json.Marshal(aud[0])
+	}
+	return json.Marshal([]string(aud))
+}
