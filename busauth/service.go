@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -226,4 +227,22 @@ func truncate(s string) string {
 		return s[:48] + "…"
 	}
 	return s
+}
+
+// ReadIssuerSeed reads the issuer's key from a seed file: an account nkey
+// seed (SA...), alone or among other lines (what `nk -gen account -pubout`
+// writes, or a decorated .nk/.creds file).
+func ReadIssuerSeed(path string) (nkeys.KeyPair, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: issuer seed: %w", ErrConfig, err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: issuer seed %s: %w", ErrConfig, path, err)
+	}
+	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicAccountKey(pub) {
+		return nil, fmt.Errorf("%w: issuer seed %s: not an account seed (SA...)", ErrConfig, path)
+	}
+	return kp, nil
 }

@@ -342,8 +342,8 @@ func (n *Node) startNats() error {
 	}
 	if n.cfg.CalloutSeed != "" {
 		var err error
-		if issuer, err = readAccountSeed(n.cfg.CalloutSeed); err != nil {
-			return err
+		if issuer, err = busauth.ReadIssuerSeed(n.cfg.CalloutSeed); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	if url == "" {
@@ -386,23 +386,6 @@ func (n *Node) startCallout() error {
 		Logger: n.log.With("part", "bus-auth"),
 	})
 	return err
-}
-
-// readAccountSeed reads the callout issuer's seed file: an account nkey
-// seed (SA...), alone or among other lines (a .nk or .creds-style file).
-func readAccountSeed(path string) (nkeys.KeyPair, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: callout seed: %w", ErrConfig, err)
-	}
-	kp, err := nkeys.ParseDecoratedNKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: callout seed %s: %w", ErrConfig, path, err)
-	}
-	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicAccountKey(pub) {
-		return nil, fmt.Errorf("%w: callout seed %s: not an account seed (SA...)", ErrConfig, path)
-	}
-	return kp, nil
 }
 
 // connect opens one NATS connection named name; closed is closed by nats.go

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -97,9 +99,24 @@ func (a *app) Run(ctx context.Context) error {
 	if a.cfg.NatsCreds != "" {
 		opts = append(opts, nats.UserCredentials(a.cfg.NatsCreds))
 	}
+	if a.cfg.NatsNkey != "" {
+		o, err := nats.NkeyOptionFromSeed(a.cfg.NatsNkey)
+		if err != nil {
+			return fmt.Errorf("ingest: --nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: connect %s: %w", url, err)
+	}
+	if a.cfg.CalloutSeed != "" {
+		stop, err := a.startCallout(url, opts)
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		defer stop()
 	}
 	defer func() {
 		// Drain flushes what the shards published last, then closes;
@@ -240,4 +257,41 @@ func splitHostPort(addr string) (string, int, error) {
 func reconnectDelay(attempts int) time.Duration {
 	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
 	return d + time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// startCallout runs the bus's auth callout (package busauth) on a
+// connection of its own (opts: the ingest connection's, renamed), so that a
+// flood of deliveries never delays an agent's connect. stop ends it and
+// waits for the connection to close.
+func (a *app) startCallout(url string, opts []nats.Option) (stop func(), err error) {
+	issuer, err := busauth.ReadIssuerSeed(a.cfg.CalloutSeed)
+	if err != nil {
+		return nil, err
+	}
+	vc := auth.DefaultVerifierConfig()
+	vc.SharedKeys = [][]byte{[]byte(a.cfg.AuthKey)}
+	v, err := auth.NewVerifier(vc)
+	if err != nil {
+		return nil, err
+	}
+	closed := make(chan struct{})
+	opts = append(opts[:len(opts):len(opts)], nats.Name("threadcast-ingest-auth"), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: callout connect %s: %w", url, err)
+	}
+	s, err := busauth.Start(nc, busauth.Config{Issuer: issuer, Verify: v.Verify, Logger: a.log.With("part", "bus-auth")})
+	if err != nil {
+		nc.Close()
+		<-closed
+		return nil, err
+	}
+	a.reg.MustRegister(s.Collectors()...)
+	return func() {
+		s.Stop()
+		if nc.Drain() != nil {
+			nc.Close()
+		}
+		<-closed
+	}, nil
 }

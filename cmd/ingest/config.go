@@ -20,6 +20,8 @@ import (
 type config struct {
 	NatsURL      string
 	NatsCreds    string
+	NatsNkey     string // nkey seed file of the connection (a locked cluster's service user)
+	CalloutSeed  string // issuer seed file: run the bus's auth callout (package busauth)
 	DataDir      string
 	NatsListen   string // embedded server's client listen address host:port
 	HTTP         string
@@ -47,6 +49,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var logLevel string
 	fs.StringVar(&c.NatsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: embed a server")
 	fs.StringVar(&c.NatsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.NatsNkey, "nats-nkey", "", "nkey seed `file` (SU...) of the connection: the service user of a locked NATS cluster")
+	fs.StringVar(&c.CalloutSeed, "nats-callout-seed", "", "account nkey seed `file` (SA...) of the server's auth_callout issuer: run the auth callout, authorizing agents by tokens --auth-key signs")
 	fs.StringVar(&c.DataDir, "data", "./data", "JetStream store directory of the embedded server")
 	fs.StringVar(&c.NatsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server")
 	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
@@ -104,6 +108,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.AuthKey != "" && len(c.AuthKey) < 16 {
 		return c, errors.New("--auth-key must be at least 16 bytes")
+	}
+	if c.NatsCreds != "" && c.NatsNkey != "" {
+		return c, errors.New("--nats-creds and --nats-nkey are two identities: give one")
+	}
+	if c.CalloutSeed != "" && c.AuthKey == "" {
+		return c, errors.New("--nats-callout-seed needs --auth-key (the key of the tokens agents connect with)")
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {
