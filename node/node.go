@@ -763,11 +763,11 @@ func (n *Node) DemoStats() demo.Stats {
 
 // demoToken mints the token a demo agent of tenant connects with.
 func (n *Node) demoToken(tenant string) string {
-	tok, err := auth.Mint(n.cfg.AuthKey, auth.Claims{
-		Tenant: tenant,
-		Scope:  auth.ScopePublish,
-		Expiry: time.Now().Add(DemoTokenTTL).Unix(),
-	})
+	c := auth.Claims{Tenant: tenant, Scope: auth.ScopePublish, Expiry: time.Now().Add(DemoTokenTTL).Unix()}
+	if aud := n.cfg.Tokens.Audience; aud != "" {
+		c.Audience = auth.Audience{aud} // the verifier requires it
+	}
+	tok, err := auth.Mint(n.cfg.AuthKey, c)
 	if err != nil {
 		n.log.Error("demo token", "tenant", tenant, "err", err)
 	}
