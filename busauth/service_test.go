@@ -24,7 +24,7 @@ import (
 
 var key = []byte("busauth-test-key-0123456789")
 
-func mint(t *testing.T, c auth.Claims) string {
+func mint(t testing.TB, c auth.Claims) string {
 	t.Helper()
 	if c.Expiry == 0 {
 		c.Expiry = time.Now().Add(time.Hour).Unix()
@@ -39,13 +39,14 @@ func mint(t *testing.T, c auth.Claims) string {
 // locked is a running embedded server locked as the node locks it, with a
 // Service answering on a service connection, and the event stream.
 type locked struct {
-	srv *server.Server
-	svc *nats.Conn
-	s   *busauth.Service
+	srv     *server.Server
+	svc     *nats.Conn
+	svcAuth nats.Option // the service identity
+	s       *busauth.Service
 }
 
 // verifier is the HS256 auth.Verifier of key, as a node builds it.
-func verifier(t *testing.T) busauth.Verifier {
+func verifier(t testing.TB) busauth.Verifier {
 	t.Helper()
 	vc := auth.DefaultVerifierConfig()
 	vc.SharedKeys = [][]byte{key}
@@ -56,7 +57,11 @@ func verifier(t *testing.T) busauth.Verifier {
 	return v.Verify
 }
 
-func startLocked(t *testing.T) *locked {
+func startLocked(t testing.TB) *locked { return startLockedStream(t, true) }
+
+// startLockedStream is startLocked, with the event stream when stream is
+// set.
+func startLockedStream(t testing.TB, stream bool) *locked {
 	t.Helper()
 	user, _ := nkeys.CreateUser()
 	issuer, _ := nkeys.CreateAccount()
@@ -80,6 +85,10 @@ func startLocked(t *testing.T) *locked {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
+	l := &locked{srv: srv, svc: svc, svcAuth: nats.Nkey(upub, user.Sign), s: s}
+	if !stream {
+		return l
+	}
 	js, _ := jetstream.New(svc)
 	cfg := pipeline.DefaultConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -87,7 +96,7 @@ func startLocked(t *testing.T) *locked {
 	if _, err := js.CreateStream(ctx, pipeline.StreamConfig(&cfg)); err != nil {
 		t.Fatal(err)
 	}
-	return &locked{srv: srv, svc: svc, s: s}
+	return l
 }
 
 func (l *locked) agent(tenant, tok string, opts ...nats.Option) (*nats.Conn, error) {
