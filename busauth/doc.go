@@ -14,8 +14,14 @@
 //	           the event subject of each thread it names)
 //	subscribe: _INBOX_<tenant>.> (subject.InboxPrefix: its JetStream acks)
 //
-// and whose expiry is the token's, so the server closes the connection
-// when the token expires. Everything else — another tenant's subjects,
+// in the agents' account (Config.Account, AgentAccount by default), and
+// whose expiry is the token's, so the server closes the connection when
+// the token expires. The agents' account imports the events subjects from
+// the services' account and nothing else: NATS does not check a publish's
+// reply subject against permissions, so in the services' account an agent
+// could have JetStream deliver its ack to any subject (another tenant's
+// view frames, a KV checkpoint); across the import the ack returns on a
+// private reply subject to the agents' account. Everything else — another tenant's subjects,
 // view/tap/dlq/tc.snap frames, aguip, $JS.API, $KV, $JS.ACK, the default
 // _INBOX. of the services — is a permissions violation for that connection.
 // A token without the publish scope, forged, expired or absent is refused at

@@ -28,9 +28,12 @@ const (
 	QueueGroup  = "threadcast-auth"
 )
 
-// GlobalAccount is the account a server without configured accounts puts
-// every client in, and the default Config.Account.
-const GlobalAccount = "$G"
+// AgentAccount is the default Config.Account: the account agents are
+// placed in, apart from the services' (which holds the event stream). It
+// must import the events subjects (agui.*.*.events) as a service from the
+// services' account, and nothing else; see docs/production.md and
+// pipeline.ServerAuth for why.
+const AgentAccount = "AGENTS"
 
 // The result label values of threadcast_bus_auth_total.
 const (
@@ -62,8 +65,8 @@ type Config struct {
 	Issuer nkeys.KeyPair
 	// Verify checks a client's token. Required.
 	Verify Verifier
-	// Account is the account an authorized agent is placed in: the one that
-	// holds the event stream. Empty: GlobalAccount.
+	// Account is the account an authorized agent is placed in. Empty:
+	// AgentAccount.
 	Account string
 	// Timeout bounds one answer's verification (a JWKS fetch it needs);
 	// the server's own authorization timeout bounds the whole exchange.
@@ -94,7 +97,7 @@ func Start(nc *nats.Conn, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("%w: the issuer must be an account nkey (A...)", ErrConfig)
 	}
 	if cfg.Account == "" {
-		cfg.Account = GlobalAccount
+		cfg.Account = AgentAccount
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second

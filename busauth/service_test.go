@@ -69,7 +69,7 @@ func startLockedStream(t testing.TB, stream bool) *locked {
 	ipub, _ := issuer.PublicKey()
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
-	sc.Auth = &pipeline.ServerAuth{Services: []string{upub}, CalloutIssuer: ipub}
+	sc.Auth = &pipeline.ServerAuth{Services: []string{upub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}
 	srv, err := pipeline.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)

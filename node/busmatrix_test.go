@@ -5,7 +5,8 @@ package node
 // docs/production.md (TestBusMatrixCluster, build tag buscluster). Tenant A
 // ("acme") works through every door it owns; the attackers — tenant B's
 // ("globex") valid publish token, no credentials, a forged signature, an
-// expired token, A's own read-only token — try every door of A's. Each door
+// expired token, A's own read-only token — try every door of A's,
+// including a reply subject of A's on B's own publish. Each door
 // is attempted for real and its refusal observed (an authorization or
 // permissions violation from the server, an HTTP status, no message within
 // a bound on a control subscription that does receive the door's legitimate
@@ -331,6 +332,45 @@ func runBusMatrix(t *testing.T, env busEnv) {
 		defer cancel()
 		if _, err := js.Publish(ctx, "agui."+tenantA+"."+tokThread+".events", []byte(runEvents(threadA, "rX", "forged")[0])); err == nil {
 			t.Error("JetStream publish into tenant A: acked")
+		}
+	})
+
+	// A publish B may make (its own tenant's events) with a reply subject
+	// of A's: NATS checks no reply subject, so JetStream's ack is the
+	// carrier; the agents' account keeps it from reaching A's subjects.
+	t.Run("nats/reply", func(t *testing.T) {
+		for _, reply := range []string{
+			"view." + tenantA + "." + tokThread,
+			"tap." + tenantA + ".TEXT_MESSAGE_CONTENT." + tokThread,
+			"dlq." + tenantA + "." + tokThread,
+			fmt.Sprintf("tc.snap.%d.%s.%s", part, tenantA, tokThread),
+			"$KV." + env.cfg.Bucket + "." + tenantA + "." + tokThread,
+			"$JS.API.STREAM.PURGE." + env.cfg.Stream,
+			"_INBOX.reflected",
+		} {
+			control, err := env.svc.SubscribeSync(reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := env.svc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			m := nats.NewMsg("agui." + tenantB + ".b1.events")
+			m.Reply = reply
+			m.Data = []byte(runEvents("b1", "r-reply", "globex-reply")[0])
+			if err := ncB.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+			// Positive control: the same publish with B's own inbox as
+			// the reply is acked there, so the ack is really sent.
+			ack, err := ncB.Request("agui."+tenantB+".b1.events", []byte(runEvents("b1", "r-ctl", "globex-ctl")[0]), 5*time.Second)
+			if err != nil || !strings.Contains(string(ack.Data), `"seq"`) {
+				t.Fatalf("reply %s: B's own ack (positive control): %v", reply, err)
+			}
+			if got, err := control.NextMsg(quiet); err == nil {
+				t.Errorf("reply %s: B's ack was delivered there: %s", reply, got.Data)
+			}
+			_ = control.Unsubscribe()
 		}
 	})
 

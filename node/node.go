@@ -329,7 +329,7 @@ func (n *Node) startNats() error {
 		}
 		pub, _ := svc.PublicKey()
 		n.svcAuth = nats.Nkey(pub, svc.Sign)
-		sauth = &pipeline.ServerAuth{Services: []string{pub}}
+		sauth = &pipeline.ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
 		sauth.CalloutIssuer, _ = issuer.PublicKey()
 	case n.cfg.NatsNkey != "":
 		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -53,7 +54,7 @@ func TestRunCallout(t *testing.T) {
 	issuerFile, issuerPub := write("callout.nk", issuer)
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
-	sc.Auth = &pipeline.ServerAuth{Services: []string{userPub}, CalloutIssuer: issuerPub}
+	sc.Auth = &pipeline.ServerAuth{Services: []string{userPub}, CalloutIssuer: issuerPub, AgentAccount: busauth.AgentAccount}
 	srv, err := pipeline.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)
