@@ -1,6 +1,7 @@
 package node
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -27,6 +28,16 @@ func TestBusMatrixEmbedded(t *testing.T) {
 	}
 	defer svc.Close()
 	runBusMatrix(t, busEnv{natsURL: n.NatsURL(), httpURL: n.URL(), key: cfg.AuthKey, svc: svc, cfg: cfg.Pipeline})
+
+	// The callout counted each kind of refusal the matrix made, and no
+	// result outside its bounded set.
+	_, metrics := do(t, "GET", n.URL()+"/metrics", "", "")
+	for _, r := range []string{"ok", "no_token", "malformed", "signature", "expired", "scope"} {
+		re := regexp.MustCompile(`threadcast_bus_auth_total\{result="` + r + `"\} ([0-9]+)`)
+		if m := re.FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+			t.Errorf("threadcast_bus_auth_total{result=%q}: %v", r, m)
+		}
+	}
 }
 
 // TestEmbeddedNoAnonymous: the embedded server refuses a client without
