@@ -21,11 +21,13 @@
 // reply subject against permissions, so in the services' account an agent
 // could have JetStream deliver its ack to any subject (another tenant's
 // view frames, a KV checkpoint); across the import the ack returns on a
-// private reply subject to the agents' account. Everything else — another tenant's subjects,
-// view/tap/dlq/tc.snap frames, aguip, $JS.API, $KV, $JS.ACK, the default
-// _INBOX. of the services — is a permissions violation for that connection.
+// private reply subject to the agents' account. Everything else — another
+// tenant's subjects, view/tap/dlq/tc.snap frames, aguip, $JS.API, $KV,
+// $JS.ACK, the default _INBOX. of the services — is a permissions
+// violation for that connection.
 // A token without the publish scope, forged, expired or absent is refused at
-// connect with the reason in the server's error (and counted by result).
+// connect: the server logs the reason and tells the client "Authorization
+// Violation"; each answer is counted by result (threadcast_bus_auth_total).
 //
 // What it does not do: it does not encrypt its exchange with the server
 // (auth_callout's xkey; run it over TLS or on a private network), issue

@@ -49,8 +49,8 @@ const (
 	ResultBadReq      = "bad_request" // the server's request did not decode
 )
 
-// Errors a refused connection is told (the server reports them to the
-// client as its authorization violation and logs them).
+// Errors a connection is refused with: the server logs the text and tells
+// the client "Authorization Violation", nothing more.
 var (
 	ErrNoToken = errors.New("busauth: no token (connect with the tenant's token)")
 	ErrScope   = errors.New("busauth: token lacks the publish scope")
@@ -72,7 +72,9 @@ type Config struct {
 	// the server's own authorization timeout bounds the whole exchange.
 	// Zero: 2 s.
 	Timeout time.Duration
-	// Logger receives one line per refused connection (nil: slog.Default()).
+	// Logger receives one Debug line per refused connection (the counter
+	// is the signal to watch: an attacker's connects must not flood the
+	// log) and errors of the Service itself (nil: slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -159,7 +161,7 @@ func (s *Service) handle(m *nats.Msg) {
 	if err != nil {
 		resp.Jwt = ""
 		resp.Error = err.Error()
-		s.log.Info("bus auth: connection refused", "result", result, "err", err,
+		s.log.Debug("bus auth: connection refused", "result", result, "err", err,
 			"client", req.ClientInformation.Host, "name", truncate(req.ClientInformation.Name), "server", req.Server.Name)
 	}
 	tok, err := resp.Encode(s.cfg.Issuer)

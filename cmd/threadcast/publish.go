@@ -43,8 +43,9 @@ acknowledged by JetStream.
 
 With --token the connection is authorized as an agent of tenant T: the
 token must be T's and grant the publish scope; a server that refuses it
-(forged, expired, another tenant's, read only) ends the command with
-status 2 and the server's reason.
+(forged, expired, read only) ends the command with status 2 and an
+authorization violation; another tenant's token connects, but each publish
+is a permissions violation, reported, and the events fail (status 1).
 
 Each skipped or failed event is reported on stderr as a line "rejected: event
 N: REASON" or "failed: event N: REASON" (N counts from 0); a summary line
