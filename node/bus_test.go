@@ -1,11 +1,15 @@
 package node
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // TestBusMatrixEmbedded runs the cross-tenant matrix (busmatrix_test.go)
@@ -53,6 +57,42 @@ func TestEmbeddedNoAnonymous(t *testing.T) {
 		if err == nil {
 			nc.Close()
 			t.Errorf("anonymous client with %d options connected", len(opts))
+		}
+	}
+}
+
+// TestBusConfigErrors: the NATS identity and callout settings that cannot
+// work are start-up errors naming what is wrong.
+func TestBusConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	user, _ := nkeys.CreateUser()
+	userSeed, _ := user.Seed()
+	userFile := filepath.Join(dir, "user.nk")
+	if err := os.WriteFile(userFile, userSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"creds and nkey", func(c *Config) { c.NatsURL, c.NatsCreds, c.NatsNkey = "nats://127.0.0.1:1", "a.creds", userFile }, "two identities"},
+		{"nkey without NatsURL", func(c *Config) { c.NatsNkey = userFile }, "external NATS"},
+		{"callout seed without NatsURL", func(c *Config) { c.CalloutSeed = userFile }, "external NATS"},
+		{"callout seed missing", func(c *Config) { c.NatsURL, c.CalloutSeed = "nats://127.0.0.1:1", filepath.Join(dir, "none") }, "issuer seed"},
+		{"callout seed of a user", func(c *Config) { c.NatsURL, c.CalloutSeed = "nats://127.0.0.1:1", userFile }, "not an account seed"},
+		{"nkey seed missing", func(c *Config) { c.NatsURL, c.NatsNkey = "nats://127.0.0.1:1", filepath.Join(dir, "none") }, "nkey seed"},
+	} {
+		cfg := testConfig(t)
+		tt.edit(&cfg)
+		n, err := Start(cfg)
+		if err == nil {
+			_ = n.Stop()
+			t.Errorf("%s: started", tt.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}
 	}
 }
