@@ -303,6 +303,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			for _, t := range dev {
 				fmt.Fprintf(stdout, "dev token:  %s %s\n", t.Tenant, t.Token)
 			}
+			// The dev tokens are the agents' NATS credential too.
+			fmt.Fprintf(stdout, "agents:     nats pub --server %s --token <dev token> agui.<tenant>.<thread>.events '<AG-UI event>'\n", n.NatsURL())
 		} else {
 			fmt.Fprintf(stdout, "dashboard:  %s/ (paste a token: threadcast token --key ... --tenant T)\n", n.URL())
 		}

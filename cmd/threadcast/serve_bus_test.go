@@ -24,6 +24,9 @@ func TestServeDevTokensOnTheBus(t *testing.T) {
 			natsURL = f[1]
 		}
 	}
+	if !strings.Contains(s.stdout.String(), "agents:     nats pub --server "+natsURL+" --token <dev token> agui.<tenant>.<thread>.events") {
+		t.Errorf("no agents line naming %s in %q", natsURL, s.stdout)
+	}
 	tok := s.tokens["acme"]
 	if natsURL == "" || tok == "" {
 		t.Fatalf("no NATS URL or acme dev token in %q", s.stdout)
