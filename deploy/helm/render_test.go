@@ -361,7 +361,7 @@ func TestRenderBusAuth(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(helmBin(), "template", "tc", stageChart(t), "--set", "nats.enabled=false",
+	cmd := exec.Command(helmBin(), "template", "tc", stageChart(t), "--kube-version", "1.30.0", "--set", "nats.enabled=false",
 		"--set", "busAuth.existingSecret=tc-bus", "--set", "ingest.bridge=false")
 	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("busAuth needs ingest.bridge")) {
 		t.Errorf("busAuth without the bridge: %v %s", err, out)
