@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -49,6 +50,9 @@ type app struct {
 	natsURL  chan string
 	// tokens checks bridge requests' bearer tokens against --auth-key.
 	tokens func(r *http.Request, tenant string) error
+	// svcAuth is the identity of the ingest's connections to a locked
+	// embedded server (nil otherwise); set before natsURL is sent.
+	svcAuth nats.Option
 }
 
 func newApp(cfg config, logw io.Writer) *app {
@@ -62,6 +66,7 @@ func newApp(cfg config, logw io.Writer) *app {
 // Run runs ingest until ctx ends, then drains.
 func (a *app) Run(ctx context.Context) error {
 	var srv *server.Server
+	var issuer nkeys.KeyPair // the embedded server's callout issuer, when locked
 	url := a.cfg.NatsURL
 	if url == "" {
 		host, port, err := splitHostPort(a.cfg.NatsListen)
@@ -71,6 +76,16 @@ func (a *app) Run(ctx context.Context) error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
+		if a.cfg.AuthKey != "" {
+			// Locked as threadcast serve's: this process's connections
+			// have a key of their own, agents connect with tokens the
+			// auth key signs, through the callout run below.
+			if sc.Auth, issuer, err = a.lockEmbedded(); err != nil {
+				return err
+			}
+		} else {
+			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key to lock it (agents then connect with publish tokens)")
+		}
 		if srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -106,12 +121,15 @@ func (a *app) Run(ctx context.Context) error {
 		}
 		opts = append(opts, o)
 	}
+	if a.svcAuth != nil {
+		opts = append(opts, a.svcAuth)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: connect %s: %w", url, err)
 	}
-	if a.cfg.CalloutSeed != "" {
-		stop, err := a.startCallout(url, opts)
+	if a.cfg.CalloutSeed != "" || issuer != nil {
+		stop, err := a.startCallout(url, opts, issuer)
 		if err != nil {
 			nc.Close()
 			return err
@@ -259,14 +277,32 @@ func reconnectDelay(attempts int) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d/4)+1))
 }
 
+// lockEmbedded returns the embedded server's authorization: a service key
+// generated for this process (a.svcAuth) and a callout issuer key.
+func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
+	svc, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: service key: %w", err)
+	}
+	issuer, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: callout key: %w", err)
+	}
+	pub, _ := svc.PublicKey()
+	ipub, _ := issuer.PublicKey()
+	a.svcAuth = nats.Nkey(pub, svc.Sign)
+	return &pipeline.ServerAuth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
+}
+
 // startCallout runs the bus's auth callout (package busauth) on a
 // connection of its own (opts: the ingest connection's, renamed), so that a
 // flood of deliveries never delays an agent's connect. stop ends it and
 // waits for the connection to close.
-func (a *app) startCallout(url string, opts []nats.Option) (stop func(), err error) {
-	issuer, err := busauth.ReadIssuerSeed(a.cfg.CalloutSeed)
-	if err != nil {
-		return nil, err
+func (a *app) startCallout(url string, opts []nats.Option, issuer nkeys.KeyPair) (stop func(), err error) {
+	if issuer == nil {
+		if issuer, err = busauth.ReadIssuerSeed(a.cfg.CalloutSeed); err != nil {
+			return nil, err
+		}
 	}
 	vc := auth.DefaultVerifierConfig()
 	vc.SharedKeys = [][]byte{[]byte(a.cfg.AuthKey)}

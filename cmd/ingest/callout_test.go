@@ -24,8 +24,10 @@ func TestParseConfigBusAuth(t *testing.T) {
 		give    []string
 		wantErr string
 	}{
-		{[]string{"--nats-creds", "a.creds", "--nats-nkey", "b.nk"}, "two identities"},
-		{[]string{"--nats-callout-seed", "c.nk"}, "needs --auth-key"},
+		{[]string{"--nats-url", "nats://n:4222", "--nats-creds", "a.creds", "--nats-nkey", "b.nk"}, "two identities"},
+		{[]string{"--nats-url", "nats://n:4222", "--nats-callout-seed", "c.nk"}, "needs --auth-key"},
+		{[]string{"--nats-nkey", "b.nk"}, "are for --nats-url"},
+		{[]string{"--auth-key", "test-key-0123456789abcdef", "--nats-callout-seed", "c.nk"}, "are for --nats-url"},
 	} {
 		if _, err := parseConfig(tt.give, none); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%v: %v, want %q", tt.give, err, tt.wantErr)
@@ -179,5 +181,50 @@ func TestRunBadKeys(t *testing.T) {
 		if err := a.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: Run: %v, want %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestRunEmbeddedLocked: with --auth-key the embedded server runs the
+// callout in process: an agent with a publish token of its tenant is acked.
+func TestRunEmbeddedLocked(t *testing.T) {
+	key := "test-key-0123456789abcdef"
+	cfg, err := parseConfig([]string{
+		"--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--partitions", "2", "--auth-key", key, "--log-level", "error",
+	}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(cfg, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	addr, url := "http://"+<-a.httpAddr, <-a.natsURL
+	deadline := time.Now().Add(20 * time.Second)
+	for code, _, _ := get(addr + "/readyz"); code != 200; code, _, _ = get(addr + "/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Scope: auth.ScopePublish, Expiry: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := agent.TokenAuth("acme", func() string { return tok })
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("agent with a publish token: %v", err)
+	}
+	defer nc.Close()
+	ack, err := nc.Request("agui.acme.th.events", []byte(`{"type":"RUN_STARTED","threadId":"th","runId":"r1"}`), 5*time.Second)
+	if err != nil || !strings.Contains(string(ack.Data), `"seq"`) {
+		t.Fatalf("ack: %v %v", ack, err)
 	}
 }

@@ -112,6 +112,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if c.NatsCreds != "" && c.NatsNkey != "" {
 		return c, errors.New("--nats-creds and --nats-nkey are two identities: give one")
 	}
+	if c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != "") {
+		return c, errors.New("--nats-creds, --nats-nkey and --nats-callout-seed are for --nats-url (the embedded server is locked with keys of its own when --auth-key is set)")
+	}
 	if c.CalloutSeed != "" && c.AuthKey == "" {
 		return c, errors.New("--nats-callout-seed needs --auth-key (the key of the tokens agents connect with)")
 	}
