@@ -1,5 +1,9 @@
 package auth
 
+// NOTE: this file is the keys: ParseJWKS and the rules that pin each key's
+// algorithm, then the Ed25519 side that mints (Ed25519Signer, its JWKS
+// document, reading and writing its private key).
+
 import (
 	"crypto/ecdsa"
 	"crypto/ed25519"

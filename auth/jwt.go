@@ -93,8 +93,14 @@ func parse(token string) (parsed, error) {
 	}
 	if bytes.Equal(hb, []byte(hs256Header)) {
 		p.hdr = jwtHeader{Alg: AlgHS256, Typ: "JWT"}
-	} else if err := json.Unmarshal(hb, &p.hdr); err != nil {
-		return p, fmt.Errorf("%w: header is not JSON", ErrMalformed)
+	} else {
+		// A separate variable: decoding into &p.hdr would move every p to
+		// the heap, the common header's included.
+		var h jwtHeader
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return p, fmt.Errorf("%w: header is not JSON", ErrMalformed)
+		}
+		p.hdr = h
 	}
 	switch p.hdr.Alg {
 	case AlgHS256, AlgEdDSA, AlgES256, AlgRS256:
@@ -127,7 +133,7 @@ func checkSignature(p *parsed, alg string, pub any) error {
 	ok := false
 	switch alg {
 	case AlgHS256:
-		ok = hmac.Equal(p.sig, sign(pub.([]byte), p.signed))
+		return checkHMAC(p, pub.([]byte))
 	case AlgEdDSA:
 		ok = len(p.sig) == ed25519.SignatureSize && ed25519.Verify(pub.(ed25519.PublicKey), []byte(p.signed), p.sig)
 	case AlgES256:
@@ -144,6 +150,15 @@ func checkSignature(p *parsed, alg string, pub any) error {
 		}
 	}
 	if !ok {
+		return ErrSignature
+	}
+	return nil
+}
+
+// checkHMAC verifies an HS256 signature (in constant time) with a shared
+// key; the caller has checked that the header says HS256.
+func checkHMAC(p *parsed, key []byte) error {
+	if !hmac.Equal(p.sig, sign(key, p.signed)) {
 		return ErrSignature
 	}
 	return nil

@@ -186,7 +186,10 @@ func Verify(key []byte, token string, now time.Time) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
-	if err := checkSignature(&p, AlgHS256, key); err != nil {
+	if p.hdr.Alg != AlgHS256 {
+		return Claims{}, fmt.Errorf("%w: %q with a shared key", ErrAlgorithm, truncate(p.hdr.Alg))
+	}
+	if err := checkHMAC(&p, key); err != nil {
 		return Claims{}, err
 	}
 	return decodeClaims(p.claims, claimRules{now: now})

@@ -1,5 +1,11 @@
 package auth
 
+// NOTE: this file is the Verifier: its config and construction, Verify
+// (shared keys for HS256, else the JWKS key its (iss, kid) names), then the
+// JWKS sources' lookup, single-flight throttled refresh, fetch and read,
+// and the counters. The token parser is jwt.go; JWKS documents, keys and
+// minting with Ed25519 are jwks.go.
+
 import (
 	"context"
 	"encoding/json"
@@ -139,7 +145,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		v.log = slog.New(slog.DiscardHandler)
 	}
 	if v.client == nil {
-		v.client = &http.Client{Timeout: cfg.FetchTimeout}
+		v.client = &http.Client{Timeout: cfg.FetchTimeout, CheckRedirect: checkRedirect}
 	}
 	for _, s := range cfg.JWKS {
 		if err := checkSource(s); err != nil {
@@ -167,15 +173,27 @@ func checkSource(s JWKSSource) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("auth: JWKS URL %q: not an absolute URL", truncate(s.URL))
 	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
-	default:
-		// Keys fetched over plain HTTP could be replaced on the way, and
-		// whoever replaces them can mint tokens for every tenant.
-		return fmt.Errorf("auth: JWKS URL %q: want https (http only to a loopback address)", truncate(s.URL))
+	return checkScheme(u)
+}
+
+// checkScheme allows https, and http to a loopback address: keys fetched
+// over plain HTTP could be replaced on the way, and whoever replaces them
+// can mint tokens for every tenant.
+func checkScheme(u *url.URL) error {
+	if u.Scheme == "https" || u.Scheme == "http" && isLoopbackHost(u.Hostname()) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("auth: JWKS URL %q: want https (http only to a loopback address)", truncate(u.String()))
+}
+
+// checkRedirect holds a redirect of a JWKS fetch to the rules of the URL
+// itself (an https URL must not send the fetch to plain http), and to at
+// most 3 hops.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 {
+		return errors.New("auth: JWKS fetch: more than 3 redirects")
+	}
+	return checkScheme(req.URL)
 }
 
 // isLoopbackHost reports whether h (a host without port) is "localhost"
@@ -215,7 +233,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 		}
 		err = ErrSignature
 		for _, k := range v.cfg.SharedKeys {
-			if err = checkSignature(&p, AlgHS256, k); err == nil {
+			if err = checkHMAC(&p, k); err == nil {
 				break
 			}
 		}

@@ -476,6 +476,57 @@ func TestVerifierFetchFailures(t *testing.T) {
 	}
 }
 
+// A JWKS URL that redirects to plain HTTP elsewhere is not followed; one
+// that redirects within the rules is.
+func TestVerifierJWKSRedirect(t *testing.T) {
+	k := newTestKeys(t)
+	srv := newJWKSServer(t, jwksDoc(t, jwkOf(t, "ed", k.ed, "EdDSA")))
+	redirect := func(to string) string {
+		r := httptest.NewServer(http.RedirectHandler(to, http.StatusFound))
+		t.Cleanup(r.Close)
+		return r.URL
+	}
+	c := newClock(t0)
+	good := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: redirect(srv.URL)}, nil)
+	if err := good.Refresh(context.Background()); err != nil {
+		t.Fatalf("redirect to loopback http: %v", err)
+	}
+	bad := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: redirect("http://192.0.2.1/jwks.json")}, nil)
+	if err := bad.Refresh(context.Background()); !errors.Is(err, ErrKeySource) || !strings.Contains(err.Error(), "want https") {
+		t.Fatalf("redirect to remote plain http: %v", err)
+	}
+	loop := httptest.NewServer(nil)
+	loop.Config.Handler = http.RedirectHandler(loop.URL, http.StatusFound)
+	t.Cleanup(loop.Close)
+	if err := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: loop.URL}, nil).Refresh(context.Background()); err == nil || !strings.Contains(err.Error(), "redirects") {
+		t.Fatalf("redirect loop: %v", err)
+	}
+}
+
+// A server that is down, or answers after FetchTimeout, is a fetch error.
+func TestVerifierFetchUnreachable(t *testing.T) {
+	c := newClock(t0)
+	down := httptest.NewServer(nil)
+	down.Close()
+	v := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: down.URL}, nil)
+	if err := v.Refresh(context.Background()); !errors.Is(err, ErrKeySource) {
+		t.Errorf("server down: %v", err)
+	}
+	k := newTestKeys(t)
+	slow := newJWKSServer(t, jwksDoc(t, jwkOf(t, "ed", k.ed, "EdDSA")))
+	gate := make(chan struct{})
+	slow.gate.Store(&gate)
+	defer close(gate)
+	v = newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: slow.URL}, func(cfg *VerifierConfig) { cfg.FetchTimeout = 100 * time.Millisecond })
+	start := time.Now()
+	if err := v.Refresh(context.Background()); !errors.Is(err, ErrKeySource) {
+		t.Errorf("slow server: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the fetch took %v despite its 100ms bound", d)
+	}
+}
+
 func mustRSA(t *testing.T, bits int) *rsa.PrivateKey {
 	k, err := rsa.GenerateKey(rand.Reader, bits)
 	if err != nil {

@@ -85,8 +85,9 @@ type Config struct {
 	// JWKS source, Start fetches it and fails when it cannot.
 	Tokens auth.VerifierConfig
 	// DashboardTenants are offered by the dashboard's tenant picker with
-	// their tokens, to visitors connecting from a loopback address only
-	// (web.Config.TenantsLocalOnly): set them only on a development node.
+	// their tokens, only to requests from a loopback address whose Host is
+	// a loopback name (web.Config.TenantsLocalOnly): set them only on a
+	// development node.
 	DashboardTenants []web.Tenant
 
 	// Pipeline configures ingest (its Logger and Metrics are set by the
@@ -286,8 +287,10 @@ func (n *Node) start() error {
 		mux.Handle("/v1/ingest/", bridge)
 	}
 	if fs != nil {
-		// Development tokens go only to visitors on this machine: the
-		// default --http listens on every interface.
+		// Development tokens go only to visitors on this machine (a
+		// loopback peer naming a loopback Host): --http may listen on
+		// every interface, and a page rebinding its DNS name to 127.0.0.1
+		// must get nothing.
 		dash, err := web.Handler(web.Config{Tenants: n.cfg.DashboardTenants, TenantsLocalOnly: true})
 		if err != nil {
 			return err

@@ -43,11 +43,15 @@ type Config struct {
 	// as .../#token=<token>).
 	Tenants []Tenant
 	// TenantsLocalOnly offers Tenants (and so their tokens) only to
-	// visitors connecting from a loopback address; others get an empty
-	// picker and paste a token. A development instance listening on all
-	// interfaces then does not hand its tokens to the network. (Behind a
-	// reverse proxy on the same host every visitor looks local: don't set
-	// Tenants there.)
+	// requests that both come from a loopback address and name a loopback
+	// host in their Host header (localhost, 127.0.0.1, [::1], any port);
+	// others get an empty picker and paste a token. A development instance
+	// listening on all interfaces then does not hand its tokens to the
+	// network, and a web page that rebinds its own DNS name to 127.0.0.1
+	// (so that the visitor's browser reaches this instance as that page's
+	// origin, Host naming the page's domain) gets none either. (Behind a
+	// reverse proxy on the same host that keeps Host as localhost every
+	// visitor looks local: don't set Tenants there.)
 	TenantsLocalOnly bool
 	// API is the origin of the fanout API ("https://fanout.example.com").
 	// Empty: the dashboard's own origin. It must be an http(s) origin
@@ -126,7 +130,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		if strings.TrimPrefix(r.URL.Path, "/") == "config.json" {
 			h.Set("Content-Type", "application/json")
 			h.Set("Cache-Control", "no-store")
-			if isLoopback(r.RemoteAddr) {
+			if !cfg.TenantsLocalOnly || isLoopback(r.RemoteAddr) && isLoopbackHost(r.Host) {
 				_, _ = w.Write(conf)
 			} else {
 				_, _ = w.Write(remoteConf)
@@ -136,6 +140,23 @@ func Handler(cfg Config) (http.Handler, error) {
 		h.Set("Cache-Control", "no-cache")
 		static.ServeHTTP(w, r)
 	}), nil
+}
+
+// isLoopbackHost reports whether a Host header names this machine by a
+// loopback name: "localhost" or a loopback IP address, with or without a
+// port (case and one trailing dot ignored).
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // isLoopback reports whether a request's RemoteAddr ("host:port") is a

@@ -159,15 +159,30 @@ func TestHandlerTenantsLocalOnly(t *testing.T) {
 		name      string
 		localOnly bool
 		give      string // RemoteAddr
+		host      string // Host header ("": localhost:8080)
 		want      string
 	}{
-		{"loopback v4", true, "127.0.0.1:5000", withTokens},
-		{"loopback v6", true, "[::1]:5000", withTokens},
-		{"v4-mapped loopback", true, "[::ffff:127.0.0.1]:5000", withTokens},
-		{"other host", true, "192.0.2.1:5000", without},
-		{"private network", true, "10.1.2.3:5000", without},
-		{"unparsable address", true, "somewhere", without},
-		{"not local-only", false, "192.0.2.1:5000", withTokens},
+		{"loopback v4", true, "127.0.0.1:5000", "", withTokens},
+		{"loopback v6", true, "[::1]:5000", "", withTokens},
+		{"v4-mapped loopback", true, "[::ffff:127.0.0.1]:5000", "", withTokens},
+		{"other host", true, "192.0.2.1:5000", "", without},
+		{"private network", true, "10.1.2.3:5000", "", without},
+		{"unparsable address", true, "somewhere", "", without},
+		{"not local-only", false, "192.0.2.1:5000", "", withTokens},
+		{"not local-only, any Host", false, "192.0.2.1:5000", "evil.example", withTokens},
+		// DNS rebinding: a loopback peer, but the Host of a foreign page.
+		{"rebound name", true, "127.0.0.1:5000", "evil.example:8080", without},
+		{"rebound name, no port", true, "127.0.0.1:5000", "evil.example", without},
+		{"localhost.evil.example", true, "127.0.0.1:5000", "localhost.evil.example", without},
+		{"127.0.0.1.nip.io", true, "127.0.0.1:5000", "127.0.0.1.nip.io:8080", without},
+		{"private address as Host", true, "127.0.0.1:5000", "192.168.1.2:8080", without},
+		{"empty Host", true, "127.0.0.1:5000", "-", without},
+		{"Host 127.0.0.1", true, "127.0.0.1:5000", "127.0.0.1:8080", withTokens},
+		{"Host 127.0.0.2", true, "127.0.0.1:5000", "127.0.0.2", withTokens},
+		{"Host [::1]", true, "[::1]:5000", "[::1]:8080", withTokens},
+		{"Host [::1] without port", true, "[::1]:5000", "[::1]", withTokens},
+		{"Host LOCALHOST.", true, "127.0.0.1:5000", "LOCALHOST.:8080", withTokens},
+		{"Host localhost, remote peer", true, "192.0.2.1:5000", "localhost:8080", without},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +192,14 @@ func TestHandlerTenantsLocalOnly(t *testing.T) {
 			}
 			req := httptest.NewRequest("GET", "/config.json", nil)
 			req.RemoteAddr = tt.give
+			switch tt.host {
+			case "":
+				req.Host = "localhost:8080"
+			case "-":
+				req.Host = ""
+			default:
+				req.Host = tt.host
+			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if got := rec.Body.String(); got != tt.want {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/fanout"
 )
 
@@ -71,7 +72,11 @@ func (a *app) Run(ctx context.Context) error {
 			nc.Close()
 		}
 	}()
-	srv, err := fanout.New(nc, a.cfg.Fanout, a.log)
+	fc := a.cfg.Fanout
+	if fc.Verifier, err = newVerifier(a.cfg.Tokens, fc.AuthKey, a.cfg.Drain, a.log); err != nil {
+		return err
+	}
+	srv, err := fanout.New(nc, fc, a.log)
 	if err != nil {
 		return err
 	}
@@ -92,4 +97,26 @@ func (a *app) Run(ctx context.Context) error {
 func reconnectDelay(attempts int) time.Duration {
 	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
 	return d + time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// newVerifier builds the token verifier from cfg and the HS256 key, and
+// fetches its JWKS documents: without its keys the fanout would refuse
+// every token, so it does not start.
+func newVerifier(cfg auth.VerifierConfig, key []byte, timeout time.Duration, log *slog.Logger) (*auth.Verifier, error) {
+	if len(key) > 0 {
+		cfg.SharedKeys = append(cfg.SharedKeys, key)
+	}
+	cfg.Logger = log
+	v, err := auth.NewVerifier(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fanout: %w", err)
+	}
+	if len(cfg.JWKS) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := v.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("fanout: JWKS: %w", err)
+		}
+	}
+	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/memlimit"
@@ -27,11 +28,14 @@ type config struct {
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
 	Fanout           fanout.Config
+	// Tokens configures the token verifier (AuthKey becomes a shared key
+	// of it); Run builds it.
+	Tokens auth.VerifierConfig
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	c := config{Fanout: fanout.DefaultConfig()}
+	c := config{Fanout: fanout.DefaultConfig(), Tokens: auth.DefaultVerifierConfig()}
 	f := &c.Fanout
 	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -43,7 +47,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
-	fs.StringVar(&authKey, "auth-key", "", "token signing key (at least 16 bytes; required)")
+	fs.StringVar(&authKey, "auth-key", "", "HS256 token signing key (at least 16 bytes); required unless --jwks-url or --jwks-file is given")
+	tokens := tokenflags.Register(fs)
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
@@ -78,8 +83,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
-	if len(authKey) < auth.MinKeyLen {
-		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes", auth.MinKeyLen)
+	if err := tokens.Apply(&c.Tokens); err != nil {
+		return c, err
+	}
+	if len(authKey) < auth.MinKeyLen && (authKey != "" || !tokens.HasJWKS()) {
+		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes, or give --jwks-url or --jwks-file", auth.MinKeyLen)
 	}
 	f.AuthKey = []byte(authKey)
 	if c.NatsCreds != "" && c.NatsNkey != "" {

@@ -73,6 +73,14 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad idle trim after", args: []string{"--auth-key", key, "--idle-trim-after", "soon"}, wantErr: "idle-trim-after"},
 		{name: "bad idle ring bytes", args: []string{"--auth-key", key, "--idle-ring-bytes", "lots"}, wantErr: "idle-ring-bytes"},
 		{name: "bad env", env: map[string]string{"THREADCAST_HEARTBEAT": "soon"}, wantErr: "THREADCAST_HEARTBEAT"},
+		{name: "JWKS instead of a key", args: []string{"--jwks-url", "https://idp.example/jwks.json", "--issuer", "https://idp.example/", "--audience", "threadcast"},
+			check: func(t *testing.T, c config) {
+				if len(c.Fanout.AuthKey) != 0 || len(c.Tokens.JWKS) != 1 || c.Tokens.JWKS[0].URL != "https://idp.example/jwks.json" || c.Tokens.Audience != "threadcast" {
+					t.Fatalf("%+v", c.Tokens)
+				}
+			}},
+		{name: "JWKS without issuer", args: []string{"--jwks-file", "/jwks.json"}, wantErr: "--issuer is required"},
+		{name: "short key beside a JWKS", args: []string{"--auth-key", "short", "--jwks-file", "/jwks.json", "--issuer", "i"}, wantErr: "auth-key"},
 		{name: "bad log level", args: []string{"--auth-key", key, "--log-level", "loud"}, wantErr: "log level"},
 		{name: "memory limit ratio: default and env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MEMORY_LIMIT_RATIO": "0.75"},
 			check: func(t *testing.T, c config) {

@@ -22,6 +22,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -48,8 +49,12 @@ type app struct {
 	// once known (tests listen on port 0).
 	httpAddr chan string
 	natsURL  chan string
-	// tokens checks bridge requests' bearer tokens against --auth-key.
+	// tokens checks bridge requests' bearer tokens (--auth-key, JWKS); set
+	// by Run when the bridge is on.
 	tokens func(r *http.Request, tenant string) error
+	// verifier checks tokens for the bridge and the auth callout (nil
+	// until sharedVerifier builds it).
+	verifier *auth.Verifier
 	// svcAuth is the identity of the ingest's connections to a locked
 	// embedded server (nil otherwise); set before natsURL is sent.
 	svcAuth nats.Option
@@ -59,8 +64,7 @@ func newApp(cfg config, logw io.Writer) *app {
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1),
-		tokens: pipeline.TokenVerifier([]byte(cfg.AuthKey), nil)}
+	return &app{cfg: cfg, log: log, reg: reg, httpAddr: make(chan string, 1), natsURL: make(chan string, 1)}
 }
 
 // Run runs ingest until ctx ends, then drains.
@@ -76,7 +80,7 @@ func (a *app) Run(ctx context.Context) error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
-		if a.cfg.AuthKey != "" {
+		if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 {
 			// Locked as threadcast serve's: this process's connections
 			// have a key of their own, agents connect with tokens the
 			// auth key signs, through the callout run below.
@@ -84,7 +88,7 @@ func (a *app) Run(ctx context.Context) error {
 				return err
 			}
 		} else {
-			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key to lock it (agents then connect with publish tokens)")
+			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key or a JWKS source to lock it (agents then connect with publish tokens)")
 		}
 		if srv, err = pipeline.StartServer(sc); err != nil {
 			return err
@@ -172,7 +176,15 @@ func (a *app) Run(ctx context.Context) error {
 	a.mu.Unlock()
 
 	var bridge http.Handler
-	if a.cfg.AuthKey != "" || a.cfg.BridgeNoAuth {
+	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
+		if !a.cfg.BridgeNoAuth {
+			v, err := a.sharedVerifier()
+			if err != nil {
+				return err
+			}
+			a.tokens = pipeline.BridgeVerifier(v)
+			a.reg.MustRegister(fanout.VerifierCollectors(v)...) // threadcast_auth_jwks_*
+		}
 		pub, err := agent.New(nc, agent.DefaultConfig())
 		if err != nil {
 			return fmt.Errorf("ingest: bridge publisher: %w", err)
@@ -304,9 +316,7 @@ func (a *app) startCallout(url string, opts []nats.Option, issuer nkeys.KeyPair)
 			return nil, err
 		}
 	}
-	vc := auth.DefaultVerifierConfig()
-	vc.SharedKeys = [][]byte{[]byte(a.cfg.AuthKey)}
-	v, err := auth.NewVerifier(vc)
+	v, err := a.sharedVerifier()
 	if err != nil {
 		return nil, err
 	}
@@ -330,4 +340,40 @@ func (a *app) startCallout(url string, opts []nats.Option, issuer nkeys.KeyPair)
 		}
 		<-closed
 	}, nil
+}
+
+// sharedVerifier returns the one token verifier of the bridge and the
+// auth callout (built on first use, by Run's goroutine only).
+func (a *app) sharedVerifier() (*auth.Verifier, error) {
+	if a.verifier == nil {
+		v, err := a.newVerifier()
+		if err != nil {
+			return nil, err
+		}
+		a.verifier = v
+	}
+	return a.verifier, nil
+}
+
+// newVerifier builds the bridge's token verifier and fetches its JWKS
+// documents: without its keys the bridge would refuse every token, so
+// ingest does not start.
+func (a *app) newVerifier() (*auth.Verifier, error) {
+	vc := a.cfg.Tokens
+	if a.cfg.AuthKey != "" {
+		vc.SharedKeys = append(vc.SharedKeys, []byte(a.cfg.AuthKey))
+	}
+	vc.Logger = a.log
+	v, err := auth.NewVerifier(vc)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if len(vc.JWKS) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Drain)
+		defer cancel()
+		if err := v.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("ingest: JWKS: %w", err)
+		}
+	}
+	return v, nil
 }

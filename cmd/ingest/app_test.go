@@ -52,6 +52,13 @@ func TestParseConfig(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "JWKS for the bridge", give: []string{"--jwks-file", "/jwks.json", "--issuer", "i", "--token-clock-skew", "0s"}, check: func(c config) error {
+			if tk := c.Tokens; len(tk.JWKS) != 1 || tk.JWKS[0].File != "/jwks.json" || tk.JWKS[0].Issuer != "i" || tk.ClockSkew != 0 {
+				return fmt.Errorf("%+v", tk)
+			}
+			return nil
+		}},
+		{name: "bad JWKS flags", give: []string{"--issuer", "i"}, wantErr: "--issuer needs"},
 		{name: "defaults: memory consumers, default snapshot queue", check: func(c config) error {
 			if !c.Pipeline.ConsumerMemory || c.Pipeline.SnapshotQueue != pipeline.DefaultSnapshotQueue {
 				return fmt.Errorf("consumer memory %v, snapshot queue %d", c.Pipeline.ConsumerMemory, c.Pipeline.SnapshotQueue)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
@@ -38,11 +40,14 @@ type config struct {
 	// (partitions claimed with Lease; see pipeline.Leases).
 	PartitionMode string
 	Lease         pipeline.LeaseConfig
+	// Tokens configures the bridge's token verifier (AuthKey becomes a
+	// shared key of it); a JWKS source enables the bridge like AuthKey.
+	Tokens auth.VerifierConfig
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	c := config{Pipeline: pipeline.DefaultConfig()}
+	c := config{Pipeline: pipeline.DefaultConfig(), Tokens: auth.DefaultVerifierConfig()}
 	p := &c.Pipeline
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -58,7 +63,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
-	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
+	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs HS256 bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread} (so does --jwks-url or --jwks-file)")
+	tokens := tokenflags.Register(fs)
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
@@ -106,17 +112,20 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
-	if c.AuthKey != "" && len(c.AuthKey) < 16 {
+	if c.AuthKey != "" && len(c.AuthKey) < auth.MinKeyLen {
 		return c, errors.New("--auth-key must be at least 16 bytes")
+	}
+	if err := tokens.Apply(&c.Tokens); err != nil {
+		return c, err
 	}
 	if c.NatsCreds != "" && c.NatsNkey != "" {
 		return c, errors.New("--nats-creds and --nats-nkey are two identities: give one")
 	}
 	if c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != "") {
-		return c, errors.New("--nats-creds, --nats-nkey and --nats-callout-seed are for --nats-url (the embedded server is locked with keys of its own when --auth-key is set)")
+		return c, errors.New("--nats-creds, --nats-nkey and --nats-callout-seed are for --nats-url (the embedded server is locked with keys of its own when --auth-key or a JWKS source is set)")
 	}
-	if c.CalloutSeed != "" && c.AuthKey == "" {
-		return c, errors.New("--nats-callout-seed needs --auth-key (the key of the tokens agents connect with)")
+	if c.CalloutSeed != "" && c.AuthKey == "" && len(c.Tokens.JWKS) == 0 {
+		return c, errors.New("--nats-callout-seed needs --auth-key or a JWKS source (what verifies the tokens agents connect with)")
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {

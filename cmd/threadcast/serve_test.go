@@ -697,3 +697,11 @@ func TestPrepareServe(t *testing.T) {
 		})
 	}
 }
+
+func TestEveryInterfaceNote(t *testing.T) {
+	for addr, want := range map[string]bool{"[::]:8080": true, "0.0.0.0:8080": true, ":8080": true, "127.0.0.1:8080": false, "[::1]:8080": false, "192.0.2.1:8080": false} {
+		if got := everyInterface(addr) != ""; got != want {
+			t.Errorf("%s: note %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +21,7 @@ import (
 func init() {
 	register(command{
 		name:    "token",
-		summary: "mint a subscriber token (a tenant, optional thread patterns, an expiry)",
+		summary: "mint a bearer token (HS256 or Ed25519); token jwks prints the JWKS of an Ed25519 key, token keygen makes one",
 		run:     runToken,
 	})
 }
@@ -35,6 +37,14 @@ func runToken(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func tokenMain(args []string, getenv func(string) string, now time.Time, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "jwks":
+			return jwksMain(args[1:], stdout, stderr)
+		case "keygen":
+			return keygenMain(args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// The environment's key is read after parsing, not shown as the flag's
@@ -45,9 +55,18 @@ func tokenMain(args []string, getenv func(string) string, now time.Time, stdout,
 	var threads patterns
 	fs.Var(&threads, "threads", "glob `pattern` of the thread ids the bearer may read ('*' any run of characters, '?' one); repeatable; none: every thread of the tenant")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	edKey := fs.String("ed25519-key", "", "sign with the Ed25519 private key in this `file` (PEM PKCS #8, or a 32-byte seed raw, hex or base64) instead of --key: an EdDSA token that servers verify with the key's JWKS (threadcast token jwks)")
+	kid := fs.String("kid", "", "key `id` put in the token's header (required with --ed25519-key; the kid of its JWKS entry)")
+	issuer := fs.String("issuer", "", "the token's iss `claim` (what --issuer of the servers expects with a JWKS)")
+	var audience patterns
+	fs.Var(&audience, "audience", "the token's aud `claim` (what --audience of the servers expects); repeatable")
 	scope := fs.String("scope", auth.ScopeRead, "what the bearer may do: `list` of read (the subscriber API), publish (the ingest bridge and NATS), comma- or space-separated")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: threadcast token (--key K | --data DIR) --tenant T [--threads PATTERN]... [--ttl D] [--scope read,publish]
+		fmt.Fprint(fs.Output(), `usage: threadcast token (--key K | --data DIR | --ed25519-key FILE --kid ID) --tenant T
+         [--threads PATTERN]... [--ttl D] [--scope read,publish]
+         [--issuer ISS] [--audience AUD]...
+       threadcast token jwks --ed25519-key FILE --kid ID
+       threadcast token keygen FILE
 
 Mints a bearer token for the subscriber API (and the ingest HTTP bridge) of
 a Threadcast whose signing key is K, and prints it on stdout. The token
@@ -58,8 +77,14 @@ holding it may do that until then: treat it as a secret.
 Use it as "Authorization: Bearer <token>", as ?access_token=<token>, or on
 the dashboard as http://HOST:PORT/#token=<token>.
 
+With --ed25519-key the token is EdDSA-signed, its header naming --kid:
+servers started with --jwks-url or --jwks-file (and --issuer, which the
+token must carry) verify it with the public key that "token jwks" prints
+as a JWKS document. "token keygen FILE" writes a new Ed25519 private key
+(PEM, mode 0600) to FILE, which must not exist.
+
 Exit status: 0 printed; 2 bad flags (no key, a key shorter than 16 bytes,
-a bad tenant, scope or ttl).
+an unreadable Ed25519 key, a bad tenant, scope or ttl).
 
 flags:
 `)
@@ -78,7 +103,8 @@ flags:
 	if fs.NArg() > 0 {
 		return fail("unexpected arguments %q", fs.Args())
 	}
-	if *key == "" {
+	explicitKey := *key != "" || *data != ""
+	if *key == "" && *edKey == "" {
 		*key = getenv("THREADCAST_AUTH_KEY")
 	}
 	k := []byte(*key)
@@ -94,9 +120,25 @@ flags:
 			return fail("--data: %v", err)
 		}
 	}
+	var signer *auth.Ed25519Signer
+	if *edKey != "" {
+		if explicitKey {
+			return fail("--ed25519-key and --key/--data: give one")
+		}
+		priv, err := readEd25519Key(*edKey)
+		if err != nil {
+			return fail("--ed25519-key: %v", err)
+		}
+		if *kid == "" {
+			return fail("--kid is required with --ed25519-key")
+		}
+		signer = &auth.Ed25519Signer{Key: priv, Kid: *kid}
+	} else if *kid != "" {
+		return fail("--kid needs --ed25519-key (HS256 tokens name no key)")
+	}
 	switch {
-	case len(k) == 0:
-		return fail("--key (or $THREADCAST_AUTH_KEY, or --data) is required")
+	case len(k) == 0 && signer == nil:
+		return fail("--key (or $THREADCAST_AUTH_KEY, or --data, or --ed25519-key) is required")
 	case *tenant == "":
 		return fail("--tenant is required")
 	case *ttl <= 0:
@@ -111,7 +153,14 @@ flags:
 	if err != nil {
 		return fail("--scope: %v", err)
 	}
-	tok, err := auth.Mint(k, auth.Claims{Tenant: *tenant, Threads: threads, Scope: sc, Expiry: now.Add(*ttl).Unix()})
+	c := auth.Claims{Tenant: *tenant, Threads: threads, Scope: sc, Issuer: *issuer, Audience: auth.Audience(audience),
+		IssuedAt: now.Unix(), Expiry: now.Add(*ttl).Unix()}
+	var tok string
+	if signer != nil {
+		tok, err = signer.Mint(c)
+	} else {
+		tok, err = auth.Mint(k, c)
+	}
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -138,4 +187,99 @@ func parseScope(list string) (string, error) {
 		return "", errors.New("empty")
 	}
 	return strings.Join(out, " "), nil
+}
+
+// readEd25519Key reads an Ed25519 private key file (auth.ParseEd25519Key).
+func readEd25519Key(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return auth.ParseEd25519Key(b)
+}
+
+// jwksMain prints the JWKS document of an Ed25519 key: what an operator
+// serves at --jwks-url or hands over as --jwks-file.
+func jwksMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("token jwks", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	edKey := fs.String("ed25519-key", "", "Ed25519 private key `file` (as for threadcast token)")
+	kid := fs.String("kid", "", "the key's `id` (the --kid of the tokens it signs)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: threadcast token jwks --ed25519-key FILE --kid ID
+
+Prints the JWKS document ({"keys":[...]}) publishing the public half of the
+Ed25519 key in FILE under key id ID, for --jwks-url or --jwks-file. To
+rotate, serve a document listing the old and the new key (merge the two
+"keys" arrays), switch the minting to the new key, and drop the old one
+once its last tokens have expired.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "threadcast token jwks: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("unexpected arguments %q", fs.Args())
+	case *edKey == "":
+		return fail("--ed25519-key is required")
+	case *kid == "":
+		return fail("--kid is required")
+	}
+	priv, err := readEd25519Key(*edKey)
+	if err != nil {
+		return fail("--ed25519-key: %v", err)
+	}
+	doc, err := auth.Ed25519Signer{Key: priv, Kid: *kid}.JWKS()
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stdout, "%s\n", doc)
+	return exitOK
+}
+
+// keygenMain writes a new Ed25519 private key, PEM, to a new file.
+func keygenMain(args []string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "threadcast token keygen: "+format+"\n", a...)
+		return exitUsage
+	}
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fmt.Fprint(stderr, "usage: threadcast token keygen FILE\n\nWrites a new Ed25519 private key (PEM PKCS #8, mode 0600) to FILE, which\nmust not exist, for threadcast token --ed25519-key and token jwks.\n")
+		return exitOK
+	}
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		return fail("want one FILE argument")
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fail("%v", err)
+	}
+	b, err := auth.MarshalEd25519Key(priv)
+	if err != nil {
+		return fail("%v", err)
+	}
+	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fail("%v", err)
+	}
+	if err := f.Close(); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stdout, "wrote an Ed25519 key to %s\n", args[0])
+	return exitOK
 }

@@ -15,7 +15,8 @@ import (
 // Flags holds the parsed values until Apply.
 type Flags struct {
 	jwksURL, jwksFile, issuer, audience string
-	skew, minInterval, refresh          time.Duration
+	skew, minInterval, refresh, timeout time.Duration
+	maxBytes                            int64
 }
 
 // Register declares the flags on fs with the defaults of
@@ -30,6 +31,8 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.DurationVar(&f.skew, "token-clock-skew", d.ClockSkew, "clock difference tolerated around a token's exp and nbf")
 	fs.DurationVar(&f.minInterval, "jwks-min-interval", d.MinRefreshInterval, "least time between two JWKS fetches, however many unknown kids arrive")
 	fs.DurationVar(&f.refresh, "jwks-refresh", d.RefreshInterval, "refetch the JWKS when it is older than this (new keys, retired keys)")
+	fs.DurationVar(&f.timeout, "jwks-fetch-timeout", d.FetchTimeout, "bound on one JWKS fetch")
+	fs.Int64Var(&f.maxBytes, "jwks-max-bytes", d.MaxJWKSBytes, "largest JWKS document accepted, in `bytes`; a larger one is a failed fetch")
 	return f
 }
 
@@ -42,9 +45,11 @@ func (f *Flags) Apply(cfg *auth.VerifierConfig) error {
 		return errors.New("--issuer is required with --jwks-url or --jwks-file (the iss of the tokens its keys sign)")
 	case f.issuer != "" && f.jwksURL == "" && f.jwksFile == "":
 		return errors.New("--issuer needs --jwks-url or --jwks-file")
-	case f.skew < 0 || f.minInterval <= 0 || f.refresh <= 0:
-		return errors.New("--token-clock-skew must not be negative, --jwks-min-interval and --jwks-refresh must be positive")
+	case f.skew < 0 || f.minInterval <= 0 || f.refresh <= 0 || f.timeout <= 0 || f.maxBytes <= 0:
+		return errors.New("--token-clock-skew must not be negative; --jwks-min-interval, --jwks-refresh, --jwks-fetch-timeout and --jwks-max-bytes must be positive")
 	}
+	cfg.FetchTimeout = f.timeout
+	cfg.MaxJWKSBytes = f.maxBytes
 	cfg.Audience = f.audience
 	cfg.ClockSkew = f.skew
 	cfg.MinRefreshInterval = f.minInterval
