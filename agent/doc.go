@@ -70,6 +70,19 @@
 // Beyond it Publish waits for room until its ctx ends (OverflowBlock) or
 // fails at once with ErrOverflow (OverflowError); both are counted in Stats.
 //
+// # Connecting
+//
+// The Publisher uses the connection it is given. On a Threadcast NATS
+// server (the embedded one of `threadcast serve`, or a cluster configured
+// as docs/production.md says) an agent connects with a token of its tenant
+// that grants the publish scope, with the options TokenAuth returns: the
+// token, and the tenant's inbox prefix, where the server lets the
+// connection receive its acks and nothing else. Such a connection may
+// publish only its tenant's events (a token limited to threads: only
+// theirs); anything else is a permissions violation on the connection, and
+// the server closes it when the token expires (TokenAuth asks for a fresh
+// token at every reconnect).
+//
 // # Concurrency and lifetime
 //
 // A Publisher is safe for concurrent use by any number of goroutines. New

@@ -126,7 +126,7 @@ func (a *simAgent) publish(ctx context.Context, th *simThread, ev []byte) {
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, ',')
 	b = append(b, ev[1:]...)
-	fut, err := a.r.pub.Publish(ctx, th.info.tenant, th.info.thread, b)
+	fut, err := a.r.publisher(th.info.tenant).Publish(ctx, th.info.tenant, th.info.thread, b)
 	if err != nil {
 		a.r.stats.publishErrors.Add(1)
 		th.info.mu.Lock()

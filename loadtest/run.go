@@ -21,6 +21,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -66,7 +67,9 @@ type runner struct {
 	log    *slog.Logger
 	base   string // fanout URL
 	sys    *embedded
-	pub    *agent.Publisher
+	node   *node.Node                  // the node run in process, or nil
+	pub    *agent.Publisher            // every tenant's, in process (nil with Target)
+	pubs   map[string]*agent.Publisher // per tenant, with Target (nil in process)
 	client *http.Client
 
 	tenants []string
@@ -124,19 +127,30 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer n.Close()
-		r.base, natsURL, key = n.n.URL(), n.n.NatsURL(), k
+		r.base, natsURL, key, r.node = n.n.URL(), n.n.NatsURL(), k, n.n
 	default:
 		r.base = cfg.Target
 	}
-	nc, err := nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
-	if err != nil {
-		return nil, fmt.Errorf("loadtest: connect %s: %w", natsURL, err)
-	}
-	defer nc.Close()
 	pc := agent.DefaultConfig()
 	pc.MaxPending = 1 << 17
-	if r.pub, err = agent.New(nc, pc); err != nil {
-		return nil, err
+	if cfg.Target == "" {
+		dial := func() (*nats.Conn, error) {
+			return nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
+		}
+		if r.node != nil {
+			// The node's bus is locked: the simulated agents of every
+			// tenant share one connection, so it is a service connection
+			// of the node.
+			dial = func() (*nats.Conn, error) { return r.node.Connect("loadtest-agents", nats.MaxReconnects(-1)) }
+		}
+		nc, err := dial()
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: connect %s: %w", natsURL, err)
+		}
+		defer nc.Close()
+		if r.pub, err = agent.New(nc, pc); err != nil {
+			return nil, err
+		}
 	}
 	r.client = &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
@@ -145,6 +159,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	start := time.Now()
 	if err := r.build(key, start); err != nil {
 		return nil, err
+	}
+	if cfg.Target != "" {
+		// A running Threadcast's bus admits agents only: each tenant's
+		// simulated agents connect with a publish token of that tenant.
+		closeConns, err := r.connectTenants(natsURL, key, pc)
+		defer closeConns()
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	r.series = newSeries(start, int((cfg.Duration+cfg.Settle).Seconds())+5)
@@ -172,8 +195,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	loadCPU := cpuTime() - cpu0
 	r.event(start, "agents stopped")
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	if err := r.pub.Close(cctx); err != nil {
-		r.noteError(fmt.Errorf("loadtest: publisher close: %w", err))
+	for _, p := range r.publishers() {
+		if err := p.Close(cctx); err != nil {
+			r.noteError(fmt.Errorf("loadtest: publisher close: %w", err))
+		}
 	}
 	cancel()
 	published := time.Since(start)
@@ -190,6 +215,58 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	res.Check.Pass = res.Check.Pass && settled
 	res.ServerMetrics = r.scrapeMetrics()
 	return res, nil
+}
+
+// connectTenants opens one agent connection and Publisher per tenant, each
+// with a publish token of its tenant (agent.TokenAuth); closeConns closes
+// the connections (after the publishers are closed).
+func (r *runner) connectTenants(natsURL string, key []byte, pc agent.Config) (closeConns func(), err error) {
+	var conns []*nats.Conn
+	closeConns = func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}
+	r.pubs = make(map[string]*agent.Publisher, len(r.tenants))
+	for _, t := range r.tenants {
+		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Scope: auth.ScopePublish, Expiry: time.Now().Add(24 * time.Hour).Unix()})
+		if err != nil {
+			return closeConns, fmt.Errorf("loadtest: token: %w", err)
+		}
+		opts, err := agent.TokenAuth(t, func() string { return tok })
+		if err != nil {
+			return closeConns, err
+		}
+		nc, err := nats.Connect(natsURL, append(opts, nats.Name("loadtest-agents-"+t), nats.MaxReconnects(-1))...)
+		if err != nil {
+			return closeConns, fmt.Errorf("loadtest: connect %s as tenant %s: %w", natsURL, t, err)
+		}
+		conns = append(conns, nc)
+		if r.pubs[t], err = agent.New(nc, pc); err != nil {
+			return closeConns, err
+		}
+	}
+	return closeConns, nil
+}
+
+// publisher returns the Publisher of tenant's simulated agents.
+func (r *runner) publisher(tenant string) *agent.Publisher {
+	if r.pubs != nil {
+		return r.pubs[tenant]
+	}
+	return r.pub
+}
+
+// publishers returns every Publisher the run uses.
+func (r *runner) publishers() []*agent.Publisher {
+	if r.pubs == nil {
+		return []*agent.Publisher{r.pub}
+	}
+	ps := make([]*agent.Publisher, 0, len(r.pubs))
+	for _, p := range r.pubs {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // build creates tenants, tokens, threads, agents and subscribers.

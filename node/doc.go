@@ -9,7 +9,14 @@
 //     processes on the machine can publish), or a connection to an external
 //     one (Config.NatsURL), with one connection each for ingest (and the
 //     bridge), the fanout and the demo publisher, so that a flood on one
-//     (a subscriber join storm) cannot head-of-line-block the others;
+//     (a subscriber join storm) cannot head-of-line-block the others.
+//     The embedded server admits no anonymous client: the node's own
+//     connections use a key generated at start (it lives in the process
+//     only), and every other connection — the demo agents' included, one
+//     per tenant — is an agent authorized by the node's auth callout
+//     (package busauth) from its tenant's publish token. With NatsURL the
+//     node's identity is NatsNkey or NatsCreds, and with CalloutSeed it
+//     runs the callout for that server;
 //   - ingest (package pipeline): the sharded reducers, and the HTTP bridge
 //     POST /v1/ingest/{tenant}/{thread} for agents without NATS;
 //   - fanout (package fanout): the /v1 API (SSE, WebSocket, REST, tap) and

@@ -23,12 +23,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
@@ -44,8 +46,20 @@ type Config struct {
 	// NatsURL is an external NATS server (comma-separated URLs). Empty: the
 	// node embeds a nats-server with JetStream.
 	NatsURL string
-	// NatsCreds is a credentials file for NatsURL (empty: none).
+	// NatsCreds is a credentials file (JWT and nkey seed, operator mode)
+	// for NatsURL; NatsNkey is an nkey seed file (a user key, U..., listed
+	// in the server's authorization users and auth_callout auth_users).
+	// They are the identity of the node's own connections (ingest, fanout,
+	// bridge, the auth callout). Empty: none (or a user and password in
+	// NatsURL).
 	NatsCreds string
+	NatsNkey  string
+	// CalloutSeed is an nkey seed file of the account key (A...) that is
+	// the issuer of the server's auth_callout: set, the node runs the auth
+	// callout service (package busauth) on NatsURL, authorizing agents by
+	// the tokens AuthKey signs. With the embedded server the node always
+	// runs it, with a key of its own.
+	CalloutSeed string
 	// NatsListen is the embedded server's client address "host:port"; port
 	// 0 (or -1) picks a free one (see Node.NatsURL).
 	NatsListen string
@@ -125,21 +139,32 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	srv      *server.Server // embedded server, or nil
-	natsURL  string
-	nc       *nats.Conn    // ingest's connection (and the bridge's)
-	ncClosed chan struct{} // closed by nats.go once nc is closed
-	// fnc is the fanout's own connection and dnc the demo publisher's
-	// (nil when that part is off); see connect for why they are separate.
-	fnc, dnc             *nats.Conn
-	fncClosed, dncClosed chan struct{}
-	reg                  *prometheus.Registry
-	verifier             *auth.Verifier // nil when neither ingest nor fanout runs
-	in                   *pipeline.Restarting
-	fs                   *fanout.Server
-	bridge               *agent.Publisher // the bridge's publisher, or nil
-	demoPub              *agent.Publisher
-	ln                   net.Listener
+	srv     *server.Server // embedded server, or nil
+	natsURL string
+	// svcAuth is the node's own identity on NATS (an option of every
+	// service connection): the embedded server's generated nkey, or
+	// NatsCreds/NatsNkey.
+	svcAuth nats.Option
+	// callout authorizes agents (nil: not run here) on its own connection
+	// anc, so that a flood elsewhere never delays a connect.
+	issuer    nkeys.KeyPair // signs the callout's answers (nil: no callout here)
+	callout   *busauth.Service
+	anc       *nats.Conn
+	ancClosed chan struct{}
+	nc        *nats.Conn    // ingest's connection (and the bridge's)
+	ncClosed  chan struct{} // closed by nats.go once nc is closed
+	// fnc is the fanout's own connection (nil when that part is off); see
+	// connect for why it is separate. demoConns are the demo agents', one
+	// per tenant, each authorized like any agent by its tenant's token.
+	fnc       *nats.Conn
+	fncClosed chan struct{}
+	demoConns []demoConn
+	reg       *prometheus.Registry
+	verifier  *auth.Verifier // nil when neither ingest, fanout nor the callout runs
+	in        *pipeline.Restarting
+	fs        *fanout.Server
+	bridge    *agent.Publisher // the bridge's publisher, or nil
+	ln        net.Listener
 
 	// The running parts: each is stopped by its cancel and has returned
 	// when its done is closed.
@@ -187,6 +212,14 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
 		return fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
+	case c.NatsCreds != "" && c.NatsNkey != "":
+		return fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
+	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != ""):
+		return fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
+	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen && len(c.Tokens.JWKS) == 0:
+		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
+	case c.NatsURL == "" && c.Demo && len(c.AuthKey) < auth.MinKeyLen:
+		return fmt.Errorf("%w: demo agents connect with tokens the auth key signs, shorter than %d bytes", ErrConfig, auth.MinKeyLen)
 	}
 	if c.Ingest {
 		if err := c.Pipeline.Validate(); err != nil {
@@ -201,10 +234,17 @@ func (n *Node) start() error {
 		return err
 	}
 	n.reg = prometheus.NewRegistry()
-	if n.cfg.Ingest || n.cfg.Fanout {
+	if n.cfg.Ingest || n.cfg.Fanout || n.issuer != nil {
 		if err := n.startVerifier(); err != nil {
 			return err
 		}
+	}
+	if n.issuer != nil {
+		if err := n.startCallout(); err != nil {
+			return err
+		}
+		// Registered once the registry is final (the fanout's, below).
+		defer func() { n.reg.MustRegister(n.callout.Collectors()...) }()
 	}
 	var fs *fanout.Server
 	if n.cfg.Fanout {
@@ -272,10 +312,43 @@ func (n *Node) start() error {
 	return nil
 }
 
-// startNats starts the embedded server (unless NatsURL is set) and
-// connects.
+// startNats starts the embedded server (unless NatsURL is set), connects,
+// and starts the auth callout when this node runs it.
 func (n *Node) startNats() error {
 	url := n.cfg.NatsURL
+	var issuer nkeys.KeyPair
+	var sauth *pipeline.ServerAuth
+	switch {
+	case url == "":
+		// The embedded server is locked: the node's connections are the
+		// only service identity (a key that lives in this process only),
+		// every other client is an agent the callout authorizes.
+		svc, err := nkeys.CreateUser()
+		if err != nil {
+			return fmt.Errorf("%w: service key: %w", ErrNats, err)
+		}
+		if issuer, err = nkeys.CreateAccount(); err != nil {
+			return fmt.Errorf("%w: callout key: %w", ErrNats, err)
+		}
+		pub, _ := svc.PublicKey()
+		n.svcAuth = nats.Nkey(pub, svc.Sign)
+		sauth = &pipeline.ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
+		sauth.CalloutIssuer, _ = issuer.PublicKey()
+	case n.cfg.NatsNkey != "":
+		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)
+		if err != nil {
+			return fmt.Errorf("%w: nkey seed %s: %w", ErrNats, n.cfg.NatsNkey, err)
+		}
+		n.svcAuth = opt
+	case n.cfg.NatsCreds != "":
+		n.svcAuth = nats.UserCredentials(n.cfg.NatsCreds)
+	}
+	if n.cfg.CalloutSeed != "" {
+		var err error
+		if issuer, err = busauth.ReadIssuerSeed(n.cfg.CalloutSeed); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	if url == "" {
 		if err := PrepareDataDir(n.cfg.DataDir); err != nil {
 			return err
@@ -287,6 +360,7 @@ func (n *Node) startNats() error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
 		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
+		sc.Auth = sauth
 		if n.srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -298,8 +372,23 @@ func (n *Node) startNats() error {
 	if err != nil {
 		return err
 	}
-	n.nc, n.ncClosed = nc, closed
+	n.nc, n.ncClosed, n.issuer = nc, closed, issuer
 	return nil
+}
+
+// startCallout runs the auth callout on a connection of its own,
+// authorizing agents by the node's token Verifier.
+func (n *Node) startCallout() error {
+	var err error
+	if n.anc, n.ancClosed, err = n.connect("threadcast-auth"); err != nil {
+		return err
+	}
+	n.callout, err = busauth.Start(n.anc, busauth.Config{
+		Issuer: n.issuer,
+		Verify: n.verifier.Verify,
+		Logger: n.log.With("part", "bus-auth"),
+	})
+	return err
 }
 
 // connect opens one NATS connection named name; closed is closed by nats.go
@@ -319,6 +408,16 @@ func (n *Node) startNats() error {
 // snapshot replies still leave on ingest's connection, but those are
 // bounded by its shard queues — pipeline's snapshot coalescing.)
 func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
+	var opts []nats.Option
+	if n.svcAuth != nil {
+		opts = append(opts, n.svcAuth)
+	}
+	return n.dial(name, opts...)
+}
+
+// dial opens one connection named name with opts (its identity) and the
+// node's reconnect and logging options.
+func (n *Node) dial(name string, auth ...nats.Option) (*nats.Conn, chan struct{}, error) {
 	closed := make(chan struct{})
 	opts := []nats.Option{
 		nats.Name(name),
@@ -335,9 +434,7 @@ func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
 			n.log.Warn("nats async error", "conn", name, "err", err)
 		}),
 	}
-	if n.cfg.NatsCreds != "" {
-		opts = append(opts, nats.UserCredentials(n.cfg.NatsCreds))
-	}
+	opts = append(opts, auth...)
 	nc, err := nats.Connect(n.natsURL, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: connect %s: %w", ErrNats, n.natsURL, err)
@@ -490,17 +587,55 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout tim
 	return err
 }
 
+// demoConn is one demo tenant's connection and publisher.
+type demoConn struct {
+	tenant string
+	nc     *nats.Conn
+	closed chan struct{}
+	pub    *agent.Publisher
+}
+
+// DemoTokenTTL is the lifetime of the token a demo agent's connection
+// presents; each (re)connect presents a fresh one, so a connection the
+// server closes at its token's expiry reconnects at once.
+const DemoTokenTTL = 24 * time.Hour
+
 func (n *Node) startDemo() error {
-	var err error
-	if n.dnc, n.dncClosed, err = n.connect("threadcast-demo"); err != nil {
-		return err
-	}
-	pub, err := agent.New(n.dnc, agent.DefaultConfig())
-	if err != nil {
-		return fmt.Errorf("node: demo publisher: %w", err)
-	}
-	n.demoPub = pub
 	dc := n.cfg.DemoConfig
+	tenants := dc.Tenants
+	if len(tenants) == 0 {
+		tenants = demo.DefaultTenants()
+	}
+	// Each tenant's agents connect as agents do: with a publish token of
+	// their tenant, authorized by the bus like any other agent's.
+	pubs := make(map[string]demo.Publisher, len(tenants))
+	for _, t := range tenants {
+		if _, ok := pubs[t]; ok {
+			continue
+		}
+		opts, err := agent.TokenAuth(t, func() string { return n.demoToken(t) })
+		if err != nil {
+			return fmt.Errorf("node: demo tenant: %w", err)
+		}
+		nc, closed, err := n.dial("threadcast-demo-"+t, opts...)
+		if err != nil {
+			return err
+		}
+		d := demoConn{tenant: t, nc: nc, closed: closed}
+		n.demoConns = append(n.demoConns, d)
+		if d.pub, err = agent.New(nc, agent.DefaultConfig()); err != nil {
+			return fmt.Errorf("node: demo publisher: %w", err)
+		}
+		n.demoConns[len(n.demoConns)-1] = d
+		pubs[t] = demo.AgentPublisher(d.pub)
+	}
+	pub := demo.PublisherFunc(func(ctx context.Context, tenant, thread string, event []byte) error {
+		p, ok := pubs[tenant]
+		if !ok {
+			return fmt.Errorf("node: demo tenant %q has no connection", tenant)
+		}
+		return p.Publish(ctx, tenant, thread, event)
+	})
 	if dc.OnError == nil {
 		dc.OnError = func(tenant, thread string, err error) {
 			n.log.Warn("demo agent abandoned a thread", "tenant", tenant, "thread", thread, "err", err)
@@ -508,7 +643,7 @@ func (n *Node) startDemo() error {
 	}
 	n.demo.run(func(ctx context.Context) error {
 		var err error
-		n.demoStats, err = demo.Run(ctx, demo.AgentPublisher(pub), dc)
+		n.demoStats, err = demo.Run(ctx, pub, dc)
 		return err
 	}, n.fail("demo"))
 	agents := dc.Agents
@@ -594,6 +729,19 @@ func (n *Node) NatsURL() string { return n.natsURL }
 // process. It is closed by Stop.
 func (n *Node) Conn() *nats.Conn { return n.nc }
 
+// Connect opens a new connection to the node's NATS with the node's own
+// service identity (every subject, JetStream and KV), for tools in the same
+// process (the load generator, tests); opts are added to it. The caller
+// closes it before Stop. Agents connect with a token instead
+// (agent.TokenAuth).
+func (n *Node) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{nats.Name(name)}, opts...)
+	if n.svcAuth != nil {
+		all = append(all, n.svcAuth)
+	}
+	return nats.Connect(n.natsURL, all...)
+}
+
 // Verifier returns the node's token verifier (nil when neither ingest nor
 // fanout runs): what the fanout and the bridge check tokens with, for
 // other doors of the same node (the NATS auth callout) to share.
@@ -614,6 +762,19 @@ func (n *Node) DemoStats() demo.Stats {
 	default:
 		return demo.Stats{}
 	}
+}
+
+// demoToken mints the token a demo agent of tenant connects with.
+func (n *Node) demoToken(tenant string) string {
+	c := auth.Claims{Tenant: tenant, Scope: auth.ScopePublish, Expiry: time.Now().Add(DemoTokenTTL).Unix()}
+	if aud := n.cfg.Tokens.Audience; aud != "" {
+		c.Audience = auth.Audience{aud} // the verifier requires it
+	}
+	tok, err := auth.Mint(n.cfg.AuthKey, c)
+	if err != nil {
+		n.log.Error("demo token", "tenant", tenant, "err", err)
+	}
+	return tok
 }
 
 // readyz answers 200 when every enabled part can do its job: NATS
@@ -670,13 +831,15 @@ func (n *Node) shutdown() error {
 	// acknowledged before ingest stops reading.
 	if n.demo.cancel != nil {
 		keep("demo", n.demo.stop())
-		closePub("demo publisher", n.demoPub)
+	}
+	for _, d := range n.demoConns {
+		closePub("demo publisher "+d.tenant, d.pub)
+		n.closeConn(d.nc, d.closed)
+	}
+	if n.demo.cancel != nil {
 		s := n.demoStats
 		n.log.Info("demo agents stopped", "events", s.Events, "runs", s.Runs, "threads", s.Threads, "errors", s.Errors)
-	} else {
-		closePub("demo publisher", n.demoPub)
 	}
-	n.closeConn(n.dnc, n.dncClosed)
 	// 2. HTTP: no new connections; streams end with their resume cursor;
 	// bridge requests finish, then the bridge's acks are awaited.
 	if n.http.cancel != nil {
@@ -697,7 +860,12 @@ func (n *Node) shutdown() error {
 		keep("ingest", err)
 		n.log.Info("ingest drained: views checkpointed", "ok", err == nil)
 	}
-	// 4. Ingest's NATS connection: flush, then wait for its goroutines.
+	// 4. The auth callout (no agent of this node connects any more), then
+	// ingest's NATS connection: flush, then wait for its goroutines.
+	if n.callout != nil {
+		n.callout.Stop()
+	}
+	n.closeConn(n.anc, n.ancClosed)
 	n.closeConn(n.nc, n.ncClosed)
 	// 5. The embedded server.
 	if n.srv != nil {

@@ -353,9 +353,10 @@ func TestNodeEmbeddedDemoOnly(t *testing.T) {
 	}
 }
 
-// TestNodeConnections: ingest, the fanout and the demo publisher each have
-// their own NATS connection (so a join storm on the fanout's cannot hold up
-// ingest's deliveries), and the snapshot service is on ingest's alone.
+// TestNodeConnections: ingest, the fanout, the auth callout and each demo
+// tenant's agents have their own NATS connection (so a join storm on the
+// fanout's cannot hold up ingest's deliveries), and the snapshot service is
+// on ingest's alone.
 func TestNodeConnections(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Demo = true
@@ -378,7 +379,7 @@ func TestNodeConnections(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"threadcast", "threadcast-fanout", "threadcast-demo"} {
+	for _, name := range []string{"threadcast", "threadcast-fanout", "threadcast-auth", "threadcast-demo-acme", "threadcast-demo-globex", "threadcast-demo-initech"} {
 		if _, ok := snapSubs[name]; !ok {
 			t.Errorf("no NATS connection named %q (have %v)", name, snapSubs)
 		}

@@ -26,6 +26,35 @@ type ServerConfig struct {
 	StartTimeout time.Duration
 	// Logs enables the server's own logging to stderr.
 	Logs bool
+	// Auth locks the server (see ServerAuth). Nil leaves it open to
+	// anonymous clients: only for tests that exercise ingest alone.
+	Auth *ServerAuth
+}
+
+// ServerAuth is how an embedded server authorizes its clients: Threadcast's
+// own services by nkey, with full access, in the global account (which
+// holds the event stream and the buckets); every other client through the
+// auth callout (package busauth), which must be answering on one of the
+// Services connections before any other client connects, and which places
+// agents in AgentAccount.
+//
+// Why agents have an account of their own: NATS checks a publish's subject
+// against the publisher's permissions but not its reply subject, so an
+// agent in the services' account could have JetStream send the ack of its
+// own event to any subject there (another tenant's view frames, a KV
+// checkpoint). AgentAccount imports only the events subjects, as a service
+// from the global account; an ack travels back on the import's private
+// reply subject to the agent's account, where nothing but agents' inboxes
+// can listen.
+type ServerAuth struct {
+	// Services are the public user nkeys (U...) of Threadcast's own
+	// connections. At least one.
+	Services []string
+	// CalloutIssuer is the public account nkey (A...) that signs the
+	// callout's answers; the server accepts no other signature.
+	CalloutIssuer string
+	// AgentAccount names the account agents are placed in. Required.
+	AgentAccount string
 }
 
 // DefaultServerConfig returns the defaults: loopback, a random port, 10 s
@@ -57,6 +86,15 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if !cfg.Logs {
 		opts.NoLog = true
 	}
+	if a := cfg.Auth; a != nil {
+		if len(a.Services) == 0 || a.CalloutIssuer == "" || a.AgentAccount == "" || a.AgentAccount == server.DEFAULT_GLOBAL_ACCOUNT {
+			return nil, fmt.Errorf("%w: auth needs service nkeys, a callout issuer and an agents' account other than the global one", ErrServerStart)
+		}
+		for _, k := range a.Services {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: k})
+		}
+		opts.AuthCallout = &server.AuthCallout{Issuer: a.CalloutIssuer, Account: server.DEFAULT_GLOBAL_ACCOUNT, AuthUsers: a.Services}
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
@@ -74,5 +112,34 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		s.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %v", ErrServerStart, timeout)
 	}
+	if cfg.Auth != nil {
+		if err := agentAccount(s, cfg.Auth.AgentAccount); err != nil {
+			s.Shutdown()
+			s.WaitForShutdown()
+			return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+		}
+	}
 	return s, nil
+}
+
+// agentAccount creates the agents' account, importing the events subjects
+// from the global account (see ServerAuth). It is created once the server
+// runs: an account configured beforehand would make the global account
+// lose its JetStream (which only a server with no configured accounts
+// grants it), and with it the event log already in StoreDir. No agent can
+// connect before: the callout has no answer for them until the node starts
+// it.
+func agentAccount(s *server.Server, name string) error {
+	acc, err := s.RegisterAccount(name)
+	if err != nil {
+		return fmt.Errorf("agents' account %q: %w", name, err)
+	}
+	g := s.GlobalAccount()
+	if err := g.AddServiceExport(EventsWildcard, nil); err != nil {
+		return fmt.Errorf("export %s: %w", EventsWildcard, err)
+	}
+	if err := acc.AddServiceImport(g, EventsWildcard, ""); err != nil {
+		return fmt.Errorf("import %s: %w", EventsWildcard, err)
+	}
+	return nil
 }

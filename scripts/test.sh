@@ -2,7 +2,7 @@
 # The project's test command (the second command at the top of README.md).
 # Runs every test package with the race detector, then the lifetime-poisoning
 # build of the packages that hand out views into reused buffers, then the
-# tagged suites (browser) whose tools are present.
+# tagged suites (cluster, buscluster, browser) whose tools are present.
 #
 # Everything the tests read is in the repository (testdata/conformance,
 # testdata/spec, tools/); a plain clone runs this script as is. The
@@ -37,6 +37,15 @@ go test -race -count=1 -tags tcpoison,oracle -timeout 10m ./codec/... ./reducer/
 # The scale-out fault test: a three-server NATS cluster in the process, two
 # lease-mode ingest instances, two fanout nodes, faults under load.
 go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
+
+# The bus locked down: three nats-server processes configured from
+# docs/production.md, a node joined to them with the service nkey and the
+# auth callout, and the cross-tenant matrix. nats-server is built from the
+# Go module proxy, pinned to the version in go.mod.
+natsbin="$(mktemp -d)"
+GOBIN="$natsbin" go install github.com/nats-io/nats-server/v2@v2.15.2
+THREADCAST_NATS_SERVER="$natsbin/nats-server" go test -race -count=1 -tags buscluster -run TestBusMatrixCluster -timeout 5m ./node
+rm -rf "$natsbin"
 
 # The Helm chart: lint, render, and decode every manifest strictly into the
 # Kubernetes types (its own Go module under deploy/helm). helm is built from

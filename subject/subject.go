@@ -304,3 +304,20 @@ func truncate(s string) string {
 	}
 	return s[:max] + "…"
 }
+
+// AgentInboxRoot starts the reply subjects of an agent's connection when the
+// bus authorizes agents by token: an agent of tenant T receives its replies
+// (JetStream publish acks) under InboxPrefix(T) = _INBOX_T, and may
+// subscribe to nothing else, so no tenant can read another's replies. The
+// root differs from nats.go's default "_INBOX." so that no service inbox
+// falls under any agent's prefix.
+const AgentInboxRoot = "_INBOX_"
+
+// InboxPrefix returns the inbox prefix an agent connection of tenant uses
+// (nats.CustomInboxPrefix): _INBOX_<tenant>, one subject token.
+func InboxPrefix(tenant string) (string, error) {
+	if err := ValidTenant(tenant); err != nil {
+		return "", err
+	}
+	return AgentInboxRoot + tenant, nil
+}

@@ -177,3 +177,16 @@ func FuzzThreadToken(f *testing.F) {
 		}
 	})
 }
+
+func TestInboxPrefix(t *testing.T) {
+	for _, tt := range []struct{ give, want string }{{"acme", "_INBOX_acme"}, {"a_b-1", "_INBOX_a_b-1"}} {
+		if got, err := InboxPrefix(tt.give); err != nil || got != tt.want {
+			t.Errorf("InboxPrefix(%q) = %q, %v; want %q", tt.give, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "ACME", "a.b", "a*", ">"} {
+		if _, err := InboxPrefix(bad); err == nil {
+			t.Errorf("InboxPrefix(%q): no error", bad)
+		}
+	}
+}

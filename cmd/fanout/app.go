@@ -46,6 +46,13 @@ func (a *app) Run(ctx context.Context) error {
 	if a.cfg.NatsCreds != "" {
 		opts = append(opts, nats.UserCredentials(a.cfg.NatsCreds))
 	}
+	if a.cfg.NatsNkey != "" {
+		o, err := nats.NkeyOptionFromSeed(a.cfg.NatsNkey)
+		if err != nil {
+			return fmt.Errorf("fanout: --nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
 	closed := make(chan struct{})
 	opts = append(opts, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	nc, err := nats.Connect(a.cfg.NatsURL, opts...)

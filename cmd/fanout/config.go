@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 type config struct {
 	NatsURL   string
 	NatsCreds string
+	NatsNkey  string // nkey seed file of the connection (a locked cluster's service user)
 	HTTP      string
 	Drain     time.Duration
 	LogLevel  slog.Level
@@ -39,6 +41,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var logLevel, authKey string
 	fs.StringVar(&c.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma-separated")
 	fs.StringVar(&c.NatsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.NatsNkey, "nats-nkey", "", "nkey seed `file` (SU...) of the connection: the service user of a locked NATS cluster")
 	fs.StringVar(&c.HTTP, "http", ":8080", "HTTP listen address")
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -85,5 +88,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes, or give --jwks-url or --jwks-file", auth.MinKeyLen)
 	}
 	f.AuthKey = []byte(authKey)
+	if c.NatsCreds != "" && c.NatsNkey != "" {
+		return c, errors.New("--nats-creds and --nats-nkey are two identities: give one")
+	}
 	return c, nil
 }

@@ -90,6 +90,13 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{name: "memory limit ratio above 1", args: []string{"--auth-key", key, "--memory-limit-ratio", "1.2"}, wantErr: "--memory-limit-ratio: memlimit: ratio 1.2 is not between 0 and 1"},
 		{name: "extra args", args: []string{"--auth-key", key, "serve"}, wantErr: "unexpected"},
+		{name: "creds and nkey", args: []string{"--auth-key", key, "--nats-creds", "a.creds", "--nats-nkey", "b.nk"}, wantErr: "two identities"},
+		{name: "nkey", args: []string{"--auth-key", key, "--nats-nkey", "b.nk"},
+			check: func(t *testing.T, c config) {
+				if c.NatsNkey != "b.nk" {
+					t.Fatalf("%+v", c)
+				}
+			}},
 		{name: "help", args: []string{"--help"}, wantErr: "help requested"},
 	}
 	for _, tt := range tests {
@@ -172,5 +179,16 @@ func TestAppRunAndDrain(t *testing.T) {
 			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAppBadNkey: an unreadable --nats-nkey is a start-up error naming it.
+func TestAppBadNkey(t *testing.T) {
+	cfg, err := parseConfig([]string{"--auth-key", "0123456789abcdef", "--http", "127.0.0.1:0", "--nats-nkey", t.TempDir() + "/missing.nk"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newApp(cfg, io.Discard).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "--nats-nkey") {
+		t.Errorf("Run: %v, want an error naming --nats-nkey", err)
 	}
 }

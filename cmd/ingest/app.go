@@ -15,11 +15,13 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 )
@@ -50,6 +52,12 @@ type app struct {
 	// tokens checks bridge requests' bearer tokens (--auth-key, JWKS); set
 	// by Run when the bridge is on.
 	tokens func(r *http.Request, tenant string) error
+	// verifier checks tokens for the bridge and the auth callout (nil
+	// until sharedVerifier builds it).
+	verifier *auth.Verifier
+	// svcAuth is the identity of the ingest's connections to a locked
+	// embedded server (nil otherwise); set before natsURL is sent.
+	svcAuth nats.Option
 }
 
 func newApp(cfg config, logw io.Writer) *app {
@@ -62,6 +70,7 @@ func newApp(cfg config, logw io.Writer) *app {
 // Run runs ingest until ctx ends, then drains.
 func (a *app) Run(ctx context.Context) error {
 	var srv *server.Server
+	var issuer nkeys.KeyPair // the embedded server's callout issuer, when locked
 	url := a.cfg.NatsURL
 	if url == "" {
 		host, port, err := splitHostPort(a.cfg.NatsListen)
@@ -71,6 +80,16 @@ func (a *app) Run(ctx context.Context) error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
+		if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 {
+			// Locked as threadcast serve's: this process's connections
+			// have a key of their own, agents connect with tokens the
+			// auth key signs, through the callout run below.
+			if sc.Auth, issuer, err = a.lockEmbedded(); err != nil {
+				return err
+			}
+		} else {
+			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key or a JWKS source to lock it (agents then connect with publish tokens)")
+		}
 		if srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -99,9 +118,27 @@ func (a *app) Run(ctx context.Context) error {
 	if a.cfg.NatsCreds != "" {
 		opts = append(opts, nats.UserCredentials(a.cfg.NatsCreds))
 	}
+	if a.cfg.NatsNkey != "" {
+		o, err := nats.NkeyOptionFromSeed(a.cfg.NatsNkey)
+		if err != nil {
+			return fmt.Errorf("ingest: --nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if a.svcAuth != nil {
+		opts = append(opts, a.svcAuth)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: connect %s: %w", url, err)
+	}
+	if a.cfg.CalloutSeed != "" || issuer != nil {
+		stop, err := a.startCallout(url, opts, issuer)
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		defer stop()
 	}
 	defer func() {
 		// Drain flushes what the shards published last, then closes;
@@ -141,7 +178,7 @@ func (a *app) Run(ctx context.Context) error {
 	var bridge http.Handler
 	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
 		if !a.cfg.BridgeNoAuth {
-			v, err := a.newVerifier()
+			v, err := a.sharedVerifier()
 			if err != nil {
 				return err
 			}
@@ -250,6 +287,72 @@ func splitHostPort(addr string) (string, int, error) {
 func reconnectDelay(attempts int) time.Duration {
 	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
 	return d + time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// lockEmbedded returns the embedded server's authorization: a service key
+// generated for this process (a.svcAuth) and a callout issuer key.
+func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
+	svc, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: service key: %w", err)
+	}
+	issuer, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ingest: callout key: %w", err)
+	}
+	pub, _ := svc.PublicKey()
+	ipub, _ := issuer.PublicKey()
+	a.svcAuth = nats.Nkey(pub, svc.Sign)
+	return &pipeline.ServerAuth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
+}
+
+// startCallout runs the bus's auth callout (package busauth) on a
+// connection of its own (opts: the ingest connection's, renamed), so that a
+// flood of deliveries never delays an agent's connect. stop ends it and
+// waits for the connection to close.
+func (a *app) startCallout(url string, opts []nats.Option, issuer nkeys.KeyPair) (stop func(), err error) {
+	if issuer == nil {
+		if issuer, err = busauth.ReadIssuerSeed(a.cfg.CalloutSeed); err != nil {
+			return nil, err
+		}
+	}
+	v, err := a.sharedVerifier()
+	if err != nil {
+		return nil, err
+	}
+	closed := make(chan struct{})
+	opts = append(opts[:len(opts):len(opts)], nats.Name("threadcast-ingest-auth"), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: callout connect %s: %w", url, err)
+	}
+	s, err := busauth.Start(nc, busauth.Config{Issuer: issuer, Verify: v.Verify, Logger: a.log.With("part", "bus-auth")})
+	if err != nil {
+		nc.Close()
+		<-closed
+		return nil, err
+	}
+	a.reg.MustRegister(s.Collectors()...)
+	return func() {
+		s.Stop()
+		if nc.Drain() != nil {
+			nc.Close()
+		}
+		<-closed
+	}, nil
+}
+
+// sharedVerifier returns the one token verifier of the bridge and the
+// auth callout (built on first use, by Run's goroutine only).
+func (a *app) sharedVerifier() (*auth.Verifier, error) {
+	if a.verifier == nil {
+		v, err := a.newVerifier()
+		if err != nil {
+			return nil, err
+		}
+		a.verifier = v
+	}
+	return a.verifier, nil
 }
 
 // newVerifier builds the bridge's token verifier and fetches its JWKS

@@ -178,7 +178,13 @@ func TestRunEmbedded(t *testing.T) {
 		}
 	}
 
-	nc, err := nats.Connect(url)
+	// With --auth-key the embedded server is locked: no anonymous client;
+	// this test reads snapshots with the process's own identity.
+	if anon, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		anon.Close()
+		t.Error("an anonymous client connected to the locked embedded server")
+	}
+	nc, err := nats.Connect(url, a.svcAuth)
 	if err != nil {
 		t.Fatal(err)
 	}

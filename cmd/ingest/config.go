@@ -22,6 +22,8 @@ import (
 type config struct {
 	NatsURL      string
 	NatsCreds    string
+	NatsNkey     string // nkey seed file of the connection (a locked cluster's service user)
+	CalloutSeed  string // issuer seed file: run the bus's auth callout (package busauth)
 	DataDir      string
 	NatsListen   string // embedded server's client listen address host:port
 	HTTP         string
@@ -52,6 +54,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var logLevel string
 	fs.StringVar(&c.NatsURL, "nats-url", "", "NATS server URL(s), comma-separated; empty: embed a server")
 	fs.StringVar(&c.NatsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.NatsNkey, "nats-nkey", "", "nkey seed `file` (SU...) of the connection: the service user of a locked NATS cluster")
+	fs.StringVar(&c.CalloutSeed, "nats-callout-seed", "", "account nkey seed `file` (SA...) of the server's auth_callout issuer: run the auth callout, authorizing agents by tokens --auth-key signs")
 	fs.StringVar(&c.DataDir, "data", "./data", "JetStream store directory of the embedded server")
 	fs.StringVar(&c.NatsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server")
 	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
@@ -112,6 +116,15 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := tokens.Apply(&c.Tokens); err != nil {
 		return c, err
+	}
+	if c.NatsCreds != "" && c.NatsNkey != "" {
+		return c, errors.New("--nats-creds and --nats-nkey are two identities: give one")
+	}
+	if c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != "") {
+		return c, errors.New("--nats-creds, --nats-nkey and --nats-callout-seed are for --nats-url (the embedded server is locked with keys of its own when --auth-key or a JWKS source is set)")
+	}
+	if c.CalloutSeed != "" && c.AuthKey == "" && len(c.Tokens.JWKS) == 0 {
+		return c, errors.New("--nats-callout-seed needs --auth-key or a JWKS source (what verifies the tokens agents connect with)")
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -135,4 +138,92 @@ func TestPublishCommandNoServer(t *testing.T) {
 	if got := run(args, strings.NewReader(""), &stdout, &stderr); got != exitUsage || !strings.Contains(stderr.String(), "connect to") {
 		t.Errorf("exit %d, stderr %q; want %d and a connect error", got, stderr.String(), exitUsage)
 	}
+}
+
+// TestPublishCommandToken: against a node's locked embedded server, --token
+// with a publish token of the tenant stores the events; no token, a
+// read-only token and another tenant's token store nothing.
+func TestPublishCommandToken(t *testing.T) {
+	key := []byte("publish-token-test-key-0123")
+	cfg := node.DefaultConfig()
+	cfg.HTTP, cfg.NatsListen, cfg.DataDir, cfg.AuthKey = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), key
+	cfg.Pipeline.Partitions = 2
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Stop() }()
+	svc, err := n.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	js, err := jetstream.New(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(tenant, scope string) string {
+		tok, err := auth.Mint(key, auth.Claims{Tenant: tenant, Scope: scope, Expiry: time.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	ev := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`
+	for _, tt := range []struct {
+		name       string
+		token      string
+		wantStatus int
+		wantStderr string
+		wantStored int
+	}{
+		{"no token", "", exitUsage, "uthorization", 0},
+		{"read-only token", mint("acme", auth.ScopeRead), exitUsage, "uthorization", 0},
+		{"another tenant's token", mint("globex", auth.ScopeRead+" "+auth.ScopePublish), exitRejected, "Permissions Violation for Publish to \"agui.acme.tok.events\"", 0},
+		{"publish token", mint("acme", auth.ScopeRead+" "+auth.ScopePublish), exitOK, "", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := []string{"publish", "--nats-url", n.NatsURL(), "--tenant", "acme", "--thread", "tok", "--timeout", "3s"}
+			if tt.token != "" {
+				args = append(args, "--token", tt.token)
+			}
+			if got := run(args, strings.NewReader(ev+"\n"), &stdout, &stderr); got != tt.wantStatus {
+				t.Errorf("exit %d, want %d; stderr: %s", got, tt.wantStatus, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr %q, want %q", stderr.String(), tt.wantStderr)
+			}
+			if got := len(pubStoredIn(t, js, cfg.Pipeline.Stream, "acme", "tok")); got != tt.wantStored {
+				t.Errorf("%d events stored for acme/tok, want %d", got, tt.wantStored)
+			}
+		})
+	}
+}
+
+// pubStoredIn returns the stored messages of tenant's thread in stream.
+func pubStoredIn(t *testing.T, js jetstream.JetStream, stream, tenant, thread string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted
+		}
+		if _, te, tok, _ := pipeline.ParseStoredSubject(m.Subject); te == tenant && tok == pipeline.EncodeThread(thread) {
+			out = append(out, string(m.Data))
+		}
+	}
+	return out
 }

@@ -54,10 +54,20 @@ tokens are printed with the dashboard's URL. HTTP then listens on
 127.0.0.1:8080 unless --http says otherwise: the dashboard hands the
 development tokens to visitors on this machine (loopback peer and Host).
 
+The embedded NATS server admits no anonymous client: this process's own
+connections have a key of their own, and every other client is an agent
+that connects with a token of its tenant granting the publish scope (the
+printed development tokens do): it may publish that tenant's events only,
+agui.<tenant>.<thread>.events, and receive only its replies, under the inbox
+prefix _INBOX_<tenant> (nats pub --token T; threadcast publish --token T).
+
 With --nats-url it joins an existing NATS (JetStream) deployment, HTTP
 listens on :8080 (every interface) by default, --auth-key or a JWKS source
 (--jwks-url or --jwks-file, with --issuer) is required, and the demo is
-off unless --demo is given.
+off unless --demo is given. Its own connections authenticate with
+--nats-nkey or --nats-creds, and with --nats-callout-seed it also
+authorizes agents for that server (docs/production.md gives the server's
+configuration).
 
 Every flag can also be set by an environment variable THREADCAST_<FLAG>,
 upper case with '-' as '_' (e.g. THREADCAST_NATS_URL); a flag on the
@@ -138,7 +148,9 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&httpAddr, "http", "", "HTTP `address` of the API, dashboard, bridge, health and metrics (port 0: a free port; default "+devHTTP+" with the embedded NATS server, "+prodHTTP+" with --nats-url)")
 	fs.StringVar(&n.DataDir, "data", defaultDataDir(getenv), "`directory` of the embedded NATS server's data and of the generated signing key")
 	fs.StringVar(&n.NatsURL, "nats-url", "", "external NATS server `URL`(s), comma-separated; empty: embed a NATS server")
-	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` for --nats-url")
+	fs.StringVar(&n.NatsCreds, "nats-creds", "", "NATS credentials `file` (JWT, operator mode) of this process's own connections, for --nats-url")
+	fs.StringVar(&n.NatsNkey, "nats-nkey", "", "nkey seed `file` (SU...) of this process's own connections, for --nats-url (a user in the server's authorization and auth_callout auth_users)")
+	fs.StringVar(&n.CalloutSeed, "nats-callout-seed", "", "account nkey seed `file` (SA...) whose public key is the server's auth_callout issuer: run the auth callout on --nats-url, authorizing agents by their tokens")
 	fs.StringVar(&n.NatsListen, "nats-listen", n.NatsListen, "client `address` of the embedded NATS server (port 0: a free port)")
 	fs.BoolVar(&n.Ingest, "ingest", n.Ingest, "run ingest (the reducers) and the HTTP bridge")
 	fs.BoolVar(&n.Fanout, "fanout", n.Fanout, "run the fanout (subscriber API) and the dashboard")
@@ -283,6 +295,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			for _, t := range dev {
 				fmt.Fprintf(stdout, "dev token:  %s %s\n", t.Tenant, t.Token)
 			}
+			// The dev tokens are the agents' NATS credential too.
+			fmt.Fprintf(stdout, "agents:     nats pub --server %s --token <dev token> agui.<tenant>.<thread>.events '<AG-UI event>'\n", n.NatsURL())
 		} else {
 			fmt.Fprintf(stdout, "dashboard:  %s/ (paste a token: threadcast token --key ... --tenant T)\n", n.URL())
 		}

@@ -319,3 +319,51 @@ func TestStrictDecodeRefusesTypos(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderBusAuth: with busAuth, ingest and fanout connect with the
+// service nkey seed and ingest runs the auth callout, both read from the
+// mounted Secret; without the bridge (whose key the callout needs) the
+// chart refuses to render.
+func TestRenderBusAuth(t *testing.T) {
+	objs := decodeAll(t, render(t, "--set", "busAuth.existingSecret=tc-bus"))
+	sts := objs["StatefulSet"][0].(*appsv1.StatefulSet)
+	dep := objs["Deployment"][0].(*appsv1.Deployment)
+	for _, c := range []struct {
+		name string
+		pod  corev1.PodSpec
+		env  map[string]string
+	}{
+		{"ingest", sts.Spec.Template.Spec, map[string]string{
+			"THREADCAST_NATS_NKEY": "/etc/threadcast/bus/service.nk", "THREADCAST_NATS_CALLOUT_SEED": "/etc/threadcast/bus/callout.nk"}},
+		{"fanout", dep.Spec.Template.Spec, map[string]string{"THREADCAST_NATS_NKEY": "/etc/threadcast/bus/service.nk"}},
+	} {
+		env := envOf(c.pod.Containers[0])
+		for k, want := range c.env {
+			if env[k].Value != want {
+				t.Errorf("%s env %s = %q, want %q", c.name, k, env[k].Value, want)
+			}
+		}
+		if c.name == "fanout" {
+			if _, ok := env["THREADCAST_NATS_CALLOUT_SEED"]; ok {
+				t.Error("fanout runs the callout too")
+			}
+		}
+		mounted := false
+		for _, m := range c.pod.Containers[0].VolumeMounts {
+			mounted = mounted || m.Name == "bus-auth" && m.MountPath == "/etc/threadcast/bus" && m.ReadOnly
+		}
+		secret := false
+		for _, v := range c.pod.Volumes {
+			secret = secret || v.Name == "bus-auth" && v.Secret != nil && v.Secret.SecretName == "tc-bus"
+		}
+		if !mounted || !secret {
+			t.Errorf("%s: bus-auth secret mounted %v, volume %v", c.name, mounted, secret)
+		}
+	}
+
+	cmd := exec.Command(helmBin(), "template", "tc", stageChart(t), "--kube-version", "1.30.0", "--set", "nats.enabled=false",
+		"--set", "busAuth.existingSecret=tc-bus", "--set", "ingest.bridge=false")
+	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("busAuth needs ingest.bridge")) {
+		t.Errorf("busAuth without the bridge: %v %s", err, out)
+	}
+}

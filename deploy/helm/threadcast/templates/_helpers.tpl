@@ -71,12 +71,21 @@ app.kubernetes.io/component: {{ .component }}
 - name: THREADCAST_NATS_CREDS
   value: /etc/threadcast/nats/{{ .Values.externalNats.credsSecretKey }}
 {{- end }}
+{{- if .Values.busAuth.existingSecret }}
+- name: THREADCAST_NATS_NKEY
+  value: /etc/threadcast/bus/{{ .Values.busAuth.serviceSeedKey }}
+{{- end }}
 {{- end -}}
 
 {{- define "threadcast.credsVolumeMount" -}}
 {{- if .Values.externalNats.credsSecret }}
 - name: nats-creds
   mountPath: /etc/threadcast/nats
+  readOnly: true
+{{- end }}
+{{- if .Values.busAuth.existingSecret }}
+- name: bus-auth
+  mountPath: /etc/threadcast/bus
   readOnly: true
 {{- end }}
 {{- end -}}
@@ -86,6 +95,11 @@ app.kubernetes.io/component: {{ .component }}
 - name: nats-creds
   secret:
     secretName: {{ .Values.externalNats.credsSecret }}
+{{- end }}
+{{- if .Values.busAuth.existingSecret }}
+- name: bus-auth
+  secret:
+    secretName: {{ .Values.busAuth.existingSecret }}
 {{- end }}
 {{- end -}}
 
