@@ -133,7 +133,7 @@ type BridgeStats struct {
 
 type bridgeCounters struct {
 	requests, authFailures, badRequests, tooLarge, unavailable, overQuota atomic.Uint64
-	accepted, rejected, failed                                 atomic.Uint64
+	accepted, rejected, failed                                            atomic.Uint64
 }
 
 // NewBridge returns a Bridge. It fails without a Publisher or a Verify.

@@ -44,7 +44,7 @@ func wantRefusal(t *testing.T, status int, h http.Header, resp pipeline.BridgeRe
 	if status != http.StatusTooManyRequests {
 		t.Fatalf("status %d (%+v), want 429", status, resp)
 	}
-	name := policy[1:strings.Index(policy[1:], `"`)+1]
+	name := policy[1 : strings.Index(policy[1:], `"`)+1]
 	if resp.Quota == nil || resp.Quota.Quota != name || resp.Error == "" {
 		t.Fatalf("body %+v, want quota %q named", resp, name)
 	}
