@@ -239,7 +239,7 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 
 // threadListLive streams {"thread","seq","status","updated"} per frame.
 func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, tenant string, allow func(string) bool) {
-	end, ok := s.beginStream(w, tenant)
+	end, ok := s.beginStream(w, tenant, "", false)
 	if !ok {
 		return
 	}
@@ -297,7 +297,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
 	}
 	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	end, ok := s.beginStream(w, c.Tenant)
+	end, ok := s.beginStream(w, c.Tenant, "", true)
 	if !ok {
 		return
 	}

@@ -46,7 +46,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
-	fs.IntVar(&f.MaxConnsPerTenant, "max-conns-per-tenant", f.MaxConnsPerTenant, "concurrent streams per tenant (0: unlimited)")
+	fs.Int64Var(&f.Quota.Default.Streams, "max-conns-per-tenant", f.Quota.Default.Streams, "quota: concurrent streams per tenant (0: unlimited)")
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
 	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
 	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
