@@ -60,13 +60,13 @@ type Config struct {
 // DefaultConfig returns the defaults (AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
-		Hub:               DefaultHubConfig(),
-		Heartbeat:         15 * time.Second,
-		MaxLifetime:       30 * time.Minute,
-		WriteTimeout:      10 * time.Second,
-		Retry:             2 * time.Second,
-		Quota:             defaultQuota(),
-		ViewsBucket:       pipeline.DefaultViewsKV,
+		Hub:          DefaultHubConfig(),
+		Heartbeat:    15 * time.Second,
+		MaxLifetime:  30 * time.Minute,
+		WriteTimeout: 10 * time.Second,
+		Retry:        2 * time.Second,
+		Quota:        defaultQuota(),
+		ViewsBucket:  pipeline.DefaultViewsKV,
 	}
 }
 
