@@ -337,7 +337,7 @@ func TestWindowReplay(t *testing.T) {
 		var w Window
 		admitted = map[string]int{}
 		for _, m := range msgs {
-			k, ok := w.Admit(lim, m.tenant, m.at, m.events, m.bytes)
+			k, ok := w.Admit(lim, m.tenant, m.at, m.events, m.bytes, false)
 			decisions = append(decisions, k)
 			if ok {
 				admitted[m.tenant]++
@@ -359,8 +359,19 @@ func TestWindowReplay(t *testing.T) {
 		t.Fatalf("the message after the large one: %v, want bytes_per_sec", last)
 	}
 	var w Window
-	if k, ok := w.Admit(Limits{}, "a", t0, 1e9, 1e9); !ok || k != 0 || w.Len() != 0 {
+	if k, ok := w.Admit(Limits{}, "a", t0, 1e9, 1e9, false); !ok || k != 0 || w.Len() != 0 {
 		t.Fatal("unlimited tenants are counted")
+	}
+	// Structural events pass up to twice the budget, then nothing does.
+	admitted := 0
+	for i := 0; i < 100; i++ {
+		structural := i%2 == 0
+		if _, ok := w.Admit(Limits{EventsPerSec: 10, EventsBurst: 10}, "s", t0, 1, 1, structural); ok {
+			admitted++
+		}
+	}
+	if admitted != 40 { // 20 of any kind, then structural ones up to 40
+		t.Fatalf("admitted %d, want 40", admitted)
 	}
 }
 

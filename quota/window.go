@@ -10,6 +10,12 @@ import "time"
 // the token bucket of Take can admit in any one second, so that traffic a
 // Limiter admitted at the bridge is not shed here).
 //
+// An event the caller marks structural (one that opens or closes
+// something, whose loss would break the protocol state of what follows) is
+// admitted up to twice those budgets: shedding content degrades a thread,
+// shedding its structure would end it. Past twice the budget everything is
+// shed.
+//
 // Its decisions depend only on the sequence of (tenant, timestamp, size) it
 // is shown: replaying the same messages from the start of a window makes
 // the same decisions. A timestamp older than the current window counts in
@@ -30,7 +36,7 @@ type windowCount struct{ events, bytes int64 }
 // bytes bytes, against lim: 0 and true when within both rates (the message
 // is counted), else the quota exceeded and false (the message is not
 // counted, so it does not eat the budget of the events after it).
-func (w *Window) Admit(lim Limits, tenant string, at time.Time, events, bytes int64) (Kind, bool) {
+func (w *Window) Admit(lim Limits, tenant string, at time.Time, events, bytes int64, structural bool) (Kind, bool) {
 	if lim.EventsPerSec <= 0 && lim.BytesPerSec <= 0 {
 		return 0, true
 	}
@@ -46,11 +52,15 @@ func (w *Window) Admit(lim Limits, tenant string, at time.Time, events, bytes in
 		c = &windowCount{}
 		w.m[tenant] = c
 	}
-	if lim.EventsPerSec > 0 && float64(c.events+events) > lim.EventsPerSec+lim.eventsBurst() {
+	f := 1.0
+	if structural {
+		f = 2
+	}
+	if lim.EventsPerSec > 0 && float64(c.events+events) > f*(lim.EventsPerSec+lim.eventsBurst()) {
 		return KindEvents, false
 	}
 	// As in Take, a message larger than the whole budget passes alone.
-	if budget := lim.BytesPerSec + lim.bytesBurst(); lim.BytesPerSec > 0 && float64(c.bytes+bytes) > budget && c.bytes > 0 {
+	if budget := f * (lim.BytesPerSec + lim.bytesBurst()); lim.BytesPerSec > 0 && float64(c.bytes+bytes) > budget && c.bytes > 0 {
 		return KindBytes, false
 	}
 	c.events += events
