@@ -54,10 +54,15 @@ type BridgeConfig struct {
 	// MaxErrors bounds the rejected and failed events listed in a response
 	// (their counts stay exact). Zero: 100.
 	MaxErrors int
-	// Quota, when set, holds each tenant to its quotas (see Bridge): events
-	// retained and body bytes in flight at the request's entry, events/s and
-	// bytes/s per event read. nil: no quotas.
+	// Quota, when set, holds each tenant to its quotas (see Bridge): body
+	// bytes in flight at the request's entry, events/s and bytes/s per
+	// event read. nil: no quotas.
 	Quota *quota.Limiter
+	// Retained, when set, is asked at each request's entry whether the
+	// tenant's retained events are over its quota (RetainedCounter.Check);
+	// a non-nil *quota.ExceededError is answered 429 before the body is
+	// read.
+	Retained func(tenant string) error
 	// QuotaLabels bounds the tenant label of the refusals metric (nil: the
 	// first quota.DefaultTenantLabels tenants, the rest as "_other").
 	QuotaLabels *quota.TenantLabels
@@ -251,6 +256,12 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors}
+	if b.cfg.Retained != nil {
+		if err := b.cfg.Retained(tenant); errors.Is(err, quota.ErrExceeded) {
+			b.overQuota(w, BridgeResponse{}, err)
+			return
+		}
+	}
 	var in io.Reader = r.Body
 	if q := b.cfg.Quota; q != nil {
 		qr, err := b.admit(tenant, r.ContentLength)
@@ -281,13 +292,10 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, resp)
 }
 
-// admit checks the quotas of a request's entry: events retained, and the
-// body bytes in flight its Content-Length declares (taken until release).
+// admit takes the body bytes in flight a request's Content-Length declares
+// (until release).
 func (b *Bridge) admit(tenant string, contentLength int64) (*quotaReader, error) {
 	q := b.cfg.Quota
-	if err := q.CheckRetained(tenant); err != nil {
-		return nil, err
-	}
 	qr := &quotaReader{q: q, tenant: tenant, declared: contentLength >= 0}
 	if contentLength > 0 {
 		if err := q.AcquireBody(tenant, contentLength); err != nil {

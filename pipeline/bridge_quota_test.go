@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -215,16 +216,37 @@ func TestBridgeQuotaBodyChunked(t *testing.T) {
 	}
 }
 
+// TestBridgeQuotaRetained: a tenant whose messages in the log reach its
+// quota (counted by a RetainedCounter from the real stream) is refused
+// before its body is read; another tenant is not.
 func TestBridgeQuotaRetained(t *testing.T) {
-	env, q := quotaBridge(t, quota.Limits{EventsRetained: 100})
-	q.SetRetained("acme", 100)
-	status, h, resp := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(0, 1)))
-	wantRefusal(t, status, h, resp, `"events_retained";q=100`, `"events_retained";r=0;t=5`, 0)
-	if n := env.storedCount(t); n != 0 {
-		t.Errorf("%d stored", n)
+	qc := quota.DefaultConfig()
+	qc.Tenants = map[string]quota.Limits{"acme": {EventsRetained: 3}}
+	var rc *pipeline.RetainedCounter
+	env := startBridge(t, func(c *pipeline.BridgeConfig) {
+		c.Retained = func(tenant string) error { return rc.Check(tenant) }
+	})
+	rc = pipeline.NewRetainedCounter(env.js, pipeline.DefaultStream, qc, time.Hour, nil)
+	for i := 0; i < 3; i++ { // one message each: every request waits for its ack
+		if status, _, resp := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(i, 1))); status != http.StatusOK {
+			t.Fatalf("post %d before the poll: %d %+v", i, status, resp)
+		}
 	}
-	q.SetRetained("acme", 99)
-	if status, _, _ := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(0, 1))); status != http.StatusOK {
-		t.Fatalf("under the quota again: %d", status)
+	if err := rc.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := rc.Count("acme"); n != 3 {
+		t.Fatalf("count %d, want 3", n)
+	}
+	status, h, resp := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(3, 1)))
+	wantRefusal(t, status, h, resp, `"events_retained";q=3`, `"events_retained";r=0;t=3600`, 0)
+	if n := env.storedCount(t); n != 3 {
+		t.Errorf("%d stored, want 3", n)
+	}
+	if status, _, _ := env.post(t, "beta", "t", "", strings.NewReader(jsonlEvents(0, 1))); status != http.StatusOK {
+		t.Fatalf("tenant beta: %d", status)
+	}
+	if rc.Count("beta") != -1 {
+		t.Error("a tenant without a retained quota is tracked")
 	}
 }

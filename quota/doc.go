@@ -11,8 +11,10 @@
 //     request body in flight (AcquireBody), open streams (AcquireStream),
 //     distinct threads subscribed (AcquireThread), tap subscriptions
 //     (AcquireTap);
-//   - a level reported from outside: events retained in the log
-//     (SetRetained, CheckRetained).
+//
+// Events retained in the log are a level only the log knows; the pipeline
+// counts them (RetainedCounter) and refuses with the same ExceededError
+// (KindRetained).
 //
 // Every refusal is an *ExceededError naming the quota (Kind), its limit and
 // window, and when to retry; SetHeaders writes it as the RateLimit-Policy,

@@ -40,7 +40,6 @@ type tenantState struct {
 	streams    int64          // open streams
 	taps       int64          // open tap streams
 	threads    map[string]int // thread → streams subscribed to it
-	retained   int64          // last reported level (-1: never reported)
 	last       time.Time      // last call about the tenant
 	prev, next *tenantState
 }
@@ -99,7 +98,7 @@ func (l *Limiter) state(s *limShard, tenant string, now time.Time) *tenantState 
 			return nil
 		}
 		lim := l.cfg.For(tenant)
-		t = &tenantState{name: tenant, lim: lim, retained: -1,
+		t = &tenantState{name: tenant, lim: lim,
 			ev: bucket{tokens: lim.eventsBurst(), at: now}, by: bucket{tokens: lim.bytesBurst(), at: now}}
 		s.m[tenant] = t
 	} else {
@@ -287,36 +286,6 @@ func (l *Limiter) ReleaseThread(tenant, thread string) {
 			delete(t.threads, thread)
 		}
 	})
-}
-
-// SetRetained records tenant's events retained in the log, as counted
-// outside (the pipeline's RetainedCounter). A tenant forgotten since is
-// unknown again until the next report.
-func (l *Limiter) SetRetained(tenant string, n int64) {
-	s := l.shard(tenant)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := l.state(s, tenant, l.cfg.Now()); t != nil {
-		t.retained = n
-	}
-}
-
-// CheckRetained returns an *ExceededError when tenant's last reported
-// retained events are at or over its quota (nil when under, unlimited, or
-// never reported).
-func (l *Limiter) CheckRetained(tenant string) error {
-	lim := l.cfg.For(tenant)
-	if lim.EventsRetained <= 0 {
-		return nil
-	}
-	s := l.shard(tenant)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.m[tenant]
-	if t == nil || t.retained < lim.EventsRetained {
-		return nil
-	}
-	return &ExceededError{Tenant: tenant, Kind: KindRetained, Limit: float64(lim.EventsRetained), RetryAfter: holdRetry}
 }
 
 // Tenants returns the tenants the limiter keeps state for (in no order).

@@ -149,25 +149,6 @@ func TestHolds(t *testing.T) {
 	exceeded(t, l.AcquireBody("b", 1), KindBody)
 }
 
-func TestRetained(t *testing.T) {
-	l := newLimiter(t, Limits{EventsRetained: 10}, func(c *Config) {
-		c.Tenants = map[string]Limits{"big": {EventsRetained: 0}}
-	})
-	if err := l.CheckRetained("a"); err != nil {
-		t.Fatalf("never reported: %v", err)
-	}
-	l.SetRetained("a", 9)
-	if err := l.CheckRetained("a"); err != nil {
-		t.Fatalf("9 of 10: %v", err)
-	}
-	l.SetRetained("a", 10)
-	exceeded(t, l.CheckRetained("a"), KindRetained)
-	l.SetRetained("big", 1e9)
-	if err := l.CheckRetained("big"); err != nil {
-		t.Fatalf("unlimited override: %v", err)
-	}
-}
-
 // TestForgetIdle: a tenant holding nothing is forgotten after IdleAfter;
 // one holding a stream is kept however long.
 func TestForgetIdle(t *testing.T) {
