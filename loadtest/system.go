@@ -202,7 +202,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
 	cfg.AuthKey = key
 	cfg.Logger = log
-	cfg.FanoutConfig.Quota.Default.Streams = 0 // the load is the point
+	cfg.Quota.Default.Streams = 0 // the load is the point
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
 	}

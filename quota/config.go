@@ -103,14 +103,18 @@ type Config struct {
 	IdleAfter time.Duration
 	// MaxTenants bounds the tenants the Limiter keeps state for.
 	MaxTenants int
+	// RetainedEvery is how often the pipeline counts each tenant's
+	// retained messages (pipeline.RetainedCounter; 0: 10 s).
+	RetainedEvery time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
 
 // DefaultConfig returns the defaults: no limits, tenants forgotten after 10
-// minutes idle, at most 100,000 remembered.
+// minutes idle, at most 100,000 remembered, retained messages counted every
+// 10 s.
 func DefaultConfig() Config {
-	return Config{IdleAfter: 10 * time.Minute, MaxTenants: 100_000}
+	return Config{IdleAfter: 10 * time.Minute, MaxTenants: 100_000, RetainedEvery: 10 * time.Second}
 }
 
 // ErrConfig wraps every configuration error.
@@ -130,6 +134,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: idle after %v, max tenants %d", ErrConfig, c.IdleAfter, c.MaxTenants)
 	}
 	return nil
+}
+
+// Retained reports whether any tenant has an events-retained quota (a
+// counter is needed).
+func (c *Config) Retained() bool {
+	if c.Default.EventsRetained > 0 {
+		return true
+	}
+	for _, l := range c.Tenants {
+		if l.EventsRetained > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // For returns the limits of tenant.

@@ -14,6 +14,7 @@ import (
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // config is everything the command reads from flags and the environment.
@@ -85,6 +86,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Lease.TTL, "lease-ttl", c.Lease.TTL, "lease mode: a crashed instance's partitions are taken over after at most this long")
 	fs.StringVar(&c.Lease.Holder, "lease-holder", "", "lease mode: this instance's unique name (default: host name and a random suffix)")
 	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
+	p.Quota = quota.DefaultConfig()
+	finishQuota := quota.BindFlags(fs, &p.Quota, quota.IngestFlags, "")
 
 	// Environment first, then the command line over it.
 	if err := envflag.Parse(fs, args, getenv); err != nil {
@@ -106,6 +109,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, errors.New("--auth-key must be at least 16 bytes")
 	}
 	p.MaxMsgSize = int32(maxMsg)
+	if err := finishQuota(os.ReadFile); err != nil {
+		return c, err
+	}
 	if err := p.Validate(); err != nil {
 		return c, err
 	}
