@@ -8,7 +8,6 @@ package quota
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math"
 	"sync"
 	"time"
@@ -82,10 +81,14 @@ func (l *Limiter) Config() Config { return l.cfg }
 // Limits returns tenant's limits.
 func (l *Limiter) Limits(tenant string) Limits { return l.cfg.For(tenant) }
 
+// shard is tenant's shard, by FNV-1a of its name (inlined: hash/fnv's
+// Write would copy the string).
 func (l *Limiter) shard(tenant string) *limShard {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(tenant))
-	return &l.shards[h.Sum32()%numShards]
+	h := uint32(2166136261)
+	for i := 0; i < len(tenant); i++ {
+		h = (h ^ uint32(tenant[i])) * 16777619
+	}
+	return &l.shards[h%numShards]
 }
 
 // state returns tenant's state at the LRU head, creating it; nil when the
