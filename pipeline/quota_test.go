@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,5 +290,55 @@ func TestIngestShedsOverRetained(t *testing.T) {
 	want := offlineShedView(t, "t", noisyStream(1), seqs["full/t"], []bool{true, true, true, true, true})
 	if !reflect.DeepEqual(v, want) || v["status"] != "idle" {
 		t.Errorf("the shed thread's view %s, want nothing applied (%v)", snap.View, want)
+	}
+}
+
+// TestIngestShedsOverBytes: content over a tenant's bytes/s is shed with
+// bytes_per_sec named; dead letters and the metric agree, and every event
+// is either applied or shed.
+func TestIngestShedsOverBytes(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Quota.Tenants = map[string]quota.Limits{"wide": {BytesPerSec: 100, BytesBurst: 100}}
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = NewMetrics(reg)
+	dl, err := nc.SubscribeSync(DLQSubject("wide", EncodeThread("t")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startIngest(t, nc, cfg)
+	evs := noisyStream(30) // 30 content events of ~70 bytes: far over 200 bytes a second
+	seqs := publishStreams(t, js, []stream{{tenant: "wide", thread: "t", events: evs}}, 1)
+	var snap Snapshot
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		if snap, err = snapshot(nc, cfg.Partitions, "wide", "t"); err == nil && snap.Seq != seqs["wide/t"][len(evs)-1] {
+			err = fmt.Errorf("seq %d", snap.Seq)
+		}
+		return err
+	})
+	shed := 0
+	for {
+		m, err := dl.NextMsg(500 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if m.Header.Get(HeaderQuota) != "bytes_per_sec" || m.Header.Get(HeaderErrorKind) != ErrKindQuota {
+			t.Fatalf("dead letter %v", m.Header)
+		}
+		shed++
+	}
+	if shed == 0 {
+		t.Fatal("nothing shed")
+	}
+	if got := gatherCounter(t, reg, "threadcast_ingest_quota_shed_events_total", "wide", "bytes_per_sec"); got != float64(shed) {
+		t.Errorf("metric %v, %d dead letters", got, shed)
+	}
+	v := viewOf(t, snap.View)
+	content := v["messages"].([]any)[0].(map[string]any)["content"].(string)
+	if applied := strings.Count(content, ";"); applied+shed != 30 || v["warnings"] != float64(shed) {
+		t.Errorf("%d applied + %d shed != 30, warnings %v", applied, shed, v["warnings"])
 	}
 }
