@@ -436,7 +436,7 @@ var discard = slog.New(slog.DiscardHandler)
 // events. b.N is ignored: each round is a fixed-length run.
 func BenchmarkNoisyNeighbour(b *testing.B) {
 	cfg := noisyConfig{Duration: 5 * time.Second, BThreads: 8, BRate: 400, AQuota: 100}
-	rounds := 3
+	rounds := 5
 	var ratios, quietP99, noisyP99 []float64
 	var lost, dup, refused, accepted, shed, natsSent, bridgeSent float64
 	for b.Loop() {
@@ -462,6 +462,7 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	b.ReportMetric(median(quietP99), "quiet_p99_ms")
 	b.ReportMetric(median(noisyP99), "noisy_p99_ms")
 	b.ReportMetric(median(ratios), "p99_ratio")
+	b.ReportMetric(median(noisyP99)/median(quietP99), "p99_ratio_of_medians")
 	b.ReportMetric(lost, "b_lost")
 	b.ReportMetric(dup, "b_dup")
 	b.ReportMetric(bridgeSent, "a_bridge_sent")
