@@ -7,14 +7,15 @@ package pipeline
 // count a warning in the thread's view at its seq (the view stays the fold
 // of the applied events, and says that something was left out).
 //
-// What is shed. A decoded event is checked against its tenant's events/s
-// and bytes/s in a quota.Window per partition, by the message's stored
+// What is shed. An event is checked against its tenant's events/s and
+// bytes/s in a quota.Window per partition, by the message's stored
 // timestamp (the server's, in the delivery's reply subject): durable and
 // the same on every delivery. Only content may be shed at the window's
 // budget; structure (run, step, message, tool call and reasoning starts
 // and ends, errors) passes up to twice it, so that shedding degrades a
 // thread instead of breaking its protocol state; past twice it everything
-// is shed. A tenant whose retained events are over quota (Config.Retained)
+// is shed, and is shed before it is decoded (Window.Exhausted), so a flood
+// costs no decoding. A tenant whose retained events are over quota (Config.Retained)
 // has every event shed.
 //
 // Replay. A partition's window sees every message of the partition once,
@@ -77,6 +78,21 @@ func (s *shard) admit(t *hotThread, n int) quota.Kind {
 	return k
 }
 
+// exhausted returns the quota an event of n bytes of t is shed over
+// whatever its type (0: none), before it is decoded: under a flood, shed
+// events cost no decode. It refuses exactly where admit would refuse a
+// structural event, so decisions are unchanged.
+func (s *shard) exhausted(t *hotThread, n int) quota.Kind {
+	q := &s.quota
+	if q.retained != nil {
+		return quota.KindRetained
+	}
+	if !q.rated {
+		return 0
+	}
+	return t.part.win.Exhausted(q.lim, t.key.tenant, q.at, int64(n))
+}
+
 // countSkipped shows the window the events of a message a replay skips,
 // so that its counts are those of the first pass.
 func (s *shard) countSkipped(t *hotThread, data []byte) {
@@ -88,7 +104,7 @@ func (s *shard) countSkipped(t *hotThread, data []byte) {
 		if !ok {
 			return
 		}
-		if s.dec.Decode(line, &s.ev) == nil {
+		if s.exhausted(t, len(line)) == 0 && s.dec.Decode(line, &s.ev) == nil {
 			s.admit(t, len(line))
 		}
 		data = rest

@@ -339,6 +339,10 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 }
 
 func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
+	if k := s.exhausted(t, len(line)); k != 0 {
+		s.shed(t, seq, line, idx, k)
+		return
+	}
 	err := s.dec.Decode(line, &s.ev)
 	for _, w := range s.dec.Warnings() {
 		t.th.Warn(seq, reducer.CodecWarning(seq, w))

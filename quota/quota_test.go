@@ -364,3 +364,30 @@ func TestTenantLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowExhausted: Exhausted says nonzero exactly when Admit would
+// refuse a structural event of the same size, and counts nothing.
+func TestWindowExhausted(t *testing.T) {
+	lim := Limits{EventsPerSec: 3, EventsBurst: 2, BytesPerSec: 50, BytesBurst: 50}
+	t0 := time.Unix(1_700_000_000, 0)
+	var w, shadow Window
+	for i := 0; i < 2000; i++ {
+		at := t0.Add(time.Duration(i) * 7 * time.Millisecond)
+		n := int64(1 + (i*37)%40)
+		structural := i%3 == 0
+		k := w.Exhausted(lim, "a", at, n)
+		_, wouldPass := shadow.Admit(lim, "a", at, 1, n, true)
+		if (k != 0) == wouldPass {
+			t.Fatalf("event %d: Exhausted %v, a structural Admit passes %v", i, k, wouldPass)
+		}
+		if _, ok := w.Admit(lim, "a", at, 1, n, structural); k != 0 && ok {
+			t.Fatalf("event %d: exhausted (%v) but admitted", i, k)
+		}
+		shadow.cur = w.cur // the shadow takes w's state for the next step
+		shadow.m = map[string]*windowCount{}
+		for name, c := range w.m {
+			cc := *c
+			shadow.m[name] = &cc
+		}
+	}
+}

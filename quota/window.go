@@ -68,5 +68,25 @@ func (w *Window) Admit(lim Limits, tenant string, at time.Time, events, bytes in
 	return 0, true
 }
 
+// Exhausted reports whether Admit would refuse even a structural event of
+// bytes bytes from tenant at at, without counting anything: a caller can
+// then shed an event without decoding it. It returns the quota, or 0.
+func (w *Window) Exhausted(lim Limits, tenant string, at time.Time, bytes int64) Kind {
+	if lim.EventsPerSec <= 0 && lim.BytesPerSec <= 0 || at.Unix() > w.cur {
+		return 0 // unlimited, or a new window: nothing counted yet
+	}
+	c := w.m[tenant]
+	if c == nil {
+		return 0
+	}
+	if lim.EventsPerSec > 0 && float64(c.events+1) > 2*(lim.EventsPerSec+lim.eventsBurst()) {
+		return KindEvents
+	}
+	if lim.BytesPerSec > 0 && c.bytes > 0 && float64(c.bytes+bytes) > 2*(lim.BytesPerSec+lim.bytesBurst()) {
+		return KindBytes
+	}
+	return 0
+}
+
 // Len is the number of tenants counted in the current window.
 func (w *Window) Len() int { return len(w.m) }
