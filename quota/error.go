@@ -53,15 +53,20 @@ func (e *ExceededError) RetryAfterSeconds() int64 {
 //	RateLimit-Policy: "events_per_sec";q=100;w=1
 //	RateLimit: "events_per_sec";r=0;t=3
 //
-// q is the quota, w its window in seconds (absent for a hold or level), qu
+// q is the quota, w its window in seconds (absent for a hold or level; a
+// rate under one per second is one per as many seconds as hold one), qu
 // the unit where the draft's registry has one ("content-bytes" for bytes,
 // "concurrency" for holds; events have none registered and leave it out), r
 // what remains and t the seconds until a retry may succeed.
 func (e *ExceededError) SetHeaders(h http.Header) {
 	name := strconv.Quote(e.Kind.String())
-	policy := name + ";q=" + strconv.FormatInt(int64(math.Ceil(e.Limit)), 10)
+	q, w := int64(math.Ceil(e.Limit)), max(1, int64(e.Window/time.Second))
+	if e.Window > 0 && e.Limit > 0 && e.Limit < 1 { // q is an integer: one per the window that holds one
+		q, w = 1, int64(math.Round(float64(w)/e.Limit))
+	}
+	policy := name + ";q=" + strconv.FormatInt(q, 10)
 	if e.Window > 0 {
-		policy += ";w=" + strconv.FormatInt(max(1, int64(e.Window/time.Second)), 10)
+		policy += ";w=" + strconv.FormatInt(w, 10)
 	}
 	switch e.Kind {
 	case KindBytes, KindBody:

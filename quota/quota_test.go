@@ -275,6 +275,8 @@ func TestSetHeaders(t *testing.T) {
 			`"body_bytes_in_flight";q=4096;qu="content-bytes"`, `"body_bytes_in_flight";r=96;t=5`, "5"},
 		{ExceededError{Kind: KindStreams, Limit: 3, RetryAfter: holdRetry},
 			`"streams";q=3;qu="concurrency"`, `"streams";r=0;t=5`, "5"},
+		{ExceededError{Kind: KindEvents, Limit: 0.01, Window: time.Second, RetryAfter: 100 * time.Second},
+			`"events_per_sec";q=1;w=100`, `"events_per_sec";r=0;t=100`, "100"},
 		{ExceededError{Kind: KindRetained, Limit: 1e6, RetryAfter: holdRetry},
 			`"events_retained";q=1000000`, `"events_retained";r=0;t=5`, "5"},
 	}
