@@ -143,6 +143,10 @@ type shard struct {
 	now time.Time
 	// quota is the quota state of the message being handled (quota.go).
 	quota msgQuota
+	// work: the current batch applied, rejected or warned about at least
+	// one event other than by a quota shed. A batch of shed events only
+	// does not start a frame burst (quota.go).
+	work bool
 
 	// The frame message, reused for every frame (Publisher keeps no
 	// reference): one header map and message per shard instead of per frame.
@@ -189,6 +193,7 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 		select {
 		case d := <-s.q:
 			s.now = time.Now()
+			s.work = false
 			s.handle(hardCtx, d.msg, d.seq)
 			for n := 1; n < maxBatch; n++ {
 				select {
@@ -198,6 +203,13 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				default:
 				}
 				break
+			}
+			if !s.work {
+				// Only shed events (or nothing) this batch: their frames and
+				// acks wait for the next burst, the due timer or the tick,
+				// so a tenant's shed flood does not make other tenants'
+				// frames wait out FrameInterval behind its bursts.
+				continue
 			}
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
 				if !armed {
@@ -335,6 +347,9 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 	if n := h.Get(HeaderBatch); n != "" && n != strconv.Itoa(lines) {
 		s.m.BatchMismatch.Inc()
 	}
+	if lines == 0 {
+		s.work = true // nothing was shed: framed at once like any message
+	}
 	s.changed(t, seq)
 }
 
@@ -344,6 +359,9 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		return
 	}
 	err := s.dec.Decode(line, &s.ev)
+	if err != nil || len(s.dec.Warnings()) > 0 {
+		s.work = true
+	}
 	for _, w := range s.dec.Warnings() {
 		t.th.Warn(seq, reducer.CodecWarning(seq, w))
 		s.m.Warnings.Inc()
@@ -372,6 +390,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.shed(t, seq, line, idx, k)
 		return
 	}
+	s.work = true
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
