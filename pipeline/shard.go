@@ -204,11 +204,13 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				}
 				break
 			}
-			if !s.work {
+			if !s.work && !s.ackDue() {
 				// Only shed events (or nothing) this batch: their frames and
 				// acks wait for the next burst, the due timer or the tick,
 				// so a tenant's shed flood does not make other tenants'
-				// frames wait out FrameInterval behind its bursts.
+				// frames wait out FrameInterval behind its bursts — unless
+				// un-acked messages pile up (a flood faster than the tick),
+				// which must not stall the consumer at MaxAckPending.
 				continue
 			}
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
@@ -771,6 +773,17 @@ func (s *shard) ack(ctx context.Context, ps *partState, force bool) {
 	if n := len(ps.pending); cap(ps.pending) > 4096 && n < cap(ps.pending)/8 {
 		ps.pending = append(make([]pendingMsg, 0, 2*n), ps.pending...) // shrink after a burst
 	}
+}
+
+// ackDue reports whether a partition has as many un-acked messages as
+// make ack send at once (a quarter of MaxAckPending).
+func (s *shard) ackDue() bool {
+	for _, ps := range s.parts {
+		if len(ps.pending) >= s.cfg.MaxAckPending/4 {
+			return true
+		}
+	}
+	return false
 }
 
 // ackInterval is the least time between two acks of a partition.
