@@ -15,10 +15,7 @@ package pipeline
 // and ends, errors) passes up to twice it, so that shedding degrades a
 // thread instead of breaking its protocol state; past twice it everything
 // is shed, and is shed before it is decoded (Window.Exhausted), so a flood
-// costs no decoding. A batch in which every event was shed starts no frame
-// burst (shard.work): its frames go with the next burst, the due timer or
-// the tick, so a flood does not make the shard's other threads wait out
-// FrameInterval behind it. A tenant whose retained events are over quota (Config.Retained)
+// costs no decoding. A tenant whose retained events are over quota (Config.Retained)
 // has every event shed.
 //
 // Replay. A partition's window sees every message of the partition once,

@@ -342,34 +342,3 @@ func TestIngestShedsOverBytes(t *testing.T) {
 		t.Errorf("%d applied + %d shed != 30, warnings %v", applied, shed, v["warnings"])
 	}
 }
-
-// TestShedFloodStillAcked: a flood whose every event is shed publishes no
-// frame burst, but its messages are still acked once a quarter of
-// MaxAckPending is waiting, so the consumer never stalls at MaxAckPending
-// (here the tick, the only other flush, is half an hour away).
-func TestShedFloodStillAcked(t *testing.T) {
-	s := runServer(t)
-	nc := connect(t, s)
-	js, _ := jetstream.New(nc)
-	cfg := testConfig()
-	cfg.CheckpointInterval, cfg.AckWait = time.Hour, 2*time.Hour
-	cfg.MaxAckPending = 16
-	cfg.Retained = func(tenant string) error {
-		return &quota.ExceededError{Tenant: tenant, Kind: quota.KindRetained, Limit: 1}
-	}
-	startIngest(t, nc, cfg)
-	evs := noisyStream(200)
-	seqs := publishStreams(t, js, []stream{{tenant: "full", thread: "t", events: evs}}, 1)
-	last := seqs["full/t"][len(evs)-1]
-	cons, err := js.Consumer(context.Background(), cfg.Stream, cfg.ConsumerName(Partition("full", EncodeThread("t"), cfg.Partitions)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, func() error {
-		info, err := cons.Info(context.Background())
-		if err == nil && info.AckFloor.Stream < last-uint64(cfg.MaxAckPending) {
-			err = fmt.Errorf("ack floor %d, last %d", info.AckFloor.Stream, last)
-		}
-		return err
-	})
-}

@@ -143,10 +143,6 @@ type shard struct {
 	now time.Time
 	// quota is the quota state of the message being handled (quota.go).
 	quota msgQuota
-	// work: the current batch applied, rejected or warned about at least
-	// one event other than by a quota shed. A batch of shed events only
-	// does not start a frame burst (quota.go).
-	work bool
 
 	// The frame message, reused for every frame (Publisher keeps no
 	// reference): one header map and message per shard instead of per frame.
@@ -193,7 +189,6 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 		select {
 		case d := <-s.q:
 			s.now = time.Now()
-			s.work = false
 			s.handle(hardCtx, d.msg, d.seq)
 			for n := 1; n < maxBatch; n++ {
 				select {
@@ -203,15 +198,6 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				default:
 				}
 				break
-			}
-			if !s.work && !s.ackDue() {
-				// Only shed events (or nothing) this batch: their frames and
-				// acks wait for the next burst, the due timer or the tick,
-				// so a tenant's shed flood does not make other tenants'
-				// frames wait out FrameInterval behind its bursts — unless
-				// un-acked messages pile up (a flood faster than the tick),
-				// which must not stall the consumer at MaxAckPending.
-				continue
 			}
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
 				if !armed {
@@ -349,9 +335,6 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 	if n := h.Get(HeaderBatch); n != "" && n != strconv.Itoa(lines) {
 		s.m.BatchMismatch.Inc()
 	}
-	if lines == 0 {
-		s.work = true // nothing was shed: framed at once like any message
-	}
 	s.changed(t, seq)
 }
 
@@ -361,9 +344,6 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		return
 	}
 	err := s.dec.Decode(line, &s.ev)
-	if err != nil || len(s.dec.Warnings()) > 0 {
-		s.work = true
-	}
 	for _, w := range s.dec.Warnings() {
 		t.th.Warn(seq, reducer.CodecWarning(seq, w))
 		s.m.Warnings.Inc()
@@ -392,7 +372,6 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.shed(t, seq, line, idx, k)
 		return
 	}
-	s.work = true
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
@@ -773,17 +752,6 @@ func (s *shard) ack(ctx context.Context, ps *partState, force bool) {
 	if n := len(ps.pending); cap(ps.pending) > 4096 && n < cap(ps.pending)/8 {
 		ps.pending = append(make([]pendingMsg, 0, 2*n), ps.pending...) // shrink after a burst
 	}
-}
-
-// ackDue reports whether a partition has as many un-acked messages as
-// make ack send at once (a quarter of MaxAckPending).
-func (s *shard) ackDue() bool {
-	for _, ps := range s.parts {
-		if len(ps.pending) >= s.cfg.MaxAckPending/4 {
-			return true
-		}
-	}
-	return false
 }
 
 // ackInterval is the least time between two acks of a partition.
