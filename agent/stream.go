@@ -18,6 +18,13 @@ type StreamOptions struct {
 	// MaxErrors bounds how many EventErrors StreamResult keeps per list (the
 	// counts stay exact). Zero: 100.
 	MaxErrors int
+	// Admit, when set, is called with each event read, before it is
+	// published (ev is valid only during the call). A non-nil error ends
+	// the stream there, as a read error would: that event is neither
+	// published nor counted in Events, the events before it are, and
+	// PublishStream returns the error as is. The HTTP bridge charges its
+	// tenant's quotas here.
+	Admit func(ev []byte) error
 }
 
 // EventError is an event of a stream that is not in the event log, and why.
@@ -93,6 +100,12 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 				streamErr = err
 			}
 			break
+		}
+		if opts.Admit != nil {
+			if err := opts.Admit(ev); err != nil {
+				streamErr = err
+				break
+			}
 		}
 		index := res.Events
 		res.Events++

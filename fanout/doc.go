@@ -37,6 +37,11 @@
 //   - Tenants: the tenant comes only from the verified token; thread ids from
 //     URLs become subject tokens through pipeline.EncodeThread, never
 //     wildcards.
+//   - Quotas (Config.Quota, package quota): a tenant's open streams,
+//     distinct threads subscribed and tap streams are bounded; a stream
+//     over one is refused with 429 before it takes anything, and gives its
+//     share back when it ends, so one tenant at its bounds costs another
+//     nothing.
 //
 // # Concurrency contract
 //

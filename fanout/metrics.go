@@ -25,6 +25,7 @@ type Metrics struct {
 	TapDropped      prometheus.Counter              // tap messages dropped by a slow tap reader
 	IdleFeeds       prometheus.Gauge                // of Feeds, the threads lingering with no subscriber
 	IdleEnded       *prometheus.CounterVec          // lingering threads ended early by an idle bound, by bound (no tenant label: unbounded)
+	QuotaRefused    *prometheus.CounterVec          // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
 	collectors      []prometheus.Collector
 }
@@ -58,6 +59,8 @@ func NewMetrics() *Metrics {
 		IdleFeeds:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_idle_threads", Help: "Threads with a NATS subscription and no subscriber on this node (lingering)."}),
 		IdleEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_idle_threads_ended_total",
 			Help: "Lingering threads ended before the linger time because an idle bound was reached, by bound (tenant, total)."}, []string{"bound"}),
+		QuotaRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_quota_refused_total",
+			Help: "Streams refused over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."}, []string{"tenant", "quota"}),
 	}
 	// Create every label value up front, so dashboards see zeros, not gaps.
 	for v := Variant(0); v < numVariants; v++ {
@@ -82,7 +85,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped,
-		m.IdleFeeds, m.IdleEnded}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused}
 	return m
 }
 

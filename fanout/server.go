@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // Config configures a Server. DefaultConfig returns the defaults; only
@@ -46,8 +48,14 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Retry is the reconnection delay announced to SSE clients.
 	Retry time.Duration
-	// MaxConnsPerTenant bounds concurrent streams per tenant (0: no limit).
-	MaxConnsPerTenant int
+	// Quota holds each tenant to its open streams (SSE, WebSocket, live
+	// lists and taps together), distinct threads subscribed and tap
+	// streams: past one, a new stream is answered 429 with the quota named
+	// (see README.md). The default limits 10,000 streams per tenant.
+	Quota quota.Config
+	// QuotaLabels bounds the tenant label of the quota refusals metric
+	// (nil: the first quota.DefaultTenantLabels tenants, then "_other").
+	QuotaLabels *quota.TenantLabels
 	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
 	ViewsBucket string
 	// Now is the clock that times streams against their token's expiry,
@@ -58,14 +66,20 @@ type Config struct {
 // DefaultConfig returns the defaults (Verifier and AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
-		Hub:               DefaultHubConfig(),
-		Heartbeat:         15 * time.Second,
-		MaxLifetime:       30 * time.Minute,
-		WriteTimeout:      10 * time.Second,
-		Retry:             2 * time.Second,
-		MaxConnsPerTenant: 10000,
-		ViewsBucket:       pipeline.DefaultViewsKV,
+		Hub:          DefaultHubConfig(),
+		Heartbeat:    15 * time.Second,
+		MaxLifetime:  30 * time.Minute,
+		WriteTimeout: 10 * time.Second,
+		Retry:        2 * time.Second,
+		Quota:        defaultQuota(),
+		ViewsBucket:  pipeline.DefaultViewsKV,
 	}
+}
+
+func defaultQuota() quota.Config {
+	q := quota.DefaultConfig()
+	q.Default.Streams = 10000
+	return q
 }
 
 // ErrConfig is returned by New for an unusable configuration.
@@ -86,7 +100,7 @@ type Server struct {
 	drain    context.CancelFunc
 	drainOne sync.Once
 	streams  sync.WaitGroup // every stream handler in flight
-	limiter  tenantLimiter
+	quota    *quota.Limiter
 	stopMu   sync.Mutex // orders Drain against beginStream's streams.Add
 	stopped  atomic.Bool
 
@@ -126,6 +140,17 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Quota.IdleAfter == 0 && cfg.Quota.MaxTenants == 0 { // a zero Config: the limits as given, the bounds by default
+		d := quota.DefaultConfig()
+		cfg.Quota.IdleAfter, cfg.Quota.MaxTenants = d.IdleAfter, d.MaxTenants
+	}
+	lim, err := quota.New(cfg.Quota)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if cfg.QuotaLabels == nil {
+		cfg.QuotaLabels = quota.NewTenantLabels(quota.DefaultTenantLabels)
+	}
 	m := NewMetrics()
 	reg := prometheus.NewRegistry()
 	if err := m.Register(reg); err != nil {
@@ -133,10 +158,8 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(VerifierCollectors(cfg.Verifier)...)
-	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log)}
+	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log), quota: lim}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
-	s.limiter.n = make(map[string]int)
-	s.limiter.max = cfg.MaxConnsPerTenant
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -355,34 +378,11 @@ func (s *Server) denyUnavailable(w http.ResponseWriter, err error) {
 	s.deny(w, http.StatusServiceUnavailable, "unavailable")
 }
 
-// tenantLimiter counts open streams per tenant.
-type tenantLimiter struct {
-	mu  sync.Mutex
-	n   map[string]int
-	max int
-}
-
-func (l *tenantLimiter) acquire(tenant string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.max > 0 && l.n[tenant] >= l.max {
-		return false
-	}
-	l.n[tenant]++
-	return true
-}
-
-func (l *tenantLimiter) release(tenant string) {
-	l.mu.Lock()
-	if l.n[tenant]--; l.n[tenant] <= 0 {
-		delete(l.n, tenant)
-	}
-	l.mu.Unlock()
-}
-
-// beginStream registers a stream handler (so Run waits for it) and takes a
-// slot of the tenant's limit. It writes the refusal itself.
-func (s *Server) beginStream(w http.ResponseWriter, tenant string) (end func(), ok bool) {
+// beginStream registers a stream handler (so Run waits for it) and takes
+// the tenant's quotas: a stream, a tap when tap, and thread when not "" (a
+// thread the tenant has no other stream on takes one of its threads). It
+// writes the refusal itself; end gives everything back.
+func (s *Server) beginStream(w http.ResponseWriter, tenant, thread string, tap bool) (end func(), ok bool) {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
 	if s.stopped.Load() {
@@ -390,11 +390,56 @@ func (s *Server) beginStream(w http.ResponseWriter, tenant string) (end func(), 
 		s.deny(w, http.StatusServiceUnavailable, "draining")
 		return nil, false
 	}
-	if !s.limiter.acquire(tenant) {
-		w.Header().Set("Retry-After", "5")
-		s.deny(w, http.StatusTooManyRequests, "tenant_limit")
+	if err := s.quota.AcquireStream(tenant); err != nil {
+		s.overQuota(w, err)
 		return nil, false
 	}
+	if tap {
+		if err := s.quota.AcquireTap(tenant); err != nil {
+			s.quota.ReleaseStream(tenant)
+			s.overQuota(w, err)
+			return nil, false
+		}
+	}
+	if thread != "" {
+		if err := s.quota.AcquireThread(tenant, thread); err != nil {
+			if tap {
+				s.quota.ReleaseTap(tenant)
+			}
+			s.quota.ReleaseStream(tenant)
+			s.overQuota(w, err)
+			return nil, false
+		}
+	}
 	s.streams.Add(1)
-	return func() { s.limiter.release(tenant); s.streams.Done() }, true
+	return func() {
+		if thread != "" {
+			s.quota.ReleaseThread(tenant, thread)
+		}
+		if tap {
+			s.quota.ReleaseTap(tenant)
+		}
+		s.quota.ReleaseStream(tenant)
+		s.streams.Done()
+	}, true
+}
+
+// overQuota answers 429 for err (a *quota.ExceededError): Retry-After, the
+// RateLimit-Policy and RateLimit fields, and
+// {"error":"over_quota","quota":{...}}.
+func (s *Server) overQuota(w http.ResponseWriter, err error) {
+	var qe *quota.ExceededError
+	if !errors.As(err, &qe) {
+		s.deny(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	s.m.Rejected.WithLabelValues("over_quota").Inc()
+	s.m.QuotaRefused.WithLabelValues(s.cfg.QuotaLabels.Label(qe.Tenant), qe.Kind.String()).Inc()
+	qe.SetHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error string         `json:"error"`
+		Quota *quota.Refusal `json:"quota"`
+	}{"over_quota", qe.Refusal()})
 }

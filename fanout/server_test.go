@@ -585,18 +585,14 @@ func TestTenantConnectionLimit(t *testing.T) {
 	pub := connect(t, ns)
 	newTestThread(t, pub, "acme", "t1").publish(t, "a;")
 	newTestThread(t, pub, "zeta", "t1").publish(t, "a;")
-	srv, hs := newServer(t, nc, func(c *Config) { c.MaxConnsPerTenant = 1 })
+	srv, hs := newServer(t, nc, func(c *Config) { c.Quota.Default.Streams = 1 })
 	c := openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
 	if _, code := tryOpenSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil); code != http.StatusTooManyRequests {
 		t.Fatalf("second acme stream: %d, want 429", code)
 	}
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "zeta"), nil)
 	c.close()
-	waitFor(t, 5*time.Second, "slot released", func() bool {
-		srv.limiter.mu.Lock()
-		defer srv.limiter.mu.Unlock()
-		return srv.limiter.n["acme"] == 0
-	})
+	waitFor(t, 5*time.Second, "slot released", func() bool { return srv.quota.Usage("acme").Streams == 0 })
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
 }
 

@@ -65,7 +65,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if a := q.Get("after"); a != "" {
 		after = ParseCursor(a)
 	}
-	end, ok := s.beginStream(w, c.Tenant)
+	end, ok := s.beginStream(w, c.Tenant, thread, false)
 	if !ok {
 		return
 	}

@@ -241,7 +241,7 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 // threadListLive streams {"thread","seq","status","updated"} per frame.
 func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.Claims, allow func(string) bool) {
 	tenant := c.Tenant
-	end, ok := s.beginStream(w, tenant)
+	end, ok := s.beginStream(w, tenant, "", false)
 	if !ok {
 		return
 	}
@@ -299,7 +299,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
 	}
 	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	end, ok := s.beginStream(w, c.Tenant)
+	end, ok := s.beginStream(w, c.Tenant, "", true)
 	if !ok {
 		return
 	}

@@ -85,7 +85,7 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	fc := fanout.DefaultConfig()
 	fc.AuthKey = e.Key
 	fc.Hub.Partitions = e.pc.Partitions
-	fc.MaxConnsPerTenant = 0 // the load is the point
+	fc.Quota.Default.Streams = 0 // the load is the point
 	if e.fanout, err = fanout.New(e.fanNC, fc, log); err != nil {
 		e.Close()
 		return nil, err
@@ -202,7 +202,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
 	cfg.AuthKey = key
 	cfg.Logger = log
-	cfg.FanoutConfig.MaxConnsPerTenant = 0 // the load is the point
+	cfg.Quota.Default.Streams = 0 // the load is the point
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
 	}

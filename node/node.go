@@ -34,6 +34,7 @@ import (
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
 )
 
@@ -95,6 +96,10 @@ type Config struct {
 	// and its Hub.Partitions from Pipeline.Partitions.
 	Pipeline     pipeline.Config
 	FanoutConfig fanout.Config
+	// Quota is every door's per-tenant quotas: the node sets it as
+	// Pipeline.Quota and FanoutConfig.Quota, holds the bridge to it, and
+	// counts retained messages when a tenant has that quota.
+	Quota quota.Config
 
 	// Drain bounds each phase of the shutdown (and the start-up of
 	// streams): HTTP drain, the publishers' acks, ingest's checkpoints, the
@@ -119,6 +124,7 @@ func DefaultConfig() Config {
 		Tokens:       auth.DefaultVerifierConfig(),
 		Pipeline:     pipeline.DefaultConfig(),
 		FanoutConfig: fanout.DefaultConfig(),
+		Quota:        fanout.DefaultConfig().Quota,
 		Drain:        20 * time.Second,
 		ReadyMaxLag:  100000,
 	}
@@ -251,6 +257,7 @@ func (n *Node) start() error {
 		fc := n.cfg.FanoutConfig
 		fc.Verifier = n.verifier
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
+		fc.Quota = n.cfg.Quota
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
 			return err
@@ -516,6 +523,20 @@ func (n *Node) startIngest() (http.Handler, error) {
 	pc := n.cfg.Pipeline
 	pc.Logger = n.log.With("part", "ingest")
 	pc.Metrics = pipeline.NewMetrics(n.reg)
+	pc.Quota = n.cfg.Quota
+	lim, err := quota.New(n.cfg.Quota)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	var retained *pipeline.RetainedCounter
+	if n.cfg.Quota.Retained() {
+		js, err := jetstream.New(n.nc)
+		if err != nil {
+			return nil, err
+		}
+		retained = pipeline.NewRetainedCounter(js, pc.Stream, n.cfg.Quota, n.cfg.Quota.RetainedEvery, pc.Logger)
+		pc.Retained = retained.Check
+	}
 	// A delivery gap (a NATS server or consumer leader moved) stops an
 	// Ingest; Restarting replaces it, replaying from the ack floors. The
 	// first is built here so that its errors are start-up errors; build is
@@ -534,12 +555,29 @@ func (n *Node) startIngest() (http.Handler, error) {
 	})
 	in.RestartOnLost = true // one process owns every partition
 	n.in = in
-	n.ingest.run(func(ctx context.Context) error { return in.Run(ctx, n.cfg.Drain) }, n.fail("ingest"))
+	n.ingest.run(func(ctx context.Context) error {
+		if retained == nil {
+			return in.Run(ctx, n.cfg.Drain)
+		}
+		// The counter lives as long as the reducers: stopped and waited
+		// for when Run returns, for whatever reason.
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); retained.Run(rctx) }()
+		err := in.Run(ctx, n.cfg.Drain)
+		stop()
+		<-done
+		return err
+	}, n.fail("ingest"))
 
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier)})
+	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim}
+	if retained != nil {
+		bc.Retained = retained.Check
+	}
+	b, err := pipeline.NewBridge(bc)
 	if err != nil {
 		return nil, err
 	}

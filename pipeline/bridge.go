@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // BridgePattern is the route the bridge serves, in net/http.ServeMux syntax.
@@ -52,6 +54,18 @@ type BridgeConfig struct {
 	// MaxErrors bounds the rejected and failed events listed in a response
 	// (their counts stay exact). Zero: 100.
 	MaxErrors int
+	// Quota, when set, holds each tenant to its quotas (see Bridge): body
+	// bytes in flight at the request's entry, events/s and bytes/s per
+	// event read. nil: no quotas.
+	Quota *quota.Limiter
+	// Retained, when set, is asked at each request's entry whether the
+	// tenant's retained events are over its quota (RetainedCounter.Check);
+	// a non-nil *quota.ExceededError is answered 429 before the body is
+	// read.
+	Retained func(tenant string) error
+	// QuotaLabels bounds the tenant label of the refusals metric (nil: the
+	// first quota.DefaultTenantLabels tenants, the rest as "_other").
+	QuotaLabels *quota.TenantLabels
 }
 
 // Bridge is the ingest HTTP bridge, an http.Handler for BridgePattern.
@@ -69,14 +83,24 @@ type BridgeConfig struct {
 //     events before the cut are published and counted.
 //   - 415: a Content-Type that is none of the accepted ones.
 //   - 422: every event of the body was invalid.
+//   - 429: the tenant is over a quota (BridgeConfig.Quota), with
+//     Retry-After, RateLimit-Policy and RateLimit fields and the quota named
+//     in the body's "quota" member. Over events retained, or when the
+//     Content-Length alone would take its body bytes in flight over the
+//     quota, the body is not read. Otherwise the refusal comes at the event
+//     over events/s or bytes/s, or at the read of a body of unknown length
+//     that takes it over its bytes in flight: the events before it were
+//     published and are counted in "accepted", the rest of the body is not
+//     read.
 //   - 503: the events could not be stored (every accepted event failed, the
 //     publisher is closed or full).
 //
 // A Bridge is safe for concurrent use; it starts no goroutines.
 type Bridge struct {
-	cfg BridgeConfig
-	mux *http.ServeMux
-	ctr bridgeCounters
+	cfg     BridgeConfig
+	mux     *http.ServeMux
+	ctr     bridgeCounters
+	refused *prometheus.CounterVec // quota refusals by tenant (bounded) and quota
 }
 
 // BridgeResponse is the JSON body of every bridge answer.
@@ -89,6 +113,8 @@ type BridgeResponse struct {
 	Failed        []BridgeEventErr `json:"failed,omitempty"`
 	FailedCount   int              `json:"failedCount,omitempty"`
 	Error         string           `json:"error,omitempty"`
+	// Quota names the quota a 429 is about.
+	Quota *quota.Refusal `json:"quota,omitempty"`
 }
 
 // BridgeEventErr is one event of the body that is not in the log.
@@ -104,14 +130,15 @@ type BridgeStats struct {
 	BadRequests    uint64 // 400, 415 and 422
 	TooLarge       uint64 // 413
 	Unavailable    uint64 // 503
+	OverQuota      uint64 // 429
 	EventsAccepted uint64 // events stored
 	EventsRejected uint64 // events refused as invalid
 	EventsFailed   uint64 // valid events not stored
 }
 
 type bridgeCounters struct {
-	requests, authFailures, badRequests, tooLarge, unavailable atomic.Uint64
-	accepted, rejected, failed                                 atomic.Uint64
+	requests, authFailures, badRequests, tooLarge, unavailable, overQuota atomic.Uint64
+	accepted, rejected, failed                                            atomic.Uint64
 }
 
 // NewBridge returns a Bridge. It fails without a Publisher or a Verify.
@@ -128,7 +155,13 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.MaxErrors <= 0 {
 		cfg.MaxErrors = 100
 	}
-	b := &Bridge{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.QuotaLabels == nil {
+		cfg.QuotaLabels = quota.NewTenantLabels(quota.DefaultTenantLabels)
+	}
+	b := &Bridge{cfg: cfg, mux: http.NewServeMux(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "threadcast_bridge", Name: "quota_refused_total",
+		Help: "Requests refused or cut short over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."},
+		[]string{"tenant", "quota"})}
 	b.mux.HandleFunc(BridgePattern, b.ingest)
 	return b, nil
 }
@@ -144,6 +177,7 @@ func (b *Bridge) Stats() BridgeStats {
 		BadRequests:    b.ctr.badRequests.Load(),
 		TooLarge:       b.ctr.tooLarge.Load(),
 		Unavailable:    b.ctr.unavailable.Load(),
+		OverQuota:      b.ctr.overQuota.Load(),
 		EventsAccepted: b.ctr.accepted.Load(),
 		EventsRejected: b.ctr.rejected.Load(),
 		EventsFailed:   b.ctr.failed.Load(),
@@ -163,6 +197,8 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 		c("bad_requests_total", "Requests answered 400, 415 or 422.", &b.ctr.badRequests),
 		c("too_large_total", "Requests over the body size limit (413).", &b.ctr.tooLarge),
 		c("unavailable_total", "Requests whose events could not be stored (503).", &b.ctr.unavailable),
+		c("over_quota_total", "Requests refused or cut short over a tenant quota (429).", &b.ctr.overQuota),
+		b.refused,
 		c("events_accepted_total", "Events stored.", &b.ctr.accepted),
 		c("events_rejected_total", "Events refused as invalid.", &b.ctr.rejected),
 		c("events_failed_total", "Valid events that could not be stored.", &b.ctr.failed),
@@ -219,11 +255,33 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("pipeline: body of %d bytes over the limit of %d", r.ContentLength, b.cfg.MaxBodyBytes)})
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes)
-	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body,
-		agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors})
+	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors}
+	if b.cfg.Retained != nil {
+		if err := b.cfg.Retained(tenant); errors.Is(err, quota.ErrExceeded) {
+			b.overQuota(w, BridgeResponse{}, err)
+			return
+		}
+	}
+	var in io.Reader = r.Body
+	if q := b.cfg.Quota; q != nil {
+		qr, err := b.admit(tenant, r.ContentLength)
+		if err != nil {
+			b.overQuota(w, BridgeResponse{}, err)
+			return
+		}
+		defer qr.release()
+		qr.body = r.Body
+		in = qr
+		opts.Admit = func(ev []byte) error { return q.Take(tenant, 1, int64(len(ev))) }
+	}
+	body := http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)
+	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body, opts)
 
 	resp := b.response(res)
+	if errors.Is(err, quota.ErrExceeded) {
+		b.overQuota(w, resp, err)
+		return
+	}
 	status := b.status(res, err)
 	if err != nil {
 		resp.Error = err.Error()
@@ -232,6 +290,76 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	b.count(status)
 	writeJSON(w, status, resp)
+}
+
+// admit takes the body bytes in flight a request's Content-Length declares
+// (until release).
+func (b *Bridge) admit(tenant string, contentLength int64) (*quotaReader, error) {
+	q := b.cfg.Quota
+	qr := &quotaReader{q: q, tenant: tenant, declared: contentLength >= 0}
+	if contentLength > 0 {
+		if err := q.AcquireBody(tenant, contentLength); err != nil {
+			return nil, err
+		}
+		qr.held = contentLength
+	}
+	return qr, nil
+}
+
+// quotaReader reads a request body of unknown length within the tenant's
+// body-in-flight quota: each read first takes the bytes it may fill (all of
+// its buffer, or what the quota has left), and gives back what it did not
+// fill. A read when the quota has nothing left fails with the quota's
+// error. A body of declared length took its bytes at entry and reads
+// through.
+type quotaReader struct {
+	q        *quota.Limiter
+	tenant   string
+	body     io.Reader
+	declared bool
+	held     int64
+}
+
+func (r *quotaReader) Read(p []byte) (int, error) {
+	if r.declared {
+		return r.body.Read(p)
+	}
+	want := int64(len(p))
+	if err := r.q.AcquireBody(r.tenant, want); err != nil {
+		var qe *quota.ExceededError
+		if !errors.As(err, &qe) || qe.Remaining <= 0 {
+			return 0, err
+		}
+		if want = min(want, qe.Remaining); r.q.AcquireBody(r.tenant, want) != nil {
+			return 0, err
+		}
+		p = p[:want]
+	}
+	n, err := r.body.Read(p)
+	if unused := want - int64(n); unused > 0 {
+		r.q.ReleaseBody(r.tenant, unused)
+	}
+	r.held += int64(n)
+	return n, err
+}
+
+func (r *quotaReader) release() {
+	if r.held > 0 {
+		r.q.ReleaseBody(r.tenant, r.held)
+	}
+}
+
+// overQuota answers 429 for err (an *quota.ExceededError) with resp's
+// counts of what was stored before it.
+func (b *Bridge) overQuota(w http.ResponseWriter, resp BridgeResponse, err error) {
+	var qe *quota.ExceededError
+	errors.As(err, &qe)
+	b.ctr.overQuota.Add(1)
+	b.refused.WithLabelValues(b.cfg.QuotaLabels.Label(qe.Tenant), qe.Kind.String()).Inc()
+	qe.SetHeaders(w.Header())
+	resp.Error = err.Error()
+	resp.Quota = qe.Refusal()
+	writeJSON(w, http.StatusTooManyRequests, resp)
 }
 
 // status maps PublishStream's outcome onto the answer's status code.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // bridgeBody is n typical streamed-token events as JSONL (≈90 bytes each).
@@ -25,24 +27,38 @@ func bridgeBody(n int) []byte {
 func BenchmarkBridge(b *testing.B) {
 	const n = 10000
 	body := bridgeBody(n)
-	b.Run("http", func(b *testing.B) {
-		env := startBridgeB(b)
-		b.SetBytes(int64(len(body)))
-		b.ReportAllocs()
-		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/bench/t", bytes.NewReader(body))
-			req.Header.Set("Authorization", bridgeToken)
-			resp, err := env.http.Client().Do(req)
-			if err != nil {
-				b.Fatal(err)
+	post := func(withQuota bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			env := startBridgeTB(b, func(c *pipeline.BridgeConfig) {
+				if withQuota { // every quota of the bridge checked, none reached
+					qc := quota.DefaultConfig()
+					qc.Default = quota.Limits{EventsPerSec: 1e12, BytesPerSec: 1e15, BodyBytesInFlight: 1 << 40}
+					q, err := quota.New(qc)
+					if err != nil {
+						b.Fatal(err)
+					}
+					c.Quota = q
+				}
+			})
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/bench/t", bytes.NewReader(body))
+				req.Header.Set("Authorization", bridgeToken)
+				resp, err := env.http.Client().Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Fatalf("status %d", resp.StatusCode)
-			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 		}
-		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
-	})
+	}
+	b.Run("http", post(false))
+	b.Run("http+quota", post(true))
 	b.Run("baseline=PublishStream", func(b *testing.B) {
 		env := startBridgeB(b)
 		b.SetBytes(int64(len(body)))

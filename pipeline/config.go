@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/threadcast/threadcast/quota"
 )
 
 // Config is everything a pipeline needs besides its NATS connection. Build it
@@ -82,6 +84,15 @@ type Config struct {
 
 	// Tap enables the analytics tap subjects.
 	Tap bool
+
+	// Quota holds tenants to their ingest quotas by shedding (quota.go):
+	// events over their tenant's events/s or bytes/s in a partition, or
+	// arriving while its retained events are over quota (Retained), are not
+	// applied and go to the dead letters. Its zero value limits nothing.
+	Quota quota.Config
+	// Retained, when set, reports a tenant's retained events quota as
+	// exceeded (RetainedCounter.Check): such a tenant's events are shed.
+	Retained func(tenant string) error
 
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger

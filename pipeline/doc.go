@@ -123,6 +123,14 @@
 // view (reducer Reject), as the spec requires. Warn-and-skip cases are
 // counted. Nothing about one thread's input can stop its shard.
 //
+// Quotas (Config.Quota, quota.go). Events over their tenant's events/s or
+// bytes/s quota, decided per partition from the messages' stored
+// timestamps so that a replay decides the same, or arriving while the
+// tenant's retained events are over quota (RetainedCounter), are shed: not
+// applied, dead-lettered with kind "quota" and the quota in Tc-Quota,
+// counted per tenant, and counted as a warning in the view. The bridge
+// refuses the same quotas before storing (429).
+//
 // # Concurrency contract
 //
 // Config values are plain data. An Ingest is built by NewIngest, run once by

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // Metrics are the pipeline's Prometheus collectors. Labels are bounded sets
@@ -28,6 +29,8 @@ type Metrics struct {
 	Runs            *prometheus.CounterVec // by outcome
 	Lag             *prometheus.GaugeVec   // messages pending per partition
 	AckPending      *prometheus.GaugeVec   // delivered, un-acked per partition
+	QuotaShed       *prometheus.CounterVec // events shed over a tenant quota, by tenant (bounded by tenantLabels) and quota
+	tenantLabels    *quota.TenantLabels
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -53,6 +56,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Runs:            prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_total", Help: "Runs ended, by outcome."}, []string{"outcome"}),
 		Lag:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_lag", Help: "Messages in the stream not yet delivered, per owned partition."}, []string{"partition"}),
 		AckPending:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_ack_pending", Help: "Delivered messages not yet acked, per owned partition."}, []string{"partition"}),
+		QuotaShed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_shed_events_total",
+			Help: "Events not applied because their tenant was over a quota (dead-lettered), by tenant (the first 100, the rest as _other) and quota."}, []string{"tenant", "quota"}),
+		tenantLabels: quota.NewTenantLabels(quota.DefaultTenantLabels),
 	}
 	for t := 1; t <= codec.NumTypes; t++ {
 		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
@@ -61,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.EventsIn, m.Messages, m.Rejected, m.Warnings, m.DeadLetters, m.Skipped,
 			m.BatchMismatch, m.ApplySeconds, m.Frames, m.Checkpoints, m.CheckpointFails, m.Evictions,
-			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending)
+			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.QuotaShed)
 	}
 	return m
 }

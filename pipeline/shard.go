@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -99,6 +100,7 @@ type partState struct {
 	floorAt time.Time    // when it was stored
 	blocked uint64       // a delivered message that could not be applied (0: none): nothing from it on is acked
 	dirty   map[*hotThread]struct{}
+	win     quota.Window // the partition's tenants' ingest rates (quota.go)
 }
 
 // watermark is the smallest stream seq not covered by a stored checkpoint
@@ -139,6 +141,8 @@ type shard struct {
 	buf []byte         // scratch for encoding
 	evs []*codec.Event // scratch for compacted events
 	now time.Time
+	// quota is the quota state of the message being handled (quota.go).
+	quota msgQuota
 
 	// The frame message, reused for every frame (Publisher keeps no
 	// reference): one header map and message per shard instead of per frame.
@@ -263,7 +267,7 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		// The stream's transform only stores valid partitions, so a bad
 		// subject means a bad tenant or thread token from the publisher.
 		// It touches no thread: dead-letter it and let it be acked.
-		s.deadLetter(tenantOf(msg.Subject()), threadTokenOf(msg.Subject()), msg.Data(), ErrKindSubject, errOr(perr, "partition not owned"), seq, -1)
+		s.deadLetter(tenantOf(msg.Subject()), threadTokenOf(msg.Subject()), msg.Data(), ErrKindSubject, errOr(perr, "partition not owned"), seq, -1, "")
 		if ps = s.anyPart(part); ps == nil {
 			_ = msg.Ack() // not ours to track; acking can only release it
 			return
@@ -276,6 +280,7 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		return
 	}
 	ps.track(seq, msg)
+	s.beginQuota(tenant, msg)
 	t := s.thread(ctx, ps, threadKey{tenant, token})
 	if t == nil {
 		// Shutting down while the store is unreachable: the message was not
@@ -290,6 +295,7 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 	s.touch(t)
 	if seq <= t.th.Seq() { // already applied before a crash: the checkpoint covers it
 		s.m.Skipped.Inc()
+		s.countSkipped(t, msg.Data())
 		return
 	}
 	start := time.Now()
@@ -333,6 +339,10 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 }
 
 func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
+	if k := s.exhausted(t, len(line)); k != 0 {
+		s.shed(t, seq, line, idx, k)
+		return
+	}
 	err := s.dec.Decode(line, &s.ev)
 	for _, w := range s.dec.Warnings() {
 		t.th.Warn(seq, reducer.CodecWarning(seq, w))
@@ -346,7 +356,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 				kind = ErrKindDecode
 			}
 			s.m.Rejected.WithLabelValues(kind).Inc()
-			s.deadLetter(t.key.tenant, t.key.token, line, kind, err.Error(), seq, idx)
+			s.deadLetter(t.key.tenant, t.key.token, line, kind, err.Error(), seq, idx, "")
 			t.th.Reject(seq, err)
 			if t.run.reject(seq, err.Error(), s.now) {
 				s.runEnded(t)
@@ -356,6 +366,10 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		// Drop: warn-and-skip (processing model): the view counts it.
 		t.th.Warn(seq, reducer.CodecWarning(seq, ce))
 		s.m.Warnings.Inc()
+		return
+	}
+	if k := s.admit(t, len(line)); k != 0 {
+		s.shed(t, seq, line, idx, k)
 		return
 	}
 	t.lastAt = eventTime(&s.ev, s.now)
@@ -370,7 +384,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 			return
 		}
 		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
-		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, res.Fatal.Error(), seq, idx)
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, res.Fatal.Error(), seq, idx, "")
 		if t.run.reject(seq, res.Fatal.Error(), s.now) {
 			s.runEnded(t)
 		}
@@ -424,8 +438,9 @@ func (s *shard) publish(subject string, data []byte, seq uint64) {
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
 // token are tokens of a subject the server accepted, so they hold no
-// separator or wildcard even when they failed validation.
-func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int) {
+// separator or wildcard even when they failed validation. quotaName is
+// HeaderQuota's value ("": none).
+func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int, quotaName string) {
 	if tenant == "" {
 		tenant = "_"
 	}
@@ -440,6 +455,9 @@ func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason strin
 	}
 	if idx >= 0 {
 		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
+	}
+	if quotaName != "" {
+		h[HeaderQuota] = []string{quotaName}
 	}
 	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()

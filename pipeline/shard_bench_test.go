@@ -7,7 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -54,38 +58,49 @@ func BenchmarkShardApply(b *testing.B) {
 	const threads = 100
 	msgs, events := benchLoad(threads*200, 32)
 	_ = events
-	b.Run("pipeline", func(b *testing.B) {
-		cfg := DefaultConfig()
-		cfg.Tap = false
-		pub := &countPub{}
-		s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), pub, memStore{})
-		ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
-		s.parts[0] = ps
-		hts := make([]*hotThread, benchThreads)
-		for i := range hts {
-			hts[i] = s.thread(context.Background(), ps, threadKey{"acme", "bench-" + strconv.Itoa(i)})
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		n, seq := 0, uint64(0)
-		for b.Loop() {
-			if n > 0 && n%len(msgs) == 0 { // start over with fresh threads
-				for i := range hts {
-					hts[i].th = reducer.NewThread("x")
+	pipeline := func(withQuota bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Tap = false
+			pub := &countPub{}
+			m := NewMetrics(nil)
+			s := newShard(0, &cfg, discardLogger(), m, pub, memStore{})
+			ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
+			s.parts[0] = ps
+			hts := make([]*hotThread, benchThreads)
+			for i := range hts {
+				hts[i] = s.thread(context.Background(), ps, threadKey{"acme", "bench-" + strconv.Itoa(i)})
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			n, seq := 0, uint64(0)
+			for b.Loop() {
+				if n > 0 && n%len(msgs) == 0 { // start over with fresh threads
+					for i := range hts {
+						hts[i].th = reducer.NewThread("x")
+					}
+					seq = 0
 				}
-				seq = 0
+				msg := msgs[n%len(msgs)]
+				n++
+				seq++
+				s.now = time.Now()
+				if withQuota { // what beginQuota sets for a tenant with rates never reached
+					s.quota = msgQuota{lim: quota.Limits{EventsPerSec: 1e12, BytesPerSec: 1e15}, rated: true, at: s.now}
+				}
+				s.apply(hts[msg.thread], seq, msg.data, nil)
+				if n%16 == 0 {
+					s.flush(context.Background(), false)
+				}
 			}
-			m := msgs[n%len(msgs)]
-			n++
-			seq++
-			s.now = time.Now()
-			s.apply(hts[m.thread], seq, m.data, nil)
-			if n%16 == 0 {
-				s.flush(context.Background(), false)
+			b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "events/s")
+			if withQuota && (ps.win.Len() != 1 || counterValue(m.QuotaShed.WithLabelValues("acme", "events_per_sec")) != 0) {
+				b.Fatal("the quota was not checked, or shed")
 			}
 		}
-		b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "events/s")
-	})
+	}
+	b.Run("pipeline", pipeline(false))
+	b.Run("pipeline+quota", pipeline(true))
 	b.Run("baseline-decode-apply", func(b *testing.B) {
 		ths := make([]*reducer.Thread, benchThreads)
 		for i := range ths {
@@ -121,4 +136,12 @@ func BenchmarkShardApply(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }

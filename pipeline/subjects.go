@@ -56,6 +56,9 @@ const (
 	// HeaderEventIndex is, on a dead letter cut from a batch, the 0-based
 	// index of the event within the published message.
 	HeaderEventIndex = "Tc-Event-Index"
+	// HeaderQuota is, on a dead letter of kind ErrKindQuota, the quota the
+	// event was shed over (a quota.Kind name: "events_per_sec", ...).
+	HeaderQuota = "Tc-Quota"
 	// HeaderStatus and HeaderLastEvent are the thread summary a checkpoint
 	// carries in its KV message's headers (with HeaderSeq), so that a
 	// listing reads status and last activity from headers alone, never the
@@ -72,6 +75,7 @@ const (
 	ErrKindInvalid = "invalid" // schema or protocol violation (codec fatal or reducer reject)
 	ErrKindSubject = "subject" // the subject itself is malformed (bad tenant or thread token)
 	ErrKindTooBig  = "too-big" // over a configured limit
+	ErrKindQuota   = "quota"   // shed over its tenant's quota (HeaderQuota names it)
 )
 
 // Errors returned by the subject functions (package subject's).

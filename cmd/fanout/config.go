@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
@@ -13,6 +14,7 @@ import (
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/memlimit"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // config is everything the command reads from flags and the environment.
@@ -52,7 +54,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
-	fs.IntVar(&f.MaxConnsPerTenant, "max-conns-per-tenant", f.MaxConnsPerTenant, "concurrent streams per tenant (0: unlimited)")
+	finishQuota := quota.BindFlags(fs, &f.Quota, quota.FanoutFlags, "max-conns-per-tenant")
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
 	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
 	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
@@ -82,6 +84,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if err := tokens.Apply(&c.Tokens); err != nil {
+		return c, err
+	}
+	if err := finishQuota(os.ReadFile); err != nil {
 		return c, err
 	}
 	if len(authKey) < auth.MinKeyLen && (authKey != "" || !tokens.HasJWKS()) {

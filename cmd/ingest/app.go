@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +25,7 @@ import (
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // ingester is the ingest service of either partition mode
@@ -152,6 +154,22 @@ func (a *app) Run(ctx context.Context) error {
 	pc := a.cfg.Pipeline
 	pc.Logger = a.log
 	pc.Metrics = pipeline.NewMetrics(a.reg)
+	lim, err := quota.New(pc.Quota)
+	if err != nil {
+		return err
+	}
+	if pc.Quota.Retained() {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		rc := pipeline.NewRetainedCounter(js, pc.Stream, pc.Quota, pc.Quota.RetainedEvery, a.log)
+		pc.Retained = rc.Check
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); rc.Run(rctx) }()
+		defer func() { stop(); <-done }()
+	}
 	var in ingester
 	if a.cfg.PartitionMode == "lease" {
 		lc := a.cfg.Lease
@@ -194,7 +212,7 @@ func (a *app) Run(ctx context.Context) error {
 			defer cancel()
 			_ = pub.Close(cctx)
 		}()
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify})
+		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}

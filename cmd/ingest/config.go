@@ -16,6 +16,7 @@ import (
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 )
 
 // config is everything the command reads from flags and the environment.
@@ -95,6 +96,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Lease.TTL, "lease-ttl", c.Lease.TTL, "lease mode: a crashed instance's partitions are taken over after at most this long")
 	fs.StringVar(&c.Lease.Holder, "lease-holder", "", "lease mode: this instance's unique name (default: host name and a random suffix)")
 	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
+	p.Quota = quota.DefaultConfig()
+	finishQuota := quota.BindFlags(fs, &p.Quota, quota.IngestFlags, "")
 
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nEvery flag can also be set by THREADCAST_<FLAG> (upper case, '-' as '_'); the command line wins.\n\nflags:\n", fs.Name())
@@ -127,6 +130,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, errors.New("--nats-callout-seed needs --auth-key or a JWKS source (what verifies the tokens agents connect with)")
 	}
 	p.MaxMsgSize = int32(maxMsg)
+	if err := finishQuota(os.ReadFile); err != nil {
+		return c, err
+	}
 	if err := p.Validate(); err != nil {
 		return c, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
 )
 
@@ -176,8 +177,12 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	tokens := tokenflags.Register(fs)
+	finishQuota := quota.BindFlags(fs, &n.Quota, quota.IngestFlags|quota.FanoutFlags, "quota-streams")
 
 	finish := func() error {
+		if err := finishQuota(os.ReadFile); err != nil {
+			return err
+		}
 		if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 			return fmt.Errorf("--log-level %q: %w", logLevel, err)
 		}
