@@ -87,11 +87,12 @@ func runNoisy(tb testing.TB, nc noisyConfig) noisyResult {
 		}
 	}()
 	waitReady(tb, n)
-	conn, err := nats.Connect(n.NatsURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
+	// Each tenant's agents connect as agents do: with a publish token of
+	// their tenant, through the auth callout.
+	conn := connectAgent(tb, n, "quiet")
 	defer conn.Close()
+	noisyConn := connectAgent(tb, n, "noisy")
+	defer noisyConn.Close()
 	pub, err := agent.New(conn, agent.DefaultConfig())
 	if err != nil {
 		tb.Fatal(err)
@@ -150,7 +151,7 @@ func runNoisy(tb testing.TB, nc noisyConfig) noisyResult {
 	}
 	if nc.ANoisy {
 		wg.Add(2)
-		go func() { defer wg.Done(); res.ANatsSent = noisyNats(conn, 10*nc.AQuota, stop, &level) }()
+		go func() { defer wg.Done(); res.ANatsSent = noisyNats(noisyConn, 10*nc.AQuota, stop, &level) }()
 		go func() {
 			defer wg.Done()
 			res.ABridgeSent, res.ABridgeAccepted, res.ABridge429 = noisyBridge(n.URL(), mint(tb, "noisy"), 10*nc.AQuota, stop, &level)
@@ -461,11 +462,26 @@ func waitReady(tb testing.TB, n *Node) {
 
 func mint(tb testing.TB, tenant string) string {
 	tb.Helper()
-	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Expiry: time.Now().Add(time.Hour).Unix()})
+	tok, err := auth.Mint(testKey, auth.Claims{Tenant: tenant, Scope: auth.ScopeRead + " " + auth.ScopePublish, Expiry: time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return tok
+}
+
+// connectAgent connects to n's NATS server as an agent of tenant.
+func connectAgent(tb testing.TB, n *Node, tenant string) *nats.Conn {
+	tb.Helper()
+	tok := mint(tb, tenant)
+	opts, err := agent.TokenAuth(tenant, func() string { return tok })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := nats.Connect(n.NatsURL(), opts...)
+	if err != nil {
+		tb.Fatalf("connect as an agent of %s: %v", tenant, err)
+	}
+	return conn
 }
 
 var discard = slog.New(slog.DiscardHandler)

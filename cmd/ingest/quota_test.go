@@ -34,7 +34,7 @@ func TestRunQuotas(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 	addr := "http://" + <-a.httpAddr
 	<-a.natsURL
-	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Expiry: time.Now().Add(time.Hour).Unix()})
+	tok, err := auth.Mint([]byte(key), auth.Claims{Tenant: "acme", Scope: auth.ScopePublish, Expiry: time.Now().Add(time.Hour).Unix()})
 	if err != nil {
 		t.Fatal(err)
 	}

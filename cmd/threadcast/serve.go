@@ -292,20 +292,24 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
 		return exitRejected
 	}
-	fmt.Fprintf(stdout, "NATS:       %s%s\n", n.NatsURL(), map[bool]string{true: " (embedded)", false: ""}[c.node.NatsURL == ""])
-	fmt.Fprintf(stdout, "listening on %s%s\n", n.URL(), everyInterface(n.HTTPAddr()))
+	// The banner is written at once, so that a reader of stdout (a script
+	// waiting for the URL) sees all of it or none.
+	var banner strings.Builder
+	fmt.Fprintf(&banner, "NATS:       %s%s\n", n.NatsURL(), map[bool]string{true: " (embedded)", false: ""}[c.node.NatsURL == ""])
+	fmt.Fprintf(&banner, "listening on %s%s\n", n.URL(), everyInterface(n.HTTPAddr()))
 	if c.node.Fanout {
 		if len(dev) > 0 {
-			fmt.Fprintf(stdout, "dashboard:  %s/#token=%s\n", n.URL(), dev[0].Token)
+			fmt.Fprintf(&banner, "dashboard:  %s/#token=%s\n", n.URL(), dev[0].Token)
 			for _, t := range dev {
-				fmt.Fprintf(stdout, "dev token:  %s %s\n", t.Tenant, t.Token)
+				fmt.Fprintf(&banner, "dev token:  %s %s\n", t.Tenant, t.Token)
 			}
 			// The dev tokens are the agents' NATS credential too.
-			fmt.Fprintf(stdout, "agents:     nats pub --server %s --token <dev token> agui.<tenant>.<thread>.events '<AG-UI event>'\n", n.NatsURL())
+			fmt.Fprintf(&banner, "agents:     nats pub --server %s --token <dev token> agui.<tenant>.<thread>.events '<AG-UI event>'\n", n.NatsURL())
 		} else {
-			fmt.Fprintf(stdout, "dashboard:  %s/ (paste a token: threadcast token --key ... --tenant T)\n", n.URL())
+			fmt.Fprintf(&banner, "dashboard:  %s/ (paste a token: threadcast token --key ... --tenant T)\n", n.URL())
 		}
 	}
+	io.WriteString(stdout, banner.String())
 
 	select {
 	case <-ctx.Done():
