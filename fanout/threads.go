@@ -16,6 +16,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
@@ -327,7 +328,19 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := c.AllThreads()
-	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {
+	// Tap messages larger than one NATS message arrive in parts, which
+	// other threads' messages may interleave: joined per subject, and one
+	// that lost a part is dropped whole. streamMsgs calls enc from this
+	// handler's goroutine alone.
+	parts := wire.Assembler{Max: s.hub.cfg.MaxMessageBytes}
+	s.streamMsgs(w, r, ch, ndjson, func(part *nats.Msg, dst []byte) []byte {
+		m, err := parts.Add(part)
+		if err != nil {
+			s.m.BadTap.Inc()
+		}
+		if m == nil {
+			return dst
+		}
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
 			id, err := pipeline.DecodeThread(m.Subject[i+1:])

@@ -144,6 +144,9 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
+
+	partSize int     // the largest body sent as one message (send.go)
+	sendLog  sendLog // rate limit of send failure logs
 }
 
 func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {
@@ -155,6 +158,7 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		threads: make(map[threadKey]*hotThread),
 	}
 	s.frameMsg.Header = nats.Header{HeaderSeq: s.frameHdrSeq[:], HeaderPrev: s.frameHdrPrev[:]}
+	s.partSize = partSizeOf(pub, cfg)
 	return s
 }
 
@@ -415,11 +419,12 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 	}
 }
 
+// publish sends a tap message.
 func (s *shard) publish(subject string, data []byte, seq uint64) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
 		HeaderSeq: {strconv.FormatUint(seq, 10)},
 	}}
-	_ = s.pub.PublishMsg(msg) // at most once by contract; the connection's errors are logged by its handlers
+	_ = s.send(sendTap, msg) // at most once by contract; counted and logged by send
 }
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
@@ -443,7 +448,7 @@ func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason strin
 	}
 	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()
-	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
+	_ = s.send(sendDLQ, &nats.Msg{Subject: subject, Data: data, Header: h})
 }
 
 func truncateN(s string, n int) string {
@@ -498,7 +503,10 @@ func (s *shard) frame(t *hotThread) {
 	b = append(b, '}')
 	s.frameHdrSeq[0], s.frameHdrPrev[0] = strconv.FormatUint(seq, 10), strconv.FormatUint(t.frameSeq, 10)
 	s.frameMsg.Subject, s.frameMsg.Data = t.subject, b
-	_ = s.pub.PublishMsg(&s.frameMsg)
+	// A frame that could not be sent is lost like one a subscriber missed:
+	// the next frame's Tc-Prev (this seq) shows the gap, and frameSeq
+	// advances all the same so that it does.
+	_ = s.send(sendFrame, &s.frameMsg)
 	s.frameMsg.Data = nil
 	s.buf = b[:0]
 	s.m.Frames.Inc()

@@ -170,7 +170,7 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 	// the connection's buffer and neither is changed after.
 	h := nats.Header{HeaderSeq: {strconv.FormatUint(seq, 10)}}
 	for _, req := range g.reqs {
-		_ = req.RespondMsg(&nats.Msg{Data: data, Header: h})
+		_ = s.respondParts(req, h, data) // counted, logged and told to the requester by respondParts
 	}
 }
 
