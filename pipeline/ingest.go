@@ -79,6 +79,14 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
 	}
+	// The stream cannot accept a message the server refuses: with a server
+	// whose max_payload is below MaxMsgSize (an external cluster left at
+	// nats-server's 1 MiB default), the server's limit is the largest event.
+	if mp := in.nc.MaxPayload(); mp > 0 && int64(cfg.MaxMsgSize) > mp {
+		in.log.Warn("the NATS server's max_payload is below the largest accepted message; events are limited to it (raise max_payload: docs/production.md)",
+			"max_payload", mp, "max_msg_size", cfg.MaxMsgSize)
+		cfg.MaxMsgSize = int32(mp)
+	}
 	stream, kv, err := EnsureStreams(ctx, js, cfg)
 	if err != nil {
 		return err

@@ -372,3 +372,127 @@ func TestSendFailures(t *testing.T) {
 		t.Errorf("no reply subject: %v", err)
 	}
 }
+
+// TestLargeEventAndState: with the defaults, a single 5 MB event is
+// accepted, and a 20 MB state built by STATE_DELTAs is served; the frames
+// (folded), the snapshot and the checkpoint (reloaded by a second ingest)
+// all equal the offline reduction.
+func TestLargeEventAndState(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	s := runServer(t)
+	nc := connect(t, s)
+	if nc.MaxPayload() != DefaultMaxMsgSize {
+		t.Fatalf("embedded server max payload %d, want %d", nc.MaxPayload(), DefaultMaxMsgSize)
+	}
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	in := startIngest(t, nc, cfg)
+
+	const tenant, thread = "acme", "large-state"
+	ff := newFrameFolder(t, nc, tenant, thread)
+	events := bigThread(thread, 10, 100, 20, 1<<20)
+	five := json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m9","delta":"` + strings.Repeat("5", 5<<20) + `"}`)
+	events = append(events[:30:30], append([]json.RawMessage{five}, events[30:]...)...) // before m9's END
+	seqs := publishBatches(t, js, tenant, thread, events, DefaultMaxMsgSize)
+	last := seqs[len(seqs)-1]
+	ff.follow(t, last)
+	want := offlineView(t, thread, events, seqs)
+	sameView(t, "frames", viewOf(t, ff.th.AppendView(nil)), want)
+	snap, err := snapshot(nc, cfg.Partitions, tenant, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Seq != last || len(snap.View) < 24<<20 {
+		t.Fatalf("snapshot at %d of %d bytes, want %d and > 24 MB", snap.Seq, len(snap.View), last)
+	}
+	sameView(t, "snapshot", viewOf(t, snap.View), want)
+	if n := counter(t, cfg.Metrics.Parted.WithLabelValues(sendSnapshot)); n == 0 {
+		t.Error("the snapshot was not sent in parts")
+	}
+
+	// A fresh ingest loads the (chunked) checkpoint and answers the same.
+	if err := in.stop(); err != nil {
+		t.Fatal(err)
+	}
+	startIngest(t, nc, cfg)
+	snap2, err := snapshot(nc, cfg.Partitions, tenant, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap2.Seq != last {
+		t.Fatalf("after restart: seq %d, want %d", snap2.Seq, last)
+	}
+	sameView(t, "snapshot after restart", viewOf(t, snap2.View), want)
+}
+
+// TestViewLimit: a thread whose view would pass MaxViewBytes has its run
+// ended (status rejected, the reason in the view), the refused event
+// dead-lettered with kind too-big and counted; the thread stays readable,
+// and another thread of the same partition is unaffected.
+func TestViewLimit(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.MaxViewBytes = 200 << 10
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	ids := samePartitionIDs("acme", cfg.Partitions, 2)
+	big, small := ids[0], ids[1]
+	bigEvents := bigThread(big, 100, 4000, 0, 0) // ~400 kB of text
+	smallEvents := bigThread(small, 5, 100, 0, 0)
+	bigSeqs := publishBatches(t, js, "acme", big, bigEvents, 1) // one event per message
+	smallSeqs := publishBatches(t, js, "acme", small, smallEvents, 1)
+
+	msg, err := dlq.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != DLQSubject("acme", EncodeThread(big)) || msg.Header.Get(HeaderErrorKind) != ErrKindTooBig ||
+		!strings.Contains(msg.Header.Get(HeaderError), "--max-view-bytes") {
+		t.Fatalf("dead letter on %s: %v", msg.Subject, msg.Header)
+	}
+	refused, _ := strconv.ParseUint(msg.Header.Get(HeaderSeq), 10, 64)
+	first := -1
+	for i, s := range bigSeqs {
+		if s == refused {
+			first = i
+		}
+	}
+	if first < 10 || first > len(bigEvents)-5 {
+		t.Fatalf("refused event %d of %d: the limit should be reached midway", first, len(bigEvents))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		sn, err := snapshot(nc, cfg.Partitions, "acme", big)
+		if err != nil {
+			return err
+		}
+		if sn.Seq != bigSeqs[len(bigSeqs)-1] {
+			return fmt.Errorf("big at %d", sn.Seq)
+		}
+		if sn.Status != "rejected" || !bytes.Contains(sn.View, []byte("view too large")) {
+			return fmt.Errorf("status %s, view without the reason", sn.Status)
+		}
+		// Exactly the events before the refused one are in the view.
+		got, want := viewOf(t, sn.View), offlineView(t, big, bigEvents[:first], bigSeqs[:first])
+		if !reflect.DeepEqual(got["messages"], want["messages"]) {
+			return errors.New("big: messages differ from the reduction of the events before the limit")
+		}
+		evs := bytes.Join(bytesOf(sn.Events), nil)
+		if !bytes.Contains(evs, []byte(`"RUN_ERROR"`)) {
+			return errors.New("big: no RUN_ERROR among the snapshot events")
+		}
+		return nil
+	})
+	if n := counter(t, cfg.Metrics.ViewLimit); n < 1 {
+		t.Errorf("view limit counter %v", n)
+	}
+	checkViews(t, nc, cfg.Partitions, []stream{{"acme", small, smallEvents}}, map[string][]uint64{"acme/" + small: smallSeqs})
+}

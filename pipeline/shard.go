@@ -47,6 +47,11 @@ type hotThread struct {
 	run      runAcc
 	lastAt   int64 // Unix ms of the last event applied (HeaderLastEvent); 0: none since loaded
 	mem      int   // th.MemSize() + len(snap)
+	// viewMem is th.MemSize() when last measured (load, frame) and
+	// viewGrown the bytes of the events applied since: their sum bounds
+	// the view from above cheaply, and only near MaxViewBytes is the view
+	// measured again (overView).
+	viewMem, viewGrown int
 	// snap is the encoded snapshot reply at snapSeq (nil: none cached);
 	// dropped by the next apply (snapshot.go).
 	snap    []byte
@@ -362,6 +367,18 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.m.Warnings.Inc()
 		return
 	}
+	if s.overView(t, len(line)) {
+		err := fmt.Errorf("%w: the view holds %d bytes and this event of %d bytes would take it past the limit of %d (MaxViewBytes, --max-view-bytes)",
+			ErrViewTooLarge, t.viewMem, len(line), s.cfg.MaxViewBytes)
+		s.m.ViewLimit.Inc()
+		s.m.Rejected.WithLabelValues(ErrKindTooBig).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindTooBig, err.Error(), seq, idx)
+		t.th.Reject(seq, err)
+		if t.run.reject(seq, err.Error(), s.now) {
+			s.runEnded(t)
+		}
+		return
+	}
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
@@ -389,6 +406,31 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	if t.run.observe(seq, &s.ev, s.now) {
 		s.runEnded(t)
 	}
+}
+
+// ErrViewTooLarge is the reason (wrapped) of a run ended because its
+// thread's view reached Config.MaxViewBytes.
+var ErrViewTooLarge = errors.New("pipeline: thread view too large")
+
+// overView reports whether applying an event of n bytes could take t's
+// view past MaxViewBytes: the view's measured size plus the bytes applied
+// since bounds it (an event adds at most about its own size), and only
+// when that bound passes the limit is the view measured again.
+func (s *shard) overView(t *hotThread, n int) bool {
+	limit := s.cfg.MaxViewBytes
+	if limit <= 0 {
+		return false
+	}
+	if int64(t.viewMem+t.viewGrown+n) <= limit {
+		t.viewGrown += n
+		return false
+	}
+	t.viewMem, t.viewGrown = t.th.MemSize(), 0
+	if int64(t.viewMem+n) > limit {
+		return true
+	}
+	t.viewGrown = n
+	return false
 }
 
 // runEnded publishes the run summary and asks for a checkpoint.
@@ -465,7 +507,8 @@ func (s *shard) flush(ctx context.Context, force bool) {
 		s.frame(t)
 		t.inBatch = false
 		old := t.mem
-		t.mem = t.th.MemSize() + len(t.snap)
+		t.viewMem, t.viewGrown = t.th.MemSize(), 0
+		t.mem = t.viewMem + len(t.snap)
 		s.mem += int64(t.mem - old)
 	}
 	clear(s.batch)
@@ -804,6 +847,7 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 		return nil
 	}
 	t.ckptSeq, t.frameSeq = rec.seq, rec.frameSeq
+	t.viewMem = t.th.MemSize()
 	t.run.unmarshal(rec.run)
 	s.m.Loads.Inc()
 	return nil
