@@ -37,7 +37,7 @@ type largeEnv struct {
 	parts int
 }
 
-func startLarge(t *testing.T, mod func(*Config)) *largeEnv {
+func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 	t.Helper()
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
@@ -83,7 +83,7 @@ func longThread(thread string, first, n, size int) []json.RawMessage {
 
 // publish stores events as JSONL messages of up to 4 MiB and returns each
 // event's stream seq.
-func (e *largeEnv) publish(t *testing.T, thread string, events []json.RawMessage) []uint64 {
+func (e *largeEnv) publish(t testing.TB, thread string, events []json.RawMessage) []uint64 {
 	t.Helper()
 	subj, err := pipeline.EventSubject("acme", thread)
 	if err != nil {
@@ -234,7 +234,7 @@ func viewMessages(t testing.TB, view []byte) []aguiMessage {
 }
 
 // waitSeq waits until the REST view reaches seq and returns its body.
-func (e *largeEnv) waitSeq(t *testing.T, thread string, seq uint64) (view []byte) {
+func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -52,10 +52,15 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	b = append(b, `,"status":`...)
 	b = append(b, mustJSON(sn.status)...)
 	b = append(b, `,"view":`...)
-	b = append(b, sn.view...)
-	b = append(b, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+len(sn.view)+2))
+	// The view is written as it is held (shared, read-only), not copied
+	// into one body: a long thread's is tens of megabytes.
+	if _, err := w.Write(b); err == nil {
+		if _, err := w.Write(sn.view); err == nil {
+			_, _ = w.Write([]byte("}\n"))
+		}
+	}
 }
 
 func mustJSON(v string) []byte {

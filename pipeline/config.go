@@ -92,6 +92,13 @@ type Config struct {
 	// after. 0 means no limit.
 	MaxViewBytes int64
 
+	// ReplyWindow is how much of a large snapshot reply is sent before the
+	// requester asks for more (wire.Responder): each reply in flight may
+	// have this much buffered in the NATS server for the requester's
+	// connection, which the server closes as a slow consumer past its
+	// max_pending (64 MiB by default). 0 means wire.DefaultWindow (16 MiB).
+	ReplyWindow int
+
 	// Tap enables the analytics tap subjects.
 	Tap bool
 
@@ -169,6 +176,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: replicas %d not in [1, 5]", ErrConfig, c.Replicas)
 	case c.MaxMsgSize < 1024 || c.MaxMsgSize > 64<<20:
 		return fmt.Errorf("%w: max message size %d not in [1024, 64 MiB]", ErrConfig, c.MaxMsgSize)
+	case c.ReplyWindow < 0:
+		return fmt.Errorf("%w: reply window %d", ErrConfig, c.ReplyWindow)
 	case c.MaxViewBytes < 0:
 		return fmt.Errorf("%w: max view bytes %d", ErrConfig, c.MaxViewBytes)
 	case c.SnapshotQueue < 0:

@@ -55,9 +55,11 @@ func (s *shard) send(what string, msg *nats.Msg) error {
 }
 
 // respondParts answers req with hdr and body, in parts when body is larger
-// than one message. Every snapshot reply is sent through it (a reply's
-// content is the caller's; the transport is this). hdr and body are not
-// modified, so one encoding may answer many requests. When the reply
+// than one message, window by window when it is larger than a window
+// (wire.Responder, which holds body until the requester fetched it: body
+// must not be modified afterwards). Every snapshot reply is sent through it
+// (a reply's content is the caller's; the transport is this). hdr and body
+// are not modified, so one encoding may answer many requests. When the reply
 // cannot be sent, the requester is sent a small SnapErrUnsent reply
 // instead, so that it fails at once rather than waiting for its timeout;
 // the error returned is the first failure.
@@ -65,7 +67,18 @@ func (s *shard) respondParts(req *nats.Msg, hdr nats.Header, body []byte) error 
 	if req.Reply == "" {
 		return nats.ErrMsgNoReply
 	}
-	err := s.send(sendSnapshot, &nats.Msg{Subject: req.Reply, Header: hdr, Data: body})
+	var err error
+	if s.resp == nil {
+		err = s.send(sendSnapshot, &nats.Msg{Subject: req.Reply, Header: hdr, Data: body})
+	} else {
+		if len(body) > s.resp.PartSize() {
+			s.m.Parted.WithLabelValues(sendSnapshot).Inc()
+		}
+		if err = s.resp.Respond(req.Reply, hdr, body); err != nil {
+			s.m.PublishErrors.WithLabelValues(sendSnapshot).Inc()
+			s.sendLog.warn(s.log, sendSnapshot, req.Reply, len(body), err)
+		}
+	}
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		snapError(req, SnapErrUnsent, err.Error())
 	}

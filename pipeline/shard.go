@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 type threadKey struct{ tenant, token string }
@@ -150,8 +151,9 @@ type shard struct {
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
 
-	partSize int     // the largest body sent as one message (send.go)
-	sendLog  sendLog // rate limit of send failure logs
+	partSize int             // the largest body sent as one message (send.go)
+	sendLog  sendLog         // rate limit of send failure logs
+	resp     *wire.Responder // sends large snapshot replies window by window; nil: all at once (tests)
 }
 
 func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {

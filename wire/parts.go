@@ -189,7 +189,7 @@ func (a *Assembler) Add(msg *nats.Msg) (*nats.Msg, error) {
 	}
 	h := make(nats.Header, len(p.hdr))
 	for k, v := range p.hdr {
-		if k != HeaderPart && k != HeaderPartBytes {
+		if k != HeaderPart && k != HeaderPartBytes && k != HeaderPartMore {
 			h[k] = v
 		}
 	}
@@ -223,16 +223,26 @@ func parsePart(part, bytes string) (i, n, total int, err error) {
 }
 
 // sameHeaders reports whether two parts carry the same headers but for
-// their index.
+// their index and the window header (responder.go).
 func sameHeaders(a, b nats.Header) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if k == HeaderPart {
-			continue
+	return countOwn(a) == countOwn(b) && eachOwn(a, func(k string, v []string) bool { return slices.Equal(v, b[k]) })
+}
+
+func partHeader(k string) bool { return k == HeaderPart || k == HeaderPartMore }
+
+func countOwn(h nats.Header) int {
+	n := 0
+	for k := range h {
+		if !partHeader(k) {
+			n++
 		}
-		if !slices.Equal(v, b[k]) {
+	}
+	return n
+}
+
+func eachOwn(h nats.Header, fn func(k string, v []string) bool) bool {
+	for k, v := range h {
+		if !partHeader(k) && !fn(k, v) {
 			return false
 		}
 	}
@@ -267,12 +277,24 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, ma
 		if err != nil {
 			return nil, err
 		}
+		if e := m.Header.Get(HeaderPartError); e != "" {
+			return nil, fmt.Errorf("%w: %s", ErrPartLost, trunc(e))
+		}
 		// A whole message after parts is the responder's word (an error
 		// reply sent when its parts could not all be sent): it wins.
-		if whole, err := asm.Add(m); whole != nil {
+		whole, err := asm.Add(m)
+		switch {
+		case whole != nil:
 			return whole, nil
-		} else if err != nil {
+		case err != nil:
 			return nil, err
+		}
+		// The last part of a window: ask for the next (responder.go).
+		if more := m.Header.Get(HeaderPartMore); more != "" {
+			i, _, _, _ := parsePart(m.Header.Get(HeaderPart), m.Header.Get(HeaderPartBytes))
+			if err := nc.PublishMsg(&nats.Msg{Subject: more, Reply: inbox, Data: strconv.AppendInt(nil, int64(i+1), 10)}); err != nil {
+				return nil, fmt.Errorf("wire: ask for the next window: %w", err)
+			}
 		}
 	}
 }
