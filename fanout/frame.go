@@ -82,11 +82,13 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // snapshot is a snapshot reply as the hub keeps it: immutable except enc,
 // which follows the same rule as frame.enc.
 type snapshot struct {
-	seq    uint64
-	status string
-	view   json.RawMessage
-	events []json.RawMessage
-	enc    [numVariants][][]byte
+	seq     uint64
+	status  string
+	view    json.RawMessage
+	events  []json.RawMessage
+	enc     [numVariants][][]byte
+	run     runState // snapshotFor's cache, guarded like enc
+	runDone bool
 }
 
 func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
