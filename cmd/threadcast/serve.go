@@ -27,6 +27,7 @@ import (
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func init() {
@@ -154,6 +155,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.DurationVar(&n.FanoutConfig.Hub.IdleTrimAfter, "idle-trim-after", n.FanoutConfig.Hub.IdleTrimAfter, "how long a lingering thread keeps its whole ring before it is cut to --idle-ring-bytes")
 	fs.Var(int32Flag{&n.Pipeline.MaxMsgSize}, "max-msg-size", "largest accepted message (one event or a batch) in `bytes`: the stream's max message size and the embedded NATS server's max_payload (at most 64 MiB)")
 	fs.Int64Var(&n.Pipeline.MaxViewBytes, "max-view-bytes", n.Pipeline.MaxViewBytes, "largest view kept per thread in `bytes`; an event that would exceed it ends the thread's run with an error and is dead-lettered (0: no limit)")
+	fs.IntVar(&n.Pipeline.ReplyWindow, "reply-window", wire.DefaultWindow, "`bytes` of a large snapshot reply sent before the fanout asks for more (well under the NATS server's max_pending, 64 MiB by default)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxMessageBytes, "max-message-bytes", n.FanoutConfig.Hub.MaxMessageBytes, "largest frame or snapshot reply the fanout assembles from parts, in `bytes` (at least twice --max-view-bytes)")
 	fs.IntVar(&n.Pipeline.Partitions, "partitions", n.Pipeline.Partitions, "partitions of the event stream (fixed for its life; the same on every ingest and fanout)")
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
