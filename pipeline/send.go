@@ -62,14 +62,17 @@ func (s *shard) send(what string, msg *nats.Msg) error {
 // are not modified, so one encoding may answer many requests. When the reply
 // cannot be sent, the requester is sent a small SnapErrUnsent reply
 // instead, so that it fails at once rather than waiting for its timeout;
-// the error returned is the first failure.
+// the error returned is the first failure. It runs on the shard goroutine.
 func (s *shard) respondParts(req *nats.Msg, hdr nats.Header, body []byte) error {
 	if req.Reply == "" {
 		return nats.ErrMsgNoReply
 	}
 	var err error
 	if s.resp == nil {
-		err = s.send(sendSnapshot, &nats.Msg{Subject: req.Reply, Header: hdr, Data: body})
+		// The shard's own message, reused (PublishMsg keeps no reference).
+		s.replyMsg = nats.Msg{Subject: req.Reply, Header: hdr, Data: body}
+		err = s.send(sendSnapshot, &s.replyMsg)
+		s.replyMsg = nats.Msg{}
 	} else {
 		if len(body) > s.resp.PartSize() {
 			s.m.Parted.WithLabelValues(sendSnapshot).Inc()

@@ -150,6 +150,9 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
+	replyMsg                  nats.Msg    // respondParts' message, reused likewise
+	snapHdr                   nats.Header // snapshot replies' header, over snapHdrSeq
+	snapHdrSeq                [1]string
 
 	partSize int             // the largest body sent as one message (send.go)
 	sendLog  sendLog         // rate limit of send failure logs
@@ -165,6 +168,7 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		threads: make(map[threadKey]*hotThread),
 	}
 	s.frameMsg.Header = nats.Header{HeaderSeq: s.frameHdrSeq[:], HeaderPrev: s.frameHdrPrev[:]}
+	s.snapHdr = nats.Header{HeaderSeq: s.snapHdrSeq[:]}
 	s.partSize = partSizeOf(pub, cfg)
 	return s
 }

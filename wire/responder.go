@@ -117,7 +117,8 @@ func (r *Responder) PartSize() int { return r.cfg.PartSize }
 // Respond sends hdr and body to reply: as one message when it fits, in
 // parts when it fits one window, else its first window, the rest as the
 // requester asks for it. body must not be modified afterwards (it may be
-// held for HoldTTL). hdr is not modified.
+// held for HoldTTL); hdr is neither modified nor kept (the caller may
+// reuse it once Respond returns).
 func (r *Responder) Respond(reply string, hdr nats.Header, body []byte) error {
 	if len(body) <= r.cfg.Window {
 		return Publish(r.nc, &nats.Msg{Subject: reply, Header: hdr, Data: body}, r.cfg.PartSize)
@@ -139,7 +140,13 @@ func (r *Responder) Respond(reply string, hdr nats.Header, body []byte) error {
 	}
 	r.nextID++
 	id := r.nextID
-	h := &heldReply{reply: reply, hdr: hdr, body: body, expires: now.Add(r.cfg.HoldTTL)}
+	// The header is copied: the caller may reuse its own once Respond
+	// returns, while the reply is held.
+	own := make(nats.Header, len(hdr))
+	for k, v := range hdr {
+		own[k] = append([]string(nil), v...)
+	}
+	h := &heldReply{reply: reply, hdr: own, body: body, expires: now.Add(r.cfg.HoldTTL)}
 	r.held[id] = h
 	r.mu.Unlock()
 	more := r.subject + "." + strconv.FormatUint(id, 10)
