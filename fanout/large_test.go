@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -39,6 +40,12 @@ type largeEnv struct {
 
 func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 	t.Helper()
+	return startLargeWith(t, mod, nil)
+}
+
+// startLargeWith is startLarge with the ingest's config changed by imod.
+func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)) *largeEnv {
+	t.Helper()
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
 	ns, err := pipeline.StartServer(sc)
@@ -47,7 +54,15 @@ func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	const parts = 4
-	startIngest(t, ns, parts)
+	cfg := pipeline.DefaultConfig()
+	cfg.Partitions = parts
+	cfg.Shards = 2
+	cfg.CheckpointInterval = 50 * time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if imod != nil {
+		imod(&cfg)
+	}
+	startIngestWith(t, ns, cfg)
 	_, hs := newServer(t, connect(t, ns), func(c *Config) {
 		c.Hub.Partitions = parts
 		c.Hub.SnapshotTimeout = 30 * time.Second
