@@ -409,6 +409,11 @@ func checkLongThread(t *testing.T, n, size, minView int) {
 	}()
 	late := e.sse(t, "/v1/threads/"+thread+"/events", nil)
 	var latem msgModel
+	lateView := e.sse(t, "/v1/threads/"+thread+"/events?mode=view", nil)
+	lv, err := lateView.next()
+	if err != nil {
+		t.Fatal(err)
+	}
 	moreSeqs := <-done
 	if len(moreSeqs) != len(more) {
 		t.Fatalf("published %d of %d events", len(moreSeqs), len(more))
@@ -418,6 +423,12 @@ func checkLongThread(t *testing.T, n, size, minView int) {
 	wantAll := offline(t, thread, all, allSeqs)
 	aguiUntil(t, late, &latem, end)
 	sameMessages(t, "late join", latem.msgs, wantAll)
+	// The view-mode late join: its view is the reduction at the seq it names.
+	if err := json.Unmarshal([]byte(lv.data), &p); err != nil || p.Type != "view" {
+		t.Fatalf("late view join: %v, type %q", err, p.Type)
+	}
+	sameMessages(t, "late view join", viewMessages(t, p.View), offlineAt(t, thread, all, allSeqs, p.Seq))
+	lateView.close()
 	aguiUntil(t, live, &lm, end)
 	sameMessages(t, "live subscriber", lm.msgs, wantAll)
 	if lm.snapshots != 1 {
