@@ -184,3 +184,33 @@ func (r *recordingPub) PublishMsg(m *nats.Msg) error {
 	r.msgs = append(r.msgs, &nats.Msg{Subject: m.Subject, Header: h, Data: append([]byte(nil), m.Data...)})
 	return nil
 }
+
+// TestLargeSnapshotSlowClient: a snapshot that takes longer than
+// WriteTimeout to send, to a client that reads it steadily, is sent whole:
+// the timeout bounds how long the client accepts no bytes, not the send.
+func TestLargeSnapshotSlowClient(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "slow")
+	th.partSize = 512 << 10
+	text := strings.Repeat("s", 24<<20) + ";"
+	th.publish(t, text)
+	_, hs := newServer(t, nc, func(c *Config) { c.WriteTimeout = time.Second; c.Hub.SnapshotTimeout = 30 * time.Second })
+	c := openSSE(t, hs.URL+"/v1/threads/slow/events?mode=view", token(t, "acme"), nil)
+	start := time.Now()
+	var got int
+	buf := make([]byte, 256<<10)
+	var line []byte
+	for !strings.HasSuffix(string(line), "}\n\n") || got < len(text) {
+		n, err := c.br.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes in %v: %v", got, time.Since(start), err)
+		}
+		got += n
+		line = append(line[:0], buf[max(0, n-4):n]...)
+		time.Sleep(20 * time.Millisecond) // about 12 MB/s: 2 s for the snapshot
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Logf("the snapshot took only %v: the test did not outlast WriteTimeout", d)
+	}
+}
