@@ -122,7 +122,7 @@ func TestResponderSlowConsumer(t *testing.T) {
 func TestResponderLimits(t *testing.T) {
 	ns := startNATS(t, 8<<10)
 	resp, req := connect(t, ns), connect(t, ns)
-	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10, HoldTTL: 50 * time.Millisecond, MaxHeld: 1})
+	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10, HoldTTL: time.Second, MaxHeld: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
