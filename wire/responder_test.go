@@ -145,7 +145,7 @@ func TestResponderLimits(t *testing.T) {
 		}
 		more = m.Header.Get(HeaderPartMore)
 	}
-	time.Sleep(100 * time.Millisecond)                                   // past HoldTTL
+	time.Sleep(1500 * time.Millisecond)                                  // past HoldTTL
 	if err := r.Respond("again", nil, randomBody(100<<10)); err != nil { // the expired one no longer counts
 		t.Fatalf("after expiry: %v", err)
 	}
