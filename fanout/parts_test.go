@@ -214,3 +214,26 @@ func TestLargeSnapshotSlowClient(t *testing.T) {
 		t.Logf("the snapshot took only %v: the test did not outlast WriteTimeout", d)
 	}
 }
+
+// TestSnapshotLostPartRetried: a snapshot reply that loses a part is asked
+// for again (RetryLost), and the join succeeds.
+func TestSnapshotLostPartRetried(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "lossy")
+	th.publish(t, strings.Repeat("x", 2000)+";")
+	th.mu.Lock()
+	th.partSize, th.dropPart = 200, true // the next reply loses its second part
+	th.mu.Unlock()
+	srv, hs := newServer(t, nc, nil)
+	code, body := do(t, "GET", hs.URL+"/v1/threads/lossy", token(t, "acme"), "", nil)
+	if code != http.StatusOK || !strings.Contains(body, th.Text()) {
+		t.Fatalf("status %d, %.80s", code, body)
+	}
+	if n := counterValue(srv.m.SnapshotRetries.WithLabelValues(RetryLost)); n != 1 {
+		t.Errorf("lost retries %v, want 1", n)
+	}
+	if n := counterValue(srv.m.BadReplies); n != 1 {
+		t.Errorf("bad replies %v, want 1", n)
+	}
+}
