@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrSnapshotBusy is returned (wrapped) when the pipeline stayed busy,
@@ -22,6 +23,7 @@ const (
 	RetryBusy    = "busy"    // the shard's snapshot queue was full
 	RetryTimeout = "timeout" // no reply within SnapshotTimeout (a shard busy answering others)
 	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (Subscriber.catchUp)
+	RetryLost    = "lost"    // a reply in parts lost a part, its responder went away between windows, or it could not be sent ("unsent")
 )
 
 // Backoff between snapshot attempts: full jitter over an exponentially
@@ -43,11 +45,11 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string) (*snapshot, er
 	window := snapBackoffMin
 	for {
 		rctx, cancel := context.WithTimeout(ctx, min(h.cfg.SnapshotTimeout, max(time.Until(deadline), time.Millisecond)))
-		msg, err := h.nc.RequestWithContext(rctx, subj, nil)
+		hdr, body, err := h.requestParts(rctx, subj, nil)
 		cancel()
 		var sn *snapshot
 		if err == nil {
-			sn, err = decodeSnapshot(msg)
+			sn, err = decodeSnapshot(&nats.Msg{Header: hdr, Data: body})
 		} else {
 			err = fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
@@ -55,7 +57,7 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string) (*snapshot, er
 			h.m.Snapshots.WithLabelValues("ok").Inc()
 			return sn, nil
 		}
-		reason := retryReason(msg, err)
+		reason := retryReason(hdr, err)
 		if reason == "" || ctx.Err() != nil {
 			h.m.Snapshots.WithLabelValues("error").Inc()
 			return nil, err
@@ -83,16 +85,41 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string) (*snapshot, er
 }
 
 // retryReason names why a failed attempt may be retried, or "" when it may
-// not (a bad request, a wrong partition, a store error, a malformed reply).
+// not (a bad request, a wrong partition, a store error, a malformed reply,
+// one over MaxMessageBytes). A reply that lost a part is retried: the
+// next may come through (an ingest handing its partition over, a
+// responder stopped between two windows).
 // No responders is not retried: nothing owns the partition (no ingest, or a
 // thread no ingest will ever answer for, as another tenant's), and the
 // client is better told at once than after SnapshotRetry.
-func retryReason(msg *nats.Msg, err error) string {
+func retryReason(hdr nats.Header, err error) string {
 	switch {
-	case msg != nil && msg.Header.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrBusy:
+	case hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrBusy:
 		return RetryBusy
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return RetryTimeout
+	case errors.Is(err, wire.ErrPartLost), hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrUnsent:
+		return RetryLost
 	}
 	return ""
+}
+
+// requestParts sends a request with reqBody on subject and returns the
+// whole reply, assembled from its parts when it was larger than one NATS
+// message (wire.Request), of at most HubConfig.MaxMessageBytes. Every
+// request whose reply may be large goes through it. A reply that carries
+// an error in its headers (Tc-Error-Kind) is returned as is, for the
+// caller to read. Errors: nats.ErrNoResponders, ctx's, the connection's,
+// and wire.ErrPartLost, wire.ErrBadPart or wire.ErrTooLarge for a reply
+// that could not be assembled (counted in BadReplies).
+func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
+	m, err := wire.Request(ctx, h.nc, subject, reqBody, h.cfg.MaxMessageBytes)
+	if err != nil {
+		if errors.Is(err, wire.ErrPartLost) || errors.Is(err, wire.ErrBadPart) || errors.Is(err, wire.ErrTooLarge) {
+			h.m.BadReplies.Inc()
+			h.log.Warn("fanout: dropping reply", "subject", subject, "err", err)
+		}
+		return nil, nil, err
+	}
+	return m.Header, m.Data, nil
 }

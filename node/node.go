@@ -573,7 +573,8 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim}
+	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim,
+		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes()}
 	if retained != nil {
 		bc.Retained = retained.Check
 	}

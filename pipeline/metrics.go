@@ -31,6 +31,9 @@ type Metrics struct {
 	AckPending      *prometheus.GaugeVec   // delivered, un-acked per partition
 	QuotaShed       *prometheus.CounterVec // events shed over a tenant quota, by tenant (bounded by tenantLabels) and quota
 	tenantLabels    *quota.TenantLabels
+	PublishErrors   *prometheus.CounterVec // messages that could not be sent, by what: frame, snapshot, tap, dlq
+	Parted          *prometheus.CounterVec // messages sent in parts (larger than one NATS message), by what
+	ViewLimit       prometheus.Counter     // events refused because their thread's view reached MaxViewBytes
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -58,7 +61,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AckPending:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_ack_pending", Help: "Delivered messages not yet acked, per owned partition."}, []string{"partition"}),
 		QuotaShed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_shed_events_total",
 			Help: "Events not applied because their tenant was over a quota (dead-lettered), by tenant (the first 100, the rest as _other) and quota."}, []string{"tenant", "quota"}),
-		tenantLabels: quota.NewTenantLabels(quota.DefaultTenantLabels),
+		tenantLabels:  quota.NewTenantLabels(quota.DefaultTenantLabels),
+		PublishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_errors_total", Help: "Core NATS messages that could not be sent, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
+		ViewLimit:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "view_limit_rejections_total", Help: "Events refused (their run ended, dead-lettered) because their thread's view reached the largest view kept (--max-view-bytes)."}),
+		Parted:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
 	}
 	for t := 1; t <= codec.NumTypes; t++ {
 		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
@@ -67,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.EventsIn, m.Messages, m.Rejected, m.Warnings, m.DeadLetters, m.Skipped,
 			m.BatchMismatch, m.ApplySeconds, m.Frames, m.Checkpoints, m.CheckpointFails, m.Evictions,
-			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.QuotaShed)
+			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.QuotaShed, m.PublishErrors, m.Parted, m.ViewLimit)
 	}
 	return m
 }
