@@ -61,9 +61,8 @@ func corpusStreams(t testing.TB) []stream {
 	return out
 }
 
-// offlineView reduces events directly with the reducer, the way the
-// pipeline treats each event (codec warnings → Warn, codec fatal → Reject,
-// then Apply), and returns the view without its seq.
+// offlineView reduces events directly with the reducer's fold
+// (Thread.ApplyDecoded, as `threadcast reduce` does) and returns the view.
 func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint64) map[string]any {
 	t.Helper()
 	th := reducer.NewThread(id)
@@ -72,19 +71,7 @@ func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint6
 	for i, raw := range events {
 		seq := seqs[i]
 		err := dec.Decode(bytes.Clone(raw), &ev)
-		for _, w := range dec.Warnings() {
-			th.Warn(seq, reducer.CodecWarning(seq, w))
-		}
-		if err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) && ce.Verdict == codec.Drop {
-				th.Warn(seq, reducer.CodecWarning(seq, ce))
-				continue
-			}
-			th.Reject(seq, err)
-			continue
-		}
-		th.Apply(seq, &ev)
+		th.ApplyDecoded(seq, &ev, err, dec.Warnings())
 	}
 	return viewOf(t, th.AppendView(nil))
 }

@@ -129,13 +129,16 @@ func (f *folder) warnf(format string, args ...any) {
 	fmt.Fprintf(f.stderr, "warning: "+format+"\n", args...)
 }
 
-// each reads every event of r, applies it, and calls fn with each event the
-// codec accepted and the reducer's Result. With stopAtFatal, reading stops
-// after the first fatal protocol error. It returns exitUsage if the stream
-// could not be read (or framed no event at all), exitRejected if a fatal
-// protocol error occurred or the stream broke off or went bad after some
-// events, exitOK otherwise.
-func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, res reducer.Result)) int {
+// each reads every event of r, folds it into the thread as ingest does
+// (reducer.Thread.ApplyDecoded), and calls fn with each event the codec
+// accepted and the reducer's Result. A fatal protocol error or a malformed
+// event ends the current run, not the reading: later events are folded too
+// (the reducer accepts only RUN_STARTED then), so the view is the one the
+// live pipeline shows for the same events. It returns exitUsage if the
+// stream could not be read (or framed no event at all), exitRejected if a
+// fatal protocol error occurred or the stream broke off or went bad after
+// some events, exitOK otherwise.
+func (f *folder) each(r io.Reader, fn func(ev *codec.Event, res reducer.Result)) int {
 	sr := codec.NewStreamReader(r)
 	for {
 		raw, err := sr.Next()
@@ -156,7 +159,7 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 			// running, or one that closed before the cut), and the exit
 			// status says the stream did not end cleanly. Bytes that are
 			// no event at all are a decode failure, fatal (§3): the stream
-			// is rejected there.
+			// is rejected there, and no later event can be framed.
 			f.seq++
 			ce.Seq = f.seq
 			fmt.Fprintf(f.stderr, "error: %v\n", err)
@@ -168,29 +171,26 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 		}
 		f.seq++
 		err = f.dec.Decode(raw, &f.ev)
-		for _, w := range f.dec.Warnings() {
+		warns := f.dec.Warnings()
+		for _, w := range warns {
 			w.Seq = f.seq
 			f.warnf("%v", w)
-			f.th.Warn(f.seq, reducer.CodecWarning(f.seq, w))
 		}
-		if err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) && ce.Verdict != codec.Fatal {
-				ce.Seq = f.seq
-				f.warnf("%v", ce)
-				f.th.Warn(f.seq, reducer.CodecWarning(f.seq, ce))
-				continue
-			}
-			if ce != nil {
-				ce.Seq = f.seq
-			}
-			// A malformed event cannot be carried on: the stream ends here.
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			ce.Seq = f.seq
+		}
+		res := f.th.ApplyDecoded(f.seq, &f.ev, err, warns)
+		switch {
+		case err != nil && ce != nil && ce.Verdict != codec.Fatal:
+			f.warnf("%v", ce)
+			continue
+		case err != nil:
+			// A malformed event: the run ends here, the stream goes on.
 			fmt.Fprintf(f.stderr, "error: %v\n", err)
-			f.th.Reject(f.seq, err)
 			f.fatal = true
-			return exitRejected
+			continue
 		}
-		res := f.th.Apply(f.seq, &f.ev)
 		for _, w := range res.Warnings {
 			f.warnf("%s", w.Message)
 		}
@@ -200,9 +200,6 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 		if res.Fatal != nil {
 			fmt.Fprintf(f.stderr, "error: %v\n", res.Fatal)
 			f.fatal = true
-			if stopAtFatal {
-				return exitRejected
-			}
 		}
 	}
 	if f.fatal {
