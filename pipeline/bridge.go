@@ -21,6 +21,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/subject"
 )
 
 // BridgePattern is the route the bridge serves, in net/http.ServeMux syntax.
@@ -191,8 +192,8 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, http.StatusBadRequest, errors.New("pipeline: missing thread id in the path"))
 		return
 	}
-	if len(thread) > MaxThreadIDLen {
-		b.fail(w, http.StatusBadRequest, fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(thread), MaxThreadIDLen))
+	if err := subject.ValidThread(thread); err != nil {
+		b.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	if err := b.cfg.Verify(r, tenant); err != nil {

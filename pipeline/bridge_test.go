@@ -337,6 +337,7 @@ func TestBridgeErrors(t *testing.T) {
 		{name: "wrong tenant for the token", path: "/v1/ingest/other/t", body: good(0), wantStatus: 403, wantErr: "forbidden"},
 		{name: "bad tenant", path: "/v1/ingest/ACME/t", body: good(0), wantStatus: 400, wantErr: "tenant"},
 		{name: "empty thread", path: "/v1/ingest/acme/", body: good(0), wantStatus: 400, wantErr: "thread"},
+		{name: "thread not UTF-8", path: "/v1/ingest/acme/%FF%FE", body: good(0), wantStatus: 400, wantErr: "not valid UTF-8"},
 		{name: "thread too long", path: "/v1/ingest/acme/" + strings.Repeat("x", 1025), body: good(0), wantStatus: 400, wantErr: "too long"},
 		{name: "unsupported content type", contentType: "application/xml", body: good(0), wantStatus: 415, wantErr: "Content-Type"},
 		{name: "declared body over the limit", body: good(0) + "\n" + good(1) + "\n" + good(2), wantStatus: 413, wantErr: "limit"},

@@ -123,6 +123,14 @@
 // view (reducer Reject), as the spec requires. Warn-and-skip cases are
 // counted. Nothing about one thread's input can stop its shard.
 //
+// A subject no thread can have is dead-lettered with kind "subject": a bad
+// tenant, a thread token that is not canonical or names an id
+// subject.ValidThread refuses (the empty id, bytes that are not UTF-8), and
+// a subject with a wildcard token, which the stream stores untransformed
+// under agui.> where no partition reads; a durable consumer shared by the
+// instances (<prefix>-strays, strays.go) dead-letters and acks those. A dead
+// letter's tenant or thread token that is not valid is written "_".
+//
 // # Concurrency contract
 //
 // Config values are plain data. An Ingest is built by NewIngest, run once by

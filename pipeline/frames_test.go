@@ -212,6 +212,80 @@ func TestBadSubjects(t *testing.T) {
 	}
 }
 
+// TestStraysAndRefusedThreads: what `nats pub` can store but no thread can
+// hold is dead-lettered with kind subject and a reason, counted, and acked —
+// a subject with a wildcard token (which the stream stores untransformed,
+// where no partition reads) and a thread token of an id no thread may have
+// (empty, not UTF-8) — and none of them becomes a thread.
+func TestStraysAndRefusedThreads(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		subj, wantDLQ, wantReason string
+	}{
+		{"agui.acme.*.events", "dlq.acme._", "wildcard"},
+		{"agui.*.t1.events", "dlq._.t1", "wildcard"},
+		{"agui.*.*.events", "dlq._._", "wildcard"},
+		{"agui.acme.=.events", "dlq.acme._", "empty thread id"},
+		{"agui.acme." + EncodeThread("\xff\xfe") + ".events", "dlq.acme._", "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		if _, err := js.Publish(t.Context(), tt.subj, []byte(`{"type":"RUN_STARTED","threadId":"t1","runId":"r"}`)); err != nil {
+			t.Fatalf("%s: %v", tt.subj, err)
+		}
+		msg, err := dlq.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no dead letter: %v", tt.subj, err)
+		}
+		if msg.Subject != tt.wantDLQ || msg.Header.Get(HeaderErrorKind) != ErrKindSubject ||
+			!strings.Contains(msg.Header.Get(HeaderError), tt.wantReason) || msg.Header.Get(HeaderSeq) == "" {
+			t.Errorf("%s: dead letter on %s, kind %q, reason %q; want %s, %s, %q",
+				tt.subj, msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), tt.wantDLQ, ErrKindSubject, tt.wantReason)
+		}
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindSubject)); n != float64(len(tests)) {
+		t.Errorf("subject dead letters %v, want %d", n, len(tests))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		cons, err := js.Consumer(t.Context(), cfg.Stream, cfg.ConsumerPrefix+"-strays")
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(t.Context())
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 || info.Delivered.Stream == 0 {
+			return fmt.Errorf("strays consumer: %d pending, %d unacked", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+	if extra, err := dlq.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("one dead letter too many: %s %q", extra.Subject, extra.Header.Get(HeaderError))
+	}
+	kv, err := js.KeyValue(t.Context(), cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if tenant, _, err := ParseCheckpointKey(k); err == nil && tenant == "acme" {
+			t.Errorf("a thread was made: checkpoint %q", k)
+		}
+	}
+}
+
 // TestTapAndRunSummary: accepted events appear normalized on the tap, and a
 // finished run is summarised with its counts and token usage.
 func TestTapAndRunSummary(t *testing.T) {

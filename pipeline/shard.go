@@ -422,28 +422,9 @@ func (s *shard) publish(subject string, data []byte, seq uint64) {
 	_ = s.pub.PublishMsg(msg) // at most once by contract; the connection's errors are logged by its handlers
 }
 
-// deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
-// token are tokens of a subject the server accepted, so they hold no
-// separator or wildcard even when they failed validation.
+// deadLetter publishes rejected input on dlq.<tenant>.<token> (strays.go).
 func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int) {
-	if tenant == "" {
-		tenant = "_"
-	}
-	if token == "" {
-		token = "_"
-	}
-	subject := DLQSubject(tenant, token)
-	h := nats.Header{
-		HeaderErrorKind: {kind},
-		HeaderError:     {truncateN(reason, 512)},
-		HeaderSeq:       {strconv.FormatUint(seq, 10)},
-	}
-	if idx >= 0 {
-		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
-	}
-	// Counted first: whoever sees the dead letter sees it counted.
-	s.m.DeadLetters.WithLabelValues(kind).Inc()
-	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
+	deadLetter(s.pub, s.m, tenant, token, data, kind, reason, seq, idx)
 }
 
 func truncateN(s string, n int) string {
