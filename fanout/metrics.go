@@ -77,7 +77,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {
 		m.Resyncs.WithLabelValues(r)
 	}
-	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync, EndIdle} {
+	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync, EndIdle, EndSlow} {
 		m.Ended.WithLabelValues(r)
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.Delivered, m.BytesSent,

@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -320,6 +321,18 @@ func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+}
+
+// denyDetail is deny with a detail for the client: {"error":reason,
+// "detail":detail}. reason stays a bounded metric label.
+func (s *Server) denyDetail(w http.ResponseWriter, code int, reason, detail string) {
+	s.m.Rejected.WithLabelValues(reason).Inc()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
+	}{reason, detail})
 }
 
 // denyUnavailable refuses a request whose snapshot could not be had. When

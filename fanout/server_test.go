@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -519,6 +520,8 @@ func TestTap(t *testing.T) {
 		{"all", "", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}},
 		{"types", "?types=RUN_STARTED,RUN_SUMMARY", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":4}`}},
 		{"ndjson and thread pattern", "?format=ndjson", token(t, "acme", "t*"), true, []string{`{"n":1}`, `{"n":3}`, `{"n":4}`}},
+		{"many types, repeated, through one subscription", "?types=RUN_STARTED,RUN_SUMMARY,RUN_ERROR,STEP_STARTED,STEP_FINISHED,RUN_STARTED,RUN_STARTED",
+			token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":4}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -561,6 +564,124 @@ func TestTap(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", hs.URL+"/v1/tap?types=NOPE", token(t, "acme"), "", nil); code != http.StatusBadRequest {
 		t.Fatalf("bad type: %d", code)
+	}
+}
+
+// TestTapTypesBounded: a ?types= list is validated and bounded with a
+// JSON error naming the problem, and whatever the list, a tap reader costs
+// the shared connection at most tapSubsMax subscriptions.
+func TestTapTypesBounded(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	many := strings.TrimSuffix(strings.Repeat("RUN_STARTED,", 50000), ",")
+	for _, tt := range []struct{ query, wantErr, wantDetail string }{
+		{"?types=" + many, "too_many_types", "types lists 50000 entries; at most 64 are allowed"},
+		{"?types=RUN_STARTED,NOPE", "bad_type", `types: "NOPE" is not an AG-UI event type or RUN_SUMMARY`},
+		{"?types=RUN_STARTED,", "bad_type", `types: "" is not`},
+	} {
+		code, body := do(t, "GET", hs.URL+"/v1/tap"+tt.query, tok, "", nil)
+		var e struct{ Error, Detail string }
+		if err := json.Unmarshal([]byte(body), &e); err != nil || code != http.StatusBadRequest ||
+			e.Error != tt.wantErr || !strings.Contains(e.Detail, tt.wantDetail) {
+			t.Errorf("%.40s: %d %s; want 400 %s %q", tt.query, code, body, tt.wantErr, tt.wantDetail)
+		}
+	}
+	for _, tt := range []struct {
+		query    string
+		wantSubs uint32
+	}{
+		{"", 1},
+		{"?types=" + strings.TrimSuffix(strings.Repeat("RUN_STARTED,", 64), ","), 1},
+		{"?types=RUN_STARTED,RUN_FINISHED", 2},
+		{"?types=RUN_STARTED,RUN_FINISHED,RUN_ERROR,STEP_STARTED,STEP_FINISHED,CUSTOM,RAW,RUN_SUMMARY", 1},
+	} {
+		before := ns.NumSubscriptions()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/tap"+tt.query, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%.40s: %v %v", tt.query, err, resp)
+		}
+		if got := ns.NumSubscriptions() - before; got != tt.wantSubs {
+			t.Errorf("%.40s: %d subscriptions, want %d", tt.query, got, tt.wantSubs)
+		}
+		cancel()
+		resp.Body.Close()
+		waitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
+	}
+}
+
+// TestTapSlowReaderCut: a tap reader that stops reading is cut alone once
+// messages for it are dropped (a last comment says why, Ended{slow} counts
+// it), while another reader on the same shared connection gets everything.
+func TestTapSlowReaderCut(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	srv, hs := newServer(t, nc, nil)
+	open := func(tenant string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", hs.URL+"/v1/tap?format=ndjson", nil)
+		req.Header.Set("Authorization", "Bearer "+token(t, tenant))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", err, resp)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	slowResp := open("slow")
+	fastResp := open("fast")
+	fast := make(chan int, 1)
+	go func() {
+		n := 0
+		sc := bufio.NewScanner(fastResp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if n++; n == 200 {
+				break
+			}
+		}
+		fast <- n
+	}()
+	big := `{"pad":"` + strings.Repeat("x", 16<<10) + `"}`
+	for i := 0; i < 3*tapPending; i++ {
+		if err := pub.Publish(pipeline.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
+			t.Fatal(err)
+		}
+		if i < 200 {
+			if err := pub.Publish(pipeline.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_ = pub.Flush()
+	select {
+	case n := <-fast:
+		if n != 200 {
+			t.Fatalf("fast reader got %d of 200", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fast reader starved")
+	}
+	// The slow reader now reads: its stream ends, cut, well before all
+	// 3×tapPending messages.
+	got := 0
+	sc := bufio.NewScanner(slowResp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		got++
+	}
+	if got >= 3*tapPending {
+		t.Fatalf("slow reader read all %d messages: nothing was dropped", got)
+	}
+	waitFor(t, 5*time.Second, "the cut to be counted", func() bool {
+		return counterValue(srv.Metrics().Ended.WithLabelValues(EndSlow)) == 1 && counterValue(srv.Metrics().TapDropped) > 0
+	})
+	if !nc.IsConnected() {
+		t.Fatal("the shared connection was lost")
 	}
 }
 

@@ -19,6 +19,7 @@ const (
 	EndWrite    = "write"    // a write failed or timed out
 	EndResync   = "resync"   // the subscriber could not be brought up to date in place
 	EndIdle     = "idle"     // a POSTed agui stream: no run open, everything written
+	EndSlow     = "slow"     // a tap reader fell behind and messages for it were dropped
 )
 
 // maxRunInput bounds a POSTed RunAgentInput.
@@ -273,6 +274,9 @@ func (k *sseSink) write(items []item) (int, error) {
 }
 
 var hbComment = []byte(": keep-alive\n\n")
+
+// slowComment is the last thing a tap reader that fell behind reads.
+var slowComment = []byte(": end slow reader: messages were dropped; reconnect\n\n")
 
 func (k *sseSink) heartbeat() error {
 	_, err := k.write([]item{{b: hbComment}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -284,17 +285,30 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	types, err := parseTapTypes(q.Get("types"))
+	if err != nil {
+		s.denyDetail(w, http.StatusBadRequest, err.reason, err.detail)
+		return
+	}
+	// One subscription per type while they are few; past tapSubsMax the
+	// tenant's whole tap through one subscription, filtered here: a
+	// reader costs the shared connection a bounded number of
+	// subscriptions whatever its list.
 	var subjects []string
-	if ts := q.Get("types"); ts != "" {
-		for _, t := range strings.Split(ts, ",") {
-			if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
-				s.deny(w, http.StatusBadRequest, "bad_type")
-				return
-			}
+	var only map[string]bool
+	switch {
+	case len(types) == 0:
+		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+	case len(types) <= tapSubsMax:
+		for _, t := range types {
 			subjects = append(subjects, pipeline.TapPrefix+"."+c.Tenant+"."+t+".*")
 		}
-	} else {
+	default:
 		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		only = make(map[string]bool, len(types))
+		for _, t := range types {
+			only[t] = true
+		}
 	}
 	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 	end, ok := s.beginStream(w, c.Tenant)
@@ -302,7 +316,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer end()
-	ch := make(chan *nats.Msg, 4096)
+	ch := make(chan *nats.Msg, tapPending)
 	var subs []*nats.Subscription
 	defer func() {
 		for _, sub := range subs {
@@ -327,7 +341,22 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := c.AllThreads()
-	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {
+	// A reader that cannot keep up is cut, alone: its channel (tapPending
+	// messages) filled and nats.go dropped what did not fit, so the rest
+	// of its stream would have a hole. The shared connection never waits
+	// for it.
+	slow := func() bool {
+		for _, sub := range subs {
+			if n, err := sub.Dropped(); err == nil && n > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	s.streamMsgsCut(w, r, ch, ndjson, slow, func(m *nats.Msg, dst []byte) []byte {
+		if only != nil && !only[tapType(m.Subject)] {
+			return dst
+		}
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
 			id, err := pipeline.DecodeThread(m.Subject[i+1:])
@@ -343,9 +372,64 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Tap limits. The ?types= list names at most maxTapTypeEntries entries
+// (there are 32 distinct values: the 31 event types and RUN_SUMMARY);
+// duplicates count once. A reader's channel holds tapPending messages.
+const (
+	maxTapTypeEntries = 64
+	tapSubsMax        = 4
+	tapPending        = 4096
+)
+
+// tapTypeErr is why a ?types= list was refused: a bounded reason (the
+// metric label) and a detail for the client.
+type tapTypeErr struct{ reason, detail string }
+
+// parseTapTypes validates, deduplicates and bounds a ?types= list ("" means
+// every type): each entry must be an AG-UI event type or RUN_SUMMARY.
+func parseTapTypes(list string) ([]string, *tapTypeErr) {
+	if list == "" {
+		return nil, nil
+	}
+	if n := strings.Count(list, ",") + 1; n > maxTapTypeEntries {
+		return nil, &tapTypeErr{"too_many_types", fmt.Sprintf("types lists %d entries; at most %d are allowed", n, maxTapTypeEntries)}
+	}
+	var out []string
+	for t := range strings.SplitSeq(list, ",") {
+		if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
+			q := t
+			if len(q) > 40 {
+				q = q[:40] + "…"
+			}
+			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, pipeline.RunSummaryType)}
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// tapType returns the TYPE token of tap.<tenant>.<TYPE>.<thread>.
+func tapType(subj string) string {
+	i := strings.LastIndexByte(subj, '.')
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(subj[:i], '.')
+	return subj[j+1 : i]
+}
+
 // streamMsgs writes messages from ch, batching whatever is already queued
 // into one write and flush, with heartbeats, lifetime and drain like pump.
 func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, enc func(*nats.Msg, []byte) []byte) {
+	s.streamMsgsCut(w, r, ch, ndjson, nil, enc)
+}
+
+// streamMsgsCut is streamMsgs that also ends the stream, after a last
+// "slow reader" comment (SSE) and counted as EndSlow, once slow (nil: never)
+// reports that messages for this reader were dropped.
+func (s *Server) streamMsgsCut(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, slow func() bool, enc func(*nats.Msg, []byte) []byte) {
 	h := w.Header()
 	if ndjson {
 		h.Set("Content-Type", "application/x-ndjson")
@@ -389,6 +473,13 @@ func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *n
 				}
 			}
 			if len(buf) > 0 && !write(buf) {
+				return
+			}
+			if slow != nil && slow() {
+				s.m.Ended.WithLabelValues(EndSlow).Inc()
+				if !ndjson {
+					_ = write(slowComment)
+				}
 				return
 			}
 		case <-hb.C:

@@ -302,6 +302,7 @@ func (n *Node) startNats() error {
 // bounded by its shard queues — pipeline's snapshot coalescing.)
 func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
 	closed := make(chan struct{})
+	asyncErrs := newRateLog(n.log, time.Second)
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -314,7 +315,7 @@ func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("nats reconnected", "conn", name, "url", c.ConnectedUrl()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			n.log.Warn("nats async error", "conn", name, "err", err)
+			asyncErrs.Warn("nats async error", "conn", name, "err", err)
 		}),
 	}
 	if n.cfg.NatsCreds != "" {
