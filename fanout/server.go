@@ -40,6 +40,12 @@ type Config struct {
 	// WriteTimeout bounds one batched write to a connection; a client that
 	// does not read for that long is disconnected.
 	WriteTimeout time.Duration
+	// ReadHeaderTimeout bounds the reading of a request's headers (so a
+	// connection that sends nothing is closed after it); IdleTimeout how
+	// long a keep-alive connection may wait for its next request. They are
+	// the http.Server's of Run and Serve; zero means the default.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
 	// Retry is the reconnection delay announced to SSE clients.
 	Retry time.Duration
 	// MaxConnsPerTenant bounds concurrent streams per tenant (0: no limit).
@@ -57,6 +63,8 @@ func DefaultConfig() Config {
 		Heartbeat:         15 * time.Second,
 		MaxLifetime:       30 * time.Minute,
 		WriteTimeout:      10 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		Retry:             2 * time.Second,
 		MaxConnsPerTenant: 10000,
 		ViewsBucket:       pipeline.DefaultViewsKV,
@@ -104,6 +112,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = d.Retry
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = d.IdleTimeout
 	}
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
@@ -159,7 +173,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // mounts Handler inside h. Requests h routes elsewhere are drained like the
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	loopCtx, stopLoop := context.WithCancel(context.Background())

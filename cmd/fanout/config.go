@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/memlimit"
@@ -21,7 +22,9 @@ type config struct {
 	NatsCreds string
 	HTTP      string
 	Drain     time.Duration
-	LogLevel  slog.Level
+	// MaxConns caps the HTTP connections (package connlimit).
+	MaxConns int
+	LogLevel slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -45,6 +48,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.DurationVar(&f.ReadHeaderTimeout, "http-header-timeout", f.ReadHeaderTimeout, "bound on reading a request's headers")
+	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", f.IdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
 	fs.IntVar(&f.MaxConnsPerTenant, "max-conns-per-tenant", f.MaxConnsPerTenant, "concurrent streams per tenant (0: unlimited)")
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
@@ -75,6 +81,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := memlimit.CheckRatio(c.MemoryLimitRatio); err != nil {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
+	}
+	fds, err := connlimit.FDLimit()
+	if err != nil {
+		return c, err
+	}
+	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
+		return c, fmt.Errorf("--max-conns: %w (lower it, or raise the file descriptor limit: ulimit -n)", err)
 	}
 	if len(authKey) < auth.MinKeyLen {
 		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes", auth.MinKeyLen)

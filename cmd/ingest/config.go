@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
@@ -18,16 +19,21 @@ import (
 
 // config is everything the command reads from flags and the environment.
 type config struct {
-	NatsURL      string
-	NatsCreds    string
-	DataDir      string
-	NatsListen   string // embedded server's client listen address host:port
-	HTTP         string
-	Drain        time.Duration
-	ReadyMaxLag  uint64
-	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
-	BridgeNoAuth bool   // serve the bridge without tokens (development only)
-	LogLevel     slog.Level
+	NatsURL    string
+	NatsCreds  string
+	DataDir    string
+	NatsListen string // embedded server's client listen address host:port
+	HTTP       string
+	Drain      time.Duration
+	// MaxConns, HeaderTimeout and IdleTimeout guard the HTTP listener
+	// (package connlimit; the http.Server's timeouts).
+	MaxConns      int
+	HeaderTimeout time.Duration
+	IdleTimeout   time.Duration
+	ReadyMaxLag   uint64
+	AuthKey       string // HMAC key of bearer tokens; enables the HTTP bridge
+	BridgeNoAuth  bool   // serve the bridge without tokens (development only)
+	LogLevel      slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -51,6 +57,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.NatsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server")
 	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.DurationVar(&c.HeaderTimeout, "http-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive HTTP connection is kept")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
@@ -104,6 +113,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.AuthKey != "" && len(c.AuthKey) < 16 {
 		return c, errors.New("--auth-key must be at least 16 bytes")
+	}
+	if c.HeaderTimeout <= 0 || c.IdleTimeout <= 0 {
+		return c, errors.New("--http-header-timeout and --http-idle-timeout must be positive")
+	}
+	fds, err := connlimit.FDLimit()
+	if err != nil {
+		return c, err
+	}
+	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
+		return c, fmt.Errorf("--max-conns: %w (lower it, or raise the file descriptor limit: ulimit -n)", err)
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := p.Validate(); err != nil {
