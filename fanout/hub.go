@@ -95,6 +95,13 @@ type HubConfig struct {
 	// them. Zero means the default; negative means no bound.
 	MaxIdleFeedsPerTenant int
 	MaxIdleFeeds          int
+	// EventStream is the pipeline's JetStream event stream. A client
+	// cursor ahead of a thread's snapshot is checked against the last
+	// event the stream holds for the thread (one request): a cursor past
+	// it was never real and the snapshot is sent at once; only a cursor
+	// the stream holds is waited for (Subscriber.catchUp). Empty: the
+	// pipeline's default stream.
+	EventStream string
 }
 
 // DefaultHubConfig returns the defaults.
@@ -131,6 +138,7 @@ func DefaultHubConfig() HubConfig {
 		// fill.
 		MaxIdleFeedsPerTenant: 1000,
 		MaxIdleFeeds:          10000,
+		EventStream:           pipeline.DefaultStream,
 	}
 }
 

@@ -224,6 +224,7 @@ func (n *Node) start() error {
 		fc.AuthKey = n.cfg.AuthKey
 		fc.ReadHeaderTimeout, fc.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
+		fc.Hub.EventStream = n.cfg.Pipeline.Stream
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
 			return err
