@@ -79,8 +79,12 @@ type ThreadInfo struct {
 	LastEvent *time.Time `json:"lastEvent,omitempty"` // time of the last event applied (its timestamp when it had one)
 }
 
-// maxListed bounds one listing.
-const maxListed = 10000
+// Bounds of one page of GET /v1/threads: ?limit= defaults to
+// defaultListed and may not exceed maxListed.
+const (
+	defaultListed = 1000
+	maxListed     = 10000
+)
 
 // threadList serves GET /v1/threads: the tenant's threads from the keys of
 // the views KV bucket (one key per checkpointed thread), or — with
@@ -96,24 +100,86 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		s.threadListLive(w, r, c.Tenant, c.AllowsThread)
 		return
 	}
+	q := r.URL.Query()
+	limit := defaultListed
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListed {
+			s.denyDetail(w, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be an integer from 1 to %d", maxListed))
+			return
+		}
+		limit = n
+	}
+	var after *string
+	if v, ok := q["after"]; ok {
+		id, err := pipeline.DecodeThread(v[0])
+		if err != nil {
+			s.denyDetail(w, http.StatusBadRequest, "bad_cursor", "after must be the next cursor of an earlier page")
+			return
+		}
+		after = &id
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
 	defer cancel()
-	out, err := s.listThreads(ctx, c.Tenant, c.AllowsThread)
+	out, more, err := s.listThreads(ctx, c.Tenant, c.AllowsThread, after, limit)
 	if err != nil {
 		s.log.Warn("fanout: thread list failed", "tenant", c.Tenant, "err", err)
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
+	page := struct {
 		Threads []ThreadInfo `json:"threads"`
-	}{out})
+		Next    string       `json:"next,omitempty"`
+	}{Threads: out}
+	if more {
+		page.Next = pipeline.EncodeThread(out[len(out)-1].Thread)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(page)
 }
 
-func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool) ([]ThreadInfo, error) {
+// pageOf keeps the smallest entries of a listing (by thread id) above a
+// cursor, at most limit of them plus one that tells whether there is more.
+// It holds at most 2·limit+1 entries however many threads a tenant has.
+type pageOf struct {
+	after *string
+	limit int
+	out   []ThreadInfo
+}
+
+func (p *pageOf) add(info ThreadInfo) {
+	if p.after != nil && info.Thread <= *p.after {
+		return
+	}
+	p.out = append(p.out, info)
+	if len(p.out) > 2*p.limit {
+		p.trim()
+	}
+}
+
+func (p *pageOf) trim() {
+	slices.SortFunc(p.out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
+	clear(p.out[min(len(p.out), p.limit+1):])
+	p.out = p.out[:min(len(p.out), p.limit+1)]
+}
+
+// result returns the page and whether threads follow it.
+func (p *pageOf) result() ([]ThreadInfo, bool) {
+	p.trim()
+	if len(p.out) > p.limit {
+		return p.out[:p.limit], true
+	}
+	return p.out, false
+}
+
+// listThreads reads every key of the tenant (headers only) and returns the
+// page of at most limit threads after the cursor (nil: from the first), in
+// thread id order, and whether more follow. The bucket's keys are in no
+// order, so each page reads them all; what it keeps is bounded by limit.
+func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool, after *string, limit int) ([]ThreadInfo, bool, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The bucket's stream read directly, not through a KV watcher: the
 	// watcher hides message headers, which is where the pipeline puts the
@@ -147,13 +213,13 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		InactiveThreshold: 30 * time.Second,
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return []ThreadInfo{}, nil
+		return []ThreadInfo{}, false, nil
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			del() // the server may have made it before the reply was lost
 		}
-		return nil, err
+		return nil, false, err
 	}
 	// A pull consumer outlives its reader on the server (a KV watcher's
 	// push consumer goes with its subscription): delete it, or every
@@ -166,15 +232,15 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	// request at once, where a waiting Fetch for the pending count would
 	// sit out its whole deadline whenever a key went away after the
 	// consumer counted it. The listing is of what is there when it is made.
-	out := []ThreadInfo{}
+	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
 	left := cons.CachedInfo().NumPending
-	for left > 0 && len(out) < maxListed {
+	for left > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		batch, err := cons.FetchNoWait(int(min(left, 1000)))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -184,12 +250,12 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 				continue
 			}
 			left = meta.NumPending
-			if info, ok := threadInfo(m.Headers(), strings.TrimPrefix(m.Subject(), prefix), meta.Timestamp, allow); ok && len(out) < maxListed {
-				out = append(out, info)
+			if info, ok := threadInfo(m.Headers(), strings.TrimPrefix(m.Subject(), prefix), meta.Timestamp, allow); ok {
+				page.add(info)
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if n == 0 {
 			// A no-wait fetch that brought nothing: either the keys counted
@@ -198,20 +264,20 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 			// consumer's own count tells the two apart.
 			info, err := cons.Info(ctx)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if left = info.NumPending; left == 0 {
 				break
 			}
 			select { // pending but not sent yet: ask again shortly, within the deadline
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
-	return out, nil
+	out, more := page.result()
+	return out, more, nil
 }
 
 // threadInfo is the listing entry of the views bucket's key (with its
