@@ -849,3 +849,33 @@ func TestStatsExcludeResolved(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherThreadRefused: an event whose threadId (or input.threadId) names
+// another thread than the one it is published to is refused at once with
+// ErrOtherThread (an ErrInvalid), escaped spellings too; nothing is stored.
+func TestOtherThreadRefused(t *testing.T) {
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(0))
+	ctx := testCtx(t)
+	for _, ev := range []string{
+		`{"type":"RUN_STARTED","threadId":"other","runId":"r"}`,
+		`{"type":"RUN_FINISHED","threadId":"other","runId":"r"}`,
+		`{"type":"RUN_STARTED","thread\u0049d":"other","runId":"r"}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"other","runId":"r","messages":[]}}`,
+	} {
+		_, err := p.Publish(ctx, "acme", "t", []byte(ev))
+		if !errors.Is(err, agent.ErrOtherThread) || !errors.Is(err, agent.ErrInvalid) {
+			t.Errorf("Publish(%s) = %v, want ErrOtherThread", ev, err)
+		}
+	}
+	f, err := p.Publish(ctx, "acme", "t", []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[]}}`))
+	if err != nil {
+		t.Fatalf("the thread's own id: %v", err)
+	}
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := readStream(t, env.js); len(msgs) != 1 {
+		t.Errorf("%d messages stored, want 1", len(msgs))
+	}
+}

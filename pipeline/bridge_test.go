@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -239,7 +240,9 @@ func TestBridgeFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			thread := "run/" + tt.name + " ünï.*>"
-			status, _, resp := env.post(t, "acme", thread, tt.contentType, bytes.NewReader(tt.body))
+			body := threadIDMember.ReplaceAll(tt.body, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(mustJSON(thread), []byte("$"), []byte("$$"))...))
+			events := withThread(events, thread)
+			status, _, resp := env.post(t, "acme", thread, tt.contentType, bytes.NewReader(body))
 			if status != http.StatusOK || resp.Accepted != len(events) || resp.Events != len(events) || resp.RejectedCount != 0 {
 				t.Fatalf("status %d, %+v; want 200 with %d accepted", status, resp, len(events))
 			}
@@ -261,7 +264,7 @@ func TestBridgeFormats(t *testing.T) {
 // the stream before the body ends.
 func TestBridgeStreamsSSE(t *testing.T) {
 	env := startBridge(t, nil)
-	events := bridgeCase(t, "activity--snapshot-then-deltas.json")
+	events := withThread(bridgeCase(t, "activity--snapshot-then-deltas.json"), "live")
 	pr, pw := io.Pipe()
 	type result struct {
 		status int
@@ -343,6 +346,8 @@ func TestBridgeErrors(t *testing.T) {
 		{name: "wrong tenant for the token", path: "/v1/ingest/other/t", body: good(0), wantStatus: 403, wantErr: "forbidden"},
 		{name: "bad tenant", path: "/v1/ingest/ACME/t", body: good(0), wantStatus: 400, wantErr: "tenant"},
 		{name: "empty thread", path: "/v1/ingest/acme/", body: good(0), wantStatus: 400, wantErr: "thread"},
+		{name: "event names another thread", body: `{"type":"RUN_STARTED","threadId":"t","runId":"r"}` + "\n" + `{"type":"RUN_FINISHED","threadId":"other","runId":"r"}`,
+			wantStatus: 200, wantAccepted: 1, wantRejected: []int{1}, wantStored: 1},
 		{name: "thread not UTF-8", path: "/v1/ingest/acme/%FF%FE", body: good(0), wantStatus: 400, wantErr: "not valid UTF-8"},
 		{name: "thread too long", path: "/v1/ingest/acme/" + strings.Repeat("x", 1025), body: good(0), wantStatus: 400, wantErr: "too long"},
 		{name: "unsupported content type", contentType: "application/xml", body: good(0), wantStatus: 415, wantErr: "Content-Type"},
@@ -457,4 +462,25 @@ func TestBridgeNoGoroutineLeak(t *testing.T) {
 		env.post(t, "acme", "t", "", strings.NewReader(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`))
 	})
 	bridgeWaitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// threadIDMember matches a "threadId" member (event or run input) in an
+// event's JSON text.
+var threadIDMember = regexp.MustCompile(`"threadId"(\s*):(\s*)"(?:[^"\\]|\\.)*"`)
+
+// withThread returns events with every threadId naming thread: an event
+// published to a thread must not name another (agent.ErrOtherThread), and
+// the fixtures' events all say "thread-1".
+func withThread(events []json.RawMessage, thread string) []json.RawMessage {
+	id, _ := json.Marshal(thread)
+	out := make([]json.RawMessage, len(events))
+	for i, ev := range events {
+		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
+	}
+	return out
+}
+
+func mustJSON(v string) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

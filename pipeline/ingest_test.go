@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -56,7 +57,8 @@ func corpusStreams(t testing.TB) []stream {
 		if len(c.Initial) > 0 && string(c.Initial) != "null" {
 			continue // starts from a RunAgentInput, which a stream cannot carry
 		}
-		out = append(out, stream{tenant: "acme", thread: strings.TrimSuffix(filepath.Base(f), ".json"), events: c.Events})
+		thread := strings.TrimSuffix(filepath.Base(f), ".json")
+		out = append(out, stream{tenant: "acme", thread: thread, events: withThread(c.Events, thread)})
 	}
 	return out
 }
@@ -336,4 +338,20 @@ func TestSDKPublishedViews(t *testing.T) {
 		}
 	}
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
+}
+
+// threadIDMember matches a "threadId" member (event or run input) in an
+// event's JSON text.
+var threadIDMember = regexp.MustCompile(`"threadId"(\s*):(\s*)"(?:[^"\\]|\\.)*"`)
+
+// withThread returns events with every threadId naming thread: an event
+// published to a thread must not name another (agent.ErrOtherThread), and
+// the fixtures' events all say "thread-1".
+func withThread(events []json.RawMessage, thread string) []json.RawMessage {
+	id, _ := json.Marshal(thread)
+	out := make([]json.RawMessage, len(events))
+	for i, ev := range events {
+		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
+	}
+	return out
 }
