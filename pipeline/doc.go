@@ -121,7 +121,10 @@
 // published on dlq.<tenant>.<thread> with Tc-Error-Kind, Tc-Error and Tc-Seq
 // headers and counted; a codec-fatal event also ends the thread's run in the
 // view (reducer Reject), as the spec requires. Warn-and-skip cases are
-// counted. Nothing about one thread's input can stop its shard.
+// counted. Nothing about one thread's input can stop its shard. An event
+// whose threadId (or input.threadId) names another thread than its
+// subject's is removed with a warning and dead-lettered (kind invalid,
+// OtherThread); FoldStored is that fold, offline.
 //
 // A subject no thread can have is dead-lettered with kind "subject": a bad
 // tenant, a thread token that is not canonical or names an id

@@ -21,16 +21,20 @@ import (
 // Active), after a clean case one more run, after a case left running a
 // nested RUN_STARTED (fatal L4). Whatever it is, the live view and the
 // offline fold must agree on it.
+//
+// Its first event names another thread: ingest and the offline fold both
+// remove it with a warning (OtherThread), and withThread leaves it alone.
 var secondRun = []json.RawMessage{
+	json.RawMessage(`{"type":"RUN_STARTED","thread\u0049d":"elsewhere","runId":"misrouted"}`),
 	json.RawMessage(`{"type":"RUN_STARTED","threadId":"t","runId":"second"}`),
 	json.RawMessage(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"second-m","role":"assistant","delta":"after"}`),
 	json.RawMessage(`{"type":"RUN_FINISHED","threadId":"t","runId":"second"}`),
 }
 
 // storedFolds reads every message of the event stream back from JetStream
-// and folds each thread's events offline as `threadcast reduce` does: the
-// codec's StreamReader frames the stored bytes, and every event goes through
-// reducer.Thread.ApplyDecoded with its stored stream seq. It returns the
+// and folds each thread's events offline as `threadcast reduce --thread`
+// does: the codec's StreamReader frames the stored bytes, and every event
+// goes through FoldStored with its stored stream seq. It returns the
 // views by thread token.
 func storedFolds(t *testing.T, js jetstream.JetStream, stream string) map[string][]byte {
 	t.Helper()
@@ -77,7 +81,7 @@ func storedFolds(t *testing.T, js jetstream.JetStream, stream string) map[string
 				t.Fatalf("seq %d: stored bytes frame no event: %v", seq, err)
 			}
 			err = dec.Decode(raw, &ev)
-			th.ApplyDecoded(seq, &ev, err, dec.Warnings())
+			FoldStored(th, th.ThreadID(), seq, &ev, err, dec.Warnings())
 		}
 	}
 	out := make(map[string][]byte, len(threads))
@@ -102,7 +106,7 @@ func TestLiveViewIsStoredFold(t *testing.T) {
 			startIngest(t, nc, cfg)
 			streams := corpusStreams(t)
 			for i := range streams {
-				streams[i].events = append(append([]json.RawMessage(nil), streams[i].events...), secondRun...)
+				streams[i].events = append(append([]json.RawMessage(nil), streams[i].events...), withThread(secondRun, streams[i].thread)...)
 			}
 			seqs := publishStreams(t, js, streams, batch)
 			live := make(map[string]Snapshot, len(streams))
@@ -135,7 +139,7 @@ func TestLiveViewIsStoredFold(t *testing.T) {
 					// The spec's own account of what follows a rejection,
 					// independent of both folds: the second run is a new,
 					// clean run, and its message is in the view.
-					if !bytes.Contains(got, []byte(`{"runId":"second","threadId":"t","status":"finished","verdict":"ok"}`)) ||
+					if !bytes.Contains(got, []byte(`{"runId":"second","threadId":"`+st.thread+`","status":"finished","verdict":"ok"}`)) ||
 						!bytes.Contains(got, []byte(`"content":"after"`)) {
 						t.Errorf("%s: the run after the rejection is not in the view: %s", st.thread, got)
 					}
@@ -143,6 +147,11 @@ func TestLiveViewIsStoredFold(t *testing.T) {
 			}
 			if rejected == 0 {
 				t.Fatal("no case with a fatal error in the corpus")
+			}
+			for _, st := range streams {
+				if bytes.Contains(live[st.thread].View, []byte("misrouted")) {
+					t.Errorf("%s: the event naming another thread was applied", st.thread)
+				}
 			}
 		})
 	}

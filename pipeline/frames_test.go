@@ -142,7 +142,7 @@ func TestBadInputIsolated(t *testing.T) {
 		json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"x"}`), // protocol fatal → dead letter
 	}
 	goodStream := genStreams(t, 1, "x")[0]
-	goodStream.thread = good
+	goodStream.thread, goodStream.events = good, withThread(goodStream.events, good)
 	streams := []stream{{tenant: "acme", thread: bad, events: badEvents}, goodStream}
 	seqs := publishStreams(t, js, streams, 1)
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
@@ -283,6 +283,55 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 		if tenant, _, err := ParseCheckpointKey(k); err == nil && tenant == "acme" {
 			t.Errorf("a thread was made: checkpoint %q", k)
 		}
+	}
+}
+
+// TestOtherThreadDeadLettered: an event sent by hand (no SDK to refuse it)
+// whose threadId or input.threadId names another thread than its subject's
+// is removed with a warning in the view and a dead letter (kind invalid),
+// and the thread's own events around it are applied.
+func TestOtherThreadDeadLettered(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []json.RawMessage{
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"intruder","runId":"r0"}`),
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"t1","runId":"r1","input":{"threadId":"t2","runId":"r1","messages":[]}}`),
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}`),
+		json.RawMessage(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"mine"}`),
+		json.RawMessage(`{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}`),
+	}
+	seqs := publishStreams(t, js, []stream{{tenant: "acme", thread: "t1", events: events}}, 1)
+	for _, want := range []string{`threadId "intruder" is not the thread "t1"`, `input.threadId "t2" is not the thread "t1"`} {
+		msg, err := dlq.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no dead letter for %s: %v", want, err)
+		}
+		if msg.Subject != "dlq.acme.t1" || msg.Header.Get(HeaderErrorKind) != ErrKindInvalid || !strings.Contains(msg.Header.Get(HeaderError), want) {
+			t.Errorf("dead letter %s %q %q, want one saying %s", msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), want)
+		}
+	}
+	var snap Snapshot
+	waitFor(t, 10*time.Second, func() error {
+		snap, err = snapshot(nc, cfg.Partitions, "acme", "t1")
+		if err == nil && snap.Seq != seqs["acme/t1"][4] {
+			err = fmt.Errorf("seq %d", snap.Seq)
+		}
+		return err
+	})
+	if !strings.Contains(string(snap.View), `"content":"mine"`) || !strings.Contains(string(snap.View), `"warnings":2`) ||
+		!strings.Contains(string(snap.View), `{"runId":"r1","threadId":"t1","status":"finished","verdict":"ok"}`) || strings.Contains(string(snap.View), "r0") {
+		t.Errorf("view %s: want run r1 finished with the message, two warnings, no r0", snap.View)
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindInvalid)); n != 2 {
+		t.Errorf("invalid dead letters %v, want 2", n)
 	}
 }
 

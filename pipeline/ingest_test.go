@@ -63,8 +63,8 @@ func corpusStreams(t testing.TB) []stream {
 	return out
 }
 
-// offlineView reduces events directly with the reducer's fold
-// (Thread.ApplyDecoded, as `threadcast reduce` does) and returns the view.
+// offlineView reduces events directly with ingest's fold (FoldStored, as
+// `threadcast reduce --thread` does) and returns the view.
 func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint64) map[string]any {
 	t.Helper()
 	th := reducer.NewThread(id)
@@ -73,7 +73,7 @@ func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint6
 	for i, raw := range events {
 		seq := seqs[i]
 		err := dec.Decode(bytes.Clone(raw), &ev)
-		th.ApplyDecoded(seq, &ev, err, dec.Warnings())
+		FoldStored(th, id, seq, &ev, err, dec.Warnings())
 	}
 	return viewOf(t, th.AppendView(nil))
 }
@@ -249,10 +249,10 @@ func TestHostileThreadIDsEndToEnd(t *testing.T) {
 	startIngest(t, nc, cfg)
 	var streams []stream
 	for i, id := range hostileIDs {
-		streams = append(streams, stream{tenant: "acme", thread: id, events: []json.RawMessage{
+		streams = append(streams, stream{tenant: "acme", thread: id, events: withThread([]json.RawMessage{
 			json.RawMessage(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`),
 			json.RawMessage(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"thread %d"}`, i)),
-		}})
+		}, id)})
 	}
 	seqs := publishStreams(t, js, streams, 1)
 	checkViews(t, nc, cfg.Partitions, streams, seqs)

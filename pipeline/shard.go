@@ -358,6 +358,13 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.m.Warnings.Inc()
 		return
 	}
+	if other := OtherThread(&s.ev, t.id); other != nil { // fold.go: as FoldStored
+		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, other.Error(), seq, idx)
+		t.th.Warn(seq, reducer.Warning{Code: WarnOtherThread, Seq: seq, Message: other.Error()})
+		s.m.Warnings.Inc()
+		return
+	}
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {

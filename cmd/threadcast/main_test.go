@@ -465,6 +465,10 @@ func TestErrors(t *testing.T) {
 				`{"type":"RUN_STARTED","threadId":"t","runId":"r2"}` + "\n" +
 				`{"type":"RUN_FINISHED","threadId":"t","runId":"r2"}` + "\n",
 			exitRejected, `{"runId":"r2","threadId":"t","status":"finished","verdict":"ok"}`, "error: codec: seq 2"},
+		{"--thread removes an event naming another thread", []string{"reduce", "--thread", "t"},
+			`{"type":"RUN_STARTED","threadId":"other","runId":"r0"}` + "\n" + run + `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}` + "\n",
+			exitOK, `"threadId":"t","seq":3,"status":"finished","messages":[],"state":{},"runs":[{"runId":"r","threadId":"t","status":"finished","verdict":"ok"}],"steps":[],"subagents":[],"warnings":1`,
+			`warning: seq 1: pipeline: RUN_STARTED: threadId "other" is not the thread "t" of its subject; event removed`},
 		{"warnings one per line", []string{"reduce"},
 			run + `{"type":"ACTIVITY_DELTA","messageId":"ghost","activityType":"x","patch":[]}` + "\n" +
 				`{"type":"NOT_A_TYPE"}` + "\n", exitOK, `"warnings":2`, "warning: "},

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -19,10 +20,12 @@ import (
 type streamFlags struct {
 	input    string
 	protocol string
+	thread   string
 }
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "start from the RunAgentInput in `FILE` (its messages and state), as a run would")
+	fs.StringVar(&f.thread, "thread", "", "the thread `ID` the stream was published to: an event whose threadId (or input.threadId) names another is removed with a warning, as ingest does; empty: no such check, and the view's threadId is \"threadcast\"")
 	fs.StringVar(&f.protocol, "protocol", "1.1", "the AG-UI `VERSION` to consume as: 1.1 (encryptedValueType is known; a producer declaring 1.1 is not newer) or 1.0 (a strict 1.0 consumer: encryptedValueType is stripped with a warning, a 1.1 declaration warns as newer)")
 }
 
@@ -60,6 +63,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writ
 type folder struct {
 	name   string // subcommand, for messages
 	th     *reducer.Thread
+	thread string // the subject's thread id (--thread), or "" for no check
 	stderr io.Writer
 	dec    codec.Decoder
 	ev     codec.Event
@@ -79,6 +83,9 @@ func newFolder(name string, stderr io.Writer) *folder {
 // stderr) when a flag's value is unusable: the caller exits with exitUsage.
 func (sf *streamFlags) folder(name string, stderr io.Writer) (f *folder, ok bool) {
 	f = newFolder(name, stderr)
+	if sf.thread != "" {
+		f.th, f.thread = reducer.NewThread(sf.thread), sf.thread
+	}
 	if err := f.setProtocol(sf.protocol); err != nil {
 		fmt.Fprintf(stderr, "threadcast %s: --protocol: %v\n", name, err)
 		return nil, false
@@ -179,6 +186,13 @@ func (f *folder) each(r io.Reader, fn func(ev *codec.Event, res reducer.Result))
 		var ce *codec.Error
 		if errors.As(err, &ce) {
 			ce.Seq = f.seq
+		}
+		if err == nil && f.thread != "" {
+			if other := pipeline.OtherThread(&f.ev, f.thread); other != nil {
+				f.warnf("seq %d: %v", f.seq, other)
+				pipeline.FoldStored(f.th, f.thread, f.seq, &f.ev, nil, warns)
+				continue
+			}
 		}
 		res := f.th.ApplyDecoded(f.seq, &f.ev, err, warns)
 		switch {
