@@ -286,6 +286,41 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 	}
 }
 
+// TestUndecodableMessageOneDeadLetter: an 800 KB message of 3,551 lines that
+// are no event is one dead letter (it was one per line), and a thread's
+// run is rejected once.
+func TestUndecodableMessageOneDeadLetter(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("\x01garbage~", 25) + "\n" // 226 bytes, not JSON
+	body := []byte(strings.Repeat(line, 3551))
+	subj, _ := EventSubject("acme", "blob")
+	if _, err := js.Publish(t.Context(), subj, body); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := dlq.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(HeaderErrorKind) != ErrKindDecode || len(msg.Data) != len(body)-1 {
+		t.Errorf("dead letter kind %q of %d bytes, want decode, the whole message", msg.Header.Get(HeaderErrorKind), len(msg.Data))
+	}
+	if extra, err := dlq.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a second dead letter (%d bytes): one per message, not per line", len(extra.Data))
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindDecode)); n != 1 {
+		t.Errorf("decode dead letters %v, want 1", n)
+	}
+}
+
 // TestOtherThreadDeadLettered: an event sent by hand (no SDK to refuse it)
 // whose threadId or input.threadId names another thread than its subject's
 // is removed with a warning in the view and a dead letter (kind invalid),
