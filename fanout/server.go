@@ -52,6 +52,9 @@ type Config struct {
 	MaxConnsPerTenant int
 	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
 	ViewsBucket string
+	// DeadLetters is the pipeline's dead-letter stream, which
+	// GET /v1/deadletters reads ("" serves an empty list).
+	DeadLetters string
 	// Now is the clock used to check token expiry (nil: time.Now).
 	Now func() time.Time
 }
@@ -68,6 +71,7 @@ func DefaultConfig() Config {
 		Retry:             2 * time.Second,
 		MaxConnsPerTenant: 10000,
 		ViewsBucket:       pipeline.DefaultViewsKV,
+		DeadLetters:       pipeline.DefaultDeadLetters,
 	}
 }
 
@@ -147,6 +151,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /v1/threads/{thread}", s.threadView)
 	mux.HandleFunc("GET /v1/threads", s.threadList)
 	mux.HandleFunc("GET /v1/tap", s.tap)
+	mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux = mux
 	return s, nil
 }

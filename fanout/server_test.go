@@ -874,3 +874,76 @@ func TestShutdownAndLifetime(t *testing.T) {
 		t.Fatal("listener still open after Run returned")
 	}
 }
+
+// TestDeadLetters: dead letters published while nobody listened are kept
+// by the pipeline's stream and read per tenant, page by page: a tenant sees
+// its own only, a thread-scoped token its threads' only.
+func TestDeadLetters(t *testing.T) {
+	ns := startNATS(t)
+	startIngest(t, ns, 4)
+	_, hs := newServer(t, connect(t, ns), func(c *Config) { c.Hub.Partitions = 4 })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := func(tenant, thread, data string) {
+		subj, _ := pipeline.EventSubject(tenant, thread)
+		if _, err := js.Publish(context.Background(), subj, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("acme", "t1", `not json`)
+	pub("acme", "t2", `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`) // before RUN_STARTED: L1
+	pub("other", "t9", `not json either`)
+	pub("acme", "t1", `{"type":"RUN_STARTED","threadId":"t1","runId":"r","x":`+strings.Repeat(" ", 5000)+`1e999}`)
+	type page struct {
+		DeadLetters []DeadLetter
+		Next        string
+	}
+	get := func(tok, query string) page {
+		t.Helper()
+		code, body := do(t, "GET", hs.URL+"/v1/deadletters"+query, tok, "", nil)
+		var p page
+		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+			t.Fatalf("%s: %d %.300s", query, code, body)
+		}
+		return p
+	}
+	acme := token(t, "acme")
+	waitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
+	all := get(acme, "").DeadLetters
+	if all[0].Thread != "t1" || all[0].Kind != pipeline.ErrKindDecode || all[0].Data != "not json" || all[0].EventSeq == 0 ||
+		all[1].Thread != "t2" || all[1].Kind != pipeline.ErrKindInvalid || !strings.Contains(all[1].Error, "L1") ||
+		all[2].Kind != pipeline.ErrKindInvalid || !strings.Contains(all[2].Error, "out of range") || !all[2].Truncated || all[2].Bytes < 5000 || len(all[2].Data) != deadLetterData {
+		t.Fatalf("dead letters %+v", all)
+	}
+	// Paged one at a time: the same three, in order.
+	var paged []uint64
+	for q := "?limit=1"; ; {
+		p := get(acme, q)
+		for _, dl := range p.DeadLetters {
+			paged = append(paged, dl.Seq)
+		}
+		if p.Next == "" {
+			break
+		}
+		q = "?limit=1&after=" + p.Next
+	}
+	if len(paged) != 3 || paged[0] != all[0].Seq || paged[2] != all[2].Seq {
+		t.Fatalf("paged %v, want the seqs of %+v", paged, all)
+	}
+	if p := get(token(t, "other"), ""); len(p.DeadLetters) != 1 || p.DeadLetters[0].Thread != "t9" {
+		t.Fatalf("other tenant: %+v", p)
+	}
+	if p := get(token(t, "acme", "t2"), ""); len(p.DeadLetters) != 1 || p.DeadLetters[0].Thread != "t2" {
+		t.Fatalf("thread-scoped token: %+v", p)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?after=x"} {
+		if code, _ := do(t, "GET", hs.URL+"/v1/deadletters"+q, acme, "", nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+	if code, _ := do(t, "GET", hs.URL+"/v1/deadletters", "", "", nil); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d", code)
+	}
+}

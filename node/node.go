@@ -225,6 +225,7 @@ func (n *Node) start() error {
 		fc.ReadHeaderTimeout, fc.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
 		fc.Hub.EventStream = n.cfg.Pipeline.Stream
+		fc.DeadLetters = n.cfg.Pipeline.DeadLetters
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
 			return err

@@ -14,7 +14,7 @@
 //	      ──▶ shard goroutine: decode (one event or a JSONL batch) → Thread.Apply
 //	      ──▶ view.<tenant>.<thread>   frame (Tc-Seq, Tc-Prev)      core NATS
 //	          tap.<tenant>.<TYPE>.<thread>  normalized event       core NATS
-//	          dlq.<tenant>.<thread>    rejected input with reason   core NATS
+//	          dlq.<tenant>.<thread>    rejected input with reason   core NATS, kept by the dead-letter stream
 //	      ──▶ KV THREADCAST_VIEWS <tenant>.<thread>: checkpoint (view + seq)
 //	      ──▶ ack the partition's messages up to the low watermark
 //

@@ -146,6 +146,8 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
 	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
+	fs.DurationVar(&n.Pipeline.DeadLetterMaxAge, "dead-letter-max-age", n.Pipeline.DeadLetterMaxAge, "dead letters (GET /v1/deadletters) are kept this long at most")
+	fs.Int64Var(&n.Pipeline.DeadLetterMaxBytes, "dead-letter-max-bytes", n.Pipeline.DeadLetterMaxBytes, "bytes of dead letters kept at most (the oldest go first)")
 	fs.DurationVar(&n.FanoutConfig.Heartbeat, "heartbeat", n.FanoutConfig.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&n.FanoutConfig.MaxLifetime, "max-lifetime", n.FanoutConfig.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
