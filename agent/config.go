@@ -127,6 +127,10 @@ var (
 	// ErrInvalid wraps the validation error of a rejected event (for the
 	// default validator, a *codec.Error: errors.As finds it).
 	ErrInvalid = errors.New("agent: invalid event")
+	// ErrOtherThread: the event's threadId (RUN_STARTED, RUN_FINISHED, or
+	// RUN_STARTED.input) names another thread than the one it is published
+	// to. It wraps ErrInvalid.
+	ErrOtherThread error = &wrapErr{"agent: event names another thread", ErrInvalid}
 	// ErrTooLarge: the event alone exceeds the server's max payload.
 	ErrTooLarge = errors.New("agent: event larger than the server's max payload")
 	// ErrOverflow: MaxPending events are pending (OverflowError), or the ctx
@@ -145,3 +149,12 @@ var (
 	// JetStream API error).
 	ErrPublish = errors.New("agent: publish failed")
 )
+
+// wrapErr is a sentinel that is also its parent sentinel.
+type wrapErr struct {
+	msg    string
+	parent error
+}
+
+func (e *wrapErr) Error() string { return e.msg }
+func (e *wrapErr) Unwrap() error { return e.parent }

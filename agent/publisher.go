@@ -221,7 +221,8 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 
 // Publish validates one AG-UI event (one JSON object) and queues it for the
 // thread's subject. It returns an error, and sends nothing, when the event
-// is invalid (ErrInvalid), too large (ErrTooLarge), the tenant or thread is
+// is invalid (ErrInvalid; ErrOtherThread when its threadId names another
+// thread than threadID), too large (ErrTooLarge), the tenant or thread is
 // unusable (ErrBadTenant, ErrBadThread), there is no room (ErrOverflow) or
 // the Publisher is closed (ErrClosed). Otherwise the returned Future
 // resolves when the event is stored or has failed.
@@ -237,6 +238,10 @@ func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event 
 	if err := p.cfg.Validate(event); err != nil {
 		p.ctr.rejected.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := otherThread(threadID, event); err != nil {
+		p.ctr.rejected.Add(1)
+		return nil, err
 	}
 	if len(event) > p.maxPayload {
 		p.ctr.rejected.Add(1)

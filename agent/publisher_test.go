@@ -330,7 +330,7 @@ func bytesOf(c byte, n int) []byte {
 // TestHostileThreadIDs: thread ids that would break a raw subject are
 // encoded exactly as pipeline encodes them, and come back intact.
 func TestHostileThreadIDs(t *testing.T) {
-	ids := []string{"a.b", "*", ">", "a b", "ünïcödé", "", "=abc", "a/b\\c", "x.*.>", "\x00\n\t"}
+	ids := []string{"a.b", "*", ">", "a b", "ünïcödé", "=abc", "a/b\\c", "x.*.>", "\x00\n\t"}
 	env := startJS(t, false)
 	p := newPublisher(t, env, withLinger(0))
 	ctx := testCtx(t)
@@ -354,11 +354,27 @@ func TestHostileThreadIDs(t *testing.T) {
 	}
 }
 
+// TestRefusedThreadIDs: an id no thread may have (empty, not UTF-8) is
+// refused by Publish at once, with ErrBadThread, and nothing is stored.
+func TestRefusedThreadIDs(t *testing.T) {
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(0))
+	ctx := testCtx(t)
+	for _, id := range []string{"", "\xff\xfe", "ok\xc3"} {
+		if _, err := p.Publish(ctx, "acme", id, contentEvent("m", 1)); !errors.Is(err, agent.ErrBadThread) {
+			t.Errorf("Publish(%q) = %v, want ErrBadThread", id, err)
+		}
+	}
+	if msgs := readStream(t, env.js); len(msgs) != 0 {
+		t.Errorf("%d messages stored, want none", len(msgs))
+	}
+}
+
 // TestSubjectMatchesPipeline pins agent.Subject to pipeline.EventSubject.
 func TestSubjectMatchesPipeline(t *testing.T) {
 	tests := []struct{ tenant, thread string }{
 		{"acme", "thread-1"}, {"acme", "a.b"}, {"acme", "*"}, {"acme", ">"}, {"acme", ""},
-		{"acme", "ünï"}, {"acme", "=x"}, {"a-b_c", "T_1-x"}, {"0", "a b"},
+		{"acme", "ünï"}, {"acme", "\xff"}, {"acme", "=x"}, {"a-b_c", "T_1-x"}, {"0", "a b"},
 		{"Acme", "t"}, {"-a", "t"}, {"a.b", "t"}, {"", "t"}, {string(bytesOf('a', 64)), "t"},
 		{"acme", string(bytesOf('z', 1024))}, {"acme", string(bytesOf('z', 1025))},
 	}
@@ -831,5 +847,35 @@ func TestStatsExcludeResolved(t *testing.T) {
 				t.Fatalf("event %d (no stream %v) resolved, but stats %+v", i, noStream, st)
 			}
 		}
+	}
+}
+
+// TestOtherThreadRefused: an event whose threadId (or input.threadId) names
+// another thread than the one it is published to is refused at once with
+// ErrOtherThread (an ErrInvalid), escaped spellings too; nothing is stored.
+func TestOtherThreadRefused(t *testing.T) {
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(0))
+	ctx := testCtx(t)
+	for _, ev := range []string{
+		`{"type":"RUN_STARTED","threadId":"other","runId":"r"}`,
+		`{"type":"RUN_FINISHED","threadId":"other","runId":"r"}`,
+		`{"type":"RUN_STARTED","thread\u0049d":"other","runId":"r"}`,
+		`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"other","runId":"r","messages":[]}}`,
+	} {
+		_, err := p.Publish(ctx, "acme", "t", []byte(ev))
+		if !errors.Is(err, agent.ErrOtherThread) || !errors.Is(err, agent.ErrInvalid) {
+			t.Errorf("Publish(%s) = %v, want ErrOtherThread", ev, err)
+		}
+	}
+	f, err := p.Publish(ctx, "acme", "t", []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[]}}`))
+	if err != nil {
+		t.Fatalf("the thread's own id: %v", err)
+	}
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := readStream(t, env.js); len(msgs) != 1 {
+		t.Errorf("%d messages stored, want 1", len(msgs))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,8 @@ func TestPublishStreamCorpus(t *testing.T) {
 	for _, c := range cases {
 		for _, format := range formats {
 			thread := c.Name + " (" + format + ")" // '/', spaces, parentheses: encoded
-			res, err := agent.PublishStream(ctx, p, "conf", thread, bytes.NewReader(frame(format, c.Events)), agent.StreamOptions{})
+			events := withThread(c.Events, thread)
+			res, err := agent.PublishStream(ctx, p, "conf", thread, bytes.NewReader(frame(format, events)), agent.StreamOptions{})
 			if err != nil {
 				t.Fatalf("%s: %v", thread, err)
 			}
@@ -111,7 +113,7 @@ func TestPublishStreamCorpus(t *testing.T) {
 				res.RejectedCount != 0 || res.FailedCount != 0 {
 				t.Fatalf("%s: result %+v, want all %d events accepted", thread, res, len(c.Events))
 			}
-			want[thread] = c.Events
+			want[thread] = events
 		}
 	}
 	got := map[string][][]byte{}
@@ -211,4 +213,20 @@ func TestPublishStreamErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// threadIDMember matches a "threadId" member (event or run input) in an
+// event's JSON text.
+var threadIDMember = regexp.MustCompile(`"threadId"(\s*):(\s*)"(?:[^"\\]|\\.)*"`)
+
+// withThread returns events with every threadId naming thread: an event
+// published to a thread must not name another (agent.ErrOtherThread), and
+// the fixtures' events all say "thread-1".
+func withThread(events []json.RawMessage, thread string) []json.RawMessage {
+	id, _ := json.Marshal(thread)
+	out := make([]json.RawMessage, len(events))
+	for i, ev := range events {
+		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
+	}
+	return out
 }

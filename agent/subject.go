@@ -9,16 +9,16 @@ import (
 // Subject returns the subject a thread's events are published on,
 // agui.<tenant>.<thread token>.events (subject.EventSubject, which ingest
 // parses): the tenant must be 1 to 63 characters of [a-z0-9_-] starting with
-// [a-z0-9]; the thread id (at most 1024 bytes) is used as is when it is made
-// of [A-Za-z0-9_-] only, and otherwise as '=' followed by its unpadded
-// base64url, so that no id can add a token or a wildcard to the subject.
+// [a-z0-9]; the thread id (1 to 1024 bytes of UTF-8, subject.ValidThread)
+// is used as is when it is made of [A-Za-z0-9_-] only, and otherwise as '='
+// followed by its unpadded base64url, so that no id can add a token or a wildcard to the subject.
 // Package subject imports only the standard library, so the SDK stays light.
 func Subject(tenant, thread string) (string, error) {
 	if subject.ValidTenant(tenant) != nil {
 		return "", fmt.Errorf("%w: %q", ErrBadTenant, quote([]byte(tenant)))
 	}
-	if len(thread) > subject.MaxThreadIDLen {
-		return "", fmt.Errorf("%w: %d bytes (max %d)", ErrBadThread, len(thread), subject.MaxThreadIDLen)
+	if err := subject.ValidThread(thread); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadThread, err)
 	}
 	return subject.EventSubject(tenant, thread)
 }

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"fmt"
 	"sync"
 
 	"github.com/threadcast/threadcast/codec"
@@ -25,3 +27,32 @@ func ValidateEvent(event []byte) error {
 	decoders.Put(d)
 	return err
 }
+
+// otherThread returns ErrOtherThread when event, published to thread, names
+// another thread in its threadId or its RUN_STARTED.input.threadId. The
+// subject names the thread; an event that says otherwise was sent to the
+// wrong one. Only RUN_STARTED and RUN_FINISHED carry a threadId, so an
+// event whose bytes hold neither the key nor an escape (which could spell
+// it) is passed without decoding; an event that does not decode is left to
+// the validator.
+func otherThread(thread string, event []byte) error {
+	if !bytes.Contains(event, threadIDKey) && bytes.IndexByte(event, '\\') < 0 {
+		return nil
+	}
+	d := decoders.Get().(*codec.Decoder)
+	var ev codec.Event
+	var err error
+	if d.Decode(event, &ev) == nil {
+		switch {
+		case ev.Has(codec.FieldThreadID) && ev.ThreadID != thread:
+			err = fmt.Errorf("%w: threadId %q, published to thread %q", ErrOtherThread, quote([]byte(ev.ThreadID)), quote([]byte(thread)))
+		case ev.Input != nil && ev.Input.ThreadID != thread:
+			err = fmt.Errorf("%w: input.threadId %q, published to thread %q", ErrOtherThread, quote([]byte(ev.Input.ThreadID)), quote([]byte(thread)))
+		}
+	}
+	d.Reset()
+	decoders.Put(d)
+	return err
+}
+
+var threadIDKey = []byte(`"threadId"`)

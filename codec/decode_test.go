@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -28,6 +29,14 @@ func TestDecodeInvalid(t *testing.T) {
 		{"control char in string", "{\"type\":\"RUN_ERROR\",\"message\":\"a\x01\"}", KindSyntax, Fatal, ""},
 		{"invalid utf8", "{\"type\":\"RUN_ERROR\",\"message\":\"\xff\"}", KindSyntax, Fatal, ""},
 		{"bad number in payload", `{"type":"CUSTOM","name":"n","value":01}`, KindSyntax, Fatal, ""},
+		// Numbers common parsers cannot read back (a double's range, the
+		// maxNumberLen bound), wherever they sit.
+		{"number beyond a double", `{"type":"CUSTOM","name":"n","value":1e999999}`, KindOutOfRange, Fatal, ""},
+		{"negative number beyond a double", `{"type":"STATE_SNAPSHOT","snapshot":{"a":[-1.5E+400]}}`, KindOutOfRange, Fatal, ""},
+		{"number beyond a double in a patch", `{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":2e308}]}`, KindOutOfRange, Fatal, "delta"},
+		{"100000-digit integer", `{"type":"CUSTOM","name":"n","value":{"x":` + strings.Repeat("9", 100000) + `}}`, KindOutOfRange, Fatal, ""},
+		{"long fraction", `{"type":"RUN_STARTED","threadId":"t","runId":"r","input":{"threadId":"t","runId":"r","messages":[],"state":0.` + strings.Repeat("1", 300) + `}}`, KindOutOfRange, Fatal, "input"},
+		{"number beyond a double in metadata", `{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"a","role":"assistant","metadata":{"n":1e309}}]}`, KindOutOfRange, Fatal, "messages"},
 		{"bad json in unknown type", `{"type":"FUTURE","x":[}`, KindSyntax, Fatal, ""},
 		{"bad json in unknown field", `{"type":"RUN_ERROR","message":"x","y":tru}`, KindSyntax, Fatal, ""},
 		{"event is an array", `[{"type":"RUN_ERROR","message":"x"}]`, KindWrongType, Fatal, ""},
@@ -146,6 +155,65 @@ func TestDecodeInvalid(t *testing.T) {
 			}
 			if e.Kind != KindSyntax && e.TypeName == "" && e.Field != "type" && e.Field != "" {
 				t.Errorf("error %q does not name the event type", e)
+			}
+		})
+	}
+}
+
+// TestDecodeNumberBounds: a payload number is accepted exactly when
+// encoding/json can read it into a float64 and its text is within
+// maxNumberLen; the accepted text is handed out verbatim.
+func TestDecodeNumberBounds(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{"1.7976931348623157e308", true},
+		{"-1.7976931348623157e308", true},
+		{"1.7976931348623159e308", false}, // rounds to +Inf
+		{"1e308", true},
+		{"1e309", false},
+		{"-1E+400", false},
+		{"1e-999999", true}, // underflows to 0, as in every parser
+		{"0e999999", true},
+		{"1e" + strings.Repeat("0", 30) + "5", true},
+		{"1e" + strings.Repeat("0", 30) + "309", false},
+		{"1e-" + strings.Repeat("9", 30), true},
+		{"1.5e250", true},
+		{"9" + strings.Repeat("9", 60) + ".5e250", false},
+		{"0.5", true},
+		{"-12.5e-3", true},
+		{"1" + strings.Repeat("0", maxNumberLen-1), true},
+		{"-1" + strings.Repeat("0", maxNumberLen-2), true},
+		{"1" + strings.Repeat("0", maxNumberLen), false},
+		{"0." + strings.Repeat("3", maxNumberLen-2), true},
+		{"0." + strings.Repeat("3", maxNumberLen-1), false},
+	}
+	var d Decoder
+	var ev Event
+	for _, tt := range tests {
+		name := tt.give
+		if len(name) > 24 {
+			name = name[:24] + "…"
+		}
+		t.Run(name, func(t *testing.T) {
+			var f float64
+			stdOK := json.Unmarshal([]byte(tt.give), &f) == nil && len(tt.give) <= maxNumberLen
+			if stdOK != tt.want {
+				t.Fatalf("table disagrees with encoding/json: want %v, std %v", tt.want, stdOK)
+			}
+			err := d.Decode([]byte(`{"type":"CUSTOM","name":"n","value":[`+tt.give+`]}`), &ev)
+			if !tt.want {
+				if !errors.Is(err, ErrOutOfRange) {
+					t.Fatalf("Decode = %v; want ErrOutOfRange", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode = %v", err)
+			}
+			if got := string(ev.Value); got != "["+tt.give+"]" {
+				t.Fatalf("value %.40q, want the text verbatim", got)
 			}
 		})
 	}

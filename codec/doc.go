@@ -24,7 +24,11 @@
 //     invalid UTF-8, which RFC 8259 §8.1 rules out for exchanged JSON) and malformed
 //     known values (wrong JSON type, missing required field, forbidden null,
 //     non-integer or out-of-range numbers, bad JSON Pointers, ...) are an
-//     *Error with Verdict Fatal: the caller rejects the stream.
+//     *Error with Verdict Fatal: the caller rejects the stream. That
+//     includes a number anywhere in the event, open payloads too, that the
+//     parsers reading views cannot read back: one beyond the range of a
+//     double (1e400; underflow such as 1e-400 reads as 0 and is kept), or
+//     one whose text is longer than 256 bytes (Kind KindOutOfRange).
 //
 // Open payloads (metadata, activity content, state, patch values, rawEvent,
 // RAW.event, CUSTOM.value, result, forwardedProps) are validated as JSON and

@@ -13,7 +13,7 @@ var (
 	ErrMissingField = errors.New("codec: missing required field")
 	ErrWrongType    = errors.New("codec: wrong JSON type")
 	ErrNull         = errors.New("codec: null not allowed")
-	ErrOutOfRange   = errors.New("codec: number not an integer in range")
+	ErrOutOfRange   = errors.New("codec: number out of range")
 	ErrUnknownType  = errors.New("codec: unknown event type")
 	ErrUnknownField = errors.New("codec: unknown property")
 	ErrUnknownValue = errors.New("codec: unrecognised value of a closed set")
@@ -48,7 +48,7 @@ const (
 	KindMissingField                 // a required field is absent
 	KindWrongType                    // a field holds the wrong JSON type (e.g. a number for an id)
 	KindNull                         // a null where the spec forbids it (and no shim applies)
-	KindOutOfRange                   // a non-integer or out-of-range integer (timestamp, token count)
+	KindOutOfRange                   // a non-integer or out-of-range integer (timestamp, token count); a payload number beyond a double or maxNumberLen
 	KindUnknownType                  // an event `type` that is not one of the 31
 	KindUnknownField                 // a property a closed object does not declare
 	KindUnknownValue                 // an unrecognised member of a closed set or union (role, op, part type, ...)

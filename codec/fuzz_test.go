@@ -38,6 +38,7 @@ func FuzzDecode(f *testing.F) {
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"\u006d","delta":"\ud83d\"\u0000","timestamp":1.0e3}`,
 		`{"type":"REASONING_ENCRYPTED_VALUE","subtype":"tool-call","entityId":"c","encryptedValue":"v","encryptedValueType":"t"}`,
 		`{"type":"THINKING_START","title":"t"}`,
+		`{"type":"CUSTOM","name":"n","value":[1e308,-0.5e-999,1E+309,12345678901234567890123]}`,
 		`{"delta":"d","type":"THINKING_TEXT_MESSAGE_CONTENT","messageId":"m"}`,
 	} {
 		f.Add([]byte(s))

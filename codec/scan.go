@@ -19,6 +19,14 @@ import (
 // exhaust the stack of the recursive skipper.
 const maxDepth = 10000
 
+// maxNumberLen bounds the text of a JSON number in a payload, in bytes. A
+// double needs at most 17 significant digits and an integer beyond 2^53
+// already loses precision in the parsers that read views (JavaScript,
+// encoding/json into any); 256 bytes leaves room for any spelling of a
+// double a producer writes, and keeps plain integers below 10^256, so that
+// they never overflow a double.
+const maxNumberLen = 256
+
 // maxSafeInt is 2^53−1, the bound of timestamps and token counts.
 const maxSafeInt = 1<<53 - 1
 
@@ -408,9 +416,14 @@ func (d *Decoder) skip(i, depth int) (int, *Error) {
 		return d.literal(i, "null")
 	default:
 		if c == '-' || '0' <= c && c <= '9' {
-			end, _ := scanNumber(b, i)
+			end, plain := scanNumber(b, i)
 			if end < 0 {
 				return i, d.syntax(i, "bad number")
+			}
+			// A plain integer within maxNumberLen cannot overflow a
+			// double; only a long text or an exponent needs the check.
+			if end-i > maxNumberLen || !plain && !numberFits(b[i:end]) {
+				return i, d.numberRange(i, end)
 			}
 			return end, nil
 		}
@@ -423,6 +436,46 @@ func (d *Decoder) literal(i int, lit string) (int, *Error) {
 		return i, d.syntax(i, "bad literal")
 	}
 	return i + len(lit), nil
+}
+
+// numberFits reports whether the JSON number txt (at most maxNumberLen
+// bytes, with a fraction or an exponent) is finite as an IEEE-754 double.
+// Without an exponent its integer part has fewer than 309 digits, so only an
+// exponent can overflow. The value is below 10^(len(txt)+exponent), so a
+// short exponent settles it without parsing; a long one, rare in payloads,
+// is left to ParseFloat. Underflow (1e-400) reads as 0 in every common
+// parser and is accepted.
+func numberFits(txt []byte) bool {
+	j, exp, scale := len(txt)-1, 0, 1
+	for j > 0 && '0' <= txt[j] && txt[j] <= '9' {
+		if scale <= 1000 {
+			exp += int(txt[j]-'0') * scale
+			scale *= 10
+		}
+		j--
+	}
+	neg := txt[j] == '-'
+	if neg || txt[j] == '+' {
+		j--
+	}
+	switch {
+	case txt[j] != 'e' && txt[j] != 'E':
+		return true
+	case scale <= 1000 && (neg || len(txt)+exp <= 308): // at most 3 exponent digits
+		return true
+	}
+	f, err := strconv.ParseFloat(b2s(txt), 64)
+	return err == nil && !math.IsInf(f, 0)
+}
+
+// numberRange is the error for a number common JSON parsers cannot read
+// back: too long a text, or a magnitude beyond the largest double.
+func (d *Decoder) numberRange(i, end int) *Error {
+	if end-i > maxNumberLen {
+		return d.errAt(KindOutOfRange, Fatal, i, "",
+			"number of "+strconv.Itoa(end-i)+" bytes, over the "+strconv.Itoa(maxNumberLen)+"-byte bound")
+	}
+	return d.errAt(KindOutOfRange, Fatal, i, "", "number beyond the range of a double (±1.8e308)")
 }
 
 // scanNumber scans a JSON number at i. It returns the end offset (-1 when

@@ -105,6 +105,13 @@ type HubConfig struct {
 	// (its snapshot reply holds the view and the snapshot events, about
 	// twice the view). Zero means the default.
 	MaxMessageBytes int
+	// EventStream is the pipeline's JetStream event stream. A client
+	// cursor ahead of a thread's snapshot is checked against the last
+	// event the stream holds for the thread (one request): a cursor past
+	// it was never real and the snapshot is sent at once; only a cursor
+	// the stream holds is waited for (Subscriber.catchUp). Empty: the
+	// pipeline's default stream.
+	EventStream string
 }
 
 // DefaultHubConfig returns the defaults.
@@ -144,6 +151,7 @@ func DefaultHubConfig() HubConfig {
 		// Twice the pipeline's default largest view (256 MiB), and its
 		// snapshot events.
 		MaxMessageBytes: 1 << 30,
+		EventStream:     pipeline.DefaultStream,
 	}
 }
 

@@ -25,6 +25,7 @@ type Metrics struct {
 	Latency         prometheus.Histogram            // event timestamp → write, seconds
 	Ended           *prometheus.CounterVec          // streams ended, by reason
 	TapDropped      prometheus.Counter              // tap messages dropped by a slow tap reader
+	BogusCursors    prometheus.Counter              // client cursors past the thread's last stored event
 	IdleFeeds       prometheus.Gauge                // of Feeds, the threads lingering with no subscriber
 	IdleEnded       *prometheus.CounterVec          // lingering threads ended early by an idle bound, by bound (no tenant label: unbounded)
 	QuotaRefused    *prometheus.CounterVec          // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
@@ -60,7 +61,9 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		Ended:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_streams_ended_total", Help: "Streams ended, by reason."}, []string{"reason"}),
 		TapDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_tap_dropped_total", Help: "Tap messages dropped because a tap reader was slow."}),
-		IdleFeeds:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_idle_threads", Help: "Threads with a NATS subscription and no subscriber on this node (lingering)."}),
+		BogusCursors: prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bogus_cursors_total",
+			Help: "Client cursors (Last-Event-ID, ?after=) past the thread's last stored event, answered with a snapshot at once."}),
+		IdleFeeds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_idle_threads", Help: "Threads with a NATS subscription and no subscriber on this node (lingering)."}),
 		IdleEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_idle_threads_ended_total",
 			Help: "Lingering threads ended before the linger time because an idle bound was reached, by bound (tenant, total)."}, []string{"bound"}),
 		QuotaRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_quota_refused_total",
@@ -84,11 +87,11 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {
 		m.Resyncs.WithLabelValues(r)
 	}
-	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync, EndIdle, EndTokenExpired} {
+	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync, EndIdle, EndTokenExpired, EndSlow} {
 		m.Ended.WithLabelValues(r)
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
-		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped,
+		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
 		m.IdleFeeds, m.IdleEnded, m.QuotaRefused}
 	return m
 }

@@ -47,6 +47,12 @@ type Config struct {
 	// WriteTimeout bounds one batched write to a connection; a client that
 	// does not read for that long is disconnected.
 	WriteTimeout time.Duration
+	// ReadHeaderTimeout bounds the reading of a request's headers (so a
+	// connection that sends nothing is closed after it); IdleTimeout how
+	// long a keep-alive connection may wait for its next request. They are
+	// the http.Server's of Run and Serve; zero means the default.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
 	// Retry is the reconnection delay announced to SSE clients.
 	Retry time.Duration
 	// Quota holds each tenant to its open streams (SSE, WebSocket, live
@@ -59,6 +65,9 @@ type Config struct {
 	QuotaLabels *quota.TenantLabels
 	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
 	ViewsBucket string
+	// DeadLetters is the pipeline's dead-letter stream, which
+	// GET /v1/deadletters reads ("" serves an empty list).
+	DeadLetters string
 	// Now is the clock that times streams against their token's expiry,
 	// and the clock of the Verifier built from AuthKey (nil: time.Now).
 	Now func() time.Time
@@ -67,13 +76,16 @@ type Config struct {
 // DefaultConfig returns the defaults (Verifier and AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
-		Hub:          DefaultHubConfig(),
-		Heartbeat:    15 * time.Second,
-		MaxLifetime:  30 * time.Minute,
-		WriteTimeout: 10 * time.Second,
-		Retry:        2 * time.Second,
-		Quota:        defaultQuota(),
-		ViewsBucket:  pipeline.DefaultViewsKV,
+		Hub:               DefaultHubConfig(),
+		Heartbeat:         15 * time.Second,
+		MaxLifetime:       30 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Retry:             2 * time.Second,
+		Quota:             defaultQuota(),
+		ViewsBucket:       pipeline.DefaultViewsKV,
+		DeadLetters:       pipeline.DefaultDeadLetters,
 	}
 }
 
@@ -135,6 +147,12 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = d.Retry
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = d.IdleTimeout
+	}
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
 	}
@@ -170,6 +188,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /v1/threads/{thread}", s.threadView)
 	mux.HandleFunc("GET /v1/threads", s.threadList)
 	mux.HandleFunc("GET /v1/tap", s.tap)
+	mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux = mux
 	return s, nil
 }
@@ -196,7 +215,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // mounts Handler inside h. Requests h routes elsewhere are drained like the
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -364,6 +384,18 @@ func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+}
+
+// denyDetail is deny with a detail for the client: {"error":reason,
+// "detail":detail}. reason stays a bounded metric label.
+func (s *Server) denyDetail(w http.ResponseWriter, code int, reason, detail string) {
+	s.m.Rejected.WithLabelValues(reason).Inc()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
+	}{reason, detail})
 }
 
 // denyUnavailable refuses a request whose snapshot could not be had. When

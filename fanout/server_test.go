@@ -1,8 +1,10 @@
 package fanout
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -494,6 +496,95 @@ func TestThreadList(t *testing.T) {
 	}
 }
 
+// TestThreadListPages: ?limit= and ?after= page through a tenant's
+// threads in id order, each page but the last with a next cursor, every
+// thread exactly once, past the old 10,000-thread cut; bad parameters are a
+// 400 with a JSON error.
+func TestThreadListPages(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10050
+	want := make([]string, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("t%05d", i)
+		if i%1000 == 7 {
+			id += " with.dots*" // escaped tokens sort by id too
+		}
+		want = append(want, id)
+	}
+	// Keys put in an order unrelated to the ids.
+	for i := range n {
+		id := want[(i*7919)%n]
+		if _, err := kv.Put(ctx, pipeline.CheckpointKey("acme", pipeline.EncodeThread(id)), []byte("ckpt")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Put(ctx, pipeline.CheckpointKey("other", "t00001"), []byte("ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	page := func(query string) (ids []string, next string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", hs.URL+"/v1/threads"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Threads []ThreadInfo
+			Next    string
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: %d %v", query, resp.StatusCode, err)
+		}
+		for _, ti := range out.Threads {
+			ids = append(ids, ti.Thread)
+		}
+		return ids, out.Next
+	}
+	// Default page: the first 1000, and a cursor.
+	if ids, next := page(""); len(ids) != defaultListed || ids[0] != want[0] || next == "" {
+		t.Fatalf("default page: %d threads from %q, next %q", len(ids), ids[0], next)
+	}
+	var got []string
+	query := "?limit=3000"
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("too many pages")
+		}
+		ids, next := page(query)
+		got = append(got, ids...)
+		if next == "" {
+			break
+		}
+		query = "?limit=3000&after=" + url.QueryEscape(next)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged %d threads (first %q, last %q), want %d in id order", len(got), got[0], got[len(got)-1], n)
+	}
+	if ids, next := page("?limit=10000&after=" + url.QueryEscape(pipeline.EncodeThread(want[n-2]))); len(ids) != 1 || ids[0] != want[n-1] || next != "" {
+		t.Fatalf("last page: %v, next %q", ids, next)
+	}
+	for _, q := range []struct{ query, reason string }{
+		{"?limit=0", "bad_limit"}, {"?limit=10001", "bad_limit"}, {"?limit=x", "bad_limit"},
+		{"?after=not.a.token", "bad_cursor"}, {"?after=", "bad_cursor"},
+	} {
+		code, body := do(t, "GET", hs.URL+"/v1/threads"+q.query, tok, "", nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, `"error":"`+q.reason+`"`) || !strings.Contains(body, `"detail"`) {
+			t.Errorf("%s: %d %s; want 400 %s", q.query, code, body, q.reason)
+		}
+	}
+}
+
 func TestTap(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
@@ -522,6 +613,8 @@ func TestTap(t *testing.T) {
 		{"all", "", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}},
 		{"types", "?types=RUN_STARTED,RUN_SUMMARY", token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":4}`}},
 		{"ndjson and thread pattern", "?format=ndjson", token(t, "acme", "t*"), true, []string{`{"n":1}`, `{"n":3}`, `{"n":4}`}},
+		{"many types, repeated, through one subscription", "?types=RUN_STARTED,RUN_SUMMARY,RUN_ERROR,STEP_STARTED,STEP_FINISHED,RUN_STARTED,RUN_STARTED",
+			token(t, "acme"), false, []string{`{"n":1}`, `{"n":2}`, `{"n":4}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -564,6 +657,124 @@ func TestTap(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", hs.URL+"/v1/tap?types=NOPE", token(t, "acme"), "", nil); code != http.StatusBadRequest {
 		t.Fatalf("bad type: %d", code)
+	}
+}
+
+// TestTapTypesBounded: a ?types= list is validated and bounded with a
+// JSON error naming the problem, and whatever the list, a tap reader costs
+// the shared connection at most tapSubsMax subscriptions.
+func TestTapTypesBounded(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	many := strings.TrimSuffix(strings.Repeat("RUN_STARTED,", 50000), ",")
+	for _, tt := range []struct{ query, wantErr, wantDetail string }{
+		{"?types=" + many, "too_many_types", "types lists 50000 entries; at most 64 are allowed"},
+		{"?types=RUN_STARTED,NOPE", "bad_type", `types: "NOPE" is not an AG-UI event type or RUN_SUMMARY`},
+		{"?types=RUN_STARTED,", "bad_type", `types: "" is not`},
+	} {
+		code, body := do(t, "GET", hs.URL+"/v1/tap"+tt.query, tok, "", nil)
+		var e struct{ Error, Detail string }
+		if err := json.Unmarshal([]byte(body), &e); err != nil || code != http.StatusBadRequest ||
+			e.Error != tt.wantErr || !strings.Contains(e.Detail, tt.wantDetail) {
+			t.Errorf("%.40s: %d %s; want 400 %s %q", tt.query, code, body, tt.wantErr, tt.wantDetail)
+		}
+	}
+	for _, tt := range []struct {
+		query    string
+		wantSubs uint32
+	}{
+		{"", 1},
+		{"?types=" + strings.TrimSuffix(strings.Repeat("RUN_STARTED,", 64), ","), 1},
+		{"?types=RUN_STARTED,RUN_FINISHED", 2},
+		{"?types=RUN_STARTED,RUN_FINISHED,RUN_ERROR,STEP_STARTED,STEP_FINISHED,CUSTOM,RAW,RUN_SUMMARY", 1},
+	} {
+		before := ns.NumSubscriptions()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/tap"+tt.query, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%.40s: %v %v", tt.query, err, resp)
+		}
+		if got := ns.NumSubscriptions() - before; got != tt.wantSubs {
+			t.Errorf("%.40s: %d subscriptions, want %d", tt.query, got, tt.wantSubs)
+		}
+		cancel()
+		resp.Body.Close()
+		waitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
+	}
+}
+
+// TestTapSlowReaderCut: a tap reader that stops reading is cut alone once
+// messages for it are dropped (a last comment says why, Ended{slow} counts
+// it), while another reader on the same shared connection gets everything.
+func TestTapSlowReaderCut(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	pub := connect(t, ns)
+	srv, hs := newServer(t, nc, nil)
+	open := func(tenant string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", hs.URL+"/v1/tap?format=ndjson", nil)
+		req.Header.Set("Authorization", "Bearer "+token(t, tenant))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", err, resp)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	slowResp := open("slow")
+	fastResp := open("fast")
+	fast := make(chan int, 1)
+	go func() {
+		n := 0
+		sc := bufio.NewScanner(fastResp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if n++; n == 200 {
+				break
+			}
+		}
+		fast <- n
+	}()
+	big := `{"pad":"` + strings.Repeat("x", 16<<10) + `"}`
+	for i := 0; i < 3*tapPending; i++ {
+		if err := pub.Publish(pipeline.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
+			t.Fatal(err)
+		}
+		if i < 200 {
+			if err := pub.Publish(pipeline.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_ = pub.Flush()
+	select {
+	case n := <-fast:
+		if n != 200 {
+			t.Fatalf("fast reader got %d of 200", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fast reader starved")
+	}
+	// The slow reader now reads: its stream ends, cut, well before all
+	// 3×tapPending messages.
+	got := 0
+	sc := bufio.NewScanner(slowResp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		got++
+	}
+	if got >= 3*tapPending {
+		t.Fatalf("slow reader read all %d messages: nothing was dropped", got)
+	}
+	waitFor(t, 5*time.Second, "the cut to be counted", func() bool {
+		return counterValue(srv.Metrics().Ended.WithLabelValues(EndSlow)) == 1 && counterValue(srv.Metrics().TapDropped) > 0
+	})
+	if !nc.IsConnected() {
+		t.Fatal("the shared connection was lost")
 	}
 }
 
@@ -660,5 +871,93 @@ func TestShutdownAndLifetime(t *testing.T) {
 	if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		conn.Close()
 		t.Fatal("listener still open after Run returned")
+	}
+}
+
+// TestDeadLetters: dead letters published while nobody listened are kept
+// by the pipeline's stream and read per tenant, page by page: a tenant sees
+// its own only, a thread-scoped token its threads' only.
+func TestDeadLetters(t *testing.T) {
+	ns := startNATS(t)
+	startIngest(t, ns, 4)
+	_, hs := newServer(t, connect(t, ns), func(c *Config) { c.Hub.Partitions = 4 })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := func(tenant, thread, data string) {
+		subj, _ := pipeline.EventSubject(tenant, thread)
+		if _, err := js.Publish(context.Background(), subj, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("acme", "t1", `not json`)
+	pub("acme", "t2", `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`) // before RUN_STARTED: L1
+	pub("other", "t9", `not json either`)
+	pub("acme", "t1", `{"type":"RUN_STARTED","threadId":"t1","runId":"r","x":`+strings.Repeat(" ", 5000)+`1e999}`)
+	type page struct {
+		DeadLetters []DeadLetter
+		Next        string
+	}
+	get := func(tok, query string) page {
+		t.Helper()
+		code, body := do(t, "GET", hs.URL+"/v1/deadletters"+query, tok, "", nil)
+		var p page
+		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+			t.Fatalf("%s: %d %.300s", query, code, body)
+		}
+		return p
+	}
+	acme := token(t, "acme")
+	waitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
+	// Shards publish dead letters of different threads in any order: each
+	// is found by what it says.
+	all := get(acme, "").DeadLetters
+	found := 0
+	for i, dl := range all {
+		if i > 0 && dl.Seq <= all[i-1].Seq {
+			t.Errorf("not oldest first: %d after %d", dl.Seq, all[i-1].Seq)
+		}
+		switch {
+		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindDecode && dl.Data == "not json" && dl.EventSeq != 0 && !dl.Truncated:
+			found++
+		case dl.Thread == "t2" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "L1"):
+			found++
+		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "out of range") &&
+			dl.Truncated && dl.Bytes > 5000 && len(dl.Data) == deadLetterData:
+			found++
+		}
+	}
+	if found != 3 {
+		t.Fatalf("dead letters %+v: %d of the 3 expected", all, found)
+	}
+	// Paged one at a time: the same three, in order.
+	var paged []uint64
+	for q := "?limit=1"; ; {
+		p := get(acme, q)
+		for _, dl := range p.DeadLetters {
+			paged = append(paged, dl.Seq)
+		}
+		if p.Next == "" {
+			break
+		}
+		q = "?limit=1&after=" + p.Next
+	}
+	if len(paged) != 3 || paged[0] != all[0].Seq || paged[2] != all[2].Seq {
+		t.Fatalf("paged %v, want the seqs of %+v", paged, all)
+	}
+	if p := get(token(t, "other"), ""); len(p.DeadLetters) != 1 || p.DeadLetters[0].Thread != "t9" {
+		t.Fatalf("other tenant: %+v", p)
+	}
+	if p := get(token(t, "acme", "t2"), ""); len(p.DeadLetters) != 1 || p.DeadLetters[0].Thread != "t2" {
+		t.Fatalf("thread-scoped token: %+v", p)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?after=x"} {
+		if code, _ := do(t, "GET", hs.URL+"/v1/deadletters"+q, acme, "", nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+	if code, _ := do(t, "GET", hs.URL+"/v1/deadletters", "", "", nil); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d", code)
 	}
 }

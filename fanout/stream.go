@@ -22,6 +22,7 @@ const (
 	// EndTokenExpired: the stream's token expired; the client resumes from
 	// the cursor with a fresh token.
 	EndTokenExpired = "token_expired"
+	EndSlow         = "slow" // a tap reader fell behind and messages for it were dropped
 )
 
 // StatusTokenExpired is the WebSocket close code of a stream whose token
@@ -306,6 +307,9 @@ func (k *sseSink) refresh() {
 }
 
 var hbComment = []byte(": keep-alive\n\n")
+
+// slowComment is the last thing a tap reader that fell behind reads.
+var slowComment = []byte(": end slow reader: messages were dropped; reconnect\n\n")
 
 func (k *sseSink) heartbeat() error {
 	_, err := k.write([]item{{b: hbComment}})

@@ -195,13 +195,18 @@ func (s *Subscriber) notify() {
 // the old owner, which had published frames past its last checkpoint). Such
 // a snapshot is asked for again with backoff until the owner has caught up,
 // for at most HubConfig.SnapshotRetry; past that the older snapshot is sent
-// after all (the thread's log was reset, or the cursor was never real): a
-// fresh start, never a silent gap.
+// after all (the thread's log was reset): a fresh start, never a silent
+// gap. A client's cursor is first checked against the event stream
+// (Hub.storedSeq, one request): one past the thread's last stored event was
+// never real, and the snapshot is sent at once, with no retry.
 func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
 	f := s.feed
 	h := f.hub
 	var waitUntil, behindUntil time.Time
 	backoff := snapBackoffMin
+	// checked: the stream was asked about the client's cursor; bogus: it
+	// holds nothing that far, so the cursor raises no floor.
+	checked, bogus := false, false
 	for attempt := 0; attempt < 4; {
 		f.mu.Lock()
 		s.mu.Lock()
@@ -214,7 +219,7 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 			return nil
 		}
 		floor := s.last
-		if after.Valid && after.Index < 0 && after.Seq > floor {
+		if after.Valid && after.Index < 0 && after.Seq > floor && !bogus {
 			floor = after.Seq
 		}
 		var waitCh chan struct{}
@@ -265,6 +270,19 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 			}
 			t.Stop()
 			continue
+		}
+		if behind && !checked && after.Valid && after.Seq > s.last {
+			// Only the client vouches for its cursor. The stream says
+			// whether it is real: past the thread's last stored event it
+			// never was, and the snapshot is the answer, now (a fresh
+			// start). If the stream cannot say, the cursor is waited for
+			// as one the owner is replaying to.
+			checked = true
+			if last, err := h.storedSeq(ctx, f.key.tenant, f.key.token); err == nil && last < after.Seq {
+				bogus = true
+				h.m.BogusCursors.Inc()
+				continue
+			}
 		}
 		if behind {
 			if behindUntil.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -85,8 +86,12 @@ type ThreadInfo struct {
 	LastEvent *time.Time `json:"lastEvent,omitempty"` // time of the last event applied (its timestamp when it had one)
 }
 
-// maxListed bounds one listing.
-const maxListed = 10000
+// Bounds of one page of GET /v1/threads: ?limit= defaults to
+// defaultListed and may not exceed maxListed.
+const (
+	defaultListed = 1000
+	maxListed     = 10000
+)
 
 // threadList serves GET /v1/threads: the tenant's threads from the keys of
 // the views KV bucket (one key per checkpointed thread), or — with
@@ -102,24 +107,86 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		s.threadListLive(w, r, c, c.AllowsThread)
 		return
 	}
+	q := r.URL.Query()
+	limit := defaultListed
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListed {
+			s.denyDetail(w, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be an integer from 1 to %d", maxListed))
+			return
+		}
+		limit = n
+	}
+	var after *string
+	if v, ok := q["after"]; ok {
+		id, err := pipeline.DecodeThread(v[0])
+		if err != nil {
+			s.denyDetail(w, http.StatusBadRequest, "bad_cursor", "after must be the next cursor of an earlier page")
+			return
+		}
+		after = &id
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.hub.cfg.SnapshotTimeout)
 	defer cancel()
-	out, err := s.listThreads(ctx, c.Tenant, c.AllowsThread)
+	out, more, err := s.listThreads(ctx, c.Tenant, c.AllowsThread, after, limit)
 	if err != nil {
 		s.log.Warn("fanout: thread list failed", "tenant", c.Tenant, "err", err)
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
+	page := struct {
 		Threads []ThreadInfo `json:"threads"`
-	}{out})
+		Next    string       `json:"next,omitempty"`
+	}{Threads: out}
+	if more {
+		page.Next = pipeline.EncodeThread(out[len(out)-1].Thread)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(page)
 }
 
-func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool) ([]ThreadInfo, error) {
+// pageOf keeps the smallest entries of a listing (by thread id) above a
+// cursor, at most limit of them plus one that tells whether there is more.
+// It holds at most 2·limit+1 entries however many threads a tenant has.
+type pageOf struct {
+	after *string
+	limit int
+	out   []ThreadInfo
+}
+
+func (p *pageOf) add(info ThreadInfo) {
+	if p.after != nil && info.Thread <= *p.after {
+		return
+	}
+	p.out = append(p.out, info)
+	if len(p.out) > 2*p.limit {
+		p.trim()
+	}
+}
+
+func (p *pageOf) trim() {
+	slices.SortFunc(p.out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
+	clear(p.out[min(len(p.out), p.limit+1):])
+	p.out = p.out[:min(len(p.out), p.limit+1)]
+}
+
+// result returns the page and whether threads follow it.
+func (p *pageOf) result() ([]ThreadInfo, bool) {
+	p.trim()
+	if len(p.out) > p.limit {
+		return p.out[:p.limit], true
+	}
+	return p.out, false
+}
+
+// listThreads reads every key of the tenant (headers only) and returns the
+// page of at most limit threads after the cursor (nil: from the first), in
+// thread id order, and whether more follow. The bucket's keys are in no
+// order, so each page reads them all; what it keeps is bounded by limit.
+func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool, after *string, limit int) ([]ThreadInfo, bool, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The bucket's stream read directly, not through a KV watcher: the
 	// watcher hides message headers, which is where the pipeline puts the
@@ -153,13 +220,13 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 		InactiveThreshold: 30 * time.Second,
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return []ThreadInfo{}, nil
+		return []ThreadInfo{}, false, nil
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			del() // the server may have made it before the reply was lost
 		}
-		return nil, err
+		return nil, false, err
 	}
 	// A pull consumer outlives its reader on the server (a KV watcher's
 	// push consumer goes with its subscription): delete it, or every
@@ -172,15 +239,15 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	// request at once, where a waiting Fetch for the pending count would
 	// sit out its whole deadline whenever a key went away after the
 	// consumer counted it. The listing is of what is there when it is made.
-	out := []ThreadInfo{}
+	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
 	left := cons.CachedInfo().NumPending
-	for left > 0 && len(out) < maxListed {
+	for left > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		batch, err := cons.FetchNoWait(int(min(left, 1000)))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -190,12 +257,12 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 				continue
 			}
 			left = meta.NumPending
-			if info, ok := threadInfo(m.Headers(), strings.TrimPrefix(m.Subject(), prefix), meta.Timestamp, allow); ok && len(out) < maxListed {
-				out = append(out, info)
+			if info, ok := threadInfo(m.Headers(), strings.TrimPrefix(m.Subject(), prefix), meta.Timestamp, allow); ok {
+				page.add(info)
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if n == 0 {
 			// A no-wait fetch that brought nothing: either the keys counted
@@ -204,20 +271,20 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 			// consumer's own count tells the two apart.
 			info, err := cons.Info(ctx)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if left = info.NumPending; left == 0 {
 				break
 			}
 			select { // pending but not sent yet: ask again shortly, within the deadline
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ThreadInfo) int { return strings.Compare(a.Thread, b.Thread) })
-	return out, nil
+	out, more := page.result()
+	return out, more, nil
 }
 
 // threadInfo is the listing entry of the views bucket's key (with its
@@ -268,7 +335,7 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
 	}
-	s.streamMsgs(w, r, ch, false, s.cfg.Verifier.Deadline(c), func(m *nats.Msg, dst []byte) []byte {
+	s.streamMsgs(w, r, ch, false, s.cfg.Verifier.Deadline(c), nil, func(m *nats.Msg, dst []byte) []byte {
 		var body struct {
 			Thread string `json:"thread"`
 			Seq    uint64 `json:"seq"`
@@ -292,17 +359,30 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	types, err := parseTapTypes(q.Get("types"))
+	if err != nil {
+		s.denyDetail(w, http.StatusBadRequest, err.reason, err.detail)
+		return
+	}
+	// One subscription per type while they are few; past tapSubsMax the
+	// tenant's whole tap through one subscription, filtered here: a
+	// reader costs the shared connection a bounded number of
+	// subscriptions whatever its list.
 	var subjects []string
-	if ts := q.Get("types"); ts != "" {
-		for _, t := range strings.Split(ts, ",") {
-			if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
-				s.deny(w, http.StatusBadRequest, "bad_type")
-				return
-			}
+	var only map[string]bool
+	switch {
+	case len(types) == 0:
+		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+	case len(types) <= tapSubsMax:
+		for _, t := range types {
 			subjects = append(subjects, pipeline.TapPrefix+"."+c.Tenant+"."+t+".*")
 		}
-	} else {
+	default:
 		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		only = make(map[string]bool, len(types))
+		for _, t := range types {
+			only[t] = true
+		}
 	}
 	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 	end, ok := s.beginStream(w, c.Tenant, "", true)
@@ -310,7 +390,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer end()
-	ch := make(chan *nats.Msg, 4096)
+	ch := make(chan *nats.Msg, tapPending)
 	var subs []*nats.Subscription
 	defer func() {
 		for _, sub := range subs {
@@ -340,7 +420,22 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	// that lost a part is dropped whole. streamMsgs calls enc from this
 	// handler's goroutine alone.
 	parts := wire.Assembler{Max: s.hub.cfg.MaxMessageBytes}
-	s.streamMsgs(w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), func(part *nats.Msg, dst []byte) []byte {
+	// A reader that cannot keep up is cut, alone: its channel (tapPending
+	// messages) filled and nats.go dropped what did not fit, so the rest
+	// of its stream would have a hole. The shared connection never waits
+	// for it.
+	slow := func() bool {
+		for _, sub := range subs {
+			if n, err := sub.Dropped(); err == nil && n > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	s.streamMsgs(w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), slow, func(part *nats.Msg, dst []byte) []byte {
+		if only != nil && !only[tapType(part.Subject)] {
+			return dst
+		}
 		m, err := parts.Add(part)
 		if err != nil {
 			s.m.BadTap.Inc()
@@ -363,11 +458,61 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Tap limits. The ?types= list names at most maxTapTypeEntries entries
+// (there are 32 distinct values: the 31 event types and RUN_SUMMARY);
+// duplicates count once. A reader's channel holds tapPending messages.
+const (
+	maxTapTypeEntries = 64
+	tapSubsMax        = 4
+	tapPending        = 4096
+)
+
+// tapTypeErr is why a ?types= list was refused: a bounded reason (the
+// metric label) and a detail for the client.
+type tapTypeErr struct{ reason, detail string }
+
+// parseTapTypes validates, deduplicates and bounds a ?types= list ("" means
+// every type): each entry must be an AG-UI event type or RUN_SUMMARY.
+func parseTapTypes(list string) ([]string, *tapTypeErr) {
+	if list == "" {
+		return nil, nil
+	}
+	if n := strings.Count(list, ",") + 1; n > maxTapTypeEntries {
+		return nil, &tapTypeErr{"too_many_types", fmt.Sprintf("types lists %d entries; at most %d are allowed", n, maxTapTypeEntries)}
+	}
+	var out []string
+	for t := range strings.SplitSeq(list, ",") {
+		if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
+			q := t
+			if len(q) > 40 {
+				q = q[:40] + "…"
+			}
+			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, pipeline.RunSummaryType)}
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// tapType returns the TYPE token of tap.<tenant>.<TYPE>.<thread>.
+func tapType(subj string) string {
+	i := strings.LastIndexByte(subj, '.')
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(subj[:i], '.')
+	return subj[j+1 : i]
+}
+
 // streamMsgs writes messages from ch, batching whatever is already queued
 // into one write and flush, with heartbeats, lifetime, drain and the
 // token's expiry (at expires, an SSE stream gets ": end
-// reason=token_expired") like pump.
-func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, expires time.Time, enc func(*nats.Msg, []byte) []byte) {
+// reason=token_expired") like pump. Once slow (nil: never) reports that
+// messages for this reader were dropped, it ends the stream after a last
+// "slow reader" comment (SSE), counted as EndSlow.
+func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, expires time.Time, slow func() bool, enc func(*nats.Msg, []byte) []byte) {
 	h := w.Header()
 	if ndjson {
 		h.Set("Content-Type", "application/x-ndjson")
@@ -413,6 +558,13 @@ func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *n
 				}
 			}
 			if len(buf) > 0 && !write(buf) {
+				return
+			}
+			if slow != nil && slow() {
+				s.m.Ended.WithLabelValues(EndSlow).Inc()
+				if !ndjson {
+					_ = write(slowComment)
+				}
 				return
 			}
 		case <-hb.C:

@@ -31,6 +31,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
@@ -108,6 +109,18 @@ type Config struct {
 	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
 	ReadyMaxLag uint64
 
+	// MaxConns caps the HTTP connections open at once (streams included:
+	// each SSE or WebSocket stream holds one); a connection past it is
+	// answered 503 too_many_connections and closed (package connlimit).
+	// It must leave connlimit.Reserve descriptors of the process's limit
+	// (checked at Start); 0: min(16384, half of what the reserve leaves).
+	MaxConns int
+	// HTTPHeaderTimeout bounds the reading of a request's headers, and so
+	// how long a connection that sends nothing is kept; HTTPIdleTimeout
+	// how long a keep-alive connection may wait for its next request.
+	HTTPHeaderTimeout time.Duration
+	HTTPIdleTimeout   time.Duration
+
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -127,6 +140,9 @@ func DefaultConfig() Config {
 		Quota:        fanout.DefaultConfig().Quota,
 		Drain:        20 * time.Second,
 		ReadyMaxLag:  100000,
+
+		HTTPHeaderTimeout: 10 * time.Second,
+		HTTPIdleTimeout:   2 * time.Minute,
 	}
 }
 
@@ -226,6 +242,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
 	case c.NatsURL == "" && c.Demo && len(c.AuthKey) < auth.MinKeyLen:
 		return fmt.Errorf("%w: demo agents connect with tokens the auth key signs, shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case c.HTTPHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
+		return fmt.Errorf("%w: HTTP header timeout %v, idle timeout %v: both must be positive", ErrConfig, c.HTTPHeaderTimeout, c.HTTPIdleTimeout)
+	}
+	fds, err := connlimit.FDLimit()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
+		return fmt.Errorf("%w: max connections: %w", ErrConfig, err)
 	}
 	if c.Ingest {
 		if err := c.Pipeline.Validate(); err != nil {
@@ -256,7 +281,10 @@ func (n *Node) start() error {
 	if n.cfg.Fanout {
 		fc := n.cfg.FanoutConfig
 		fc.Verifier = n.verifier
+		fc.ReadHeaderTimeout, fc.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
 		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
+		fc.Hub.EventStream = n.cfg.Pipeline.Stream
+		fc.DeadLetters = n.cfg.Pipeline.DeadLetters
 		fc.Quota = n.cfg.Quota
 		var err error
 		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
@@ -426,6 +454,7 @@ func (n *Node) connect(name string) (*nats.Conn, chan struct{}, error) {
 // node's reconnect and logging options.
 func (n *Node) dial(name string, auth ...nats.Option) (*nats.Conn, chan struct{}, error) {
 	closed := make(chan struct{})
+	asyncErrs := newRateLog(n.log, time.Second)
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -438,7 +467,7 @@ func (n *Node) dial(name string, auth ...nats.Option) (*nats.Conn, chan struct{}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("nats reconnected", "conn", name, "url", c.ConnectedUrl()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			n.log.Warn("nats async error", "conn", name, "err", err)
+			asyncErrs.Warn("nats async error", "conn", name, "err", err)
 		}),
 	}
 	opts = append(opts, auth...)
@@ -591,12 +620,21 @@ func (n *Node) startHTTP(h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHTTPListen, err)
 	}
-	n.ln = ln
-	serve := func(ctx context.Context) error { return serveHTTP(ctx, ln, h, n.cfg.Drain, n.log) }
+	capped := connlimit.New(ln, n.cfg.MaxConns)
+	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
+		Help: "HTTP connections refused because the node held --max-conns connections."})
+	capped.OnRefuse = refused.Inc
+	n.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_http_connections_open",
+		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))
+	n.ln = capped
+	timeouts := func(hs *http.Server) {
+		hs.ReadHeaderTimeout, hs.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
+	}
+	serve := func(ctx context.Context) error { return serveHTTP(ctx, capped, h, n.cfg.Drain, n.log, timeouts) }
 	if n.fs != nil {
 		// The fanout's Serve drains its streams (with resume hints) along
 		// with every other request of the port.
-		serve = func(ctx context.Context) error { return n.fs.Serve(ctx, ln, h, n.cfg.Drain) }
+		serve = func(ctx context.Context) error { return n.fs.Serve(ctx, capped, h, n.cfg.Drain) }
 	}
 	n.http.run(serve, n.fail("http"))
 	n.log.Info("listening", "url", n.URL())
@@ -605,8 +643,9 @@ func (n *Node) startHTTP(h http.Handler) error {
 
 // serveHTTP serves h on ln until ctx ends, then shuts the server down
 // within timeout; used when the fanout, whose Serve does this, is off.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, log *slog.Logger) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, log *slog.Logger, set func(*http.Server)) error {
+	hs := &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	set(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/pipeline"
 )
@@ -270,6 +272,9 @@ func TestStartErrors(t *testing.T) {
 		{"nothing to run", func(c *Config) { c.Ingest, c.Fanout = false, false }, ErrConfig},
 		{"embedded without data", func(c *Config) { c.DataDir = "" }, ErrConfig},
 		{"no drain", func(c *Config) { c.Drain = 0 }, ErrConfig},
+		{"no idle timeout", func(c *Config) { c.HTTPIdleTimeout = 0 }, ErrConfig},
+		{"no header timeout", func(c *Config) { c.HTTPHeaderTimeout = -1 }, ErrConfig},
+		{"connection cap over the fd limit", func(c *Config) { c.MaxConns = int(fdLimit(t)) }, connlimit.ErrTooMany},
 		{"bad pipeline", func(c *Config) { c.Pipeline.Partitions = 0 }, pipeline.ErrConfig},
 		{"data dir under a file", func(c *Config) { c.DataDir = filepath.Join(file, "d") }, ErrDataDir},
 		{"NATS port taken", func(c *Config) { c.NatsListen = taken.Addr().String() }, ErrNatsListen},
@@ -386,5 +391,71 @@ func TestNodeConnections(t *testing.T) {
 	}
 	if snapSubs["threadcast"] != cfg.Pipeline.Partitions || snapSubs["threadcast-fanout"] != 0 {
 		t.Errorf("snapshot subscriptions per connection %v; want %d on threadcast only", snapSubs, cfg.Pipeline.Partitions)
+	}
+}
+
+func fdLimit(t *testing.T) uint64 {
+	n, err := connlimit.FDLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestNodeConnectionCap: over real TCP, idle keep-alive connections fill
+// the node's cap, the next connection is refused at once with a 503 (and
+// counted), and the idle timeout frees the slots, after which /livez
+// answers again.
+func TestNodeConnectionCap(t *testing.T) {
+	c := testConfig(t)
+	c.MaxConns = 4
+	c.HTTPIdleTimeout = 500 * time.Millisecond
+	n, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+	get := func(conn net.Conn, path string) string {
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return "write: " + err.Error()
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return "read: " + err.Error()
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Status
+	}
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", n.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	for range 4 {
+		if got := get(dial(), "/livez"); got != "200 OK" {
+			t.Fatalf("within the cap: %s", got)
+		}
+	}
+	if got := get(dial(), "/livez"); got != "503 Service Unavailable" {
+		t.Fatalf("past the cap: %s", got)
+	}
+	capped := n.ln.(*connlimit.Listener)
+	waitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
+	if capped.Refused() != 1 {
+		t.Errorf("%d refused, want 1", capped.Refused())
+	}
+	code, body := do(t, "GET", n.URL()+"/metrics", "", "")
+	if code != 200 || !strings.Contains(body, "threadcast_http_connections_refused_total") {
+		t.Fatalf("/metrics %d without the refusal counter", code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "threadcast_http_connections_refused_total ") && strings.TrimPrefix(line, "threadcast_http_connections_refused_total ") == "0" {
+			t.Errorf("refusals not counted: %s", line)
+		}
 	}
 }

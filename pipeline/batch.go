@@ -7,8 +7,9 @@ import "bytes"
 // them, or simply concatenated); objects may span lines, so a pretty-printed
 // event from `nats pub` is one event, not a dozen broken ones. The scan
 // tracks only strings and nesting, not JSON validity: the decoder judges each
-// piece. Input that does not start with '{' is cut at the next newline, so
-// one garbage line costs one dead letter, not the rest of the batch. ok is
+// piece. Input that does not start with '{' is cut before the next line that
+// does, so garbage costs one dead letter however many lines it has, and not
+// the rest of the batch. ok is
 // false when only whitespace remains. The returned slices alias data.
 //
 // Fast path: a line that starts with '{' and ends with '}' is taken whole
@@ -35,8 +36,21 @@ func nextEvent(data []byte) (event, rest []byte, ok bool) {
 		}
 	}
 	if data[i] != '{' {
-		for i < len(data) && data[i] != '\n' {
-			i++
+		// Lines up to the next one that starts an object are one piece:
+		// an undecodable message of many lines is one dead letter, not
+		// one per line, and an event after it is still its own.
+		for {
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			j := i
+			for j < len(data) && isSpace(data[j]) {
+				j++
+			}
+			if j == len(data) || data[j] == '{' {
+				break
+			}
+			i = j
 		}
 		return trimRight(data[start:i]), data[i:], true
 	}

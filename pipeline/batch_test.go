@@ -17,6 +17,7 @@ func TestNextEvent(t *testing.T) {
 		{"pretty", "{\n  \"type\": \"X\",\n  \"s\": {\"a\": \"}\\\"{\"}\n}\n{\"b\":2}", []string{"{\n  \"type\": \"X\",\n  \"s\": {\"a\": \"}\\\"{\"}\n}", `{"b":2}`}},
 		{"pretty nested line looks whole", "{\n \"snapshot\":\n  {\"a\": 1}\n}", []string{"{\n \"snapshot\":\n  {\"a\": 1}\n}"}},
 		{"garbage line", "not json\n{\"b\":2}", []string{"not json", `{"b":2}`}},
+		{"garbage lines are one piece", "a\nb\n  c\r\n\n{\"b\":2}\nd\ne", []string{"a\nb\n  c", `{"b":2}`, "d\ne"}},
 		{"unterminated", "{\"a\":\n1", []string{"{\"a\":\n1"}},
 		{"two on a line", `{"a":1}{"b":2}`, []string{`{"a":1}{"b":2}`}}, // JSONL: one per line; the decoder rejects it
 		{"only space", " \n\t ", nil},

@@ -10,12 +10,14 @@ package pipeline
 // accepted event is acked.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +25,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/subject"
 )
 
 // BridgePattern is the route the bridge serves, in net/http.ServeMux syntax.
@@ -230,8 +233,8 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, http.StatusBadRequest, errors.New("pipeline: missing thread id in the path"))
 		return
 	}
-	if len(thread) > MaxThreadIDLen {
-		b.fail(w, http.StatusBadRequest, fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(thread), MaxThreadIDLen))
+	if err := subject.ValidThread(thread); err != nil {
+		b.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	if err := b.cfg.Verify(r, tenant); err != nil {
@@ -277,7 +280,7 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		in = qr
 		opts.Admit = func(ev []byte) error { return q.Take(tenant, 1, int64(len(ev))) }
 	}
-	body := http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)
+	body := &headReader{r: http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)}
 	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body, opts)
 
 	resp := b.response(res)
@@ -291,10 +294,12 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &cerr) && cerr.Kind == codec.KindTooLarge:
 		resp.Error = fmt.Sprintf("pipeline: the event at index %d is larger than the largest event accepted, %d bytes (--max-msg-size): %v",
 			res.Events, b.cfg.MaxEventBytes, err)
+	case errors.As(err, &cerr):
+		resp.Error = "pipeline: body read as " + formatName(res.Format) + ": " + err.Error() + "; " + body.starts()
 	case err != nil:
 		resp.Error = err.Error()
 	case status == http.StatusBadRequest:
-		resp.Error = "pipeline: the body holds no event"
+		resp.Error = noEventReason(res.Format, body)
 	}
 	b.count(status)
 	writeJSON(w, status, resp)
@@ -432,6 +437,61 @@ func writeJSON(w http.ResponseWriter, status int, v BridgeResponse) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do about it
+}
+
+// headReader keeps the first bytes it reads, for error messages.
+type headReader struct {
+	r    io.Reader
+	head [48]byte
+	n    int
+	any  bool // a byte that is not whitespace was read
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.n += copy(h.head[min(h.n, len(h.head)):], p[:n])
+	if !h.any && len(bytes.TrimSpace(p[:n])) > 0 {
+		h.any = true
+	}
+	return n, err
+}
+
+// starts describes the body's first bytes.
+func (h *headReader) starts() string {
+	if h.n == 0 {
+		return "the body is empty"
+	}
+	k := min(h.n, len(h.head))
+	q := strconv.Quote(string(h.head[:k]))
+	if h.n > k {
+		q += "…"
+	}
+	return "the body starts with " + q
+}
+
+// formatName names a StreamReader format for people.
+func formatName(f string) string {
+	switch f {
+	case "jsonl":
+		return "JSONL (it starts with '{')"
+	case "array":
+		return "a JSON array (it starts with '[')"
+	case "sse":
+		return "SSE (it starts with neither '{' nor '[')"
+	}
+	return "nothing (no byte)"
+}
+
+// noEventReason says why a body that framed cleanly held no event.
+func noEventReason(format string, h *headReader) string {
+	switch {
+	case !h.any:
+		return "pipeline: the body holds no event: " + h.starts() + " or only whitespace"
+	case format == "sse":
+		return "pipeline: the body holds no event: read as " + formatName(format) +
+			`, no line is an SSE "data:" field; ` + h.starts()
+	}
+	return "pipeline: the body holds no event: read as " + formatName(format) + ", which is empty; " + h.starts()
 }
 
 // VerifyAll is a BridgeConfig.Verify that accepts every request: for tests

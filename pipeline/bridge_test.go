@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -240,7 +241,9 @@ func TestBridgeFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			thread := "run/" + tt.name + " ünï.*>"
-			status, _, resp := env.post(t, "acme", thread, tt.contentType, bytes.NewReader(tt.body))
+			body := threadIDMember.ReplaceAll(tt.body, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(mustJSON(thread), []byte("$"), []byte("$$"))...))
+			events := withThread(events, thread)
+			status, _, resp := env.post(t, "acme", thread, tt.contentType, bytes.NewReader(body))
 			if status != http.StatusOK || resp.Accepted != len(events) || resp.Events != len(events) || resp.RejectedCount != 0 {
 				t.Fatalf("status %d, %+v; want 200 with %d accepted", status, resp, len(events))
 			}
@@ -262,7 +265,7 @@ func TestBridgeFormats(t *testing.T) {
 // the stream before the body ends.
 func TestBridgeStreamsSSE(t *testing.T) {
 	env := startBridge(t, nil)
-	events := bridgeCase(t, "activity--snapshot-then-deltas.json")
+	events := withThread(bridgeCase(t, "activity--snapshot-then-deltas.json"), "live")
 	pr, pw := io.Pipe()
 	type result struct {
 		status int
@@ -331,13 +334,22 @@ func TestBridgeErrors(t *testing.T) {
 			wantStatus: 200, wantAccepted: 2, wantRejected: []int{1, 3}, wantStored: 2},
 		{name: "only invalid events", body: `{"type":"NOPE"}` + "\n" + `{"type":"TEXT_MESSAGE_CONTENT"}`,
 			wantStatus: 422, wantRejected: []int{0, 1}},
-		{name: "empty body", body: "", wantStatus: 400, wantErr: "no event"},
+		{name: "empty body", body: "", wantStatus: 400, wantErr: "the body holds no event: the body is empty"},
+		{name: "body that is not JSON", body: "not json at all\n", wantStatus: 400,
+			wantErr: `read as SSE (it starts with neither '{' nor '['), no line is an SSE "data:" field; the body starts with "not json at all\n"`},
+		{name: "empty array", body: " [ ] ", wantStatus: 400, wantErr: `read as a JSON array (it starts with '['), which is empty; the body starts with " [ ] "`},
+		{name: "whitespace only", body: " \n\t\n", wantStatus: 400, wantErr: "the body holds no event: the body starts with \" \\n\\t\\n\" or only whitespace"},
+		{name: "JSONL broken after an event", body: good(0) + "\n{", wantStatus: 400, wantAccepted: 1, wantStored: 1,
+			wantErr: `pipeline: body read as JSONL (it starts with '{'): codec: `},
 		{name: "bad framing after good events", body: good(0) + "\n" + good(1) + "\n" + `]`,
 			wantStatus: 400, wantAccepted: 2, wantStored: 2, wantErr: "codec"},
 		{name: "missing auth", auth: "-", body: good(0), wantStatus: 401, wantErr: "bad token"},
 		{name: "wrong tenant for the token", path: "/v1/ingest/other/t", body: good(0), wantStatus: 403, wantErr: "forbidden"},
 		{name: "bad tenant", path: "/v1/ingest/ACME/t", body: good(0), wantStatus: 400, wantErr: "tenant"},
 		{name: "empty thread", path: "/v1/ingest/acme/", body: good(0), wantStatus: 400, wantErr: "thread"},
+		{name: "event names another thread", body: `{"type":"RUN_STARTED","threadId":"t","runId":"r"}` + "\n" + `{"type":"RUN_FINISHED","threadId":"other","runId":"r"}`,
+			wantStatus: 200, wantAccepted: 1, wantRejected: []int{1}, wantStored: 1},
+		{name: "thread not UTF-8", path: "/v1/ingest/acme/%FF%FE", body: good(0), wantStatus: 400, wantErr: "not valid UTF-8"},
 		{name: "thread too long", path: "/v1/ingest/acme/" + strings.Repeat("x", 1025), body: good(0), wantStatus: 400, wantErr: "too long"},
 		{name: "unsupported content type", contentType: "application/xml", body: good(0), wantStatus: 415, wantErr: "Content-Type"},
 		{name: "declared body over the limit", body: good(0) + "\n" + good(1) + "\n" + good(2), wantStatus: 413, wantErr: "limit"},
@@ -490,4 +502,25 @@ func TestBridgeEventSizes(t *testing.T) {
 	if n := env.storedCount(t); n != 1 {
 		t.Errorf("%d events stored, want 1", n)
 	}
+}
+
+// threadIDMember matches a "threadId" member (event or run input) in an
+// event's JSON text.
+var threadIDMember = regexp.MustCompile(`"threadId"(\s*):(\s*)"(?:[^"\\]|\\.)*"`)
+
+// withThread returns events with every threadId naming thread: an event
+// published to a thread must not name another (agent.ErrOtherThread), and
+// the fixtures' events all say "thread-1".
+func withThread(events []json.RawMessage, thread string) []json.RawMessage {
+	id, _ := json.Marshal(thread)
+	out := make([]json.RawMessage, len(events))
+	for i, ev := range events {
+		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
+	}
+	return out
+}
+
+func mustJSON(v string) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -45,6 +45,12 @@ type Config struct {
 	MaxMsgSize int32
 	Duplicates time.Duration // Nats-Msg-Id de-duplication window
 	KVMaxBytes int64         // checkpoint bucket size limit (-1 = unlimited)
+	// DeadLetters is the stream that keeps what is published on dlq.>
+	// (DeadLetterStreamConfig), bounded by DeadLetterMaxAge and
+	// DeadLetterMaxBytes (the oldest go first); "" keeps none.
+	DeadLetters        string
+	DeadLetterMaxAge   time.Duration
+	DeadLetterMaxBytes int64
 
 	// Consumers.
 	ConsumerPrefix string        // durable names are <prefix>-p<partition>
@@ -154,6 +160,9 @@ func DefaultConfig() Config {
 		MaxViewBytes:       DefaultMaxViewBytes,
 		Duplicates:         2 * time.Minute,
 		KVMaxBytes:         -1,
+		DeadLetters:        DefaultDeadLetters,
+		DeadLetterMaxAge:   7 * 24 * time.Hour,
+		DeadLetterMaxBytes: 256 << 20,
 		ConsumerPrefix:     "ingest",
 		ConsumerMemory:     true,
 		MaxAckPending:      20000,
@@ -175,6 +184,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Stream == "" || c.Bucket == "":
 		return fmt.Errorf("%w: stream and bucket names are required", ErrConfig)
+	case c.DeadLetters != "" && (c.DeadLetterMaxAge <= 0 || c.DeadLetterMaxBytes <= 0):
+		return fmt.Errorf("%w: dead letters are kept for a bounded time and size: max age %v, max bytes %d", ErrConfig, c.DeadLetterMaxAge, c.DeadLetterMaxBytes)
 	case c.Partitions < 1 || c.Partitions > 1<<16:
 		return fmt.Errorf("%w: partitions %d not in [1, 65536]", ErrConfig, c.Partitions)
 	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:

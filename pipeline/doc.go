@@ -14,7 +14,7 @@
 //	      ──▶ shard goroutine: decode (one event or a JSONL batch) → Thread.Apply
 //	      ──▶ view.<tenant>.<thread>   frame (Tc-Seq, Tc-Prev)      core NATS
 //	          tap.<tenant>.<TYPE>.<thread>  normalized event       core NATS
-//	          dlq.<tenant>.<thread>    rejected input with reason   core NATS
+//	          dlq.<tenant>.<thread>    rejected input with reason   core NATS, kept by the dead-letter stream
 //	      ──▶ KV THREADCAST_VIEWS <tenant>.<thread>: checkpoint (view + seq)
 //	      ──▶ ack the partition's messages up to the low watermark
 //
@@ -136,7 +136,18 @@
 // published on dlq.<tenant>.<thread> with Tc-Error-Kind, Tc-Error and Tc-Seq
 // headers and counted; a codec-fatal event also ends the thread's run in the
 // view (reducer Reject), as the spec requires. Warn-and-skip cases are
-// counted. Nothing about one thread's input can stop its shard.
+// counted. Nothing about one thread's input can stop its shard. An event
+// whose threadId (or input.threadId) names another thread than its
+// subject's is removed with a warning and dead-lettered (kind invalid,
+// OtherThread); FoldStored is that fold, offline.
+//
+// A subject no thread can have is dead-lettered with kind "subject": a bad
+// tenant, a thread token that is not canonical or names an id
+// subject.ValidThread refuses (the empty id, bytes that are not UTF-8), and
+// a subject with a wildcard token, which the stream stores untransformed
+// under agui.> where no partition reads; a durable consumer shared by the
+// instances (<prefix>-strays, strays.go) dead-letters and acks those. A dead
+// letter's tenant or thread token that is not valid is written "_".
 //
 // Quotas (Config.Quota, quota.go). Events over their tenant's events/s or
 // bytes/s quota, decided per partition from the messages' stored

@@ -142,7 +142,7 @@ func TestBadInputIsolated(t *testing.T) {
 		json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"nope","delta":"x"}`), // protocol fatal → dead letter
 	}
 	goodStream := genStreams(t, 1, "x")[0]
-	goodStream.thread = good
+	goodStream.thread, goodStream.events = good, withThread(goodStream.events, good)
 	streams := []stream{{tenant: "acme", thread: bad, events: badEvents}, goodStream}
 	seqs := publishStreams(t, js, streams, 1)
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
@@ -209,6 +209,164 @@ func TestBadSubjects(t *testing.T) {
 	}
 	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindSubject)); n != 3 {
 		t.Errorf("subject dead letters %v, want 3", n)
+	}
+}
+
+// TestStraysAndRefusedThreads: what `nats pub` can store but no thread can
+// hold is dead-lettered with kind subject and a reason, counted, and acked —
+// a subject with a wildcard token (which the stream stores untransformed,
+// where no partition reads) and a thread token of an id no thread may have
+// (empty, not UTF-8) — and none of them becomes a thread.
+func TestStraysAndRefusedThreads(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		subj, wantDLQ, wantReason string
+	}{
+		{"agui.acme.*.events", "dlq.acme._", "wildcard"},
+		{"agui.*.t1.events", "dlq._.t1", "wildcard"},
+		{"agui.*.*.events", "dlq._._", "wildcard"},
+		{"agui.acme.=.events", "dlq.acme._", "empty thread id"},
+		{"agui.acme." + EncodeThread("\xff\xfe") + ".events", "dlq.acme._", "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		if _, err := js.Publish(t.Context(), tt.subj, []byte(`{"type":"RUN_STARTED","threadId":"t1","runId":"r"}`)); err != nil {
+			t.Fatalf("%s: %v", tt.subj, err)
+		}
+		msg, err := dlq.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no dead letter: %v", tt.subj, err)
+		}
+		if msg.Subject != tt.wantDLQ || msg.Header.Get(HeaderErrorKind) != ErrKindSubject ||
+			!strings.Contains(msg.Header.Get(HeaderError), tt.wantReason) || msg.Header.Get(HeaderSeq) == "" {
+			t.Errorf("%s: dead letter on %s, kind %q, reason %q; want %s, %s, %q",
+				tt.subj, msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), tt.wantDLQ, ErrKindSubject, tt.wantReason)
+		}
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindSubject)); n != float64(len(tests)) {
+		t.Errorf("subject dead letters %v, want %d", n, len(tests))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		cons, err := js.Consumer(t.Context(), cfg.Stream, cfg.ConsumerPrefix+"-strays")
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(t.Context())
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 || info.Delivered.Stream == 0 {
+			return fmt.Errorf("strays consumer: %d pending, %d unacked", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+	if extra, err := dlq.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("one dead letter too many: %s %q", extra.Subject, extra.Header.Get(HeaderError))
+	}
+	kv, err := js.KeyValue(t.Context(), cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if tenant, _, err := ParseCheckpointKey(k); err == nil && tenant == "acme" {
+			t.Errorf("a thread was made: checkpoint %q", k)
+		}
+	}
+}
+
+// TestUndecodableMessageOneDeadLetter: an 800 KB message of 3,551 lines that
+// are no event is one dead letter (it was one per line), and a thread's
+// run is rejected once.
+func TestUndecodableMessageOneDeadLetter(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("\x01garbage~", 25) + "\n" // 226 bytes, not JSON
+	body := []byte(strings.Repeat(line, 3551))
+	subj, _ := EventSubject("acme", "blob")
+	if _, err := js.Publish(t.Context(), subj, body); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := dlq.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(HeaderErrorKind) != ErrKindDecode || len(msg.Data) != len(body)-1 {
+		t.Errorf("dead letter kind %q of %d bytes, want decode, the whole message", msg.Header.Get(HeaderErrorKind), len(msg.Data))
+	}
+	if extra, err := dlq.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("a second dead letter (%d bytes): one per message, not per line", len(extra.Data))
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindDecode)); n != 1 {
+		t.Errorf("decode dead letters %v, want 1", n)
+	}
+}
+
+// TestOtherThreadDeadLettered: an event sent by hand (no SDK to refuse it)
+// whose threadId or input.threadId names another thread than its subject's
+// is removed with a warning in the view and a dead letter (kind invalid),
+// and the thread's own events around it are applied.
+func TestOtherThreadDeadLettered(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	cfg.Metrics = NewMetrics(nil)
+	startIngest(t, nc, cfg)
+	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []json.RawMessage{
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"intruder","runId":"r0"}`),
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"t1","runId":"r1","input":{"threadId":"t2","runId":"r1","messages":[]}}`),
+		json.RawMessage(`{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}`),
+		json.RawMessage(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"mine"}`),
+		json.RawMessage(`{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}`),
+	}
+	seqs := publishStreams(t, js, []stream{{tenant: "acme", thread: "t1", events: events}}, 1)
+	for _, want := range []string{`threadId "intruder" is not the thread "t1"`, `input.threadId "t2" is not the thread "t1"`} {
+		msg, err := dlq.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no dead letter for %s: %v", want, err)
+		}
+		if msg.Subject != "dlq.acme.t1" || msg.Header.Get(HeaderErrorKind) != ErrKindInvalid || !strings.Contains(msg.Header.Get(HeaderError), want) {
+			t.Errorf("dead letter %s %q %q, want one saying %s", msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), want)
+		}
+	}
+	var snap Snapshot
+	waitFor(t, 10*time.Second, func() error {
+		snap, err = snapshot(nc, cfg.Partitions, "acme", "t1")
+		if err == nil && snap.Seq != seqs["acme/t1"][4] {
+			err = fmt.Errorf("seq %d", snap.Seq)
+		}
+		return err
+	})
+	if !strings.Contains(string(snap.View), `"content":"mine"`) || !strings.Contains(string(snap.View), `"warnings":2`) ||
+		!strings.Contains(string(snap.View), `{"runId":"r1","threadId":"t1","status":"finished","verdict":"ok"}`) || strings.Contains(string(snap.View), "r0") {
+		t.Errorf("view %s: want run r1 finished with the message, two warnings, no r0", snap.View)
+	}
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindInvalid)); n != 2 {
+		t.Errorf("invalid dead letters %v, want 2", n)
 	}
 }
 

@@ -213,6 +213,15 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 			}
 			subs = append(subs, sub)
 		}
+		strays, err := straysConsumer(ctx, stream, cfg)
+		if err != nil {
+			return err
+		}
+		cc, err := in.consumeStrays(strays)
+		if err != nil {
+			return fmt.Errorf("pipeline: consume strays: %w", err)
+		}
+		ccs = append(ccs, cc)
 		return nil
 	}()
 	if startErr == nil {

@@ -76,7 +76,7 @@ func TestBridgePostedViews(t *testing.T) {
 	defer hs.Close()
 
 	streams := corpusStreams(t)
-	streams = append(streams, stream{tenant: "acme", thread: "a/b c.d?e", events: genStreams(t, 1, "x")[0].events})
+	streams = append(streams, stream{tenant: "acme", thread: "a/b c.d?e", events: withThread(genStreams(t, 1, "x")[0].events, "a/b c.d?e")})
 	var posted []stream
 	for _, st := range streams {
 		var body []byte

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -57,14 +58,14 @@ func corpusStreams(t testing.TB) []stream {
 		if len(c.Initial) > 0 && string(c.Initial) != "null" {
 			continue // starts from a RunAgentInput, which a stream cannot carry
 		}
-		out = append(out, stream{tenant: "acme", thread: strings.TrimSuffix(filepath.Base(f), ".json"), events: c.Events})
+		thread := strings.TrimSuffix(filepath.Base(f), ".json")
+		out = append(out, stream{tenant: "acme", thread: thread, events: withThread(c.Events, thread)})
 	}
 	return out
 }
 
-// offlineView reduces events directly with the reducer, the way the
-// pipeline treats each event (codec warnings → Warn, codec fatal → Reject,
-// then Apply), and returns the view without its seq.
+// offlineView reduces events directly with ingest's fold (FoldStored, as
+// `threadcast reduce --thread` does) and returns the view.
 func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint64) map[string]any {
 	t.Helper()
 	th := reducer.NewThread(id)
@@ -73,19 +74,7 @@ func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint6
 	for i, raw := range events {
 		seq := seqs[i]
 		err := dec.Decode(bytes.Clone(raw), &ev)
-		for _, w := range dec.Warnings() {
-			th.Warn(seq, reducer.CodecWarning(seq, w))
-		}
-		if err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) && ce.Verdict == codec.Drop {
-				th.Warn(seq, reducer.CodecWarning(seq, ce))
-				continue
-			}
-			th.Reject(seq, err)
-			continue
-		}
-		th.Apply(seq, &ev)
+		FoldStored(th, id, seq, &ev, err, dec.Warnings())
 	}
 	return viewOf(t, th.AppendView(nil))
 }
@@ -263,10 +252,10 @@ func TestHostileThreadIDsEndToEnd(t *testing.T) {
 	startIngest(t, nc, cfg)
 	var streams []stream
 	for i, id := range hostileIDs {
-		streams = append(streams, stream{tenant: "acme", thread: id, events: []json.RawMessage{
+		streams = append(streams, stream{tenant: "acme", thread: id, events: withThread([]json.RawMessage{
 			json.RawMessage(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`),
 			json.RawMessage(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"thread %d"}`, i)),
-		}})
+		}, id)})
 	}
 	seqs := publishStreams(t, js, streams, 1)
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
@@ -352,4 +341,20 @@ func TestSDKPublishedViews(t *testing.T) {
 		}
 	}
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
+}
+
+// threadIDMember matches a "threadId" member (event or run input) in an
+// event's JSON text.
+var threadIDMember = regexp.MustCompile(`"threadId"(\s*):(\s*)"(?:[^"\\]|\\.)*"`)
+
+// withThread returns events with every threadId naming thread: an event
+// published to a thread must not name another (agent.ErrOtherThread), and
+// the fixtures' events all say "thread-1".
+func withThread(events []json.RawMessage, thread string) []json.RawMessage {
+	id, _ := json.Marshal(thread)
+	out := make([]json.RawMessage, len(events))
+	for i, ev := range events {
+		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
+	}
+	return out
 }

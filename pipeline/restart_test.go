@@ -44,7 +44,8 @@ func genStreams(t testing.TB, n int, prefix string) []stream {
 	}
 	out := make([]stream, n)
 	for i := range out {
-		out[i] = stream{tenant: "acme", thread: fmt.Sprintf("%s-%d", prefix, i), events: base[i%len(base)]}
+		thread := fmt.Sprintf("%s-%d", prefix, i)
+		out[i] = stream{tenant: "acme", thread: thread, events: withThread(base[i%len(base)], thread)}
 	}
 	return out
 }

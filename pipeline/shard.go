@@ -399,6 +399,13 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		}
 		return
 	}
+	if other := OtherThread(&s.ev, t.id); other != nil { // fold.go: as FoldStored
+		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, other.Error(), seq, idx, "")
+		t.th.Warn(seq, reducer.Warning{Code: WarnOtherThread, Seq: seq, Message: other.Error()})
+		s.m.Warnings.Inc()
+		return
+	}
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
@@ -489,32 +496,13 @@ func (s *shard) publish(subject string, data []byte, seq uint64) {
 	_ = s.send(sendTap, msg) // at most once by contract; counted and logged by send
 }
 
-// deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
-// token are tokens of a subject the server accepted, so they hold no
-// separator or wildcard even when they failed validation. quotaName is
-// HeaderQuota's value ("": none).
+// deadLetter publishes rejected input on dlq.<tenant>.<token>
+// (deadLetterMsg, strays.go), in parts when it is larger than one NATS
+// message. quotaName is HeaderQuota's value ("": none).
 func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int, quotaName string) {
-	if tenant == "" {
-		tenant = "_"
-	}
-	if token == "" {
-		token = "_"
-	}
-	subject := DLQSubject(tenant, token)
-	h := nats.Header{
-		HeaderErrorKind: {kind},
-		HeaderError:     {truncateN(reason, 512)},
-		HeaderSeq:       {strconv.FormatUint(seq, 10)},
-	}
-	if idx >= 0 {
-		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
-	}
-	if quotaName != "" {
-		h[HeaderQuota] = []string{quotaName}
-	}
 	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()
-	_ = s.send(sendDLQ, &nats.Msg{Subject: subject, Data: data, Header: h})
+	_ = s.send(sendDLQ, deadLetterMsg(tenant, token, data, kind, reason, seq, idx, quotaName))
 }
 
 func truncateN(s string, n int) string {

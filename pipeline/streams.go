@@ -34,6 +34,26 @@ func StreamConfig(cfg *Config) jetstream.StreamConfig {
 	}
 }
 
+// DeadLetterStreamConfig returns the configuration of the stream that keeps
+// the dead letters (every subject under dlq.>, which carry the tenant:
+// dlq.<tenant>.<thread>), so that an operator who was not subscribed when
+// one was published can still read it (fanout's GET /v1/deadletters,
+// tenant-scoped). Retention is bounded by age and bytes, oldest first.
+func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.DeadLetters,
+		Description: "Threadcast dead letters: rejected input with its reason",
+		Subjects:    []string{DLQPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.DeadLetterMaxAge,
+		MaxBytes:    cfg.DeadLetterMaxBytes,
+		MaxMsgSize:  -1,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
 // KVConfig returns the checkpoint bucket's configuration for cfg. History 1:
 // only the latest checkpoint of a thread matters.
 func KVConfig(cfg *Config) jetstream.KeyValueConfig {
@@ -47,7 +67,8 @@ func KVConfig(cfg *Config) jetstream.KeyValueConfig {
 	}
 }
 
-// EnsureStreams creates the event stream and the checkpoint bucket, or
+// EnsureStreams creates the event stream, the checkpoint bucket and the
+// dead-letter stream (unless Config.DeadLetters is ""), or
 // updates them to cfg when they exist (idempotent: safe on every start and
 // from several instances at once). It refuses to change the partition count.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (jetstream.Stream, jetstream.KeyValue, error) {
@@ -67,6 +88,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (je
 	kv, err := js.CreateOrUpdateKeyValue(ctx, KVConfig(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: create/update bucket %s: %w", cfg.Bucket, err)
+	}
+	if cfg.DeadLetters != "" {
+		if _, err := js.CreateOrUpdateStream(ctx, DeadLetterStreamConfig(cfg)); err != nil {
+			return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.DeadLetters, err)
+		}
 	}
 	return stream, kv, nil
 }

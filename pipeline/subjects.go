@@ -22,8 +22,10 @@ const (
 	MaxThreadIDLen = subject.MaxThreadIDLen
 	MaxTenantLen   = subject.MaxTenantLen
 
-	DefaultStream  = "AGUI_EVENTS"
-	DefaultViewsKV = "THREADCAST_VIEWS"
+	DefaultStream = "AGUI_EVENTS"
+	// DefaultDeadLetters is the default stream of dead letters.
+	DefaultDeadLetters = "THREADCAST_DEADLETTERS"
+	DefaultViewsKV     = "THREADCAST_VIEWS"
 	// DefaultParts is the default number of partitions P. Each partition an
 	// instance owns costs a durable consumer, whose state the server
 	// persists up to 10 times a second and which scans the stream for its

@@ -15,10 +15,14 @@ import (
 // hostileIDs are thread ids that would change a subject's meaning if used
 // raw, plus edge cases of the encoding itself.
 var hostileIDs = []string{
-	"", ".", "..", "a.b", "*", ">", "a.>", "a.*.b", " ", "a b", "\t", "\r\n",
-	"=", "=abc", "==", "ü", "日本語", "\x00", "\xff\xfe", "a/b", "a\\b",
+	".", "..", "a.b", "*", ">", "a.>", "a.*.b", " ", "a b", "\t", "\r\n",
+	"=", "=abc", "==", "ü", "日本語", "\x00", "a/b", "a\\b",
 	"$JS.API", "_INBOX.x", strings.Repeat("x", MaxThreadIDLen), "-", "_",
 }
+
+// refusedIDs are ids no thread may have (subject.ValidThread): the empty id
+// and bytes that are not UTF-8.
+var refusedIDs = []string{"", "\xff\xfe", "ok\xc3"}
 
 // TestPartitionMatchesServer publishes through a stream with the partition
 // subject transform and checks that the stored subject's partition equals

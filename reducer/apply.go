@@ -60,6 +60,33 @@ func (t *Thread) Apply(seq uint64, e *codec.Event) Result {
 	return t.res
 }
 
+// ApplyDecoded folds one event as its decoding left it, the one rule every
+// consumer of a stored stream follows (ingest, `threadcast reduce`): warns,
+// the codec's strip and shim warnings for the event, are counted first;
+// then a decode error of Verdict Drop is a warning (the event is skipped),
+// any other decode error rejects the run (Reject) and is returned as
+// Result.Fatal, and a decoded event is applied (Apply). A fatal error ends
+// only the current run: the thread goes on, accepting RUN_STARTED, which
+// begins a new run (patterns.md §1.1, Failed → Active), and refusing
+// anything else, so the view is the same fold of the events wherever it is
+// computed. e, warns and the Result follow Apply's lifetimes.
+func (t *Thread) ApplyDecoded(seq uint64, e *codec.Event, decodeErr error, warns []*codec.Error) Result {
+	for _, w := range warns {
+		t.Warn(seq, CodecWarning(seq, w))
+	}
+	if decodeErr == nil {
+		return t.Apply(seq, e)
+	}
+	if ce, ok := decodeErr.(*codec.Error); ok && ce.Verdict != codec.Fatal {
+		t.Warn(seq, CodecWarning(seq, ce))
+		t.res.Warnings, t.res.Fatal = t.res.Warnings[:0], nil
+		return t.res
+	}
+	t.Reject(seq, decodeErr)
+	t.res.Fatal = decodeErr
+	return t.res
+}
+
 // Reject records that the codec rejected the event at seq as malformed
 // (verdict fatal, processing.md X4): the current run ends with an error, as
 // for any fatal protocol error. err is typically a *codec.Error; it is kept

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Subject layout (broad to narrow, tenant first, so that a tenant's traffic is
@@ -65,6 +66,26 @@ func ValidTenant(s string) error {
 		if !ok {
 			return fmt.Errorf("%w: %q", ErrBadTenant, truncate(s))
 		}
+	}
+	return nil
+}
+
+// ValidThread reports whether id can name a thread: 1 to MaxThreadIDLen
+// bytes of valid UTF-8. AG-UI allows any string as a threadId, the empty one
+// too (envelope.md §4), but a Threadcast thread is also a URL path segment
+// and a JSON string in every view and listing: an empty id addresses no
+// thread in the REST API, and bytes that are not UTF-8 cannot travel in JSON
+// (they would read back as U+FFFD, another thread). Such ids are refused
+// where a subject is made (EventSubject) and where one is read
+// (DecodeThread), so that no thread exists that cannot be read.
+func ValidThread(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: the empty thread id", ErrBadThread)
+	case len(id) > MaxThreadIDLen:
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(id), MaxThreadIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadThread, truncate(id))
 	}
 	return nil
 }
@@ -132,17 +153,24 @@ func growBytes(b []byte, n int) []byte {
 // EncodeThread cannot produce (so each id has exactly one token): an escaped
 // token whose payload is not canonical unpadded base64url, or whose id would
 // have been token-safe, and an unescaped token with characters outside
-// [A-Za-z0-9_-].
+// [A-Za-z0-9_-]; and every token of an id ValidThread refuses ("=", the
+// empty id; ids that are not UTF-8 or too long).
 func DecodeThread(tok string) (string, error) {
 	if len(tok) > 0 && tok[0] == threadEscape {
 		b, err := base64.RawURLEncoding.Strict().DecodeString(tok[1:])
 		if err != nil || IsToken(string(b)) {
 			return "", fmt.Errorf("%w: %q", ErrBadThread, truncate(tok))
 		}
+		if err := ValidThread(string(b)); err != nil {
+			return "", fmt.Errorf("token %q: %w", truncate(tok), err)
+		}
 		return string(b), nil
 	}
 	if !IsToken(tok) {
 		return "", fmt.Errorf("%w: %q", ErrBadThread, truncate(tok))
+	}
+	if len(tok) > MaxThreadIDLen {
+		return "", fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(tok), MaxThreadIDLen)
 	}
 	return tok, nil
 }
@@ -153,8 +181,8 @@ func EventSubject(tenant, thread string) (string, error) {
 	if err := ValidTenant(tenant); err != nil {
 		return "", err
 	}
-	if len(thread) > MaxThreadIDLen {
-		return "", fmt.Errorf("%w: %d bytes (max %d)", ErrThreadLen, len(thread), MaxThreadIDLen)
+	if err := ValidThread(thread); err != nil {
+		return "", err
 	}
 	return EventsPrefix + "." + tenant + "." + EncodeThread(thread) + "." + EventsSuffix, nil
 }

@@ -42,10 +42,49 @@ func TestEncodeThread(t *testing.T) {
 				t.Errorf("AppendThreadToken = %q, want %q", got, "x"+tt.want)
 			}
 			back, err := DecodeThread(tt.want)
+			if ValidThread(tt.give) != nil {
+				// An id no thread may have: its token is refused.
+				if !errors.Is(err, ErrBadThread) {
+					t.Errorf("DecodeThread(%q) = %q, %v; want ErrBadThread", tt.want, back, err)
+				}
+				return
+			}
 			if err != nil || back != tt.give {
 				t.Errorf("DecodeThread(%q) = %q, %v; want %q", tt.want, back, err, tt.give)
 			}
 		})
+	}
+}
+
+// TestValidThread: the ids no thread may have, and the error each gets.
+func TestValidThread(t *testing.T) {
+	tests := []struct {
+		give string
+		want error
+	}{
+		{"t1", nil},
+		{"a.b *", nil},
+		{"日本語", nil},
+		{strings.Repeat("x", MaxThreadIDLen), nil},
+		{"", ErrBadThread},
+		{"\xff\xfe", ErrBadThread},
+		{"ok\xc3", ErrBadThread},
+		{strings.Repeat("x", MaxThreadIDLen+1), ErrThreadLen},
+	}
+	for _, tt := range tests {
+		err := ValidThread(tt.give)
+		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("ValidThread(%.20q) = %v, want %v", tt.give, err, tt.want)
+		}
+		_, serr := EventSubject("acme", tt.give)
+		if (serr == nil) != (tt.want == nil) {
+			t.Errorf("EventSubject(%.20q) = %v, want an error: %v", tt.give, serr, tt.want != nil)
+		}
+		if tt.want != nil {
+			if _, err := DecodeThread(EncodeThread(tt.give)); err == nil {
+				t.Errorf("DecodeThread(EncodeThread(%.20q)) accepted", tt.give)
+			}
+		}
 	}
 }
 
@@ -162,6 +201,15 @@ func FuzzThreadToken(f *testing.F) {
 			t.Fatalf("EncodeThread(%q) = %q: %v", id, tok, err)
 		}
 		back, err := DecodeThread(tok)
+		if verr := ValidThread(id); verr != nil {
+			if err == nil {
+				t.Fatalf("DecodeThread(%q) of the refused id %q = %q, no error (%v)", tok, id, back, verr)
+			}
+			if _, err := EventSubject("acme", id); err == nil {
+				t.Fatalf("EventSubject accepted the refused id %q", id)
+			}
+			return
+		}
 		if err != nil || back != id {
 			t.Fatalf("round trip %q -> %q -> %q, %v", id, tok, back, err)
 		}

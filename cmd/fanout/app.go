@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/fanout"
 )
 
@@ -85,9 +86,11 @@ func (a *app) Run(ctx context.Context) error {
 		return fmt.Errorf("fanout: listen: %w", err)
 	}
 	a.addr = ln.Addr()
+	capped := connlimit.New(ln, a.cfg.MaxConns)
+	capped.OnRefuse = srv.Metrics().Rejected.WithLabelValues("too_many_connections").Inc
 	close(a.ready)
 	a.log.Info("fanout serving", "http", ln.Addr().String(), "nats", nc.ConnectedUrl())
-	err = srv.Run(ctx, ln, a.cfg.Drain)
+	err = srv.Run(ctx, capped, a.cfg.Drain)
 	a.log.Info("fanout stopped", "err", err)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/memlimit"
@@ -24,7 +25,9 @@ type config struct {
 	NatsNkey  string // nkey seed file of the connection (a locked cluster's service user)
 	HTTP      string
 	Drain     time.Duration
-	LogLevel  slog.Level
+	// MaxConns caps the HTTP connections (package connlimit).
+	MaxConns int
+	LogLevel slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -53,10 +56,15 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.DurationVar(&f.ReadHeaderTimeout, "http-header-timeout", f.ReadHeaderTimeout, "bound on reading a request's headers")
+	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", f.IdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
 	finishQuota := quota.BindFlags(fs, &f.Quota, quota.FanoutFlags, "max-conns-per-tenant")
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
 	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
+	fs.StringVar(&f.DeadLetters, "dead-letters", f.DeadLetters, "the pipeline's dead-letter stream, read by GET /v1/deadletters")
+	fs.StringVar(&f.Hub.EventStream, "stream", f.Hub.EventStream, "the pipeline's JetStream event stream (client cursors are checked against it)")
 	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
 	fs.DurationVar(&f.Hub.SnapshotRetry, "snapshot-retry", f.Hub.SnapshotRetry, "how long a join retries snapshot requests the pipeline answers busy or times out (then 503 with Retry-After)")
 	fs.IntVar(&f.Hub.QueueBytes, "queue-bytes", f.Hub.QueueBytes, "per-subscriber queue; past it the subscriber is resynchronised")
@@ -89,6 +97,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := finishQuota(os.ReadFile); err != nil {
 		return c, err
+	}
+	fds, err := connlimit.FDLimit()
+	if err != nil {
+		return c, err
+	}
+	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
+		return c, fmt.Errorf("--max-conns: %w (lower it, or raise the file descriptor limit: ulimit -n)", err)
 	}
 	if len(authKey) < auth.MinKeyLen && (authKey != "" || !tokens.HasJWKS()) {
 		return c, fmt.Errorf("--auth-key (THREADCAST_AUTH_KEY) must be at least %d bytes, or give --jwks-url or --jwks-file", auth.MinKeyLen)

@@ -89,6 +89,20 @@ func TestParseConfig(t *testing.T) {
 				}
 			}},
 		{name: "memory limit ratio above 1", args: []string{"--auth-key", key, "--memory-limit-ratio", "1.2"}, wantErr: "--memory-limit-ratio: memlimit: ratio 1.2 is not between 0 and 1"},
+		{name: "connection cap and HTTP timeouts", args: []string{"--auth-key", key, "--max-conns", "50", "--http-idle-timeout", "7s"},
+			env: map[string]string{"THREADCAST_HTTP_HEADER_TIMEOUT": "3s"},
+			check: func(t *testing.T, c config) {
+				if c.MaxConns != 50 || c.Fanout.IdleTimeout != 7*time.Second || c.Fanout.ReadHeaderTimeout != 3*time.Second {
+					t.Fatalf("cap %d, idle %v, header %v", c.MaxConns, c.Fanout.IdleTimeout, c.Fanout.ReadHeaderTimeout)
+				}
+			}},
+		{name: "connection cap defaults below the fd limit", args: []string{"--auth-key", key},
+			check: func(t *testing.T, c config) {
+				if c.MaxConns <= 0 || c.Fanout.IdleTimeout != 2*time.Minute || c.Fanout.ReadHeaderTimeout != 10*time.Second {
+					t.Fatalf("cap %d, idle %v, header %v", c.MaxConns, c.Fanout.IdleTimeout, c.Fanout.ReadHeaderTimeout)
+				}
+			}},
+		{name: "connection cap over the fd limit", args: []string{"--auth-key", key, "--max-conns", "100000000"}, wantErr: "--max-conns: connlimit: connection cap does not fit"},
 		{name: "extra args", args: []string{"--auth-key", key, "serve"}, wantErr: "unexpected"},
 		{name: "creds and nkey", args: []string{"--auth-key", key, "--nats-creds", "a.creds", "--nats-nkey", "b.nk"}, wantErr: "two identities"},
 		{name: "nkey", args: []string{"--auth-key", key, "--nats-nkey", "b.nk"},

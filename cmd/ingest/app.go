@@ -23,6 +23,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
@@ -225,9 +226,14 @@ func (a *app) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: listen %s: %w", a.cfg.HTTP, err)
 	}
 	a.httpAddr <- ln.Addr().String()
-	hs := &http.Server{Handler: a.routes(bridge), ReadHeaderTimeout: 5 * time.Second}
+	capped := connlimit.New(ln, a.cfg.MaxConns)
+	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
+		Help: "HTTP connections refused because the process held --max-conns connections."})
+	capped.OnRefuse = refused.Inc
+	a.reg.MustRegister(refused)
+	hs := &http.Server{Handler: a.routes(bridge), ReadHeaderTimeout: a.cfg.HeaderTimeout, IdleTimeout: a.cfg.IdleTimeout}
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- hs.Serve(ln) }()
+	go func() { httpDone <- hs.Serve(capped) }()
 
 	runErr := in.Run(ctx, a.cfg.Drain)
 

@@ -25,6 +25,16 @@ func TestParseConfig(t *testing.T) {
 		check   func(c config) error
 		wantErr string
 	}{
+		{name: "connection cap and HTTP timeouts", give: []string{"--max-conns", "50", "--http-idle-timeout", "7s"},
+			env: map[string]string{"THREADCAST_HTTP_HEADER_TIMEOUT": "3s"},
+			check: func(c config) error {
+				if c.MaxConns != 50 || c.IdleTimeout != 7*time.Second || c.HeaderTimeout != 3*time.Second {
+					return fmt.Errorf("cap %d, idle %v, header %v", c.MaxConns, c.IdleTimeout, c.HeaderTimeout)
+				}
+				return nil
+			}},
+		{name: "connection cap over the fd limit", give: []string{"--max-conns", "100000000"}, wantErr: "--max-conns: connlimit: connection cap does not fit"},
+		{name: "no idle timeout", give: []string{"--http-idle-timeout", "0s"}, wantErr: "--http-idle-timeout"},
 		{name: "defaults", check: func(c config) error {
 			if c.NatsURL != "" || c.Pipeline.Partitions != pipeline.DefaultParts || c.Pipeline.Instances != 1 {
 				return fmt.Errorf("%+v", c)

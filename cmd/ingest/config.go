@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
@@ -22,18 +23,23 @@ import (
 
 // config is everything the command reads from flags and the environment.
 type config struct {
-	NatsURL      string
-	NatsCreds    string
-	NatsNkey     string // nkey seed file of the connection (a locked cluster's service user)
-	CalloutSeed  string // issuer seed file: run the bus's auth callout (package busauth)
-	DataDir      string
-	NatsListen   string // embedded server's client listen address host:port
-	HTTP         string
-	Drain        time.Duration
-	ReadyMaxLag  uint64
-	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
-	BridgeNoAuth bool   // serve the bridge without tokens (development only)
-	LogLevel     slog.Level
+	NatsURL     string
+	NatsCreds   string
+	NatsNkey    string // nkey seed file of the connection (a locked cluster's service user)
+	CalloutSeed string // issuer seed file: run the bus's auth callout (package busauth)
+	DataDir     string
+	NatsListen  string // embedded server's client listen address host:port
+	HTTP        string
+	Drain       time.Duration
+	// MaxConns, HeaderTimeout and IdleTimeout guard the HTTP listener
+	// (package connlimit; the http.Server's timeouts).
+	MaxConns      int
+	HeaderTimeout time.Duration
+	IdleTimeout   time.Duration
+	ReadyMaxLag   uint64
+	AuthKey       string // HMAC key of bearer tokens; enables the HTTP bridge
+	BridgeNoAuth  bool   // serve the bridge without tokens (development only)
+	LogLevel      slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -62,6 +68,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.NatsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server")
 	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.DurationVar(&c.HeaderTimeout, "http-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive HTTP connection is kept")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
@@ -83,6 +92,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&p.MaxViewBytes, "max-view-bytes", p.MaxViewBytes, "largest view kept per thread in bytes; an event that would exceed it ends the thread's run with an error and is dead-lettered (0: no limit)")
 	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window")
 	fs.Int64Var(&p.KVMaxBytes, "kv-max-bytes", p.KVMaxBytes, "checkpoint bucket size limit (-1: unlimited)")
+	fs.StringVar(&p.DeadLetters, "dead-letters", p.DeadLetters, "stream keeping the dead letters (dlq.>); empty: none kept")
+	fs.DurationVar(&p.DeadLetterMaxAge, "dead-letter-max-age", p.DeadLetterMaxAge, "dead letters are kept this long at most")
+	fs.Int64Var(&p.DeadLetterMaxBytes, "dead-letter-max-bytes", p.DeadLetterMaxBytes, "bytes of dead letters kept at most (the oldest go first)")
 	fs.IntVar(&p.MaxAckPending, "max-ack-pending", p.MaxAckPending, "un-acked messages per partition")
 	fs.BoolVar(&p.ConsumerMemory, "consumer-memory", p.ConsumerMemory, "keep partition consumers' state in server memory (their floors are also stored in the bucket); false: in files")
 	fs.DurationVar(&p.AckWait, "ack-wait", p.AckWait, "redelivery timeout")
@@ -131,6 +143,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.CalloutSeed != "" && c.AuthKey == "" && len(c.Tokens.JWKS) == 0 {
 		return c, errors.New("--nats-callout-seed needs --auth-key or a JWKS source (what verifies the tokens agents connect with)")
+	}
+	if c.HeaderTimeout <= 0 || c.IdleTimeout <= 0 {
+		return c, errors.New("--http-header-timeout and --http-idle-timeout must be positive")
+	}
+	fds, err := connlimit.FDLimit()
+	if err != nil {
+		return c, err
+	}
+	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
+		return c, fmt.Errorf("--max-conns: %w (lower it, or raise the file descriptor limit: ulimit -n)", err)
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := finishQuota(os.ReadFile); err != nil {

@@ -42,8 +42,10 @@ applied cleanly is judged from --input's starting point, so reduce the
 output from the same --input.
 
 Warnings go to stderr, one per line, each starting with "warning: "; a
-fatal protocol error goes to stderr as a line starting with "error: ". An
-event that is malformed (not decodable) ends the output there.
+fatal protocol error, or an event that is malformed (not decodable), goes
+to stderr as a line starting with "error: " and ends that run; the events
+after it are read on, as ingest does (only RUN_STARTED, a new run, is
+accepted then).
 
 Exit status: 0 ok; 1 the stream was rejected (a fatal protocol error, or a
 stream that breaks off or turns into bytes that are no event after some
@@ -65,7 +67,7 @@ flags:
 		return exitUsage
 	}
 	c := reducer.NewCompactor()
-	status = f.each(r, false, c.Add)
+	status = f.each(r, c.Add)
 	if status == exitUsage {
 		return status
 	}

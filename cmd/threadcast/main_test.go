@@ -450,6 +450,25 @@ func TestErrors(t *testing.T) {
 			run + `{"type":"TEXT_MESSAGE_START","messageId":7}` + "\n", exitRejected, `"messages":[]`, "error: codec"},
 		{"protocol violation is fatal", []string{"reduce"},
 			run + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n", exitRejected, `"status":"rejected"`, "error: "},
+		// A fatal error ends the run, not the stream: a later RUN_STARTED
+		// begins a new run (patterns.md §1.1, Failed → Active), as in the
+		// live view of the same events; what comes between is refused.
+		{"a run after a protocol violation is folded", []string{"reduce"},
+			run + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n" +
+				`{"type":"TEXT_MESSAGE_START","messageId":"lost"}` + "\n" +
+				`{"type":"RUN_STARTED","threadId":"t","runId":"r2"}` + "\n" +
+				`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"again"}` + "\n" +
+				`{"type":"RUN_FINISHED","threadId":"t","runId":"r2"}` + "\n",
+			exitRejected, `"messages":[{"id":"m2","role":"assistant","content":"again"}],"state":{},"runs":[{"runId":"r","threadId":"t","status":"error","verdict":"rejected"`, "seq 3 TEXT_MESSAGE_START refused"},
+		{"a run after a malformed event is folded", []string{"reduce"},
+			run + `{"type":"TEXT_MESSAGE_START","messageId":7}` + "\n" +
+				`{"type":"RUN_STARTED","threadId":"t","runId":"r2"}` + "\n" +
+				`{"type":"RUN_FINISHED","threadId":"t","runId":"r2"}` + "\n",
+			exitRejected, `{"runId":"r2","threadId":"t","status":"finished","verdict":"ok"}`, "error: codec: seq 2"},
+		{"--thread removes an event naming another thread", []string{"reduce", "--thread", "t"},
+			`{"type":"RUN_STARTED","threadId":"other","runId":"r0"}` + "\n" + run + `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}` + "\n",
+			exitOK, `"threadId":"t","seq":3,"status":"finished","messages":[],"state":{},"runs":[{"runId":"r","threadId":"t","status":"finished","verdict":"ok"}],"steps":[],"subagents":[],"warnings":1`,
+			`warning: seq 1: pipeline: RUN_STARTED: threadId "other" is not the thread "t" of its subject; event removed`},
 		{"warnings one per line", []string{"reduce"},
 			run + `{"type":"ACTIVITY_DELTA","messageId":"ghost","activityType":"x","patch":[]}` + "\n" +
 				`{"type":"NOT_A_TYPE"}` + "\n", exitOK, `"warnings":2`, "warning: "},

@@ -30,8 +30,12 @@ and "state" keys hold the AG-UI shapes; the other keys describe runs, steps,
 subagents and counts.
 
 Warnings go to stderr, one per line, each starting with "warning: ". A fatal
-protocol error ends the stream: the view up to that event is printed, and the
-reason goes to stderr as a line starting with "error: ".
+protocol error, or an event that is malformed, ends the run it belongs to, as
+it does in ingest: the reason goes to stderr as a line starting with
+"error: ", everything before it stays applied, and the events after it are
+still folded (only RUN_STARTED, which begins a new run, is accepted; each
+refused event is an "error: " line), so the view printed is the live view of
+the same events.
 
 Exit status: 0 ok; 1 the stream was rejected (a fatal protocol error, or a
 stream that breaks off or turns into bytes that are no event after some
@@ -52,7 +56,7 @@ flags:
 	if !ok {
 		return exitUsage
 	}
-	status = f.each(r, true, nil)
+	status = f.each(r, nil)
 	if status == exitUsage {
 		return status
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
@@ -166,6 +167,8 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
 	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
+	fs.DurationVar(&n.Pipeline.DeadLetterMaxAge, "dead-letter-max-age", n.Pipeline.DeadLetterMaxAge, "dead letters (GET /v1/deadletters) are kept this long at most")
+	fs.Int64Var(&n.Pipeline.DeadLetterMaxBytes, "dead-letter-max-bytes", n.Pipeline.DeadLetterMaxBytes, "bytes of dead letters kept at most (the oldest go first)")
 	fs.DurationVar(&n.FanoutConfig.Heartbeat, "heartbeat", n.FanoutConfig.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&n.FanoutConfig.MaxLifetime, "max-lifetime", n.FanoutConfig.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
@@ -179,6 +182,9 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.IntVar(&n.Pipeline.Partitions, "partitions", n.Pipeline.Partitions, "partitions of the event stream (fixed for its life; the same on every ingest and fanout)")
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
+	fs.IntVar(&n.MaxConns, "max-conns", n.MaxConns, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.DurationVar(&n.HTTPHeaderTimeout, "http-header-timeout", n.HTTPHeaderTimeout, "bound on reading a request's headers (a connection that sends nothing is closed after it)")
+	fs.DurationVar(&n.HTTPIdleTimeout, "http-idle-timeout", n.HTTPIdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
@@ -401,6 +407,8 @@ func startupHint(err error) error {
 		return fmt.Errorf("%w\n  (choose another directory with --data)", err)
 	case errors.Is(err, node.ErrNats), errors.Is(err, pipeline.ErrServerStart):
 		return fmt.Errorf("%w\n  (check --nats-url, --nats-creds or --nats-listen)", err)
+	case errors.Is(err, connlimit.ErrTooMany):
+		return fmt.Errorf("%w\n  (lower --max-conns, or raise the file descriptor limit: ulimit -n)", err)
 	case errors.Is(err, pipeline.ErrPartitionsChanged):
 		return fmt.Errorf("%w\n  (the stream was created with another --partitions)", err)
 	}

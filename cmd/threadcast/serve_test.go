@@ -464,6 +464,8 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "bad tenant", give: []string{"--demo-tenants", "acme,Not A Tenant"}, wantCode: exitUsage, wantStderr: []string{"--demo-tenants"}},
 		{name: "bad log level", give: []string{"--log-level", "loud"}, wantCode: exitUsage, wantStderr: []string{"--log-level"}},
 		{name: "bad memory limit ratio", give: []string{"--memory-limit-ratio", "2"}, wantCode: exitUsage, wantStderr: []string{"--memory-limit-ratio: memlimit: ratio 2 is not between 0 and 1"}},
+		{name: "connection cap over the fd limit", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--max-conns", "100000000"},
+			wantCode: exitRejected, wantStderr: []string{"connection cap does not fit the file descriptor limit", "100000000 connections", "--max-conns"}},
 		{name: "bad partitions", give: []string{"--partitions", "0"}, wantCode: exitUsage, wantStderr: []string{"partitions 0"}},
 	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(file), node.KeyFile), []byte("not hex\n"), 0o600); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/envflag"
+	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -20,10 +21,12 @@ import (
 type streamFlags struct {
 	input    string
 	protocol string
+	thread   string
 }
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "start from the RunAgentInput in `FILE` (its messages and state), as a run would")
+	fs.StringVar(&f.thread, "thread", "", "the thread `ID` the stream was published to: an event whose threadId (or input.threadId) names another is removed with a warning, as ingest does; empty: no such check, and the view's threadId is \"threadcast\"")
 	fs.StringVar(&f.protocol, "protocol", "1.1", "the AG-UI `VERSION` to consume as: 1.1 (encryptedValueType is known; a producer declaring 1.1 is not newer) or 1.0 (a strict 1.0 consumer: encryptedValueType is stripped with a warning, a 1.1 declaration warns as newer)")
 }
 
@@ -59,6 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdin io.Reader, stdout, stderr
 type folder struct {
 	name   string // subcommand, for messages
 	th     *reducer.Thread
+	thread string // the subject's thread id (--thread), or "" for no check
 	stderr io.Writer
 	dec    codec.Decoder
 	ev     codec.Event
@@ -78,6 +82,9 @@ func newFolder(name string, stderr io.Writer) *folder {
 // stderr) when a flag's value is unusable: the caller exits with exitUsage.
 func (sf *streamFlags) folder(name string, stderr io.Writer) (f *folder, ok bool) {
 	f = newFolder(name, stderr)
+	if sf.thread != "" {
+		f.th, f.thread = reducer.NewThread(sf.thread), sf.thread
+	}
 	if err := f.setProtocol(sf.protocol); err != nil {
 		fmt.Fprintf(stderr, "threadcast %s: --protocol: %v\n", name, err)
 		return nil, false
@@ -128,13 +135,16 @@ func (f *folder) warnf(format string, args ...any) {
 	fmt.Fprintf(f.stderr, "warning: "+format+"\n", args...)
 }
 
-// each reads every event of r, applies it, and calls fn with each event the
-// codec accepted and the reducer's Result. With stopAtFatal, reading stops
-// after the first fatal protocol error. It returns exitUsage if the stream
-// could not be read (or framed no event at all), exitRejected if a fatal
-// protocol error occurred or the stream broke off or went bad after some
-// events, exitOK otherwise.
-func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, res reducer.Result)) int {
+// each reads every event of r, folds it into the thread as ingest does
+// (reducer.Thread.ApplyDecoded), and calls fn with each event the codec
+// accepted and the reducer's Result. A fatal protocol error or a malformed
+// event ends the current run, not the reading: later events are folded too
+// (the reducer accepts only RUN_STARTED then), so the view is the one the
+// live pipeline shows for the same events. It returns exitUsage if the
+// stream could not be read (or framed no event at all), exitRejected if a
+// fatal protocol error occurred or the stream broke off or went bad after
+// some events, exitOK otherwise.
+func (f *folder) each(r io.Reader, fn func(ev *codec.Event, res reducer.Result)) int {
 	sr := codec.NewStreamReader(r)
 	for {
 		raw, err := sr.Next()
@@ -155,7 +165,7 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 			// running, or one that closed before the cut), and the exit
 			// status says the stream did not end cleanly. Bytes that are
 			// no event at all are a decode failure, fatal (§3): the stream
-			// is rejected there.
+			// is rejected there, and no later event can be framed.
 			f.seq++
 			ce.Seq = f.seq
 			fmt.Fprintf(f.stderr, "error: %v\n", err)
@@ -167,29 +177,33 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 		}
 		f.seq++
 		err = f.dec.Decode(raw, &f.ev)
-		for _, w := range f.dec.Warnings() {
+		warns := f.dec.Warnings()
+		for _, w := range warns {
 			w.Seq = f.seq
 			f.warnf("%v", w)
-			f.th.Warn(f.seq, reducer.CodecWarning(f.seq, w))
 		}
-		if err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) && ce.Verdict != codec.Fatal {
-				ce.Seq = f.seq
-				f.warnf("%v", ce)
-				f.th.Warn(f.seq, reducer.CodecWarning(f.seq, ce))
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			ce.Seq = f.seq
+		}
+		if err == nil && f.thread != "" {
+			if other := pipeline.OtherThread(&f.ev, f.thread); other != nil {
+				f.warnf("seq %d: %v", f.seq, other)
+				pipeline.FoldStored(f.th, f.thread, f.seq, &f.ev, nil, warns)
 				continue
 			}
-			if ce != nil {
-				ce.Seq = f.seq
-			}
-			// A malformed event cannot be carried on: the stream ends here.
-			fmt.Fprintf(f.stderr, "error: %v\n", err)
-			f.th.Reject(f.seq, err)
-			f.fatal = true
-			return exitRejected
 		}
-		res := f.th.Apply(f.seq, &f.ev)
+		res := f.th.ApplyDecoded(f.seq, &f.ev, err, warns)
+		switch {
+		case err != nil && ce != nil && ce.Verdict != codec.Fatal:
+			f.warnf("%v", ce)
+			continue
+		case err != nil:
+			// A malformed event: the run ends here, the stream goes on.
+			fmt.Fprintf(f.stderr, "error: %v\n", err)
+			f.fatal = true
+			continue
+		}
 		for _, w := range res.Warnings {
 			f.warnf("%s", w.Message)
 		}
@@ -199,9 +213,6 @@ func (f *folder) each(r io.Reader, stopAtFatal bool, fn func(ev *codec.Event, re
 		if res.Fatal != nil {
 			fmt.Fprintf(f.stderr, "error: %v\n", res.Fatal)
 			f.fatal = true
-			if stopAtFatal {
-				return exitRejected
-			}
 		}
 	}
 	if f.fatal {
