@@ -280,12 +280,12 @@ func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, e
 			return k, nil
 		}
 	}
-	ferr := v.refresh(ctx, src, false)
+	// refresh's error says where the keys live and why they could not be
+	// had (fetch logs it): the operator's business, not the bearer's, who
+	// reads this error in a 401.
+	_ = v.refresh(ctx, src, false)
 	if ks = src.keys.Load(); ks == nil {
-		if ferr == nil {
-			ferr = errors.New("no document fetched")
-		}
-		return nil, fmt.Errorf("%w: issuer %q: %v", ErrKeySource, truncate(src.cfg.Issuer), ferr)
+		return nil, fmt.Errorf("%w: issuer %q: no keys held", ErrKeySource, truncate(src.cfg.Issuer))
 	}
 	if k := ks.byKid[kid]; k != nil {
 		return k, nil

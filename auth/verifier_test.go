@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -677,4 +678,42 @@ func mustStdB64(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToStri
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// What Verify answers when a source has no keys goes to whoever sent the
+// token (the bridge writes it in its 401 body): it names the issuer the
+// token itself claims, never where the keys live or why they could not be
+// had (an internal address, a query secret, a file path, a dial error).
+// The operator finds that in the log.
+func TestVerifierKeySourceErrorNamesNoSource(t *testing.T) {
+	k := newTestKeys(t)
+	c := newClock(t0)
+	down := httptest.NewServer(nil)
+	down.Close()
+	missing := filepath.Join(t.TempDir(), "private-dir", "jwks.json")
+	for _, src := range []JWKSSource{
+		{Issuer: testIssuer, URL: down.URL + "/internal/jwks.json?secret=s3cr3t"},
+		{Issuer: testIssuer, File: missing},
+	} {
+		var log strings.Builder
+		v := newTestVerifier(t, c, src, func(cfg *VerifierConfig) {
+			cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		})
+		_, err := v.Verify(context.Background(), jwtMint(t, jwt.SigningMethodEdDSA, k.ed, "ed", claimsAt(c, nil)))
+		if !errors.Is(err, ErrKeySource) {
+			t.Fatalf("%+v: %v, want ErrKeySource", src, err)
+		}
+		msg := err.Error()
+		for _, secret := range []string{down.Listener.Addr().String(), "internal", "s3cr3t", "private-dir", "refused", "no such file"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("%+v: the caller's error %q tells %q", src, msg, secret)
+			}
+		}
+		if !strings.Contains(msg, testIssuer) {
+			t.Errorf("%+v: the error %q does not name the token's issuer", src, msg)
+		}
+		if l := log.String(); !strings.Contains(l, "JWKS fetch failed") || !strings.Contains(l, map[bool]string{true: "s3cr3t", false: "private-dir"}[src.URL != ""]) {
+			t.Errorf("%+v: the log does not tell the operator the cause: %s", src, l)
+		}
+	}
 }
