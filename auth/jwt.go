@@ -343,9 +343,11 @@ func decodeClaims(b []byte, r claimRules) (Claims, error) {
 	if c.Tenant == "" || c.Expiry == 0 {
 		return Claims{}, fmt.Errorf("%w: tenant and exp are required", ErrMalformed)
 	}
+	// Compared on the side of now, which cannot overflow: exp and nbf
+	// are anything the issuer wrote, up to the largest int64.
 	now := r.now.Unix()
 	skew := int64(r.skew / time.Second)
-	if now >= c.Expiry+skew {
+	if now-skew >= c.Expiry {
 		return Claims{}, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
 	}
 	if c.NotBefore != 0 && now+skew < c.NotBefore {

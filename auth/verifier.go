@@ -209,8 +209,13 @@ func isLoopbackHost(h string) bool {
 // Deadline returns when c stops verifying: its expiry plus the clock skew.
 // A stream opened with c ends then.
 func (v *Verifier) Deadline(c Claims) time.Time {
-	return time.Unix(c.Expiry, 0).Add(v.cfg.ClockSkew)
+	return time.Unix(min(c.Expiry, maxDeadline), 0).Add(v.cfg.ClockSkew)
 }
+
+// maxDeadline bounds the exp Deadline converts (some 146 billion years
+// ahead): time.Unix of a second much larger overflows a time.Time, which
+// then compares as the distant past.
+const maxDeadline = 1 << 62
 
 // Verify checks token and returns its claims. ctx bounds the wait for a
 // JWKS fetch that the token needs (an unknown kid, or a document older

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -715,5 +716,45 @@ func TestVerifierKeySourceErrorNamesNoSource(t *testing.T) {
 		if l := log.String(); !strings.Contains(l, "JWKS fetch failed") || !strings.Contains(l, map[bool]string{true: "s3cr3t", false: "private-dir"}[src.URL != ""]) {
 			t.Errorf("%+v: the log does not tell the operator the cause: %s", src, l)
 		}
+	}
+}
+
+// An exp far in the future is a token that does not expire soon, up to the
+// largest int64: Verify takes it, and its Deadline, which times the end of
+// its streams, is as far (an overflow put it in the past, so that every
+// stream of a token Verify took ended at once, and its client reconnected
+// in a loop). exp and nbf far in the past are refused, not wrapped round.
+func TestVerifierFarExpiry(t *testing.T) {
+	v, err := NewVerifier(VerifierConfig{SharedKeys: [][]byte{testKey}, ClockSkew: 30 * time.Second, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, exp := range []int64{math.MaxInt64, math.MaxInt64 - 10, math.MaxInt64 - 100, 1 << 62, 253402300799} {
+		tok, err := Mint(testKey, Claims{Tenant: "acme", Expiry: exp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := v.Verify(context.Background(), tok)
+		if err != nil {
+			t.Errorf("exp %d: %v", exp, err)
+			continue
+		}
+		if d := v.Deadline(c); d.Before(t0.AddDate(7000, 0, 0)) {
+			t.Errorf("exp %d: deadline %v, want beyond year 9000", exp, d)
+		}
+	}
+	for _, c := range []Claims{
+		{Tenant: "acme", Expiry: math.MinInt64},
+		{Tenant: "acme", Expiry: -1},
+		{Tenant: "acme", Expiry: t0.Add(-31 * time.Second).Unix()},
+	} {
+		tok, _ := Mint(testKey, c)
+		if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrExpired) {
+			t.Errorf("exp %d: %v, want ErrExpired", c.Expiry, err)
+		}
+	}
+	tok, _ := Mint(testKey, Claims{Tenant: "acme", Expiry: math.MaxInt64, NotBefore: math.MaxInt64})
+	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrNotYetValid) {
+		t.Errorf("nbf max: %v, want ErrNotYetValid", err)
 	}
 }
