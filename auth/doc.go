@@ -42,7 +42,8 @@
 // RefreshInterval is refetched on use, which is how a retired key stops
 // verifying; a failed fetch keeps the keys held. The fetch runs in the
 // verification that needs it, so a Verifier starts no goroutine and has
-// nothing to stop.
+// nothing to stop; while it runs, verifications whose key is held answer
+// with it, and only those needing a kid not held wait for the fetch.
 //
 // We implement the parser with the standard library's crypto rather than
 // take a JWT library: the format is small, the strictness above (canonical

@@ -758,3 +758,47 @@ func TestVerifierFarExpiry(t *testing.T) {
 		t.Errorf("nbf max: %v, want ErrNotYetValid", err)
 	}
 }
+
+// A stale document is refreshed by the verification that finds it so, and
+// only that one waits for the fetch: the others answer with the key held
+// meanwhile. Were they to wait too, a JWKS endpoint that hangs would stall
+// every verification of every tenant for FetchTimeout once per
+// MinRefreshInterval, though the keys to answer are at hand.
+func TestVerifierStaleKeyDoesNotWait(t *testing.T) {
+	k := newTestKeys(t)
+	srv := newJWKSServer(t, jwksDoc(t, jwkOf(t, "ed", k.ed, "EdDSA")))
+	c := newClock(t0)
+	v := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: srv.URL}, func(cfg *VerifierConfig) { cfg.FetchTimeout = time.Minute })
+	if err := v.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tok := jwtMint(t, jwt.SigningMethodEdDSA, k.ed, "ed", claimsAt(c, map[string]any{"exp": c.since(2 * time.Hour)}))
+	c.advance(DefaultVerifierConfig().RefreshInterval)
+	gate := make(chan struct{})
+	srv.gate.Store(&gate)
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	defer open()
+	first := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), tok); first <- err }()
+	waitUntil(t, func() bool { return srv.fetches.Load() == 2 })
+	other := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), tok); other <- err }()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Errorf("verification during the refresh: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a verification with the key held waited for another's fetch")
+		open()
+		<-other
+	}
+	open()
+	if err := <-first; err != nil {
+		t.Errorf("the verification that refreshed: %v", err)
+	}
+	if n := srv.fetches.Load(); n != 2 {
+		t.Errorf("%d fetches, want Refresh's and one refresh", n)
+	}
+}
