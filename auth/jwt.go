@@ -71,11 +71,22 @@ var (
 	claimNames  = jsonNames(reflect.TypeFor[Claims]())
 )
 
+// jsonNames returns the member names encoding/json decodes into the
+// fields of struct t: the json tag's name, else the field's.
 func jsonNames(t reflect.Type) [][]byte {
-	names := make([][]byte, t.NumField())
-	for i := range names {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		names[i] = []byte(name)
+	var names [][]byte
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names = append(names, []byte(name))
+	}
+	if len(names) > 64 {
+		panic("auth: checkMembers tracks at most 64 names")
 	}
 	return names
 }

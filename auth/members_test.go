@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +103,36 @@ func TestVerifierMemberNames(t *testing.T) {
 		got, err := v.Verify(context.Background(), tok)
 		if err != nil || got.Tenant != "acme" {
 			t.Errorf("%s: Verify = %+v, %v", name, got, err)
+		}
+	}
+}
+
+// The names checkMembers holds to one spelling are every member
+// encoding/json reads into the header and the claims: what it writes for
+// a value with every field set.
+func TestMemberNamesCoverTheStructs(t *testing.T) {
+	for _, tt := range []struct {
+		v     any
+		names [][]byte
+	}{
+		{Claims{Tenant: "a", Threads: []string{"t"}, Expiry: 1, NotBefore: 1, IssuedAt: 1, Issuer: "i", Audience: Audience{"x"}, Scope: "read"}, claimNames},
+		{jwtHeader{Alg: "a", Kid: "k", Typ: "t", Crit: json.RawMessage(`["x"]`)}, headerNames},
+	} {
+		b, err := json.Marshal(tt.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) != len(tt.names) {
+			t.Errorf("%T: %d members written, %d names checked", tt.v, len(m), len(tt.names))
+		}
+		for _, n := range tt.names {
+			if _, ok := m[string(n)]; !ok {
+				t.Errorf("%T: %q checked but not written (%s)", tt.v, n, b)
+			}
 		}
 	}
 }
