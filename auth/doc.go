@@ -22,6 +22,11 @@
 //   - a token over MaxTokenLen, not three parts, or any part not in
 //     canonical unpadded base64url (padding, CR/LF, the standard alphabet,
 //     non-zero unused low bits: a token has exactly one spelling);
+//   - a header or claims that repeat a member Threadcast reads, or spell
+//     it in another case ("Tenant", "ſcope"): JSON names are
+//     case-sensitive and unique in a JWT, encoding/json matches them
+//     regardless of case and keeps the last, and a token must not read as
+//     one tenant here and another to its issuer;
 //   - an algorithm other than the four, "none" included, and a header with
 //     "crit"; a token whose header alg is not the algorithm of the key that
 //     would verify it — a key's algorithm is fixed when its JWKS is read
@@ -37,7 +42,8 @@
 // RefreshInterval is refetched on use, which is how a retired key stops
 // verifying; a failed fetch keeps the keys held. The fetch runs in the
 // verification that needs it, so a Verifier starts no goroutine and has
-// nothing to stop.
+// nothing to stop; while it runs, verifications whose key is held answer
+// with it, and only those needing a kid not held wait for the fetch.
 //
 // We implement the parser with the standard library's crypto rather than
 // take a JWT library: the format is small, the strictness above (canonical

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,9 @@ func FuzzVerifier(f *testing.F) {
 	f.Add(jwtMint(f, jwt.SigningMethodES256, k.ec, "ec", claimsAt(c, nil)))
 	f.Add(jwtMint(f, jwt.SigningMethodRS256, k.rsa, "rs", claimsAt(c, nil)))
 	f.Add(jwtMint(f, jwt.SigningMethodHS256, testKey, "", claimsAt(c, nil)))
+	exp := c.since(time.Hour)
+	f.Add(rawToken(`{"alg":"HS256"}`, fmt.Sprintf(`{"tenant":"acme","exp":%d,"x":{"tenant":["}"]},"Tenant":"globex"}`, exp), testKey, nil))
+	f.Add(rawToken(`{"alg":"EdDSA","kid":"ed","k\u0069d":"ec"}`, fmt.Sprintf(`{"tenant":"acme","iss":%q,"aud":"threadcast","exp":%d}`, testIssuer, exp), nil, k.ed))
 	f.Add("a.b.c")
 	f.Add("")
 	keyOf := map[string]any{"ed": k.ed.Public().(ed25519.PublicKey), "ec": &k.ec.PublicKey, "rs": &k.rsa.PublicKey}

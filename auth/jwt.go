@@ -15,8 +15,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -62,6 +64,165 @@ type jwtHeader struct {
 	Crit json.RawMessage `json:"crit,omitempty"`
 }
 
+// headerNames and claimNames are the members jwtHeader and Claims read
+// (their json tags), which checkMembers holds to one exact spelling.
+var (
+	headerNames = jsonNames(reflect.TypeFor[jwtHeader]())
+	claimNames  = jsonNames(reflect.TypeFor[Claims]())
+)
+
+// jsonNames returns the member names encoding/json decodes into the
+// fields of struct t: the json tag's name, else the field's.
+func jsonNames(t reflect.Type) [][]byte {
+	var names [][]byte
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names = append(names, []byte(name))
+	}
+	if len(names) > 64 {
+		panic("auth: checkMembers tracks at most 64 names")
+	}
+	return names
+}
+
+// errNotObject is checkMembers' answer to what is not a JSON object.
+var errNotObject = errors.New("not a JSON object")
+
+// checkMembers checks the member names of the JSON object b that match
+// one of names (at most 64) regardless of case: each must appear at most
+// once and be spelled exactly as in names. encoding/json matches member
+// names regardless of case (with Unicode folding: "ſcope" is "scope") and
+// keeps the last of repeated ones, where JSON names are case-sensitive and
+// RFC 7515 §4 and RFC 7519 §4 want them unique; without this check
+// {"tenant":"a","Tenant":"b"} would be tenant b here and tenant a to the
+// issuer's parser and to the RFC. Other members, and nested objects, are
+// not looked at. It allocates only for a name with escapes.
+func checkMembers(b []byte, names [][]byte) error {
+	var seen uint64
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errNotObject
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return errNotObject
+		}
+		end, escaped := skipString(b, i)
+		if end < 0 {
+			return errNotObject
+		}
+		name := b[i+1 : end-1]
+		if escaped {
+			var s string
+			if json.Unmarshal(b[i:end], &s) != nil {
+				return errNotObject
+			}
+			name = []byte(s)
+		}
+		for n, want := range names {
+			if !bytes.EqualFold(name, want) {
+				continue
+			}
+			if !bytes.Equal(name, want) {
+				return fmt.Errorf("member %q is not spelled %q", truncate(string(name)), want)
+			}
+			if seen&(1<<n) != 0 {
+				return fmt.Errorf("member %q twice", want)
+			}
+			seen |= 1 << n
+			break
+		}
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
+			return errNotObject
+		}
+		if i = skipValue(b, skipSpace(b, i+1)); i < 0 {
+			return errNotObject
+		}
+		switch i = skipSpace(b, i); {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return nil // what follows, if anything, json.Unmarshal refuses
+		default:
+			return errNotObject
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte of b from i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the JSON string starting at b[i]
+// (a '"'), and whether it has escapes; -1 when it does not end.
+func skipString(b []byte, i int) (end int, escaped bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// skipValue returns the index after the JSON value starting at b[i], or
+// -1. It finds where the value ends, not whether it is valid JSON:
+// json.Unmarshal, which reads the same bytes, checks that.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := skipString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
 // parsed is a token split and decoded, its signature not yet checked.
 type parsed struct {
 	hdr    jwtHeader
@@ -94,6 +255,9 @@ func parse(token string) (parsed, error) {
 	if bytes.Equal(hb, []byte(hs256Header)) {
 		p.hdr = jwtHeader{Alg: AlgHS256, Typ: "JWT"}
 	} else {
+		if err := checkMembers(hb, headerNames); err != nil {
+			return p, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+		}
 		// A separate variable: decoding into &p.hdr would move every p to
 		// the heap, the common header's included.
 		var h jwtHeader
@@ -118,6 +282,9 @@ func parse(token string) (parsed, error) {
 		return p, fmt.Errorf("%w: signature: %v", ErrMalformed, err)
 	}
 	if p.claims, err = decodeSegment(pl); err != nil {
+		return p, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	if err := checkMembers(p.claims, claimNames); err != nil {
 		return p, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
 	}
 	p.signed = token[:len(h)+1+len(pl)]
@@ -187,9 +354,11 @@ func decodeClaims(b []byte, r claimRules) (Claims, error) {
 	if c.Tenant == "" || c.Expiry == 0 {
 		return Claims{}, fmt.Errorf("%w: tenant and exp are required", ErrMalformed)
 	}
+	// Compared on the side of now, which cannot overflow: exp and nbf
+	// are anything the issuer wrote, up to the largest int64.
 	now := r.now.Unix()
 	skew := int64(r.skew / time.Second)
-	if now >= c.Expiry+skew {
+	if now-skew >= c.Expiry {
 		return Claims{}, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
 	}
 	if c.NotBefore != 0 && now+skew < c.NotBefore {

@@ -209,8 +209,13 @@ func isLoopbackHost(h string) bool {
 // Deadline returns when c stops verifying: its expiry plus the clock skew.
 // A stream opened with c ends then.
 func (v *Verifier) Deadline(c Claims) time.Time {
-	return time.Unix(c.Expiry, 0).Add(v.cfg.ClockSkew)
+	return time.Unix(min(c.Expiry, maxDeadline), 0).Add(v.cfg.ClockSkew)
 }
+
+// maxDeadline bounds the exp Deadline converts (some 146 billion years
+// ahead): time.Unix of a second much larger overflows a time.Time, which
+// then compares as the distant past.
+const maxDeadline = 1 << 62
 
 // Verify checks token and returns its claims. ctx bounds the wait for a
 // JWKS fetch that the token needs (an unknown kid, or a document older
@@ -272,20 +277,22 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 // lookup returns src's key kid, refreshing the document first when the
 // kid is unknown or the document is older than RefreshInterval (both
 // throttled: within MinRefreshInterval of the last fetch, what is held
-// answers).
+// answers). A key held answers a stale document's verification without
+// waiting for a fetch another verification started: only the one that
+// starts it waits, so a JWKS endpoint that hangs costs one verification
+// per MinRefreshInterval its FetchTimeout, not every verification.
 func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, error) {
 	ks := src.keys.Load()
-	if ks != nil {
-		if k := ks.byKid[kid]; k != nil && v.now().Sub(ks.fetched) < v.cfg.RefreshInterval {
-			return k, nil
-		}
+	held := ks != nil && ks.byKid[kid] != nil
+	if !held || v.now().Sub(ks.fetched) >= v.cfg.RefreshInterval {
+		// refresh's error says where the keys live and why they could not
+		// be had (fetch logs it): the operator's business, not the
+		// bearer's, who reads this error in a 401.
+		_ = v.refresh(ctx, src, false, !held)
+		ks = src.keys.Load()
 	}
-	ferr := v.refresh(ctx, src, false)
-	if ks = src.keys.Load(); ks == nil {
-		if ferr == nil {
-			ferr = errors.New("no document fetched")
-		}
-		return nil, fmt.Errorf("%w: issuer %q: %v", ErrKeySource, truncate(src.cfg.Issuer), ferr)
+	if ks == nil {
+		return nil, fmt.Errorf("%w: issuer %q: no keys held", ErrKeySource, truncate(src.cfg.Issuer))
 	}
 	if k := ks.byKid[kid]; k != nil {
 		return k, nil
@@ -293,8 +300,12 @@ func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, e
 	return nil, fmt.Errorf("%w: kid %q of issuer %q", ErrUnknownKey, truncate(kid), truncate(src.cfg.Issuer))
 }
 
-// errThrottled is refresh's answer within MinRefreshInterval of the last fetch.
-var errThrottled = errors.New("auth: JWKS refresh throttled")
+// errThrottled is refresh's answer within MinRefreshInterval of the last
+// fetch; errInFlight, to a caller that does not wait, while a fetch runs.
+var (
+	errThrottled = errors.New("auth: JWKS refresh throttled")
+	errInFlight  = errors.New("auth: JWKS fetch in flight")
+)
 
 // Refresh fetches every JWKS document now (single flight, not throttled)
 // and returns the first failure: a start-up check that the sources are
@@ -302,21 +313,25 @@ var errThrottled = errors.New("auth: JWKS refresh throttled")
 func (v *Verifier) Refresh(ctx context.Context) error {
 	var first error
 	for _, s := range v.sources {
-		if err := v.refresh(ctx, s, true); err != nil && first == nil {
+		if err := v.refresh(ctx, s, true, true); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// refresh fetches src's document, or waits for the fetch in flight. Unless
-// force, it does nothing within MinRefreshInterval of the last fetch. The
-// caller that starts a fetch runs it, under FetchTimeout and not under its
-// ctx, since every waiter shares the result.
-func (v *Verifier) refresh(ctx context.Context, src *source, force bool) error {
+// refresh fetches src's document, or waits for the fetch in flight (when
+// wait; else it returns errInFlight at once). Unless force, it does
+// nothing within MinRefreshInterval of the last fetch. The caller that
+// starts a fetch runs it, under FetchTimeout and not under its ctx, since
+// every waiter shares the result.
+func (v *Verifier) refresh(ctx context.Context, src *source, force, wait bool) error {
 	src.mu.Lock()
 	if ch := src.inflight; ch != nil {
 		src.mu.Unlock()
+		if !wait {
+			return errInFlight
+		}
 		select {
 		case <-ch:
 			return nil

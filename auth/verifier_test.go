@@ -13,6 +13,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -677,4 +679,126 @@ func mustStdB64(b []byte) []byte { return []byte(base64.StdEncoding.EncodeToStri
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// What Verify answers when a source has no keys goes to whoever sent the
+// token (the bridge writes it in its 401 body): it names the issuer the
+// token itself claims, never where the keys live or why they could not be
+// had (an internal address, a query secret, a file path, a dial error).
+// The operator finds that in the log.
+func TestVerifierKeySourceErrorNamesNoSource(t *testing.T) {
+	k := newTestKeys(t)
+	c := newClock(t0)
+	down := httptest.NewServer(nil)
+	down.Close()
+	missing := filepath.Join(t.TempDir(), "private-dir", "jwks.json")
+	for _, src := range []JWKSSource{
+		{Issuer: testIssuer, URL: down.URL + "/internal/jwks.json?secret=s3cr3t"},
+		{Issuer: testIssuer, File: missing},
+	} {
+		var log strings.Builder
+		v := newTestVerifier(t, c, src, func(cfg *VerifierConfig) {
+			cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		})
+		_, err := v.Verify(context.Background(), jwtMint(t, jwt.SigningMethodEdDSA, k.ed, "ed", claimsAt(c, nil)))
+		if !errors.Is(err, ErrKeySource) {
+			t.Fatalf("%+v: %v, want ErrKeySource", src, err)
+		}
+		msg := err.Error()
+		for _, secret := range []string{down.Listener.Addr().String(), "internal", "s3cr3t", "private-dir", "refused", "no such file"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("%+v: the caller's error %q tells %q", src, msg, secret)
+			}
+		}
+		if !strings.Contains(msg, testIssuer) {
+			t.Errorf("%+v: the error %q does not name the token's issuer", src, msg)
+		}
+		if l := log.String(); !strings.Contains(l, "JWKS fetch failed") || !strings.Contains(l, map[bool]string{true: "s3cr3t", false: "private-dir"}[src.URL != ""]) {
+			t.Errorf("%+v: the log does not tell the operator the cause: %s", src, l)
+		}
+	}
+}
+
+// An exp far in the future is a token that does not expire soon, up to the
+// largest int64: Verify takes it, and its Deadline, which times the end of
+// its streams, is as far (an overflow put it in the past, so that every
+// stream of a token Verify took ended at once, and its client reconnected
+// in a loop). exp and nbf far in the past are refused, not wrapped round.
+func TestVerifierFarExpiry(t *testing.T) {
+	v, err := NewVerifier(VerifierConfig{SharedKeys: [][]byte{testKey}, ClockSkew: 30 * time.Second, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, exp := range []int64{math.MaxInt64, math.MaxInt64 - 10, math.MaxInt64 - 100, 1 << 62, 253402300799} {
+		tok, err := Mint(testKey, Claims{Tenant: "acme", Expiry: exp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := v.Verify(context.Background(), tok)
+		if err != nil {
+			t.Errorf("exp %d: %v", exp, err)
+			continue
+		}
+		if d := v.Deadline(c); d.Before(t0.AddDate(7000, 0, 0)) {
+			t.Errorf("exp %d: deadline %v, want beyond year 9000", exp, d)
+		}
+	}
+	for _, c := range []Claims{
+		{Tenant: "acme", Expiry: math.MinInt64},
+		{Tenant: "acme", Expiry: -1},
+		{Tenant: "acme", Expiry: t0.Add(-31 * time.Second).Unix()},
+	} {
+		tok, _ := Mint(testKey, c)
+		if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrExpired) {
+			t.Errorf("exp %d: %v, want ErrExpired", c.Expiry, err)
+		}
+	}
+	tok, _ := Mint(testKey, Claims{Tenant: "acme", Expiry: math.MaxInt64, NotBefore: math.MaxInt64})
+	if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrNotYetValid) {
+		t.Errorf("nbf max: %v, want ErrNotYetValid", err)
+	}
+}
+
+// A stale document is refreshed by the verification that finds it so, and
+// only that one waits for the fetch: the others answer with the key held
+// meanwhile. Were they to wait too, a JWKS endpoint that hangs would stall
+// every verification of every tenant for FetchTimeout once per
+// MinRefreshInterval, though the keys to answer are at hand.
+func TestVerifierStaleKeyDoesNotWait(t *testing.T) {
+	k := newTestKeys(t)
+	srv := newJWKSServer(t, jwksDoc(t, jwkOf(t, "ed", k.ed, "EdDSA")))
+	c := newClock(t0)
+	v := newTestVerifier(t, c, JWKSSource{Issuer: testIssuer, URL: srv.URL}, func(cfg *VerifierConfig) { cfg.FetchTimeout = time.Minute })
+	if err := v.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tok := jwtMint(t, jwt.SigningMethodEdDSA, k.ed, "ed", claimsAt(c, map[string]any{"exp": c.since(2 * time.Hour)}))
+	c.advance(DefaultVerifierConfig().RefreshInterval)
+	gate := make(chan struct{})
+	srv.gate.Store(&gate)
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	defer open()
+	first := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), tok); first <- err }()
+	waitUntil(t, func() bool { return srv.fetches.Load() == 2 })
+	other := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), tok); other <- err }()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Errorf("verification during the refresh: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a verification with the key held waited for another's fetch")
+		open()
+		<-other
+	}
+	open()
+	if err := <-first; err != nil {
+		t.Errorf("the verification that refreshed: %v", err)
+	}
+	if n := srv.fetches.Load(); n != 2 {
+		t.Errorf("%d fetches, want Refresh's and one refresh", n)
+	}
 }

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/pipeline"
 )
 
 // expiringToken returns a token of tenant that, on a server whose clock is
@@ -129,24 +131,85 @@ func TestWebSocketEndsAtTokenExpiry(t *testing.T) {
 	}
 }
 
-// The tap and the live thread list end too, with an end comment.
+// The tap and the live thread list end too, with an end comment: they
+// deliver until their token's deadline, and end then, not before.
 func TestTapEndsAtTokenExpiry(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
-	for _, path := range []string{"/v1/tap", "/v1/threads?live=1"} {
-		t.Run(path, func(t *testing.T) {
-			short, now := expiringToken(t, "acme", time.Second)
+	th := newTestThread(t, connect(t, ns), "acme", "tx")
+	th.publish(t, "a;")
+	const in = 1500 * time.Millisecond
+	for _, tt := range []struct {
+		path    string
+		publish func()
+		want    string // in a data line delivered before the end
+	}{
+		{"/v1/tap", func() {
+			_ = nc.Publish(pipeline.TapSubject("acme", "RUN_STARTED", "tx"), []byte(`{"n":"before-expiry"}`))
+		}, "before-expiry"},
+		{"/v1/threads?live=1", func() { th.publish(t, "b;") }, `"tx"`},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			start := time.Now()
+			short, now := expiringToken(t, "acme", in)
 			_, hs := newServer(t, nc, func(c *Config) { c.Now = now; c.Heartbeat = time.Hour })
-			c := openSSE(t, hs.URL+path, short, nil)
+			c := openSSE(t, hs.URL+tt.path, short, nil)
+			tt.publish()
+			delivered := false
 			for {
 				m, err := c.next()
 				if err != nil {
 					t.Fatalf("ended without the end comment: %v", err)
 				}
+				if strings.Contains(m.data, tt.want) {
+					delivered = true
+				}
 				if m.comment == "end reason=token_expired" {
-					return
+					break
 				}
 			}
+			if !delivered {
+				t.Errorf("nothing with %s delivered before the end", tt.want)
+			}
+			if d := time.Since(start); d < in {
+				t.Errorf("ended %v after the token was minted, before its deadline (%v)", d, in)
+			}
 		})
+	}
+}
+
+// An AG-UI HttpAgent's POST stream, which otherwise ends after the run's
+// terminal event, ends at its token's deadline too, with the cursor.
+func TestPostStreamEndsAtTokenExpiry(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "px")
+	th.publish(t, "a;")
+	short, now := expiringToken(t, "acme", 1500*time.Millisecond)
+	_, hs := newServer(t, nc, func(c *Config) { c.Now = now; c.Heartbeat = time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/threads/px/events", strings.NewReader(`{"threadId":"px","runId":"r1","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+short)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
+	th.publish(t, "b;")
+	var end string
+	for end == "" {
+		m, err := c.next()
+		if err != nil {
+			t.Fatalf("the POST stream ended without an end comment: %v", err)
+		}
+		if strings.HasPrefix(m.comment, "end ") {
+			end = m.comment
+		}
+	}
+	if want := "end reason=token_expired after=" + c.lastID; end != want || c.lastID == "" {
+		t.Fatalf("end %q, want %q", end, want)
 	}
 }

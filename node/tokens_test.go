@@ -91,6 +91,37 @@ func TestDevTokensLoopbackOnly(t *testing.T) {
 			}
 		})
 	}
+	// Requests written by hand on the loopback connection: what a
+	// rebinding page's script can add (X-Forwarded-* are not forbidden
+	// header names to fetch, and same-origin needs no preflight) does not
+	// count, and in an absolute-form request line the URI's host is the
+	// Host (RFC 9112 §3.2.2), whatever the Host header says.
+	for _, tt := range []struct {
+		name, request string
+		want          bool
+	}{
+		{"X-Forwarded-Host localhost from a rebound name", "GET /config.json HTTP/1.1\r\nHost: attacker.example:" + port + "\r\nX-Forwarded-Host: localhost\r\nX-Forwarded-For: 127.0.0.1\r\nForwarded: for=127.0.0.1;host=localhost\r\n", false},
+		{"absolute form naming a rebound name", "GET http://attacker.example:" + port + "/config.json HTTP/1.1\r\nHost: localhost:" + port + "\r\n", false},
+		{"absolute form naming localhost", "GET http://localhost:" + port + "/config.json HTTP/1.1\r\nHost: localhost:" + port + "\r\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tt.request+"Connection: close\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(c)
+			if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 200 ") {
+				t.Fatalf("answer %q %v", b, err)
+			}
+			if got := strings.Contains(string(b), "dev-token-of-acme"); got != tt.want {
+				t.Fatalf("token served: %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
 
 // nonLoopbackIP returns an address of this machine that is not loopback

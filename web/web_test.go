@@ -183,6 +183,19 @@ func TestHandlerTenantsLocalOnly(t *testing.T) {
 		{"Host [::1] without port", true, "[::1]:5000", "[::1]", withTokens},
 		{"Host LOCALHOST.", true, "127.0.0.1:5000", "LOCALHOST.:8080", withTokens},
 		{"Host localhost, remote peer", true, "192.0.2.1:5000", "localhost:8080", without},
+		// Spellings a resolver may read as loopback but a browser would send
+		// only for a name it resolved: refused (shorthand and hex IPv4 are
+		// not addresses to netip, and a rebinding page cannot name them).
+		{"Host 127.1", true, "127.0.0.1:5000", "127.1:8080", without},
+		{"Host 0x7f.1", true, "127.0.0.1:5000", "0x7f.1", without},
+		{"Host 0177.0.0.1", true, "127.0.0.1:5000", "0177.0.0.1", without},
+		{"Host 2130706433", true, "127.0.0.1:5000", "2130706433", without},
+		{"Host [::ffff:127.0.0.1]", true, "127.0.0.1:5000", "[::ffff:127.0.0.1]:8080", withTokens},
+		{"Host [::ffff:192.0.2.1]", true, "127.0.0.1:5000", "[::ffff:192.0.2.1]:8080", without},
+		{"Host [fe80::1%lo]", true, "[::1]:5000", "[fe80::1%25lo]:8080", without},
+		{"Host LOCALHOST", true, "127.0.0.1:5000", "LOCALHOST", withTokens},
+		{"Host localhost..", true, "127.0.0.1:5000", "localhost..", without},
+		{"Host with a second port", true, "127.0.0.1:5000", "localhost:8080:1", without},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -368,8 +368,14 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 	}
 	n.AuthKey = key
 	exp := time.Now().Add(c.devTokenTTL).Unix()
+	// With --audience the node refuses a token without it: the
+	// development tokens carry it.
+	var aud auth.Audience
+	if n.Tokens.Audience != "" {
+		aud = auth.Audience{n.Tokens.Audience}
+	}
 	for _, t := range c.tenants {
-		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Scope: auth.ScopeRead + " " + auth.ScopePublish, Expiry: exp})
+		tok, err := auth.Mint(key, auth.Claims{Tenant: t, Scope: auth.ScopeRead + " " + auth.ScopePublish, Audience: aud, Expiry: exp})
 		if err != nil {
 			return nil, err
 		}

@@ -661,6 +661,7 @@ func TestPrepareServe(t *testing.T) {
 	}{
 		{name: "embedded, generated key", wantKeyFile: true, wantTokens: 3, wantPrinted: "data:       "},
 		{name: "embedded, given key", give: []string{"--auth-key", key}, wantPrinted: "data:       "},
+		{name: "embedded, generated key, an audience", give: []string{"--audience", "threadcast"}, wantKeyFile: true, wantTokens: 3, wantPrinted: "data:       "},
 		{name: "external NATS", give: []string{"--nats-url", "nats://127.0.0.1:1", "--auth-key", key}},
 	}
 	for _, tt := range tests {
@@ -685,8 +686,16 @@ func TestPrepareServe(t *testing.T) {
 			if len(dev) != tt.wantTokens || len(c.node.DashboardTenants) != tt.wantTokens {
 				t.Fatalf("%d tokens, %d dashboard tenants, want %d", len(dev), len(c.node.DashboardTenants), tt.wantTokens)
 			}
+			// The node verifies them as the server will: its token
+			// settings (an --audience among them) and the key.
+			vc := c.node.Tokens
+			vc.SharedKeys = [][]byte{c.node.AuthKey}
+			v, err := auth.NewVerifier(vc)
+			if len(dev) > 0 && err != nil {
+				t.Fatal(err)
+			}
 			for i, d := range dev {
-				cl, err := auth.Verify(c.node.AuthKey, d.Token, time.Now())
+				cl, err := v.Verify(context.Background(), d.Token)
 				if err != nil || cl.Tenant != c.tenants[i] || cl.Expiry < time.Now().Add(c.devTokenTTL-time.Minute).Unix() {
 					t.Errorf("token %d: %+v %v", i, cl, err)
 				}
