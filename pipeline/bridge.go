@@ -16,8 +16,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/agent"
@@ -66,6 +70,19 @@ type BridgeConfig struct {
 	// QuotaLabels bounds the tenant label of the refusals metric (nil: the
 	// first quota.DefaultTenantLabels tenants, the rest as "_other").
 	QuotaLabels *quota.TenantLabels
+	// Idempotency, when set, is the bucket of first answers
+	// (EnsureIdempotencyBucket) and makes the bridge honour the
+	// Idempotency-Key request header (see Bridge). nil: a request with
+	// the header is refused with 400, since it could not be honoured.
+	Idempotency jetstream.KeyValue
+	// IdempotencyWindow is how long a key is remembered: the stream's
+	// Duplicates window, which the bucket's TTL equals
+	// (IdempotencyKVConfig). It is quoted in answers; zero: 2 minutes.
+	IdempotencyWindow time.Duration
+	// Window bounds the bytes of one request's events published and not
+	// yet acked (agent.StreamOptions.Window). Zero:
+	// agent.DefaultStreamWindow (1 MiB).
+	Window int
 }
 
 // Bridge is the ingest HTTP bridge, an http.Handler for BridgePattern.
@@ -95,17 +112,48 @@ type BridgeConfig struct {
 //   - 503: the events could not be stored (every accepted event failed, the
 //     publisher is closed or full).
 //
+// Idempotency-Key (BridgeConfig.Idempotency; the semantics of
+// draft-ietf-httpapi-idempotency-key-header). The key is an sf-string of 1
+// to MaxIdempotencyKeyLen printable ASCII bytes, scoped to the request's
+// tenant and thread. Each event of a keyed request is published alone,
+// under a message id derived from the key and its index in the body, so a
+// retry of a request that was cut (the connection, or the process, died)
+// stores only what the first attempt did not: "accepted" counts every
+// event of the body now in the log, "duplicates" those of them an earlier
+// attempt had stored. A request whose body was read to its end and whose
+// events were all stored or refused for good is remembered with its
+// answer for IdempotencyWindow: a retry with the same body gets the same
+// status and body (with Threadcast-Idempotent-Replay: true) and publishes
+// nothing; the key with another body is 422; a second request with a key
+// that is in flight on this bridge is 409 (Retry-After: 1). Answers 429
+// and 503, and requests cut short, are not remembered: their retry runs
+// again, storing what is missing. Past the window a key is forgotten.
+//
+// Memory. A request holds its read buffer (at most MaxEventBytes + 4 KiB;
+// an SSE body also assembles its event in up to two buffers of the
+// largest event's size), a copy of the event being published, and up to
+// Window bytes of published, unacked events: about 2-4 × MaxEventBytes +
+// Window per request whatever the body's length (5-6 MiB at the
+// defaults), plus the response's error lists (MaxErrors entries).
+//
 // A Bridge is safe for concurrent use; it starts no goroutines.
 type Bridge struct {
 	cfg     BridgeConfig
 	mux     *http.ServeMux
 	ctr     bridgeCounters
 	refused *prometheus.CounterVec // quota refusals by tenant (bounded) and quota
+
+	idemMu   sync.Mutex // a leaf: guards idemBusy
+	idemBusy map[string]struct{}
 }
 
 // BridgeResponse is the JSON body of every bridge answer.
 type BridgeResponse struct {
-	Accepted      int              `json:"accepted"`
+	// Accepted counts the events of the body that are in the log.
+	Accepted int `json:"accepted"`
+	// Duplicates counts those of them an earlier request with the same
+	// Idempotency-Key had stored.
+	Duplicates    int              `json:"duplicates,omitempty"`
 	Events        int              `json:"events"`
 	Format        string           `json:"format,omitempty"`
 	Rejected      []BridgeEventErr `json:"rejected,omitempty"`
@@ -134,11 +182,16 @@ type BridgeStats struct {
 	EventsAccepted uint64 // events stored
 	EventsRejected uint64 // events refused as invalid
 	EventsFailed   uint64 // valid events not stored
+	Replays        uint64 // answers replayed for a retried Idempotency-Key
+	KeyMismatches  uint64 // 422: an Idempotency-Key reused with another body
+	KeyConflicts   uint64 // 409: an Idempotency-Key already in flight
+	EventsDeduped  uint64 // events of keyed requests already stored before
 }
 
 type bridgeCounters struct {
 	requests, authFailures, badRequests, tooLarge, unavailable, overQuota atomic.Uint64
 	accepted, rejected, failed                                            atomic.Uint64
+	idemReplays, idemMismatch, idemConflicts, deduped                     atomic.Uint64
 }
 
 // NewBridge returns a Bridge. It fails without a Publisher or a Verify.
@@ -158,7 +211,13 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.QuotaLabels == nil {
 		cfg.QuotaLabels = quota.NewTenantLabels(quota.DefaultTenantLabels)
 	}
-	b := &Bridge{cfg: cfg, mux: http.NewServeMux(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+	if cfg.IdempotencyWindow <= 0 {
+		cfg.IdempotencyWindow = 2 * time.Minute
+	}
+	if cfg.Window == 0 {
+		cfg.Window = agent.DefaultStreamWindow
+	}
+	b := &Bridge{cfg: cfg, mux: http.NewServeMux(), idemBusy: map[string]struct{}{}, refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "threadcast_bridge", Name: "quota_refused_total",
 		Help: "Requests refused or cut short over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."},
 		[]string{"tenant", "quota"})}
@@ -181,6 +240,10 @@ func (b *Bridge) Stats() BridgeStats {
 		EventsAccepted: b.ctr.accepted.Load(),
 		EventsRejected: b.ctr.rejected.Load(),
 		EventsFailed:   b.ctr.failed.Load(),
+		Replays:        b.ctr.idemReplays.Load(),
+		KeyMismatches:  b.ctr.idemMismatch.Load(),
+		KeyConflicts:   b.ctr.idemConflicts.Load(),
+		EventsDeduped:  b.ctr.deduped.Load(),
 	}
 }
 
@@ -202,6 +265,10 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 		c("events_accepted_total", "Events stored.", &b.ctr.accepted),
 		c("events_rejected_total", "Events refused as invalid.", &b.ctr.rejected),
 		c("events_failed_total", "Valid events that could not be stored.", &b.ctr.failed),
+		c("idempotent_replays_total", "Answers replayed for a retried Idempotency-Key.", &b.ctr.idemReplays),
+		c("idempotency_mismatches_total", "Idempotency-Keys reused with another body (422).", &b.ctr.idemMismatch),
+		c("idempotency_conflicts_total", "Idempotency-Keys already in flight (409).", &b.ctr.idemConflicts),
+		c("events_deduplicated_total", "Events of keyed requests an earlier attempt had stored.", &b.ctr.deduped),
 	}
 }
 
@@ -255,7 +322,15 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("pipeline: body of %d bytes over the limit of %d", r.ContentLength, b.cfg.MaxBodyBytes)})
 		return
 	}
-	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors}
+	key, keyed, err := parseIdempotencyKey(r.Header.Get(HeaderIdempotencyKey))
+	if err == nil && keyed && b.cfg.Idempotency == nil {
+		err = fmt.Errorf("%w: this bridge keeps no idempotency records", ErrIdempotencyKey)
+	}
+	if err != nil {
+		b.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors, Window: b.cfg.Window}
 	if b.cfg.Retained != nil {
 		if err := b.cfg.Retained(tenant); errors.Is(err, quota.ErrExceeded) {
 			b.overQuota(w, BridgeResponse{}, err)
@@ -274,6 +349,31 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		in = qr
 		opts.Admit = func(ev []byte) error { return q.Take(tenant, 1, int64(len(ev))) }
 	}
+	var fp *fingerprint
+	var id string
+	if keyed {
+		id = idemID(tenant, thread, key)
+		if !b.claim(id) {
+			b.ctr.idemConflicts.Add(1)
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusConflict, BridgeResponse{Error: ErrIdempotencyKey.Error() + ": a request with this key is in flight"})
+			return
+		}
+		defer b.unclaim(id)
+		rec, err := b.loadRecord(r.Context(), id)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			b.fail(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		fp = newFingerprint(in)
+		in = fp
+		if rec != nil {
+			b.replayOrRefuse(w, fp, http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes), rec)
+			return
+		}
+		opts.MsgID = func(i int) string { return idemMsgID(id, i) }
+	}
 	body := http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)
 	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body, opts)
 
@@ -289,7 +389,32 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		resp.Error = "pipeline: the body holds no event"
 	}
 	b.count(status)
+	if keyed && final(status, res, err) {
+		// The rest of the body counts in its fingerprint (a framing error
+		// stops the reading early); MaxBodyBytes still bounds it.
+		var maxErr *http.MaxBytesError
+		if _, derr := io.Copy(io.Discard, body); derr == nil || errors.As(derr, &maxErr) {
+			if serr := b.storeRecord(r.Context(), id, idemRecord{Body: fp.sum(), Status: status, Response: resp}); serr != nil {
+				// Not remembered: a retry runs again and the message ids
+				// still store nothing twice. Say so in the answer.
+				resp.Error = strings.TrimPrefix(resp.Error+"; ", "; ") + "pipeline: the answer was not recorded for a retry: " + serr.Error()
+			}
+		}
+	}
 	writeJSON(w, status, resp)
+}
+
+// final reports whether a keyed request's answer is the one its retries
+// get: the body was read to its end (or to a framing error or size limit,
+// which the same body meets again) and no event failed for a reason that a
+// retry could overcome.
+func final(status int, res agent.StreamResult, err error) bool {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || res.FailedCount > 0 {
+		return false
+	}
+	var maxErr *http.MaxBytesError
+	var cerr *codec.Error
+	return err == nil || errors.As(err, &maxErr) || (errors.As(err, &cerr) && cerr.Kind != codec.KindTruncated)
 }
 
 // admit takes the body bytes in flight a request's Content-Length declares
@@ -391,8 +516,9 @@ func (b *Bridge) response(res agent.StreamResult) BridgeResponse {
 	b.ctr.accepted.Add(uint64(res.Accepted))
 	b.ctr.rejected.Add(uint64(res.RejectedCount))
 	b.ctr.failed.Add(uint64(res.FailedCount))
+	b.ctr.deduped.Add(uint64(res.Duplicates))
 	resp := BridgeResponse{
-		Accepted: res.Accepted, Events: res.Events, Format: res.Format,
+		Accepted: res.Accepted, Duplicates: res.Duplicates, Events: res.Events, Format: res.Format,
 		RejectedCount: res.RejectedCount, FailedCount: res.FailedCount,
 	}
 	for _, e := range res.Rejected {
