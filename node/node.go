@@ -87,6 +87,9 @@ type Config struct {
 	Drain time.Duration
 	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
 	ReadyMaxLag uint64
+	// BridgeWindow bounds the bytes of one bridge request's events
+	// published and not yet acked (pipeline.BridgeConfig.Window; 0: 1 MiB).
+	BridgeWindow int
 
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -458,7 +461,11 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil), Quota: lim}
+	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil), Quota: lim,
+		IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow}
+	if bc.Idempotency, err = n.idempotencyBucket(&pc); err != nil {
+		return nil, err
+	}
 	if retained != nil {
 		bc.Retained = retained.Check
 	}
@@ -468,6 +475,18 @@ func (n *Node) startIngest() (http.Handler, error) {
 	}
 	n.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*, as README lists
 	return b, nil
+}
+
+// idempotencyBucket creates or updates the bucket of the bridge's first
+// answers (the Idempotency-Key records).
+func (n *Node) idempotencyBucket(pc *pipeline.Config) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jetstream: %w", ErrNats, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
+	defer cancel()
+	return pipeline.EnsureIdempotencyBucket(ctx, js, pc)
 }
 
 func (n *Node) startHTTP(h http.Handler) error {

@@ -165,7 +165,21 @@ func (a *app) Run(ctx context.Context) error {
 			defer cancel()
 			_ = pub.Close(cctx)
 		}()
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained})
+		js, err := jetstream.New(nc)
+		if pc.Domain != "" {
+			js, err = jetstream.NewWithDomain(nc, pc.Domain)
+		}
+		if err != nil {
+			return fmt.Errorf("ingest: bridge: %w", err)
+		}
+		kctx, kcancel := context.WithTimeout(ctx, 10*time.Second)
+		kv, err := pipeline.EnsureIdempotencyBucket(kctx, js, &pc)
+		kcancel()
+		if err != nil {
+			return fmt.Errorf("ingest: bridge: %w", err)
+		}
+		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
+			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
@@ -28,6 +29,7 @@ type config struct {
 	ReadyMaxLag  uint64
 	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
 	BridgeNoAuth bool   // serve the bridge without tokens (development only)
+	BridgeWindow int    // bytes of one bridge request's unacked events
 	LogLevel     slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
@@ -57,6 +59,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
+	fs.IntVar(&c.BridgeWindow, "bridge-window", agent.DefaultStreamWindow, "bytes of one bridge request's events published and not yet acked (memory per request: about 2-4 x the largest event + this)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
 	fs.IntVar(&p.Partitions, "partitions", p.Partitions, "number of partitions P (fixed for the stream's life)")
@@ -68,7 +71,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&p.MaxBytes, "max-bytes", p.MaxBytes, "event log retention by size (-1: unlimited)")
 	maxMsg := int(p.MaxMsgSize)
 	fs.IntVar(&maxMsg, "max-msg-size", maxMsg, "largest accepted message in bytes")
-	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window")
+	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window; also how long the bridge remembers an Idempotency-Key")
 	fs.Int64Var(&p.KVMaxBytes, "kv-max-bytes", p.KVMaxBytes, "checkpoint bucket size limit (-1: unlimited)")
 	fs.IntVar(&p.MaxAckPending, "max-ack-pending", p.MaxAckPending, "un-acked messages per partition")
 	fs.BoolVar(&p.ConsumerMemory, "consumer-memory", p.ConsumerMemory, "keep partition consumers' state in server memory (their floors are also stored in the bucket); false: in files")

@@ -146,6 +146,8 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
 	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
+	fs.DurationVar(&n.Pipeline.Duplicates, "dup-window", n.Pipeline.Duplicates, "Nats-Msg-Id de-duplication window; also how long the bridge remembers an Idempotency-Key")
+	fs.IntVar(&n.BridgeWindow, "bridge-window", agent.DefaultStreamWindow, "bytes of one bridge request's events published and not yet acked (memory per request: about 2-4 x the largest event + this)")
 	fs.DurationVar(&n.FanoutConfig.Heartbeat, "heartbeat", n.FanoutConfig.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&n.FanoutConfig.MaxLifetime, "max-lifetime", n.FanoutConfig.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", n.FanoutConfig.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
