@@ -729,7 +729,11 @@ func (n *Node) shutdown() error {
 	if n.ingest.cancel != nil {
 		err := n.ingest.stop()
 		keep("ingest", err)
-		n.log.Info("ingest drained: views checkpointed", "ok", err == nil)
+		if err != nil {
+			n.log.Error("ingest drained: views not all checkpointed", "err", err)
+		} else {
+			n.log.Info("ingest drained: views checkpointed")
+		}
 	}
 	// 4. Ingest's NATS connection: flush, then wait for its goroutines.
 	n.closeConn(n.nc, n.ncClosed)
