@@ -10,6 +10,7 @@ package pipeline
 // accepted event is acked.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +80,12 @@ type BridgeConfig struct {
 	// Duplicates window, which the bucket's TTL equals
 	// (IdempotencyKVConfig). It is quoted in answers; zero: 2 minutes.
 	IdempotencyWindow time.Duration
+	// Storage, when set, is asked at each request's entry whether the
+	// event storage can take writes; while it cannot, the answer is 507
+	// with Retry-After and the reason, before the body is read. A request
+	// in progress stops waiting for its acks when storage becomes full,
+	// and JetStream's storage refusals of its events are reported to it.
+	Storage *StorageWatch
 	// Window bounds the bytes of one request's events published and not
 	// yet acked (agent.StreamOptions.Window). Zero:
 	// agent.DefaultStreamWindow (1 MiB).
@@ -111,6 +118,9 @@ type BridgeConfig struct {
 //     read.
 //   - 503: the events could not be stored (every accepted event failed, the
 //     publisher is closed or full).
+//   - 507: the event storage is full (BridgeConfig.Storage, or JetStream
+//     refused an event for want of room), with Retry-After and the reason
+//     in "error"; "accepted" counts the events stored before.
 //
 // Idempotency-Key (BridgeConfig.Idempotency; the semantics of
 // draft-ietf-httpapi-idempotency-key-header). The key is an sf-string of 1
@@ -178,6 +188,7 @@ type BridgeStats struct {
 	BadRequests    uint64 // 400, 415 and 422
 	TooLarge       uint64 // 413
 	Unavailable    uint64 // 503
+	StorageFull    uint64 // 507
 	OverQuota      uint64 // 429
 	EventsAccepted uint64 // events stored
 	EventsRejected uint64 // events refused as invalid
@@ -190,6 +201,7 @@ type BridgeStats struct {
 
 type bridgeCounters struct {
 	requests, authFailures, badRequests, tooLarge, unavailable, overQuota atomic.Uint64
+	storageFull                                                           atomic.Uint64
 	accepted, rejected, failed                                            atomic.Uint64
 	idemReplays, idemMismatch, idemConflicts, deduped                     atomic.Uint64
 }
@@ -236,6 +248,7 @@ func (b *Bridge) Stats() BridgeStats {
 		BadRequests:    b.ctr.badRequests.Load(),
 		TooLarge:       b.ctr.tooLarge.Load(),
 		Unavailable:    b.ctr.unavailable.Load(),
+		StorageFull:    b.ctr.storageFull.Load(),
 		OverQuota:      b.ctr.overQuota.Load(),
 		EventsAccepted: b.ctr.accepted.Load(),
 		EventsRejected: b.ctr.rejected.Load(),
@@ -260,6 +273,7 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 		c("bad_requests_total", "Requests answered 400, 415 or 422.", &b.ctr.badRequests),
 		c("too_large_total", "Requests over the body size limit (413).", &b.ctr.tooLarge),
 		c("unavailable_total", "Requests whose events could not be stored (503).", &b.ctr.unavailable),
+		c("storage_full_total", "Requests refused or cut short because the event storage is full (507).", &b.ctr.storageFull),
 		c("over_quota_total", "Requests refused or cut short over a tenant quota (429).", &b.ctr.overQuota),
 		b.refused,
 		c("events_accepted_total", "Events stored.", &b.ctr.accepted),
@@ -337,6 +351,12 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if st := b.cfg.Storage; st != nil {
+		if err := st.Check(); err != nil {
+			b.storageFull(w, BridgeResponse{}, err)
+			return
+		}
+	}
 	var in io.Reader = r.Body
 	if q := b.cfg.Quota; q != nil {
 		qr, err := b.admit(tenant, r.ContentLength)
@@ -375,11 +395,18 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		opts.MsgID = func(i int) string { return idemMsgID(id, i) }
 	}
 	body := http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)
-	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body, opts)
+	ctx, stopWatch := b.watchStorage(r.Context())
+	res, err := agent.PublishStream(ctx, b.cfg.Publisher, tenant, thread, body, opts)
+	stopWatch()
 
 	resp := b.response(res)
 	if errors.Is(err, quota.ErrExceeded) {
 		b.overQuota(w, resp, err)
+		return
+	}
+	if serr := b.storageRefusal(res); serr != nil {
+		resp.Error = serr.Error()
+		b.storageFull(w, resp, serr)
 		return
 	}
 	status := b.status(res, err)
@@ -415,6 +442,60 @@ func final(status int, res agent.StreamResult, err error) bool {
 	var maxErr *http.MaxBytesError
 	var cerr *codec.Error
 	return err == nil || errors.As(err, &maxErr) || (errors.As(err, &cerr) && cerr.Kind != codec.KindTruncated)
+}
+
+// watchStorage returns ctx, cancelled as well when storage becomes full
+// (a full disk leaves publishes unanswered), and the function that stops
+// watching; it waits for the watching goroutine.
+func (b *Bridge) watchStorage(ctx context.Context) (context.Context, func()) {
+	if b.cfg.Storage == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	full := b.cfg.Storage.Full()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-full:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
+}
+
+// storageRefusal reports, as a *StorageError, that events of res were not
+// stored for want of room: JetStream refused one (reported to the watch),
+// or the watch found storage full while the request waited.
+func (b *Bridge) storageRefusal(res agent.StreamResult) error {
+	st := b.cfg.Storage
+	for _, f := range res.Failed {
+		if IsStorageError(f.Err) {
+			if st != nil {
+				st.Report(f.Err)
+				if err := st.Check(); err != nil {
+					return err
+				}
+			}
+			return &StorageError{Reason: "JetStream refused a write: " + f.Err.Error(), RetryAfter: 5 * time.Second}
+		}
+	}
+	if st != nil && res.Accepted < res.Events-res.RejectedCount {
+		return st.Check()
+	}
+	return nil
+}
+
+// storageFull answers 507 for err (a *StorageError).
+func (b *Bridge) storageFull(w http.ResponseWriter, resp BridgeResponse, err error) {
+	var se *StorageError
+	if errors.As(err, &se) {
+		w.Header().Set("Retry-After", se.RetryAfterSeconds())
+	}
+	b.ctr.storageFull.Add(1)
+	resp.Error = err.Error()
+	writeJSON(w, http.StatusInsufficientStorage, resp)
 }
 
 // admit takes the body bytes in flight a request's Content-Length declares

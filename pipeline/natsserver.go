@@ -22,6 +22,10 @@ type ServerConfig struct {
 	// MaxPayload overrides the server's max message size (0 = server default,
 	// 1 MiB). Must be ≥ the stream's MaxMsgSize.
 	MaxPayload int32
+	// MaxFileStore bounds JetStream's file store, in bytes (0: the server's
+	// default, 75% of the disk's free space at start). Over it a write is
+	// refused at once with "insufficient resources".
+	MaxFileStore int64
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
 	// Logs enables the server's own logging to stderr.
@@ -52,6 +56,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		StoreDir:              cfg.StoreDir,
 		NoSigs:                true, // signals belong to the process owner (cmd/*), not to a library
 		MaxPayload:            cfg.MaxPayload,
+		JetStreamMaxStore:     cfg.MaxFileStore,
 		DisableShortFirstPing: true,
 	}
 	if !cfg.Logs {
