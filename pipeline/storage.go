@@ -76,12 +76,12 @@ type StorageWatch struct {
 	log  *slog.Logger
 	free func(dir string) (uint64, error) // statfs
 
-	mu       sync.Mutex // a leaf
-	diskLow  string     // why the disk counts as full; "" when it does not
-	refused  string     // the last reported refusal
-	until    time.Time  // the reported refusal counts until then
-	isFull   bool       // the state last logged
-	fullC    chan struct{} // closed when storage becomes full; replaced when it has room again
+	mu      sync.Mutex    // a leaf
+	diskLow string        // why the disk counts as full; "" when it does not
+	refused string        // the last reported refusal
+	until   time.Time     // the reported refusal counts until then
+	isFull  bool          // the state last logged
+	fullC   chan struct{} // closed when storage becomes full; replaced when it has room again
 }
 
 // NewStorageWatch returns a StorageWatch for cfg.
