@@ -87,6 +87,10 @@ type Config struct {
 	Drain time.Duration
 	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
 	ReadyMaxLag uint64
+	// StoreMinFree is the free space under which the embedded server's
+	// store counts as full (pipeline.StorageConfig.MinFree; 0: 256 MiB):
+	// the bridge answers 507 and /readyz fails until there is room.
+	StoreMinFree uint64
 	// BridgeWindow bounds the bytes of one bridge request's events
 	// published and not yet acked (pipeline.BridgeConfig.Window; 0: 1 MiB).
 	BridgeWindow int
@@ -137,6 +141,7 @@ type Node struct {
 	fncClosed, dncClosed chan struct{}
 	reg                  *prometheus.Registry
 	in                   *pipeline.Restarting
+	storage              *pipeline.StorageWatch // with ingest
 	fs                   *fanout.Server
 	bridge               *agent.Publisher // the bridge's publisher, or nil
 	demoPub              *agent.Publisher
@@ -443,18 +448,27 @@ func (n *Node) startIngest() (http.Handler, error) {
 	})
 	in.RestartOnLost = true // one process owns every partition
 	n.in = in
+	// The storage watch reads the embedded store's free space; with an
+	// external server, only JetStream's refusals count.
+	sc := pipeline.StorageConfig{MinFree: n.cfg.StoreMinFree, Logger: n.log.With("part", "storage")}
+	if n.srv != nil {
+		sc.Dir = n.cfg.DataDir
+	}
+	n.storage = pipeline.NewStorageWatch(sc)
 	n.ingest.run(func(ctx context.Context) error {
-		if retained == nil {
-			return in.Run(ctx, n.cfg.Drain)
+		// The counter and the watch live as long as the reducers: stopped
+		// and waited for when Run returns, for whatever reason.
+		hctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); n.storage.Run(hctx) }()
+		if retained != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); retained.Run(hctx) }()
 		}
-		// The counter lives as long as the reducers: stopped and waited
-		// for when Run returns, for whatever reason.
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); retained.Run(rctx) }()
 		err := in.Run(ctx, n.cfg.Drain)
 		stop()
-		<-done
+		wg.Wait()
 		return err
 	}, n.fail("ingest"))
 
@@ -462,7 +476,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
 	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil), Quota: lim,
-		IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow}
+		IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow, Storage: n.storage}
 	if bc.Idempotency, err = n.idempotencyBucket(&pc); err != nil {
 		return nil, err
 	}
@@ -666,6 +680,8 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "ingest: consumers not bound"
 	case n.in != nil && n.in.Lag() > n.cfg.ReadyMaxLag:
 		why = fmt.Sprintf("ingest: lag %d over %d", n.in.Lag(), n.cfg.ReadyMaxLag)
+	case n.storage != nil && n.storage.Check() != nil:
+		why = n.storage.Check().Error()
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if why != "" {

@@ -41,8 +41,9 @@ type app struct {
 
 	// Set while running; read by the HTTP handlers.
 	mu     sync.Mutex
-	nc     *nats.Conn
-	ingest ingester
+	nc      *nats.Conn
+	ingest  ingester
+	storage *pipeline.StorageWatch
 	// httpAddr and natsURL receive the bound HTTP address and the NATS URL
 	// once known (tests listen on port 0).
 	httpAddr chan string
@@ -154,6 +155,21 @@ func (a *app) Run(ctx context.Context) error {
 	a.nc, a.ingest = nc, in
 	a.mu.Unlock()
 
+	// The storage watch reads the embedded store's free space; with an
+	// external server, only JetStream's refusals count.
+	sc := pipeline.StorageConfig{MinFree: a.cfg.StoreMinFree, Logger: a.log}
+	if srv != nil {
+		sc.Dir = a.cfg.DataDir
+	}
+	storage := pipeline.NewStorageWatch(sc)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); storage.Run(wctx) }()
+	defer func() { stopWatch(); <-watchDone }()
+	a.mu.Lock()
+	a.storage = storage
+	a.mu.Unlock()
+
 	var bridge http.Handler
 	if a.cfg.AuthKey != "" || a.cfg.BridgeNoAuth {
 		pub, err := agent.New(nc, agent.DefaultConfig())
@@ -179,7 +195,7 @@ func (a *app) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
 		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
-			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow})
+			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow, Storage: storage})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
@@ -223,7 +239,7 @@ func (a *app) routes(bridge http.Handler) *http.ServeMux {
 // readyz: NATS connected, consumers bound, lag under the threshold.
 func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
-	nc, in := a.nc, a.ingest
+	nc, in, storage := a.nc, a.ingest, a.storage
 	a.mu.Unlock()
 	var why string
 	switch {
@@ -235,6 +251,8 @@ func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "consumers not bound"
 	case in.Lag() > a.cfg.ReadyMaxLag:
 		why = "lag " + strconv.FormatUint(in.Lag(), 10) + " over " + strconv.FormatUint(a.cfg.ReadyMaxLag, 10)
+	case storage != nil && storage.Check() != nil:
+		why = storage.Check().Error()
 	}
 	if why != "" {
 		http.Error(w, why, http.StatusServiceUnavailable)

@@ -30,6 +30,7 @@ type config struct {
 	AuthKey      string // HMAC key of bearer tokens; enables the HTTP bridge
 	BridgeNoAuth bool   // serve the bridge without tokens (development only)
 	BridgeWindow int    // bytes of one bridge request's unacked events
+	StoreMinFree uint64 // free space under which the embedded store counts as full
 	LogLevel     slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
@@ -59,6 +60,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread}")
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
+	fs.Uint64Var(&c.StoreMinFree, "store-min-free", pipeline.DefaultStoreMinFree, "bytes free on the embedded store's file system under which storage counts as full: the bridge answers 507 and /readyz fails until there is room")
 	fs.IntVar(&c.BridgeWindow, "bridge-window", agent.DefaultStreamWindow, "bytes of one bridge request's events published and not yet acked (memory per request: about 2-4 x the largest event + this)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
