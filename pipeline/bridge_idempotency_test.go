@@ -40,7 +40,7 @@ type idemNode struct {
 	env  *bridgeEnv // for post and stored
 }
 
-func startIdemNode(t *testing.T, dir string) *idemNode {
+func startIdemNode(t testing.TB, dir string) *idemNode {
 	t.Helper()
 	scfg := pipeline.DefaultServerConfig()
 	scfg.StoreDir = dir
