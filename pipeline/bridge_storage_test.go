@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -212,11 +213,21 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 	type answer struct {
 		status int
 		resp   pipeline.BridgeResponse
+		err    error
 	}
 	got := make(chan answer, 1)
 	go func() {
-		status, _, resp := se.env.post(t, "acme", "t-inflight", "", pr)
-		got <- answer{status, resp}
+		req, _ := http.NewRequest(http.MethodPost, se.env.http.URL+"/v1/ingest/acme/t-inflight", pr)
+		req.Header.Set("Authorization", bridgeToken)
+		res, err := se.env.http.Client().Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		var br pipeline.BridgeResponse
+		err = json.NewDecoder(res.Body).Decode(&br)
+		got <- answer{res.StatusCode, br, err}
 	}()
 	first := bigEvents(8, 16<<10)
 	if _, err := pw.Write(first); err != nil {
@@ -233,6 +244,9 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 		_ = pw.Close()
 	}()
 	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
 	if a.status != http.StatusInsufficientStorage || a.resp.Accepted != 8 || !strings.Contains(a.resp.Error, "bytes free") {
 		t.Fatalf("%d %+v; want 507 with the 8 stored events counted and the free space named", a.status, a.resp)
 	}

@@ -53,12 +53,17 @@ var ErrIdempotencyKey = errors.New("pipeline: bad Idempotency-Key")
 // IdempotencyKVConfig returns the configuration of the bucket of first
 // answers: entries live for the stream's Duplicates window, the window in
 // which a retry is recognised by either record.
+// A zero Duplicates is the server's default window, 2 minutes.
 func IdempotencyKVConfig(cfg *Config) jetstream.KeyValueConfig {
+	ttl := cfg.Duplicates
+	if ttl <= 0 {
+		ttl = 2 * time.Minute
+	}
 	return jetstream.KeyValueConfig{
 		Bucket:      DefaultIdempotencyBucket,
 		Description: "Threadcast bridge: first answer per Idempotency-Key",
 		History:     1,
-		TTL:         cfg.Duplicates,
+		TTL:         ttl,
 		MaxBytes:    cfg.KVMaxBytes,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
