@@ -273,6 +273,14 @@ func (n *Node) start() error {
 // connects.
 func (n *Node) startNats() error {
 	url := n.cfg.NatsURL
+	// The storage watch reads the embedded store's free space and hears
+	// the embedded server's critical write errors; with an external
+	// server, only JetStream's refusals count.
+	wc := pipeline.StorageConfig{MinFree: n.cfg.StoreMinFree, Logger: n.log.With("part", "storage")}
+	if url == "" {
+		wc.Dir = n.cfg.DataDir
+	}
+	n.storage = pipeline.NewStorageWatch(wc)
 	if url == "" {
 		if err := PrepareDataDir(n.cfg.DataDir); err != nil {
 			return err
@@ -284,6 +292,7 @@ func (n *Node) startNats() error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
 		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
+		sc.OnWriteError = n.storage.ReportWriteError
 		if n.srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -448,13 +457,6 @@ func (n *Node) startIngest() (http.Handler, error) {
 	})
 	in.RestartOnLost = true // one process owns every partition
 	n.in = in
-	// The storage watch reads the embedded store's free space; with an
-	// external server, only JetStream's refusals count.
-	sc := pipeline.StorageConfig{MinFree: n.cfg.StoreMinFree, Logger: n.log.With("part", "storage")}
-	if n.srv != nil {
-		sc.Dir = n.cfg.DataDir
-	}
-	n.storage = pipeline.NewStorageWatch(sc)
 	n.ingest.run(func(ctx context.Context) error {
 		// The counter and the watch live as long as the reducers: stopped
 		// and waited for when Run returns, for whatever reason.

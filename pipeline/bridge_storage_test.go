@@ -34,8 +34,11 @@ type storageEnv struct {
 
 func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.StorageConfig) *storageEnv {
 	t.Helper()
+	wcfg.Logger = slog.New(slog.DiscardHandler)
+	watch := pipeline.NewStorageWatch(wcfg)
 	scfg := pipeline.DefaultServerConfig()
 	scfg.StoreDir, scfg.MaxFileStore = dir, maxStore
+	scfg.OnWriteError = watch.ReportWriteError
 	srv, err := pipeline.StartServer(scfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +65,6 @@ func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.Sto
 		defer cancel()
 		_ = pub.Close(ctx) // events a full disk left unanswered are abandoned
 	})
-	wcfg.Logger = slog.New(slog.DiscardHandler)
-	watch := pipeline.NewStorageWatch(wcfg)
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); watch.Run(wctx) }()
@@ -198,7 +199,9 @@ func freeSpace(t *testing.T, dir string) uint64 {
 // leaves the publish unanswered) while a request is sending its body: the
 // request stops waiting for its acks when the watch sees the disk full and
 // answers 507 counting the events stored before, instead of hanging for
-// the publisher's retries. (It needs root for its tmpfs.)
+// the publisher's retries; as nats-server then writes that stream only
+// after a restart, the watch keeps refusing, saying so, once the disk has
+// room again. (It needs root for its tmpfs.)
 func TestBridgeDiskFullInFlight(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs; TestBridgeStorageLimit covers JetStream's own limit")
@@ -247,7 +250,20 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 	if a.err != nil {
 		t.Fatal(a.err)
 	}
-	if a.status != http.StatusInsufficientStorage || a.resp.Accepted != 8 || !strings.Contains(a.resp.Error, "bytes free") {
-		t.Fatalf("%d %+v; want 507 with the 8 stored events counted and the free space named", a.status, a.resp)
+	if a.status != http.StatusInsufficientStorage || a.resp.Accepted != 8 || !strings.Contains(a.resp.Error, "storage full") {
+		t.Fatalf("%d %+v; want 507 with the 8 stored events counted and the cause named", a.status, a.resp)
+	}
+	// The server hit ENOSPC: it will not write the stream again before a
+	// restart, and the watch keeps saying so after the disk has room.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	se.watch.Poll()
+	if err := se.watch.Check(); err == nil || !strings.Contains(err.Error(), "critical write error") {
+		t.Fatalf("after ENOSPC and room again: Check %v; want the server's critical write error", err)
+	}
+	status, _, resp := se.env.post(t, "acme", "t-inflight", "", bytes.NewReader(first))
+	if status != http.StatusInsufficientStorage || !strings.Contains(resp.Error, "restart") {
+		t.Errorf("after ENOSPC: %d %+v; want 507 saying a restart is needed", status, resp)
 	}
 }

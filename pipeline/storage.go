@@ -80,6 +80,7 @@ type StorageWatch struct {
 	diskLow string        // why the disk counts as full; "" when it does not
 	refused string        // the last reported refusal
 	until   time.Time     // the reported refusal counts until then
+	broken  string        // a critical write error of the server: final
 	isFull  bool          // the state last logged
 	fullC   chan struct{} // closed when storage becomes full; replaced when it has room again
 }
@@ -155,6 +156,20 @@ func (w *StorageWatch) Report(err error) bool {
 	return true
 }
 
+// ReportWriteError records a critical write error of the embedded server
+// (ServerConfig.OnWriteError; line is its log line): nats-server writes
+// that stream again only after a restart, so from now on Check fails with
+// that reason, and /readyz with it, until the process restarts.
+func (w *StorageWatch) ReportWriteError(line string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != "" {
+		return
+	}
+	w.broken = "nats-server stopped writing after a critical write error (it writes again only after a restart): " + line
+	w.transitionLocked(time.Now())
+}
+
 // Check returns nil when storage can take writes, else a *StorageError
 // (wrapping ErrStorageFull) with the reason.
 func (w *StorageWatch) Check() error {
@@ -163,6 +178,8 @@ func (w *StorageWatch) Check() error {
 	defer w.mu.Unlock()
 	w.transitionLocked(now)
 	switch {
+	case w.broken != "":
+		return &StorageError{Reason: w.broken, RetryAfter: w.cfg.RetryAfter}
 	case w.diskLow != "":
 		return &StorageError{Reason: w.diskLow, RetryAfter: w.cfg.RetryAfter}
 	case now.Before(w.until):
@@ -173,14 +190,14 @@ func (w *StorageWatch) Check() error {
 
 // transitionLocked logs a change of state. Called with w.mu held.
 func (w *StorageWatch) transitionLocked(now time.Time) {
-	full := w.diskLow != "" || now.Before(w.until)
+	full := w.broken != "" || w.diskLow != "" || now.Before(w.until)
 	if full == w.isFull {
 		return
 	}
 	w.isFull = full
 	if full {
 		close(w.fullC)
-		reason := w.diskLow
+		reason := w.broken + w.diskLow
 		if reason == "" {
 			reason = w.refused
 		}

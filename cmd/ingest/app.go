@@ -40,7 +40,7 @@ type app struct {
 	reg *prometheus.Registry
 
 	// Set while running; read by the HTTP handlers.
-	mu     sync.Mutex
+	mu      sync.Mutex
 	nc      *nats.Conn
 	ingest  ingester
 	storage *pipeline.StorageWatch
@@ -64,6 +64,14 @@ func newApp(cfg config, logw io.Writer) *app {
 func (a *app) Run(ctx context.Context) error {
 	var srv *server.Server
 	url := a.cfg.NatsURL
+	// The storage watch reads the embedded store's free space and hears
+	// the embedded server's critical write errors; with an external
+	// server, only JetStream's refusals count.
+	wc := pipeline.StorageConfig{MinFree: a.cfg.StoreMinFree, Logger: a.log}
+	if url == "" {
+		wc.Dir = a.cfg.DataDir
+	}
+	storage := pipeline.NewStorageWatch(wc)
 	if url == "" {
 		host, port, err := splitHostPort(a.cfg.NatsListen)
 		if err != nil {
@@ -72,6 +80,7 @@ func (a *app) Run(ctx context.Context) error {
 		sc := pipeline.DefaultServerConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
+		sc.OnWriteError = storage.ReportWriteError
 		if srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -155,13 +164,6 @@ func (a *app) Run(ctx context.Context) error {
 	a.nc, a.ingest = nc, in
 	a.mu.Unlock()
 
-	// The storage watch reads the embedded store's free space; with an
-	// external server, only JetStream's refusals count.
-	sc := pipeline.StorageConfig{MinFree: a.cfg.StoreMinFree, Logger: a.log}
-	if srv != nil {
-		sc.Dir = a.cfg.DataDir
-	}
-	storage := pipeline.NewStorageWatch(sc)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); storage.Run(wctx) }()
