@@ -140,3 +140,19 @@ func TestPublishStreamDuplicates(t *testing.T) {
 		t.Errorf("%d messages stored, want 50", n)
 	}
 }
+
+// TestPublishWithIDNeedsID: an empty id is refused, nothing sent.
+func TestPublishWithIDNeedsID(t *testing.T) {
+	env := startJS(t, false)
+	p, err := agent.New(env.nc, agent.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(testCtx(t))
+	if _, err := p.PublishWithID(testCtx(t), "acme", "t1", contentEvent("m", 1), ""); err == nil {
+		t.Fatal("an empty message id was accepted")
+	}
+	if n := streamCount(t, env.js); n != 0 {
+		t.Errorf("%d messages stored", n)
+	}
+}

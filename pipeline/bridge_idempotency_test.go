@@ -316,3 +316,46 @@ func TestBridgeIdempotencyErrors(t *testing.T) {
 		t.Errorf("no bucket: %d with %d stored; want 400 and nothing stored", res.StatusCode, env.storedCount(t))
 	}
 }
+
+// TestBridgeIdempotencyStoreDown: a key whose record cannot be read (the
+// bucket is gone) is answered 503 with Retry-After before anything is
+// published: without the record, the bridge cannot tell a retry.
+func TestBridgeIdempotencyStoreDown(t *testing.T) {
+	n := startIdemNode(t, t.TempDir())
+	if err := n.js.DeleteKeyValue(context.Background(), pipeline.DefaultIdempotencyBucket); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := idemRun(3)
+	status, hdr, resp := postKey(t, n, "t-down", `"k"`, body)
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(resp.Error, "idempotency record") {
+		t.Fatalf("%d %v %+v; want 503 naming the idempotency record", status, hdr, resp)
+	}
+	if got := len(n.env.stored(t)["t-down"]); got != 0 {
+		t.Errorf("%d events stored, want none", got)
+	}
+}
+
+// TestBridgeIdempotencyKeyForms: the sf-string with its escapes and a bare
+// token name the same key when they spell the same bytes.
+func TestBridgeIdempotencyKeyForms(t *testing.T) {
+	n := startIdemNode(t, t.TempDir())
+	body, events := idemRun(2)
+	if status, _, resp := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || resp.Accepted != len(events) {
+		t.Fatalf("escaped sf-string: %d %+v", status, resp)
+	}
+	if status, hdr, _ := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "true" {
+		t.Errorf("the same escaped key again: %d, replay %q", status, hdr.Get(pipeline.HeaderIdempotentReplay))
+	}
+	if status, hdr, _ := postKey(t, n, "t-forms", `"plain-1"`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "" {
+		t.Fatalf("new key: %d", status)
+	}
+	if status, hdr, _ := postKey(t, n, "t-forms", `plain-1`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "true" {
+		t.Errorf("bare token of the same key: %d, replay %q", status, hdr.Get(pipeline.HeaderIdempotentReplay))
+	}
+	if got := len(n.env.stored(t)["t-forms"]); got != 2*len(events) {
+		t.Errorf("%d events stored, want %d (two keys, once each)", got, 2*len(events))
+	}
+	if pipeline.IdempotencyMsgID("acme", "t", "k", 3) == pipeline.IdempotencyMsgID("globex", "t", "k", 3) {
+		t.Error("two tenants share a message id for the same key")
+	}
+}
