@@ -17,7 +17,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,30 +368,13 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		in = qr
 		opts.Admit = func(ev []byte) error { return q.Take(tenant, 1, int64(len(ev))) }
 	}
-	var fp *fingerprint
-	var id string
+	var kr *keyedRequest
 	if keyed {
-		id = idemID(tenant, thread, key)
-		if !b.claim(id) {
-			b.ctr.idemConflicts.Add(1)
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusConflict, BridgeResponse{Error: ErrIdempotencyKey.Error() + ": a request with this key is in flight"})
+		var done bool
+		if kr, in, done = b.beginKeyed(w, r, idemID(tenant, thread, key), in, &opts); done {
 			return
 		}
-		defer b.unclaim(id)
-		rec, err := b.loadRecord(r.Context(), id)
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			b.fail(w, http.StatusServiceUnavailable, err)
-			return
-		}
-		fp = newFingerprint(in)
-		in = fp
-		if rec != nil {
-			b.replayOrRefuse(w, fp, http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes), rec)
-			return
-		}
-		opts.MsgID = func(i int) string { return idemMsgID(id, i) }
+		defer b.unclaim(kr.id)
 	}
 	body := http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)
 	ctx, stopWatch := b.watchStorage(r.Context())
@@ -416,17 +398,8 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		resp.Error = "pipeline: the body holds no event"
 	}
 	b.count(status)
-	if keyed && final(status, res, err) {
-		// The rest of the body counts in its fingerprint (a framing error
-		// stops the reading early); MaxBodyBytes still bounds it.
-		var maxErr *http.MaxBytesError
-		if _, derr := io.Copy(io.Discard, body); derr == nil || errors.As(derr, &maxErr) {
-			if serr := b.storeRecord(r.Context(), id, idemRecord{Body: fp.sum(), Status: status, Response: resp}); serr != nil {
-				// Not remembered: a retry runs again and the message ids
-				// still store nothing twice. Say so in the answer.
-				resp.Error = strings.TrimPrefix(resp.Error+"; ", "; ") + "pipeline: the answer was not recorded for a retry: " + serr.Error()
-			}
-		}
+	if kr != nil && final(status, res, err) {
+		b.finishKeyed(r.Context(), kr, body, status, &resp)
 	}
 	writeJSON(w, status, resp)
 }

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/agent"
 )
 
 // HeaderIdempotencyKey is the request header naming a bridge request's
@@ -229,4 +231,53 @@ func (b *Bridge) replayOrRefuse(w http.ResponseWriter, fp *fingerprint, body io.
 	b.ctr.idemReplays.Add(1)
 	w.Header().Set(HeaderIdempotentReplay, "true")
 	writeJSON(w, rec.Status, rec.Response)
+}
+
+// keyedRequest is a request with an Idempotency-Key being run.
+type keyedRequest struct {
+	id string       // idemID of its tenant, thread and key
+	fp *fingerprint // of what its body yielded
+}
+
+// beginKeyed claims id for this request (409 if it is in flight), answers
+// a retry from the key's record (a replay or 422), and otherwise sets
+// opts.MsgID. It returns in wrapped to fingerprint the body; done means
+// the request has been answered (and id is not claimed).
+func (b *Bridge) beginKeyed(w http.ResponseWriter, r *http.Request, id string, in io.Reader, opts *agent.StreamOptions) (*keyedRequest, io.Reader, bool) {
+	if !b.claim(id) {
+		b.ctr.idemConflicts.Add(1)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusConflict, BridgeResponse{Error: ErrIdempotencyKey.Error() + ": a request with this key is in flight"})
+		return nil, in, true
+	}
+	rec, err := b.loadRecord(r.Context(), id)
+	if err != nil {
+		b.unclaim(id)
+		w.Header().Set("Retry-After", "1")
+		b.fail(w, http.StatusServiceUnavailable, err)
+		return nil, in, true
+	}
+	fp := newFingerprint(in)
+	if rec != nil {
+		b.replayOrRefuse(w, fp, http.MaxBytesReader(w, io.NopCloser(fp), b.cfg.MaxBodyBytes), rec)
+		b.unclaim(id)
+		return nil, in, true
+	}
+	opts.MsgID = func(i int) string { return idemMsgID(id, i) }
+	return &keyedRequest{id: id, fp: fp}, fp, false
+}
+
+// finishKeyed records a keyed request's final answer for its retries. The
+// rest of the body counts in its fingerprint (a framing error stops the
+// reading early); MaxBodyBytes still bounds it. A record that cannot be
+// written is said in the answer: a retry then runs again, and the message
+// ids still store nothing twice.
+func (b *Bridge) finishKeyed(ctx context.Context, kr *keyedRequest, body io.Reader, status int, resp *BridgeResponse) {
+	var maxErr *http.MaxBytesError
+	if _, err := io.Copy(io.Discard, body); err != nil && !errors.As(err, &maxErr) {
+		return // the body broke off: no final answer
+	}
+	if err := b.storeRecord(ctx, kr.id, idemRecord{Body: kr.fp.sum(), Status: status, Response: *resp}); err != nil {
+		resp.Error = strings.TrimPrefix(resp.Error+"; ", "; ") + "pipeline: the answer was not recorded for a retry: " + err.Error()
+	}
 }
