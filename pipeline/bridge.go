@@ -142,7 +142,7 @@ type BridgeConfig struct {
 // an SSE body also assembles its event in up to two buffers of the
 // largest event's size), a copy of the event being published, and up to
 // Window bytes of published, unacked events: about 2-4 × MaxEventBytes +
-// Window per request whatever the body's length (5-6 MiB at the
+// Window per request whatever the body's length (3-5 MiB at the
 // defaults), plus the response's error lists (MaxErrors entries).
 //
 // A Bridge is safe for concurrent use; it starts no goroutines.
