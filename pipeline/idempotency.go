@@ -65,8 +65,8 @@ func IdempotencyKVConfig(cfg *Config) jetstream.KeyValueConfig {
 		Bucket:      DefaultIdempotencyBucket,
 		Description: "Threadcast bridge: first answer per Idempotency-Key",
 		History:     1,
-		TTL:         ttl,
-		MaxBytes:    cfg.KVMaxBytes,
+		TTL:         ttl, // the records' size is bounded by the window times the keyed request rate
+		MaxBytes:    -1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 	}
