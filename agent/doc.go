@@ -18,7 +18,11 @@
 // of one thread as JSONL ('\n'-separated, no trailing newline) with the
 // header Threadcast-Batch: <n>. Every message has a Nats-Msg-Id of
 // "<Config.ID>.<n>", n counting the messages this Publisher formed; the id is
-// fixed when the message is formed and reused by every retry.
+// fixed when the message is formed and reused by every retry. An event
+// published with PublishWithID travels alone, under the caller's id, so
+// that the same event sent again later (by another Publisher, after a
+// crash) is stored once within the stream's duplicate window; it keeps its
+// place in the thread's order like any other.
 //
 // # Batching
 //

@@ -156,6 +156,9 @@ type item struct {
 	end int
 	fut *Future
 	gen uint64
+	// msgID, when set (PublishWithID), is the event's own Nats-Msg-Id: the
+	// event travels alone in its message.
+	msgID string
 }
 
 // message is one published NATS message and the events it carries.
@@ -230,6 +233,25 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 // Publish copies event before it returns: the caller may reuse the buffer.
 // It blocks only for room, under OverflowBlock, and at most until ctx ends.
 func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event []byte) (*Future, error) {
+	return p.publish(ctx, tenant, threadID, event, "")
+}
+
+// PublishWithID publishes one event as Publish does, but alone in its
+// message and with msgID as its Nats-Msg-Id instead of one of the
+// Publisher's own: the stream stores a message with a given id once within
+// its Duplicates window, so a caller that derives msgID from what the event
+// is (the HTTP bridge: tenant, thread, idempotency key and the event's index
+// in the request) can send it again after a crash, from any Publisher, and
+// it is stored once. The Future's Ack says Duplicate when the server had
+// stored it before. msgID must not be empty.
+func (p *Publisher) PublishWithID(ctx context.Context, tenant, threadID string, event []byte, msgID string) (*Future, error) {
+	if msgID == "" {
+		return nil, errors.New("agent: empty message id")
+	}
+	return p.publish(ctx, tenant, threadID, event, msgID)
+}
+
+func (p *Publisher) publish(ctx context.Context, tenant, threadID string, event []byte, msgID string) (*Future, error) {
 	select {
 	case <-p.closing:
 		return nil, ErrClosed
@@ -283,7 +305,7 @@ func (p *Publisher) Publish(ctx context.Context, tenant, threadID string, event 
 	if len(th.queued()) == 0 {
 		th.firstAt = time.Now()
 	}
-	th.push(event, item{fut: fut, gen: p.gen})
+	th.push(event, item{fut: fut, gen: p.gen, msgID: msgID})
 	p.genPending[p.gen]++
 	p.ctr.accepted.Add(1)
 	if p.cfg.Linger == 0 && th.inflight == nil && !th.inReady {
@@ -346,7 +368,7 @@ func (p *Publisher) schedule(th *thread, since time.Time) {
 		return
 	}
 	at := since.Add(p.cfg.Linger)
-	if p.cfg.Linger == 0 || th.flush || len(th.queued()) >= p.cfg.MaxBatchEvents ||
+	if p.cfg.Linger == 0 || th.flush || len(th.queued()) >= p.cfg.MaxBatchEvents || th.queued()[0].msgID != "" ||
 		th.queuedBytes() >= p.cfg.MaxBatchBytes || !time.Now().Before(at) {
 		th.lingerAt = time.Time{}
 		th.inReady = true
@@ -434,7 +456,11 @@ func (p *Publisher) take(th *thread) *message {
 	n, end := 0, th.off
 	for n < len(q) && n < p.cfg.MaxBatchEvents {
 		e := q[n].end
-		if n > 0 && e-th.off-1 > p.cfg.MaxBatchBytes {
+		if n > 0 && (e-th.off-1 > p.cfg.MaxBatchBytes || q[n].msgID != "") {
+			break
+		}
+		if q[n].msgID != "" {
+			n, end = 1, e // an event with its own id is a message of its own
 			break
 		}
 		n, end = n+1, e
@@ -469,7 +495,11 @@ func (p *Publisher) take(th *thread) *message {
 		th.firstAt = time.Now()
 	}
 	p.msgSeq++
-	hdr := nats.Header{headerMsgID: []string{p.cfg.ID + "." + strconv.FormatUint(p.msgSeq, 10)}}
+	id := m.items[0].msgID
+	if id == "" {
+		id = p.cfg.ID + "." + strconv.FormatUint(p.msgSeq, 10)
+	}
+	hdr := nats.Header{headerMsgID: []string{id}}
 	if n > 1 {
 		hdr[headerBatch] = []string{strconv.Itoa(n)}
 	}

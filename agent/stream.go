@@ -25,7 +25,25 @@ type StreamOptions struct {
 	// PublishStream returns the error as is. The HTTP bridge charges its
 	// tenant's quotas here.
 	Admit func(ev []byte) error
+	// MsgID, when set, names each event's Nats-Msg-Id from its 0-based
+	// index in the input: every event is published alone with that id
+	// (Publisher.PublishWithID), so that the same input published again
+	// within the stream's Duplicates window stores each event once. The
+	// HTTP bridge derives it from the request's Idempotency-Key.
+	MsgID func(index int) string
+	// Window bounds the bytes of the events published by this stream and
+	// not yet resolved: before publishing an event that would take it over,
+	// PublishStream waits for the oldest ones. With the reader's buffer it
+	// bounds what one stream holds in memory, whatever the input's length
+	// (about MaxEventBytes for the read buffer, the event being read, and
+	// Window: see the bridge's documentation). Zero: DefaultStreamWindow;
+	// negative: unbounded (up to the Publisher's MaxPending events).
+	Window int
 }
+
+// DefaultStreamWindow is StreamOptions.Window's default: 1 MiB, four
+// default batches.
+const DefaultStreamWindow = 1 << 20
 
 // EventError is an event of a stream that is not in the event log, and why.
 type EventError struct {
@@ -38,6 +56,9 @@ type StreamResult struct {
 	Format   string // "jsonl", "array", "sse", or "" when nothing was read
 	Events   int    // events read from the input, valid or not
 	Accepted int    // events stored in the stream (acked)
+	// Duplicates counts the accepted events the server had already stored
+	// (StreamOptions.MsgID: an earlier attempt at the same input).
+	Duplicates int
 	// Rejected are events Publish refused (invalid, too large): nothing was
 	// sent for them. Failed are events accepted but not stored (publish
 	// failure, Close). Both are in input order and capped at
@@ -70,6 +91,9 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 	if opts.MaxErrors <= 0 {
 		opts.MaxErrors = 100
 	}
+	if opts.Window == 0 {
+		opts.Window = DefaultStreamWindow
+	}
 	sr := codec.NewStreamReader(r)
 	if opts.MaxEventBytes > 0 {
 		sr.SetMaxEventSize(opts.MaxEventBytes)
@@ -77,12 +101,14 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 	// pending holds the futures in input order; resolved ones are collected
 	// from the front as we go, so it stays about as long as what is in flight.
 	type pendingEvent struct {
-		index int
-		fut   *Future
+		index, size int
+		fut         *Future
 	}
 	var pending []pendingEvent
+	pendingBytes := 0
 	collect := func(f *Future, index int) {
-		if _, err := f.Result(); err != nil {
+		ack, err := f.Result()
+		if err != nil {
 			res.FailedCount++
 			if len(res.Failed) < opts.MaxErrors {
 				res.Failed = append(res.Failed, EventError{Index: index, Err: err})
@@ -90,6 +116,16 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 			return
 		}
 		res.Accepted++
+		if ack.Duplicate {
+			res.Duplicates++
+		}
+	}
+	pop := func() {
+		pe := pending[0]
+		collect(pe.fut, pe.index)
+		pendingBytes -= pe.size
+		pending[0] = pendingEvent{}
+		pending = pending[1:]
 	}
 
 	var streamErr error
@@ -107,9 +143,25 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 				break
 			}
 		}
+		// Wait for room in the window before taking this event's copy.
+		for opts.Window > 0 && len(pending) > 0 && pendingBytes+len(ev) > opts.Window {
+			if _, err := pending[0].fut.Wait(ctx); err != nil {
+				streamErr = fmt.Errorf("agent: waiting for acks: %w", err)
+				break
+			}
+			pop()
+		}
+		if streamErr != nil {
+			break
+		}
 		index := res.Events
 		res.Events++
-		f, err := p.Publish(ctx, tenant, thread, ev)
+		var f *Future
+		if opts.MsgID != nil {
+			f, err = p.PublishWithID(ctx, tenant, thread, ev, opts.MsgID(index))
+		} else {
+			f, err = p.Publish(ctx, tenant, thread, ev)
+		}
 		if err != nil {
 			if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTooLarge) {
 				res.RejectedCount++
@@ -121,11 +173,10 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 			streamErr = err
 			break
 		}
-		pending = append(pending, pendingEvent{index, f})
+		pending = append(pending, pendingEvent{index, len(ev), f})
+		pendingBytes += len(ev)
 		for len(pending) > 0 && isDone(pending[0].fut) {
-			collect(pending[0].fut, pending[0].index)
-			pending[0] = pendingEvent{}
-			pending = pending[1:]
+			pop()
 		}
 	}
 	res.Format = sr.Format()

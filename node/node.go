@@ -108,6 +108,13 @@ type Config struct {
 	Drain time.Duration
 	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
 	ReadyMaxLag uint64
+	// StoreMinFree is the free space under which the embedded server's
+	// store counts as full (pipeline.StorageConfig.MinFree; 0: 256 MiB):
+	// the bridge answers 507 and /readyz fails until there is room.
+	StoreMinFree uint64
+	// BridgeWindow bounds the bytes of one bridge request's events
+	// published and not yet acked (pipeline.BridgeConfig.Window; 0: 1 MiB).
+	BridgeWindow int
 
 	// MaxConns caps the HTTP connections open at once (streams included:
 	// each SSE or WebSocket stream holds one); a connection past it is
@@ -184,6 +191,7 @@ type Node struct {
 	reg       *prometheus.Registry
 	verifier  *auth.Verifier // nil when neither ingest, fanout nor the callout runs
 	in        *pipeline.Restarting
+	storage   *pipeline.StorageWatch // with ingest
 	fs        *fanout.Server
 	bridge    *agent.Publisher // the bridge's publisher, or nil
 	ln        net.Listener
@@ -384,6 +392,14 @@ func (n *Node) startNats() error {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
+	// The storage watch reads the embedded store's free space and hears
+	// the embedded server's critical write errors; with an external
+	// server, only JetStream's refusals count.
+	wc := pipeline.StorageConfig{MinFree: n.cfg.StoreMinFree, Logger: n.log.With("part", "storage")}
+	if url == "" {
+		wc.Dir = n.cfg.DataDir
+	}
+	n.storage = pipeline.NewStorageWatch(wc)
 	if url == "" {
 		if err := PrepareDataDir(n.cfg.DataDir); err != nil {
 			return err
@@ -396,6 +412,7 @@ func (n *Node) startNats() error {
 		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
 		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
 		sc.Auth = sauth
+		sc.OnWriteError = n.storage.ReportWriteError
 		if n.srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -585,17 +602,19 @@ func (n *Node) startIngest() (http.Handler, error) {
 	in.RestartOnLost = true // one process owns every partition
 	n.in = in
 	n.ingest.run(func(ctx context.Context) error {
-		if retained == nil {
-			return in.Run(ctx, n.cfg.Drain)
+		// The counter and the watch live as long as the reducers: stopped
+		// and waited for when Run returns, for whatever reason.
+		hctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); n.storage.Run(hctx) }()
+		if retained != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); retained.Run(hctx) }()
 		}
-		// The counter lives as long as the reducers: stopped and waited
-		// for when Run returns, for whatever reason.
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); retained.Run(rctx) }()
 		err := in.Run(ctx, n.cfg.Drain)
 		stop()
-		<-done
+		wg.Wait()
 		return err
 	}, n.fail("ingest"))
 
@@ -603,7 +622,10 @@ func (n *Node) startIngest() (http.Handler, error) {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
 	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim,
-		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes()}
+		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes(), IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow, Storage: n.storage}
+	if bc.Idempotency, err = n.idempotencyBucket(&pc); err != nil {
+		return nil, err
+	}
 	if retained != nil {
 		bc.Retained = retained.Check
 	}
@@ -613,6 +635,18 @@ func (n *Node) startIngest() (http.Handler, error) {
 	}
 	n.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*, as README lists
 	return b, nil
+}
+
+// idempotencyBucket creates or updates the bucket of the bridge's first
+// answers (the Idempotency-Key records).
+func (n *Node) idempotencyBucket(pc *pipeline.Config) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jetstream: %w", ErrNats, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
+	defer cancel()
+	return pipeline.EnsureIdempotencyBucket(ctx, js, pc)
 }
 
 func (n *Node) startHTTP(h http.Handler) error {
@@ -871,6 +905,8 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "ingest: consumers not bound"
 	case n.in != nil && n.in.Lag() > n.cfg.ReadyMaxLag:
 		why = fmt.Sprintf("ingest: lag %d over %d", n.in.Lag(), n.cfg.ReadyMaxLag)
+	case n.storage != nil && n.storage.Check() != nil:
+		why = n.storage.Check().Error()
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if why != "" {
@@ -936,7 +972,11 @@ func (n *Node) shutdown() error {
 	if n.ingest.cancel != nil {
 		err := n.ingest.stop()
 		keep("ingest", err)
-		n.log.Info("ingest drained: views checkpointed", "ok", err == nil)
+		if err != nil {
+			n.log.Error("ingest drained: views not all checkpointed", "err", err)
+		} else {
+			n.log.Info("ingest drained: views checkpointed")
+		}
 	}
 	// 4. The auth callout (no agent of this node connects any more), then
 	// ingest's NATS connection: flush, then wait for its goroutines.

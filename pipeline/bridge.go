@@ -11,6 +11,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +19,11 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/agent"
@@ -71,6 +75,25 @@ type BridgeConfig struct {
 	// QuotaLabels bounds the tenant label of the refusals metric (nil: the
 	// first quota.DefaultTenantLabels tenants, the rest as "_other").
 	QuotaLabels *quota.TenantLabels
+	// Idempotency, when set, is the bucket of first answers
+	// (EnsureIdempotencyBucket) and makes the bridge honour the
+	// Idempotency-Key request header (see Bridge). nil: a request with
+	// the header is refused with 400, since it could not be honoured.
+	Idempotency jetstream.KeyValue
+	// IdempotencyWindow is how long a key is remembered: the stream's
+	// Duplicates window, which the bucket's TTL equals
+	// (IdempotencyKVConfig). It is quoted in answers; zero: 2 minutes.
+	IdempotencyWindow time.Duration
+	// Storage, when set, is asked at each request's entry whether the
+	// event storage can take writes; while it cannot, the answer is 507
+	// with Retry-After and the reason, before the body is read. A request
+	// in progress stops waiting for its acks when storage becomes full,
+	// and JetStream's storage refusals of its events are reported to it.
+	Storage *StorageWatch
+	// Window bounds the bytes of one request's events published and not
+	// yet acked (agent.StreamOptions.Window). Zero:
+	// agent.DefaultStreamWindow (1 MiB).
+	Window int
 }
 
 // Bridge is the ingest HTTP bridge, an http.Handler for BridgePattern.
@@ -100,6 +123,33 @@ type BridgeConfig struct {
 //     read.
 //   - 503: the events could not be stored (every accepted event failed, the
 //     publisher is closed or full).
+//   - 507: the event storage is full (BridgeConfig.Storage, or JetStream
+//     refused an event for want of room), with Retry-After and the reason
+//     in "error"; "accepted" counts the events stored before.
+//
+// Idempotency-Key (BridgeConfig.Idempotency; the semantics of
+// draft-ietf-httpapi-idempotency-key-header). The key is an sf-string of 1
+// to MaxIdempotencyKeyLen printable ASCII bytes, scoped to the request's
+// tenant and thread. Each event of a keyed request is published alone,
+// under a message id derived from the key and its index in the body, so a
+// retry of a request that was cut (the connection, or the process, died)
+// stores only what the first attempt did not: "accepted" counts every
+// event of the body now in the log, "duplicates" those of them an earlier
+// attempt had stored. A request whose body was read to its end and whose
+// events were all stored or refused for good is remembered with its
+// answer for IdempotencyWindow: a retry with the same body gets the same
+// status and body (with Threadcast-Idempotent-Replay: true) and publishes
+// nothing; the key with another body is 422; a second request with a key
+// that is in flight on this bridge is 409 (Retry-After: 1). Answers 429
+// and 503, and requests cut short, are not remembered: their retry runs
+// again, storing what is missing. Past the window a key is forgotten.
+//
+// Memory. A request holds its read buffer (at most MaxEventBytes + 4 KiB;
+// an SSE body also assembles its event in up to two buffers of the
+// largest event's size), a copy of the event being published, and up to
+// Window bytes of published, unacked events: about 2-4 × MaxEventBytes +
+// Window per request whatever the body's length (3-5 MiB at the
+// defaults), plus the response's error lists (MaxErrors entries).
 //
 // A Bridge is safe for concurrent use; it starts no goroutines.
 type Bridge struct {
@@ -107,11 +157,18 @@ type Bridge struct {
 	mux     *http.ServeMux
 	ctr     bridgeCounters
 	refused *prometheus.CounterVec // quota refusals by tenant (bounded) and quota
+
+	idemMu   sync.Mutex // a leaf: guards idemBusy
+	idemBusy map[string]struct{}
 }
 
 // BridgeResponse is the JSON body of every bridge answer.
 type BridgeResponse struct {
-	Accepted      int              `json:"accepted"`
+	// Accepted counts the events of the body that are in the log.
+	Accepted int `json:"accepted"`
+	// Duplicates counts those of them an earlier request with the same
+	// Idempotency-Key had stored.
+	Duplicates    int              `json:"duplicates,omitempty"`
 	Events        int              `json:"events"`
 	Format        string           `json:"format,omitempty"`
 	Rejected      []BridgeEventErr `json:"rejected,omitempty"`
@@ -136,15 +193,22 @@ type BridgeStats struct {
 	BadRequests    uint64 // 400, 415 and 422
 	TooLarge       uint64 // 413
 	Unavailable    uint64 // 503
+	StorageFull    uint64 // 507
 	OverQuota      uint64 // 429
 	EventsAccepted uint64 // events stored
 	EventsRejected uint64 // events refused as invalid
 	EventsFailed   uint64 // valid events not stored
+	Replays        uint64 // answers replayed for a retried Idempotency-Key
+	KeyMismatches  uint64 // 422: an Idempotency-Key reused with another body
+	KeyConflicts   uint64 // 409: an Idempotency-Key already in flight
+	EventsDeduped  uint64 // events of keyed requests already stored before
 }
 
 type bridgeCounters struct {
 	requests, authFailures, badRequests, tooLarge, unavailable, overQuota atomic.Uint64
+	storageFull                                                           atomic.Uint64
 	accepted, rejected, failed                                            atomic.Uint64
+	idemReplays, idemMismatch, idemConflicts, deduped                     atomic.Uint64
 }
 
 // NewBridge returns a Bridge. It fails without a Publisher or a Verify.
@@ -164,7 +228,13 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.QuotaLabels == nil {
 		cfg.QuotaLabels = quota.NewTenantLabels(quota.DefaultTenantLabels)
 	}
-	b := &Bridge{cfg: cfg, mux: http.NewServeMux(), refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+	if cfg.IdempotencyWindow <= 0 {
+		cfg.IdempotencyWindow = 2 * time.Minute
+	}
+	if cfg.Window == 0 {
+		cfg.Window = agent.DefaultStreamWindow
+	}
+	b := &Bridge{cfg: cfg, mux: http.NewServeMux(), idemBusy: map[string]struct{}{}, refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "threadcast_bridge", Name: "quota_refused_total",
 		Help: "Requests refused or cut short over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."},
 		[]string{"tenant", "quota"})}
@@ -183,10 +253,15 @@ func (b *Bridge) Stats() BridgeStats {
 		BadRequests:    b.ctr.badRequests.Load(),
 		TooLarge:       b.ctr.tooLarge.Load(),
 		Unavailable:    b.ctr.unavailable.Load(),
+		StorageFull:    b.ctr.storageFull.Load(),
 		OverQuota:      b.ctr.overQuota.Load(),
 		EventsAccepted: b.ctr.accepted.Load(),
 		EventsRejected: b.ctr.rejected.Load(),
 		EventsFailed:   b.ctr.failed.Load(),
+		Replays:        b.ctr.idemReplays.Load(),
+		KeyMismatches:  b.ctr.idemMismatch.Load(),
+		KeyConflicts:   b.ctr.idemConflicts.Load(),
+		EventsDeduped:  b.ctr.deduped.Load(),
 	}
 }
 
@@ -203,11 +278,16 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 		c("bad_requests_total", "Requests answered 400, 415 or 422.", &b.ctr.badRequests),
 		c("too_large_total", "Requests over the body size limit (413).", &b.ctr.tooLarge),
 		c("unavailable_total", "Requests whose events could not be stored (503).", &b.ctr.unavailable),
+		c("storage_full_total", "Requests refused or cut short because the event storage is full (507).", &b.ctr.storageFull),
 		c("over_quota_total", "Requests refused or cut short over a tenant quota (429).", &b.ctr.overQuota),
 		b.refused,
 		c("events_accepted_total", "Events stored.", &b.ctr.accepted),
 		c("events_rejected_total", "Events refused as invalid.", &b.ctr.rejected),
 		c("events_failed_total", "Valid events that could not be stored.", &b.ctr.failed),
+		c("idempotent_replays_total", "Answers replayed for a retried Idempotency-Key.", &b.ctr.idemReplays),
+		c("idempotency_mismatches_total", "Idempotency-Keys reused with another body (422).", &b.ctr.idemMismatch),
+		c("idempotency_conflicts_total", "Idempotency-Keys already in flight (409).", &b.ctr.idemConflicts),
+		c("events_deduplicated_total", "Events of keyed requests an earlier attempt had stored.", &b.ctr.deduped),
 	}
 }
 
@@ -261,10 +341,24 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("pipeline: body of %d bytes over the limit of %d", r.ContentLength, b.cfg.MaxBodyBytes)})
 		return
 	}
-	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors}
+	key, keyed, err := parseIdempotencyKey(r.Header.Get(HeaderIdempotencyKey))
+	if err == nil && keyed && b.cfg.Idempotency == nil {
+		err = fmt.Errorf("%w: this bridge keeps no idempotency records", ErrIdempotencyKey)
+	}
+	if err != nil {
+		b.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors, Window: b.cfg.Window}
 	if b.cfg.Retained != nil {
 		if err := b.cfg.Retained(tenant); errors.Is(err, quota.ErrExceeded) {
 			b.overQuota(w, BridgeResponse{}, err)
+			return
+		}
+	}
+	if st := b.cfg.Storage; st != nil {
+		if err := st.Check(); err != nil {
+			b.storageFull(w, BridgeResponse{}, err)
 			return
 		}
 	}
@@ -280,12 +374,27 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		in = qr
 		opts.Admit = func(ev []byte) error { return q.Take(tenant, 1, int64(len(ev))) }
 	}
+	var kr *keyedRequest
+	if keyed {
+		var done bool
+		if kr, in, done = b.beginKeyed(w, r, idemID(tenant, thread, key), in, &opts); done {
+			return
+		}
+		defer b.unclaim(kr.id)
+	}
 	body := &headReader{r: http.MaxBytesReader(w, io.NopCloser(in), b.cfg.MaxBodyBytes)}
-	res, err := agent.PublishStream(r.Context(), b.cfg.Publisher, tenant, thread, body, opts)
+	ctx, stopWatch := b.watchStorage(r.Context())
+	res, err := agent.PublishStream(ctx, b.cfg.Publisher, tenant, thread, body, opts)
+	stopWatch()
 
 	resp := b.response(res)
 	if errors.Is(err, quota.ErrExceeded) {
 		b.overQuota(w, resp, err)
+		return
+	}
+	if serr := b.storageRefusal(res); serr != nil {
+		resp.Error = serr.Error()
+		b.storageFull(w, resp, serr)
 		return
 	}
 	status := b.status(res, err)
@@ -302,7 +411,77 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		resp.Error = noEventReason(res.Format, body)
 	}
 	b.count(status)
+	if kr != nil && final(status, res, err) {
+		b.finishKeyed(r.Context(), kr, body, status, &resp)
+	}
 	writeJSON(w, status, resp)
+}
+
+// final reports whether a keyed request's answer is the one its retries
+// get: the body was read to its end (or to a framing error or size limit,
+// which the same body meets again) and no event failed for a reason that a
+// retry could overcome.
+func final(status int, res agent.StreamResult, err error) bool {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || res.FailedCount > 0 {
+		return false
+	}
+	var maxErr *http.MaxBytesError
+	var cerr *codec.Error
+	return err == nil || errors.As(err, &maxErr) || (errors.As(err, &cerr) && cerr.Kind != codec.KindTruncated)
+}
+
+// watchStorage returns ctx, cancelled as well when storage becomes full
+// (a full disk leaves publishes unanswered), and the function that stops
+// watching; it waits for the watching goroutine.
+func (b *Bridge) watchStorage(ctx context.Context) (context.Context, func()) {
+	if b.cfg.Storage == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	full := b.cfg.Storage.Full()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-full:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
+}
+
+// storageRefusal reports, as a *StorageError, that events of res were not
+// stored for want of room: JetStream refused one (reported to the watch),
+// or the watch found storage full while the request waited.
+func (b *Bridge) storageRefusal(res agent.StreamResult) error {
+	st := b.cfg.Storage
+	for _, f := range res.Failed {
+		if IsStorageError(f.Err) {
+			if st != nil {
+				st.Report(f.Err)
+				if err := st.Check(); err != nil {
+					return err
+				}
+			}
+			return &StorageError{Reason: "JetStream refused a write: " + f.Err.Error(), RetryAfter: 5 * time.Second}
+		}
+	}
+	if st != nil && res.Accepted < res.Events-res.RejectedCount {
+		return st.Check()
+	}
+	return nil
+}
+
+// storageFull answers 507 for err (a *StorageError).
+func (b *Bridge) storageFull(w http.ResponseWriter, resp BridgeResponse, err error) {
+	var se *StorageError
+	if errors.As(err, &se) {
+		w.Header().Set("Retry-After", se.RetryAfterSeconds())
+	}
+	b.ctr.storageFull.Add(1)
+	resp.Error = err.Error()
+	writeJSON(w, http.StatusInsufficientStorage, resp)
 }
 
 // admit takes the body bytes in flight a request's Content-Length declares
@@ -404,8 +583,9 @@ func (b *Bridge) response(res agent.StreamResult) BridgeResponse {
 	b.ctr.accepted.Add(uint64(res.Accepted))
 	b.ctr.rejected.Add(uint64(res.RejectedCount))
 	b.ctr.failed.Add(uint64(res.FailedCount))
+	b.ctr.deduped.Add(uint64(res.Duplicates))
 	resp := BridgeResponse{
-		Accepted: res.Accepted, Events: res.Events, Format: res.Format,
+		Accepted: res.Accepted, Duplicates: res.Duplicates, Events: res.Events, Format: res.Format,
 		RejectedCount: res.RejectedCount, FailedCount: res.FailedCount,
 	}
 	for _, e := range res.Rejected {

@@ -59,6 +59,47 @@ func BenchmarkBridge(b *testing.B) {
 	}
 	b.Run("http", post(false))
 	b.Run("http+quota", post(true))
+	b.Run("http+window=unbounded", func(b *testing.B) {
+		env := startBridgeTB(b, func(c *pipeline.BridgeConfig) { c.Window = -1 })
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/bench/t", bytes.NewReader(body))
+			req.Header.Set("Authorization", bridgeToken)
+			resp, err := env.http.Client().Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	})
+	// An Idempotency-Key makes each event a message of its own (one in
+	// flight per thread): the price of storing a retry's events once.
+	b.Run("http+idempotency-key", func(b *testing.B) {
+		nd := startIdemNode(b, b.TempDir())
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			req, _ := http.NewRequest(http.MethodPost, nd.http.URL+"/v1/ingest/bench/t", bytes.NewReader(body))
+			req.Header.Set("Authorization", bridgeToken)
+			req.Header.Set(pipeline.HeaderIdempotencyKey, strconv.Quote("bench-"+strconv.Itoa(i)))
+			resp, err := nd.http.Client().Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	})
 	b.Run("baseline=PublishStream", func(b *testing.B) {
 		env := startBridgeB(b)
 		b.SetBytes(int64(len(body)))

@@ -439,7 +439,7 @@ func TestBridgeStats(t *testing.T) {
 	if got := env.br.Stats(); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	if n := len(env.br.Collectors()); n != 10 {
+	if n := len(env.br.Collectors()); n != 15 {
 		t.Errorf("%d collectors", n)
 	}
 }

@@ -157,6 +157,11 @@
 // counted per tenant, and counted as a warning in the view. The bridge
 // refuses the same quotas before storing (429).
 //
+// The bridge (bridge*.go) also honours Idempotency-Key (idempotency.go:
+// per-event message ids, and the first answer in KV THREADCAST_IDEMPOTENCY
+// for the stream's Duplicates window) and refuses writes with 507 while a
+// StorageWatch (storage.go) finds the store full.
+//
 // # Concurrency contract
 //
 // Config values are plain data. An Ingest is built by NewIngest, run once by

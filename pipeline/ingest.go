@@ -261,11 +261,38 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if cause := context.Cause(ctx); errors.Is(cause, ErrFenced) || errors.Is(cause, ErrDeliveryGap) || errors.Is(cause, ErrConsumerLost) {
 		return cause
 	}
+	// The shards have returned: what they left dirty is read safely here.
+	var unsaved error
+	if n := uncheckpointed(shards); n > 0 {
+		unsaved = fmt.Errorf("%w: %d threads (their events are replayed at the next start)", ErrUncheckpointed, n)
+		in.log.Error("ingest stopped with views not checkpointed", "threads", n)
+	}
 	if hardCtx.Err() != nil {
-		return fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded)
+		return errors.Join(fmt.Errorf("pipeline: drain did not finish within %v: %w", drain, context.DeadlineExceeded), unsaved)
+	}
+	if unsaved != nil {
+		return unsaved
 	}
 	in.log.Info("ingest stopped")
 	return nil
+}
+
+// ErrUncheckpointed is returned by Run when, at shutdown, some threads'
+// last checkpoint writes had failed (a full disk, a bucket over its size
+// limit): nothing acknowledged is lost, since their messages stay un-acked
+// and are replayed at the next start, but the views were not saved.
+var ErrUncheckpointed = errors.New("pipeline: views not checkpointed at shutdown")
+
+// uncheckpointed counts the threads still dirty in shards that have
+// returned.
+func uncheckpointed(shards []*shard) int {
+	n := 0
+	for _, sh := range shards {
+		for _, ps := range sh.parts {
+			n += len(ps.dirty)
+		}
+	}
+	return n
 }
 
 // consumerLost reports, for an error Consume gave, whether the consumer is

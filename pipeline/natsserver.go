@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,6 +25,15 @@ type ServerConfig struct {
 	// MaxMsgSize; messages larger than it (frames, snapshot replies) travel
 	// in parts.
 	MaxPayload int32
+	// MaxFileStore bounds JetStream's file store, in bytes (0: the server's
+	// default, 75% of the disk's free space at start). Over it a write is
+	// refused at once with "insufficient resources".
+	MaxFileStore int64
+	// OnWriteError, when set, is called with the server's log line when
+	// JetStream reports a critical write error (a full disk: ENOSPC). After
+	// one, nats-server stops writing that stream until it restarts, and
+	// logs nothing else about it; StorageWatch.ReportWriteError keeps it.
+	OnWriteError func(line string)
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
 	// Logs enables the server's own logging to stderr.
@@ -86,6 +96,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		StoreDir:              cfg.StoreDir,
 		NoSigs:                true, // signals belong to the process owner (cmd/*), not to a library
 		MaxPayload:            cfg.MaxPayload,
+		JetStreamMaxStore:     cfg.MaxFileStore,
 		DisableShortFirstPing: true,
 	}
 	if !cfg.Logs {
@@ -106,6 +117,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	if cfg.Logs {
 		s.ConfigureLogger()
+	}
+	if cfg.OnWriteError != nil {
+		// The server's logger, wrapped (or alone, without Logs) to spot
+		// the write errors.
+		s.SetLoggerV2(&writeErrorLogger{next: serverLogger(s, cfg.Logs), on: cfg.OnWriteError}, false, false, false)
 	}
 	go s.Start() // Start returns once listeners run; the server's goroutines are stopped by Shutdown.
 	timeout := cfg.StartTimeout
@@ -147,4 +163,60 @@ func agentAccount(s *server.Server, name string) error {
 		return fmt.Errorf("import %s: %w", EventsWildcard, err)
 	}
 	return nil
+}
+
+// writeErrorLogger passes the server's log on and calls on for each
+// critical write error.
+type writeErrorLogger struct {
+	next server.Logger // nil: log nothing
+	on   func(string)
+}
+
+func (l *writeErrorLogger) Noticef(format string, v ...any) {
+	if l.next != nil {
+		l.next.Noticef(format, v...)
+	}
+}
+
+func (l *writeErrorLogger) Warnf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Warnf(format, v...)
+	}
+}
+
+func (l *writeErrorLogger) Fatalf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Fatalf(format, v...)
+	}
+}
+
+func (l *writeErrorLogger) Errorf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	if strings.Contains(line, "critical write error") || strings.Contains(line, "no space left on device") {
+		l.on(line)
+	}
+	if l.next != nil {
+		l.next.Errorf(format, v...)
+	}
+}
+
+func (l *writeErrorLogger) Debugf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Debugf(format, v...)
+	}
+}
+
+func (l *writeErrorLogger) Tracef(format string, v ...any) {
+	if l.next != nil {
+		l.next.Tracef(format, v...)
+	}
+}
+
+// serverLogger returns the logger ConfigureLogger installed (when logs
+// are on), or nil.
+func serverLogger(s *server.Server, logs bool) server.Logger {
+	if !logs {
+		return nil
+	}
+	return s.Logger()
 }

@@ -45,9 +45,10 @@ type app struct {
 	reg *prometheus.Registry
 
 	// Set while running; read by the HTTP handlers.
-	mu     sync.Mutex
-	nc     *nats.Conn
-	ingest ingester
+	mu      sync.Mutex
+	nc      *nats.Conn
+	ingest  ingester
+	storage *pipeline.StorageWatch
 	// httpAddr and natsURL receive the bound HTTP address and the NATS URL
 	// once known (tests listen on port 0).
 	httpAddr chan string
@@ -75,6 +76,14 @@ func (a *app) Run(ctx context.Context) error {
 	var srv *server.Server
 	var issuer nkeys.KeyPair // the embedded server's callout issuer, when locked
 	url := a.cfg.NatsURL
+	// The storage watch reads the embedded store's free space and hears
+	// the embedded server's critical write errors; with an external
+	// server, only JetStream's refusals count.
+	wc := pipeline.StorageConfig{MinFree: a.cfg.StoreMinFree, Logger: a.log}
+	if url == "" {
+		wc.Dir = a.cfg.DataDir
+	}
+	storage := pipeline.NewStorageWatch(wc)
 	if url == "" {
 		host, port, err := splitHostPort(a.cfg.NatsListen)
 		if err != nil {
@@ -93,6 +102,7 @@ func (a *app) Run(ctx context.Context) error {
 		} else {
 			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key or a JWKS source to lock it (agents then connect with publish tokens)")
 		}
+		sc.OnWriteError = storage.ReportWriteError
 		if srv, err = pipeline.StartServer(sc); err != nil {
 			return err
 		}
@@ -194,6 +204,14 @@ func (a *app) Run(ctx context.Context) error {
 	a.nc, a.ingest = nc, in
 	a.mu.Unlock()
 
+	wctx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); storage.Run(wctx) }()
+	defer func() { stopWatch(); <-watchDone }()
+	a.mu.Lock()
+	a.storage = storage
+	a.mu.Unlock()
+
 	var bridge http.Handler
 	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
 		if !a.cfg.BridgeNoAuth {
@@ -213,7 +231,22 @@ func (a *app) Run(ctx context.Context) error {
 			defer cancel()
 			_ = pub.Close(cctx)
 		}()
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained, MaxEventBytes: a.cfg.Pipeline.MaxEventBytes()})
+		js, err := jetstream.New(nc)
+		if pc.Domain != "" {
+			js, err = jetstream.NewWithDomain(nc, pc.Domain)
+		}
+		if err != nil {
+			return fmt.Errorf("ingest: bridge: %w", err)
+		}
+		kctx, kcancel := context.WithTimeout(ctx, 10*time.Second)
+		kv, err := pipeline.EnsureIdempotencyBucket(kctx, js, &pc)
+		kcancel()
+		if err != nil {
+			return fmt.Errorf("ingest: bridge: %w", err)
+		}
+		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
+			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow, Storage: storage,
+			MaxEventBytes: a.cfg.Pipeline.MaxEventBytes()})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
@@ -262,7 +295,7 @@ func (a *app) routes(bridge http.Handler) *http.ServeMux {
 // readyz: NATS connected, consumers bound, lag under the threshold.
 func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
-	nc, in := a.nc, a.ingest
+	nc, in, storage := a.nc, a.ingest, a.storage
 	a.mu.Unlock()
 	var why string
 	switch {
@@ -274,6 +307,8 @@ func (a *app) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "consumers not bound"
 	case in.Lag() > a.cfg.ReadyMaxLag:
 		why = "lag " + strconv.FormatUint(in.Lag(), 10) + " over " + strconv.FormatUint(a.cfg.ReadyMaxLag, 10)
+	case storage != nil && storage.Check() != nil:
+		why = storage.Check().Error()
 	}
 	if why != "" {
 		http.Error(w, why, http.StatusServiceUnavailable)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/connlimit"
@@ -39,6 +40,8 @@ type config struct {
 	ReadyMaxLag   uint64
 	AuthKey       string // HMAC key of bearer tokens; enables the HTTP bridge
 	BridgeNoAuth  bool   // serve the bridge without tokens (development only)
+	BridgeWindow  int    // bytes of one bridge request's unacked events
+	StoreMinFree  uint64 // free space under which the embedded store counts as full
 	LogLevel      slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
@@ -77,6 +80,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.AuthKey, "auth-key", "", "key that signs HS256 bearer tokens; enables the HTTP bridge POST /v1/ingest/{tenant}/{thread} (so does --jwks-url or --jwks-file)")
 	tokens := tokenflags.Register(fs)
 	fs.BoolVar(&c.BridgeNoAuth, "bridge-no-auth", false, "serve the HTTP bridge without tokens (development only)")
+	fs.Uint64Var(&c.StoreMinFree, "store-min-free", pipeline.DefaultStoreMinFree, "bytes free on the embedded store's file system under which storage counts as full: the bridge answers 507 and /readyz fails until there is room")
+	fs.IntVar(&c.BridgeWindow, "bridge-window", agent.DefaultStreamWindow, "bytes of one bridge request's events published and not yet acked (memory per request: about 2-4 x the largest event + this)")
 	fs.StringVar(&p.Stream, "stream", p.Stream, "JetStream stream of events")
 	fs.StringVar(&p.Bucket, "bucket", p.Bucket, "KV bucket of checkpoints")
 	fs.IntVar(&p.Partitions, "partitions", p.Partitions, "number of partitions P (fixed for the stream's life)")
@@ -90,7 +95,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&maxMsg, "max-msg-size", maxMsg, "largest accepted message (one event or a batch) in bytes: the stream's max message size and the embedded NATS server's max_payload (at most 64 MiB)")
 	fs.IntVar(&p.ReplyWindow, "reply-window", wire.DefaultWindow, "bytes of a large snapshot reply sent before the requester asks for more (well under the NATS server's max_pending, 64 MiB by default)")
 	fs.Int64Var(&p.MaxViewBytes, "max-view-bytes", p.MaxViewBytes, "largest view kept per thread in bytes; an event that would exceed it ends the thread's run with an error and is dead-lettered (0: no limit)")
-	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window")
+	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window; also how long the bridge remembers an Idempotency-Key")
 	fs.Int64Var(&p.KVMaxBytes, "kv-max-bytes", p.KVMaxBytes, "checkpoint bucket size limit (-1: unlimited)")
 	fs.StringVar(&p.DeadLetters, "dead-letters", p.DeadLetters, "stream keeping the dead letters (dlq.>); empty: none kept")
 	fs.DurationVar(&p.DeadLetterMaxAge, "dead-letter-max-age", p.DeadLetterMaxAge, "dead letters are kept this long at most")
