@@ -108,8 +108,8 @@ func TestIngestShedsOverQuota(t *testing.T) {
 	}
 	ti := startIngest(t, nc, cfg)
 
-	noisy := stream{tenant: "noisy", thread: "loud", events: noisyStream(60)}
-	quiet := stream{tenant: "quiet", thread: "calm", events: noisyStream(60)}
+	noisy := stream{tenant: "noisy", thread: "loud", events: withThread(noisyStream(60), "loud")}
+	quiet := stream{tenant: "quiet", thread: "calm", events: withThread(noisyStream(60), "calm")}
 	seqs := publishStreams(t, js, []stream{noisy, quiet}, 1)
 	ns := seqs["noisy/loud"]
 
@@ -266,8 +266,8 @@ func TestIngestShedsOverRetained(t *testing.T) {
 		t.Fatal(err)
 	}
 	startIngest(t, nc, cfg)
-	seqs := publishStreams(t, js, []stream{{tenant: "full", thread: "t", events: noisyStream(1)},
-		{tenant: "ok", thread: "t", events: noisyStream(1)}}, 1)
+	seqs := publishStreams(t, js, []stream{{tenant: "full", thread: "t", events: withThread(noisyStream(1), "t")},
+		{tenant: "ok", thread: "t", events: withThread(noisyStream(1), "t")}}, 1)
 	for i := 0; i < len(noisyStream(1)); i++ {
 		m, err := dl.NextMsg(10 * time.Second)
 		if err != nil {
@@ -277,7 +277,7 @@ func TestIngestShedsOverRetained(t *testing.T) {
 			t.Fatalf("dead letter %v", m.Header)
 		}
 	}
-	checkViews(t, nc, cfg.Partitions, []stream{{tenant: "ok", thread: "t", events: noisyStream(1)}}, seqs)
+	checkViews(t, nc, cfg.Partitions, []stream{{tenant: "ok", thread: "t", events: withThread(noisyStream(1), "t")}}, seqs)
 	var snap Snapshot
 	waitFor(t, 10*time.Second, func() error {
 		var err error
@@ -287,7 +287,7 @@ func TestIngestShedsOverRetained(t *testing.T) {
 		return err
 	})
 	v := viewOf(t, snap.View)
-	want := offlineShedView(t, "t", noisyStream(1), seqs["full/t"], []bool{true, true, true, true, true})
+	want := offlineShedView(t, "t", withThread(noisyStream(1), "t"), seqs["full/t"], []bool{true, true, true, true, true})
 	if !reflect.DeepEqual(v, want) || v["status"] != "idle" {
 		t.Errorf("the shed thread's view %s, want nothing applied (%v)", snap.View, want)
 	}
@@ -309,7 +309,7 @@ func TestIngestShedsOverBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	startIngest(t, nc, cfg)
-	evs := noisyStream(30) // 30 content events of ~70 bytes: far over 200 bytes a second
+	evs := withThread(noisyStream(30), "t") // 30 content events of ~70 bytes: far over 200 bytes a second
 	seqs := publishStreams(t, js, []stream{{tenant: "wide", thread: "t", events: evs}}, 1)
 	var snap Snapshot
 	waitFor(t, 30*time.Second, func() error {
