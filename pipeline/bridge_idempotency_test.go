@@ -98,16 +98,16 @@ func (n *idemNode) stop() {
 	n.srv = nil
 }
 
-// idemRun returns the JSONL body of one run of n content events.
-func idemRun(n int) (body []byte, events [][]byte) {
+// idemRun returns the JSONL body of one run of n content events on thread.
+func idemRun(thread string, n int) (body []byte, events [][]byte) {
 	add := func(s string) { events = append(events, []byte(s)) }
-	add(`{"type":"RUN_STARTED","threadId":"t","runId":"r1"}`)
+	add(`{"type":"RUN_STARTED","threadId":"` + thread + `","runId":"r1"}`)
 	add(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`)
 	for i := range n {
 		add(fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"part %d; "}`, i))
 	}
 	add(`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`)
-	add(`{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}`)
+	add(`{"type":"RUN_FINISHED","threadId":"` + thread + `","runId":"r1"}`)
 	return append(bytes.Join(events, []byte("\n")), '\n'), events
 }
 
@@ -203,7 +203,7 @@ func startCut(t *testing.T, n *idemNode, thread, key string, part []byte) net.Co
 // events the first attempt had stored as duplicates.
 func TestBridgeIdempotentRetryAfterCut(t *testing.T) {
 	n := startIdemNode(t, t.TempDir())
-	body, events := idemRun(300)
+	body, events := idemRun("t-cut", 300)
 	cut := bytes.Index(body, []byte(`"part 150; "`))
 	cut = bytes.LastIndexByte(body[:cut], '\n') + 1 + 10 // inside event 152
 	c := startCut(t, n, "t-cut", `"key-1"`, body[:cut])
@@ -236,7 +236,7 @@ func TestBridgeIdempotentRetryAfterCut(t *testing.T) {
 func TestBridgeIdempotentRetryAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	n := startIdemNode(t, dir)
-	body, events := idemRun(300)
+	body, events := idemRun("t-restart", 300)
 	half := bytes.Index(body, []byte(`"part 100; "`))
 	half = bytes.LastIndexByte(body[:half], '\n') + 1 // events 0..101 whole
 	startCut(t, n, "t-restart", "bare-key-2", body[:half])
@@ -264,16 +264,17 @@ func TestBridgeIdempotentRetryAfterRestart(t *testing.T) {
 // a bridge without a bucket (400), and keys scoped to their thread.
 func TestBridgeIdempotencyErrors(t *testing.T) {
 	n := startIdemNode(t, t.TempDir())
-	body, events := idemRun(5)
+	body, events := idemRun("t-err", 5)
 	if status, _, resp := postKey(t, n, "t-err", `"k"`, body); status != http.StatusOK || resp.Accepted != len(events) {
 		t.Fatalf("first: %d %+v", status, resp)
 	}
-	other, _ := idemRun(6)
+	other, _ := idemRun("t-err", 6)
 	if status, _, resp := postKey(t, n, "t-err", `"k"`, other); status != http.StatusUnprocessableEntity || !strings.Contains(resp.Error, "different body") {
 		t.Errorf("other body: %d %+v; want 422 naming the different body", status, resp)
 	}
 	// The same key on another thread is another key.
-	if status, _, resp := postKey(t, n, "t-err-2", `"k"`, other); status != http.StatusOK || resp.Duplicates != 0 {
+	other2, _ := idemRun("t-err-2", 6)
+	if status, _, resp := postKey(t, n, "t-err-2", `"k"`, other2); status != http.StatusOK || resp.Duplicates != 0 {
 		t.Errorf("same key, other thread: %d %+v; want 200 with no duplicates", status, resp)
 	}
 	checkStoredOnce(t, n, "t-err", events)
@@ -285,19 +286,20 @@ func TestBridgeIdempotencyErrors(t *testing.T) {
 	}
 
 	// In flight: a request holding the key is still sending its body.
-	c := startCut(t, n, "t-busy", `"busy"`, body[:bytes.IndexByte(body, '\n')+1])
+	busy, busyEvents := idemRun("t-busy", 5)
+	c := startCut(t, n, "t-busy", `"busy"`, busy[:bytes.IndexByte(busy, '\n')+1])
 	bridgeWaitFor(t, 10*time.Second, "the first event stored", func() bool { return len(n.env.stored(t)["t-busy"]) == 1 })
-	status, hdr, resp := postKey(t, n, "t-busy", `"busy"`, body)
+	status, hdr, resp := postKey(t, n, "t-busy", `"busy"`, busy)
 	if status != http.StatusConflict || hdr.Get("Retry-After") == "" || !strings.Contains(resp.Error, "in flight") {
 		t.Errorf("in flight: %d %v %+v; want 409 with Retry-After", status, hdr, resp)
 	}
 	c.Close()
 	// 422, seven bad keys, then the cut request.
 	bridgeWaitFor(t, 10*time.Second, "the cut request to end", func() bool { return n.br.Stats().BadRequests == 9 })
-	if status, _, resp := postKey(t, n, "t-busy", `"busy"`, body); status != http.StatusOK || resp.Duplicates != 1 {
+	if status, _, resp := postKey(t, n, "t-busy", `"busy"`, busy); status != http.StatusOK || resp.Duplicates != 1 {
 		t.Errorf("after the cut: %d %+v; want 200 with the first event a duplicate", status, resp)
 	}
-	checkStoredOnce(t, n, "t-busy", events)
+	checkStoredOnce(t, n, "t-busy", busyEvents)
 	if st := n.br.Stats(); st.KeyConflicts != 1 || st.KeyMismatches != 1 {
 		t.Errorf("stats %+v: want 1 conflict and 1 mismatch", st)
 	}
@@ -325,7 +327,7 @@ func TestBridgeIdempotencyStoreDown(t *testing.T) {
 	if err := n.js.DeleteKeyValue(context.Background(), pipeline.DefaultIdempotencyBucket); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := idemRun(3)
+	body, _ := idemRun("t-down", 3)
 	status, hdr, resp := postKey(t, n, "t-down", `"k"`, body)
 	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(resp.Error, "idempotency record") {
 		t.Fatalf("%d %v %+v; want 503 naming the idempotency record", status, hdr, resp)
@@ -339,7 +341,7 @@ func TestBridgeIdempotencyStoreDown(t *testing.T) {
 // token name the same key when they spell the same bytes.
 func TestBridgeIdempotencyKeyForms(t *testing.T) {
 	n := startIdemNode(t, t.TempDir())
-	body, events := idemRun(2)
+	body, events := idemRun("t-forms", 2)
 	if status, _, resp := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || resp.Accepted != len(events) {
 		t.Fatalf("escaped sf-string: %d %+v", status, resp)
 	}
