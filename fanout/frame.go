@@ -36,7 +36,9 @@ type frame struct {
 	eventTS   int64 // the first event's "timestamp" (Unix ms), 0 if absent
 	size      int
 	enc       [numVariants][][]byte
-	run       runState // frameRun's cache, guarded like enc
+	wide      bool        // changes may restate messages: windowed subscribers get their own encoding
+	wenc      []windowEnc // those encodings (window.go), guarded like enc
+	run       runState    // frameRun's cache, guarded like enc
 	runDone   bool
 }
 
@@ -58,7 +60,7 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
-	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64}
+	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64, wide: isWide(body.Changes)}
 	if len(f.events) > 0 {
 		var ts struct {
 			Timestamp int64 `json:"timestamp"`
@@ -83,6 +85,7 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // which follows the same rule as frame.enc.
 type snapshot struct {
 	seq    uint64
+	window int // the window it was asked for; 0: the whole view
 	status string
 	view   json.RawMessage
 	events []json.RawMessage
@@ -105,7 +108,7 @@ func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
 	if h := m.Header.Get(pipeline.HeaderSeq); h != "" && h != strconv.FormatUint(body.Seq, 10) {
 		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, pipeline.HeaderSeq, trunc(h), body.Seq)
 	}
-	return &snapshot{seq: body.Seq, status: body.Status, view: body.View, events: body.Events}, nil
+	return &snapshot{seq: body.Seq, window: body.Window, status: body.Status, view: body.View, events: body.Events}, nil
 }
 
 func trunc(s string) string {

@@ -45,6 +45,16 @@ type Config struct {
 	MaxConnsPerTenant int
 	// ViewsBucket is the KV bucket whose keys list a tenant's threads.
 	ViewsBucket string
+	// MaxWindow bounds ?window=N on the stream and view endpoints (N from
+	// 1 to MaxWindow; beyond it the request is refused with 400
+	// bad_window). A window costs its joiner O(N) at the pipeline and on
+	// the wire.
+	MaxWindow int
+	// MaxPageLimit bounds ?limit=K on the messages endpoint (K from 1 to
+	// MaxPageLimit, else 400 bad_limit); DefaultPageLimit is K when the
+	// request gives none.
+	MaxPageLimit     int
+	DefaultPageLimit int
 	// Now is the clock used to check token expiry (nil: time.Now).
 	Now func() time.Time
 }
@@ -59,6 +69,9 @@ func DefaultConfig() Config {
 		Retry:             2 * time.Second,
 		MaxConnsPerTenant: 10000,
 		ViewsBucket:       pipeline.DefaultViewsKV,
+		MaxWindow:         1000,
+		MaxPageLimit:      1000,
+		DefaultPageLimit:  50,
 	}
 }
 
@@ -107,6 +120,18 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
 	}
+	if cfg.MaxWindow <= 0 {
+		cfg.MaxWindow = d.MaxWindow
+	}
+	if cfg.MaxPageLimit <= 0 {
+		cfg.MaxPageLimit = d.MaxPageLimit
+	}
+	if cfg.DefaultPageLimit <= 0 {
+		cfg.DefaultPageLimit = min(d.DefaultPageLimit, cfg.MaxPageLimit)
+	}
+	if cfg.DefaultPageLimit > cfg.MaxPageLimit {
+		return nil, fmt.Errorf("%w: default page limit %d above the maximum %d", ErrConfig, cfg.DefaultPageLimit, cfg.MaxPageLimit)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -130,6 +155,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /v1/threads/{thread}/events", s.events)
 	mux.HandleFunc("POST /v1/threads/{thread}/events", s.events)
 	mux.HandleFunc("GET /v1/threads/{thread}", s.threadView)
+	mux.HandleFunc("GET /v1/threads/{thread}/messages", s.threadMessages)
 	mux.HandleFunc("GET /v1/threads", s.threadList)
 	mux.HandleFunc("GET /v1/tap", s.tap)
 	s.mux = mux
@@ -313,13 +339,23 @@ func (s *Server) authorizeThread(w http.ResponseWriter, r *http.Request) (auth.C
 }
 
 func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
+	s.denyDetail(w, code, reason, "")
+}
+
+// denyDetail is deny with a sentence for people ("detail") beside the
+// machine-readable reason.
+func (s *Server) denyDetail(w http.ResponseWriter, code int, reason, detail string) {
 	s.m.Rejected.WithLabelValues(reason).Inc()
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="threadcast"`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+	if detail == "" {
+		_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "{\"error\":%q,\"detail\":%q}\n", reason, detail)
 }
 
 // denyUnavailable refuses a request whose snapshot could not be had. When
