@@ -79,5 +79,13 @@ func (g *Gen) Finish() []json.RawMessage {
 	return []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":"run-%d"}`, g.Thread, g.run-1))}
 }
 
+// RunID returns the id of the run started last ("" before any).
+func (g *Gen) RunID() string {
+	if g.run == 0 {
+		return ""
+	}
+	return fmt.Sprintf("run-%d", g.run-1)
+}
+
 // Count returns how many messages have been emitted.
 func (g *Gen) Count() int { return g.msgs }
