@@ -484,15 +484,15 @@ type feed struct {
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}
 	ring     ring
-	known    bool   // lo and hi are meaningful
-	lo, hi   uint64 // see the NOTE at the top of the file
+	known    bool              // lo and hi are meaningful
+	lo, hi   uint64            // see the NOTE at the top of the file
 	snap     *snapshot         // the latest whole snapshot
 	wsnaps   map[int]*snapshot // the latest windowed ones, by window (at most maxCachedWindows)
 	calls    map[int]*snapCall // snapshot requests in flight, by window (0: whole)
-	advanced chan struct{} // closed when hi moves; made on demand by waiters
-	holding  bool          // onMsg is delivering: enqueue defers wake-ups to dirty
-	held     int           // frames delivered since the last wake-up pass
-	dirty    []*Subscriber // subscribers with items whose writer is not yet woken
+	advanced chan struct{}     // closed when hi moves; made on demand by waiters
+	holding  bool              // onMsg is delivering: enqueue defers wake-ups to dirty
+	held     int               // frames delivered since the last wake-up pass
+	dirty    []*Subscriber     // subscribers with items whose writer is not yet woken
 }
 
 type snapCall struct {
