@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
@@ -637,5 +639,76 @@ func checkREST(t *testing.T, hsURL, base, tok string, lt *longThread) {
 		if tc.status == 400 && e.Detail == "" {
 			t.Errorf("GET %.80s: no detail for people", tc.path)
 		}
+	}
+}
+
+// TestInteropHttpAgentLongThread: the reference AG-UI client (@ag-ui/client
+// HttpAgent) joins a finished 10k-message thread, whole and with
+// ?window=50, and ends with the offline reduction's messages (all of them,
+// or the window's) and state. The max payload is raised as in
+// TestWindowedJoins: the whole join of this thread is over 1 MiB.
+func TestInteropHttpAgentLongThread(t *testing.T) {
+	node, err := exec.LookPath("node")
+	dir := aguiClientDir()
+	if err != nil || dir == "" {
+		const why = "needs node and @ag-ui/client: set THREADCAST_ORACLE_DIR to a copy of ../shared/tools/oracle where `npm ci` ran (scripts/test.sh does)"
+		if os.Getenv("THREADCAST_REQUIRE_ORACLE") != "" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	ns := startNATSMaxPayload(t, 8<<20)
+	const parts = 8
+	startIngest(t, ns, parts)
+	_, hs := newServer(t, connect(t, ns), func(c *Config) { c.Hub.Partitions = parts })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := token(t, "acme")
+	lt := newLongThread(t, js, "acme", "interop-long")
+	lt.publish(t, lt.gen.Messages(10_000))
+	lt.publish(t, []json.RawMessage{json.RawMessage(`{"type":"STATE_SNAPSHOT","snapshot":{"done":true,"n":10000}}`)})
+	lt.publish(t, lt.gen.Finish())
+	waitApplied(t, hs.URL, tok, lt)
+	want := lt.offline(t)
+	wantMsgs := decodeMessages(t, want.AppendMessages(nil))
+	var wantState any
+	_ = json.Unmarshal(want.AppendState(nil), &wantState)
+	for _, tc := range []struct {
+		name  string
+		query string
+		from  int
+	}{{"whole", "", 0}, {"window 50", "?window=50", want.WindowStart(50)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(node, "testdata/httpagent.cjs", dir, hs.URL+"/v1/threads/"+lt.id+"/events"+tc.query, tok, lt.id)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+			err := cmd.Wait()
+			stop()
+			if err != nil {
+				t.Fatalf("HttpAgent: %v\nstdout: %.500s\nstderr: %.500s", err, stdout.String(), stderr.String())
+			}
+			var got struct {
+				Messages []any `json:"messages"`
+				State    any   `json:"state"`
+				Error    string
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got.Error != "" {
+				t.Fatalf("HttpAgent output %.500s (%v)", stdout.String(), err)
+			}
+			if !reflect.DeepEqual(got.Messages, wantMsgs[tc.from:]) {
+				t.Fatalf("HttpAgent ends with %d messages; the offline reduction has %d from %d", len(got.Messages), len(wantMsgs)-tc.from, tc.from)
+			}
+			if !reflect.DeepEqual(got.State, wantState) {
+				t.Fatalf("HttpAgent state %v, offline %v", got.State, wantState)
+			}
+		})
 	}
 }
