@@ -20,7 +20,7 @@ import (
 
 // startIngest runs the real pipeline (package pipeline) on ns until the
 // test ends.
-func startIngest(t *testing.T, ns interface{ ClientURL() string }, parts int) {
+func startIngest(t testing.TB, ns interface{ ClientURL() string }, parts int) {
 	t.Helper()
 	nc := connectURL(t, ns.ClientURL())
 	cfg := pipeline.DefaultConfig()
