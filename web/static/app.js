@@ -307,7 +307,7 @@ function draw() {
       renderSteps($('steps'), v.steps, subagentName);
       renderSubagents($('subagents'), v.subagents, subagentName);
     }
-    if (d.all || d.meta || d.runs) drawMeta(v);
+    if (d.all || d.meta || d.runs || d.list) drawMeta(v);
     if (app.anchor != null) {
       // Older messages went in front: keep what the reader was looking at
       // where it was, then read on if the top is still in sight.
