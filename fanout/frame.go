@@ -84,31 +84,62 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // snapshot is a snapshot reply as the hub keeps it: immutable except enc,
 // which follows the same rule as frame.enc.
 type snapshot struct {
-	seq    uint64
-	window int // the window it was asked for; 0: the whole view
-	status string
-	view   json.RawMessage
-	events []json.RawMessage
-	enc    [numVariants][][]byte
+	seq     uint64
+	window  int // the window it was asked for; 0: the whole view
+	status  string
+	view    json.RawMessage
+	events  []json.RawMessage
+	enc     [numVariants][][]byte
+	run     runState // snapshotFor's cache, guarded like enc
+	runDone bool
 }
 
 func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
 	if kind := m.Header.Get(pipeline.HeaderErrorKind); kind != "" {
 		return nil, fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(m.Header.Get(pipeline.HeaderError)))
 	}
-	body, err := pipeline.ParseSnapshot(m)
+	// The members are found by structure (scan.go), not decoded with
+	// encoding/json: a long thread's reply is hundreds of megabytes, and
+	// only seq and status need decoding.
+	var sn snapshot
+	var seqRaw []byte
+	err := scanObject(m.Data, func(name, v []byte) error {
+		var err error
+		switch string(name) {
+		case "seq":
+			seqRaw = v
+			sn.seq, err = strconv.ParseUint(string(v), 10, 64)
+		case "status":
+			err = json.Unmarshal(v, &sn.status)
+		case "window":
+			sn.window, err = strconv.Atoi(string(v))
+		case "view":
+			sn.view = v
+		case "events":
+			if string(v) != "null" {
+				sn.events, err = scanArray(v)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	if len(body.View) == 0 {
+	if len(sn.view) == 0 || string(sn.view) == "null" {
 		return nil, fmt.Errorf("%w: no view", ErrBadSnapshot)
+	}
+	if seqRaw == nil {
+		return nil, fmt.Errorf("%w: no seq", ErrBadSnapshot)
 	}
 	// The header, when present, must agree with the body: a disagreement
 	// means a producer bug, and guessing would risk a silent gap.
-	if h := m.Header.Get(pipeline.HeaderSeq); h != "" && h != strconv.FormatUint(body.Seq, 10) {
-		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, pipeline.HeaderSeq, trunc(h), body.Seq)
+	if h := m.Header.Get(pipeline.HeaderSeq); h != "" && h != strconv.FormatUint(sn.seq, 10) {
+		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, pipeline.HeaderSeq, trunc(h), sn.seq)
 	}
-	return &snapshot{seq: body.Seq, window: body.Window, status: body.Status, view: body.View, events: body.Events}, nil
+	return &sn, nil
 }
 
 func trunc(s string) string {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 var testKey = []byte("fanout-test-key-0123456789")
@@ -79,6 +80,37 @@ type testThread struct {
 	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
 	sub        *nats.Subscription
+	// partSize, when set, sends frames and snapshot replies in parts of
+	// that size (wire.Publish), as the pipeline does above its max
+	// payload; dropPart, when set, loses the second part of the next
+	// message sent in parts.
+	partSize int
+	dropPart bool
+}
+
+// send publishes m (a frame or a reply), in parts when partSize is set.
+// Called with th.mu held.
+func (th *testThread) send(m *nats.Msg) error {
+	if th.partSize == 0 {
+		return th.nc.PublishMsg(m)
+	}
+	return wire.Publish(&lossyPub{th: th}, m, th.partSize)
+}
+
+// lossyPub drops the second part of a message when its thread's dropPart
+// is set (once).
+type lossyPub struct {
+	th *testThread
+	n  int
+}
+
+func (p *lossyPub) PublishMsg(m *nats.Msg) error {
+	p.n++
+	if p.n == 2 && p.th.dropPart {
+		p.th.dropPart = false
+		return nil
+	}
+	return p.th.nc.PublishMsg(m)
 }
 
 func newTestThread(t testing.TB, nc *nats.Conn, tenant, id string) *testThread {
@@ -113,7 +145,7 @@ func (th *testThread) answer(m *nats.Msg) {
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,"view":%s,"events":[%s]}`,
 		th.tenant, th.id, th.seq, th.seq > 0, view, strings.Join(evs, ","))
-	_ = m.RespondMsg(&nats.Msg{Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
+	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
 }
 
 func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
@@ -135,7 +167,7 @@ func (th *testThread) publish(t testing.TB, chunks ...string) uint64 {
 		th.tenant, th.id, th.seq, prev, strings.Join(evs, ","), mustJSON(strings.Join(chunks, "")))
 	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
 		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
-	if err := th.nc.PublishMsg(m); err != nil {
+	if err := th.send(m); err != nil {
 		t.Error(err)
 	}
 	return th.seq
@@ -388,7 +420,7 @@ func (th *testThread) publishEvents(t testing.TB, evs ...string) uint64 {
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"events":[%s]}`, th.tenant, th.id, th.seq, prev, strings.Join(evs, ","))
 	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
 		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
-	if err := th.nc.PublishMsg(m); err != nil {
+	if err := th.send(m); err != nil {
 		t.Error(err)
 	}
 	return th.seq

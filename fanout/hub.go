@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: structure of the hub.
@@ -95,6 +96,14 @@ type HubConfig struct {
 	// them. Zero means the default; negative means no bound.
 	MaxIdleFeedsPerTenant int
 	MaxIdleFeeds          int
+	// MaxMessageBytes bounds a frame or a snapshot reply assembled from
+	// parts (wire.Assembler.Max): the memory one assembly may take. A
+	// larger one is dropped as announced by its first part — a frame is
+	// then a lost frame (its subscribers resynchronise), a snapshot fails
+	// with wire.ErrTooLarge. It must exceed the pipeline's largest view
+	// (its snapshot reply holds the view and the snapshot events, about
+	// twice the view). Zero means the default.
+	MaxMessageBytes int
 }
 
 // DefaultHubConfig returns the defaults.
@@ -131,6 +140,9 @@ func DefaultHubConfig() HubConfig {
 		// fill.
 		MaxIdleFeedsPerTenant: 1000,
 		MaxIdleFeeds:          10000,
+		// Twice the pipeline's default largest view (256 MiB), and its
+		// snapshot events.
+		MaxMessageBytes: 1 << 30,
 	}
 }
 
@@ -211,6 +223,9 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	}
 	cfg.MaxIdleFeedsPerTenant = idleBound(cfg.MaxIdleFeedsPerTenant, d.MaxIdleFeedsPerTenant)
 	cfg.MaxIdleFeeds = idleBound(cfg.MaxIdleFeeds, d.MaxIdleFeeds)
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = d.MaxMessageBytes
+	}
 	if m == nil {
 		m = NewMetrics()
 	}
@@ -309,7 +324,7 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 	creator := f == nil
 	if creator {
 		f = &feed{hub: h, key: k, thread: thread, subs: make(map[*Subscriber]struct{}), ready: make(chan struct{}),
-			ring: newRing(h.cfg.RingFrames)}
+			ring: newRing(h.cfg.RingFrames), parts: wire.Assembler{Max: h.cfg.MaxMessageBytes, MaxOpen: 1}}
 		sh.feeds[k] = f
 		h.m.Feeds.Inc()
 	} else if f.refs == 0 {
@@ -480,6 +495,9 @@ type feed struct {
 	trimmed  atomic.Bool
 	dropSeen atomic.Int64 // sub.Dropped() at the last reconcile check
 	suspect  atomic.Bool  // a reconcile could not reach the pipeline: retry
+	// parts joins frames sent in parts; used only by onMsg, which the
+	// subscription calls one message at a time.
+	parts wire.Assembler
 
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}
@@ -521,7 +539,18 @@ func (f *feed) start(ctx context.Context) error {
 
 // onMsg runs on the subscription's own goroutine (nats.go delivers one
 // subscription's messages in order, one at a time).
-func (f *feed) onMsg(m *nats.Msg) {
+func (f *feed) onMsg(part *nats.Msg) {
+	// A frame in parts is handled when its last part arrives, whole; one
+	// that lost a part is dropped whole, and the next frame's Tc-Prev
+	// shows the gap to its subscribers as for a frame lost whole.
+	m, err := f.parts.Add(part)
+	if err != nil {
+		f.hub.m.BadFrames.Inc()
+		f.hub.log.Warn("fanout: dropping frame", "subject", part.Subject, "err", err)
+	}
+	if m == nil {
+		return
+	}
 	fr, err := decodeFrame(m)
 	if err != nil {
 		f.hub.m.BadFrames.Inc()

@@ -3,7 +3,12 @@ package fanout
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/pipeline"
 )
 
 // BenchmarkHubDeliver measures the hub's per-frame work — enqueue one frame
@@ -69,5 +74,45 @@ func BenchmarkRingPush(b *testing.B) {
 		fr := &frames[seq%uint64(len(frames))]
 		fr.seq = seq
 		r.push(fr, 1<<20)
+	}
+}
+
+// BenchmarkOnMsg measures what the hub does with one small view frame as
+// it arrives from NATS — parts check, decode, ring, delivery to one live
+// subscriber, its Take — the path every frame takes.
+func BenchmarkOnMsg(b *testing.B) {
+	h := NewHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
+	f := &feed{hub: h, subs: make(map[*Subscriber]struct{}), ring: newRing(1024)}
+	s := &Subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
+	f.subs[s] = struct{}{}
+	const n = 4096
+	msgs := make([]*nats.Msg, n)
+	for i := range msgs {
+		seq, prev := strconv.Itoa(i+1), strconv.Itoa(i)
+		msgs[i] = &nats.Msg{Subject: "view.acme.t1",
+			Header: nats.Header{pipeline.HeaderSeq: {seq}, pipeline.HeaderPrev: {prev}},
+			Data: []byte(`{"tenant":"acme","thread":"t1","seq":` + seq + `,"prev":` + prev +
+				`,"status":"running","events":[{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hello, world — a typical streamed token run"}],"changes":{"append":"hello, world — a typical streamed token run"}}`)}
+	}
+	var buf []item
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i == n { // start the chain again
+			f.mu.Lock()
+			f.known, s.last = false, 0
+			f.mu.Unlock()
+			i = 0
+		}
+		f.onMsg(msgs[i])
+		i++
+		buf, _, _ = s.Take(buf)
+		if len(buf) != 1 {
+			b.Fatalf("took %d items", len(buf))
+		}
+		select {
+		case <-s.signal:
+		default:
+		}
 	}
 }

@@ -44,7 +44,7 @@ func BenchmarkJoin(b *testing.B) {
 				b.Fatal(err)
 			}
 			tok := token(b, "acme")
-			lt := newLongThread(b, js, "acme", fmt.Sprintf("bench-%d", size))
+			lt := newStoredThread(b, js, "acme", fmt.Sprintf("bench-%d", size))
 			lt.publish(b, lt.gen.Messages(size))
 			lt.publish(b, lt.gen.Finish())
 			waitApplied(b, hs.URL, tok, lt)

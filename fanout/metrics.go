@@ -11,7 +11,9 @@ type Metrics struct {
 	Subscribers *prometheus.GaugeVec   // by variant
 	Feeds       prometheus.Gauge       // threads with a NATS subscription on this node
 	Frames      prometheus.Counter     // frames received from NATS
-	BadFrames   prometheus.Counter     // frames that did not decode
+	BadFrames   prometheus.Counter     // frames that did not decode, or lost a part
+	BadReplies  prometheus.Counter     // snapshot replies whose parts could not be assembled
+	BadTap      prometheus.Counter     // tap messages whose parts could not be assembled
 	Delivered   *prometheus.CounterVec // wire messages enqueued to subscribers, by variant
 	BytesSent   *prometheus.CounterVec // bytes written to connections, by variant
 	Resyncs     *prometheus.CounterVec // snapshots sent after join, by reason
@@ -43,7 +45,9 @@ func NewMetrics() *Metrics {
 		Subscribers:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "threadcast_fanout_subscribers", Help: "Connected subscribers by variant."}, []string{"variant"}),
 		Feeds:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "threadcast_fanout_threads", Help: "Threads with a NATS subscription on this node."}),
 		Frames:          prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_frames_received_total", Help: "View frames received from NATS."}),
-		BadFrames:       prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bad_frames_total", Help: "View frames that did not decode (dropped)."}),
+		BadFrames:       prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bad_frames_total", Help: "View frames that did not decode or lost a part (dropped)."}),
+		BadReplies:      prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_bad_replies_total", Help: "Snapshot replies sent in parts that could not be assembled (lost part, malformed, over the size limit)."}),
+		BadTap:          prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_fanout_tap_bad_parts_total", Help: "Tap messages sent in parts that could not be assembled (dropped)."}),
 		Delivered:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_messages_enqueued_total", Help: "Wire messages enqueued to subscribers."}, []string{"variant"}),
 		BytesSent:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_bytes_sent_total", Help: "Bytes written to subscriber connections."}, []string{"variant"}),
 		Resyncs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_resyncs_total", Help: "Subscribers brought up to date with a snapshot or from the ring, by reason."}, []string{"reason"}),
@@ -80,7 +84,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{EndClient, EndLifetime, EndShutdown, EndWrite, EndResync, EndIdle} {
 		m.Ended.WithLabelValues(r)
 	}
-	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.Delivered, m.BytesSent,
+	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped,
 		m.IdleFeeds, m.IdleEnded}
 	return m

@@ -1,6 +1,11 @@
 package fanout
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+)
 
 // NOTE: keeping an agui stream a valid AG-UI stream.
 //
@@ -33,16 +38,13 @@ type runState struct {
 func runOf(events []json.RawMessage) runState {
 	var st runState
 	for _, ev := range events {
-		var e struct {
-			Type  string `json:"type"`
-			RunID string `json:"runId"`
-		}
-		if json.Unmarshal(ev, &e) != nil {
+		typ, runID, ok := runEvent(ev)
+		if !ok {
 			continue
 		}
-		switch e.Type {
+		switch typ {
 		case "RUN_STARTED":
-			st = runState{changed: true, open: e.RunID}
+			st = runState{changed: true, open: runID}
 		case "RUN_FINISHED", "RUN_ERROR":
 			st = runState{changed: true}
 		}
@@ -55,14 +57,50 @@ func firstRunStarted(events []json.RawMessage) (string, bool) {
 	if len(events) == 0 {
 		return "", false
 	}
-	var e struct {
-		Type  string `json:"type"`
-		RunID string `json:"runId"`
-	}
-	if json.Unmarshal(events[0], &e) != nil || e.Type != "RUN_STARTED" {
+	typ, runID, ok := runEvent(events[0])
+	if !ok || typ != "RUN_STARTED" {
 		return "", false
 	}
-	return e.RunID, true
+	return runID, true
+}
+
+// errStop ends a scan early (runEvent).
+var errStop = errors.New("stop")
+
+// runEvent returns an event's type and, for a run event, its runId. It
+// stops scanning once the type shows the event is not a run event, so a
+// MESSAGES_SNAPSHOT of a long thread (tens of megabytes, its type first,
+// as the codec writes it) costs a few bytes, not a parse.
+func runEvent(ev []byte) (typ, runID string, ok bool) {
+	var idRaw []byte
+	err := scanObject(ev, func(name, v []byte) error {
+		switch string(name) {
+		case "type":
+			typ = unquoted(v)
+			if !strings.HasPrefix(typ, "RUN_") {
+				return errStop
+			}
+		case "runId":
+			idRaw = v
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) || typ == "" {
+		return "", "", false
+	}
+	if idRaw != nil && json.Unmarshal(idRaw, &runID) != nil {
+		return "", "", false
+	}
+	return typ, runID, true
+}
+
+// unquoted returns the JSON string v without its quotes, or "" when it is
+// not a string without escapes (event type names never have any).
+func unquoted(v []byte) string {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return ""
+	}
+	return string(v[1 : len(v)-1])
 }
 
 // frameRun returns fr's run effect, computed once (under the feed lock).
@@ -87,7 +125,10 @@ func snapshotFor(s *Subscriber, sn *snapshot, join bool) ([][]byte, bool) {
 	if !join {
 		return nil, false
 	}
-	s.run = runOf(sn.events).open
+	if !sn.runDone {
+		sn.run, sn.runDone = runOf(sn.events), true
+	}
+	s.run = sn.run.open
 	return sn.enc[v], true
 }
 

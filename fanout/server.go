@@ -21,6 +21,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Config configures a Server. DefaultConfig returns the defaults; only
@@ -366,6 +367,12 @@ func (s *Server) denyUnavailable(w http.ResponseWriter, err error) {
 	if errors.Is(err, ErrSnapshotBusy) {
 		w.Header().Set("Retry-After", strconv.Itoa(2+rand.IntN(4)))
 		s.deny(w, http.StatusServiceUnavailable, "snapshot_busy")
+		return
+	}
+	if errors.Is(err, wire.ErrTooLarge) {
+		// Not transient: the thread's view is larger than this node
+		// assembles (HubConfig.MaxMessageBytes, --max-message-bytes).
+		s.deny(w, http.StatusBadGateway, "snapshot_too_large")
 		return
 	}
 	s.deny(w, http.StatusServiceUnavailable, "unavailable")

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrSnapshotBusy is returned (wrapped) when the pipeline stayed busy,
@@ -75,15 +76,15 @@ func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int)
 // decode, retrying the transient failures as snapshot documents.
 func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRequest, decode func(*nats.Msg) error) error {
 	subj := pipeline.SnapSubject(pipeline.Partition(tenant, token, h.cfg.Partitions), tenant, token)
-	body := req.Encode()
+	reqBody := req.Encode()
 	deadline := time.Now().Add(h.cfg.SnapshotRetry)
 	window := snapBackoffMin
 	for {
 		rctx, cancel := context.WithTimeout(ctx, min(h.cfg.SnapshotTimeout, max(time.Until(deadline), time.Millisecond)))
-		msg, err := h.nc.RequestWithContext(rctx, subj, body)
+		hdr, body, err := h.requestParts(rctx, subj, reqBody)
 		cancel()
 		if err == nil {
-			err = decode(msg)
+			err = decode(&nats.Msg{Header: hdr, Data: body})
 		} else {
 			err = fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
@@ -91,7 +92,7 @@ func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRe
 			h.m.Snapshots.WithLabelValues("ok").Inc()
 			return nil
 		}
-		reason := retryReason(msg, err)
+		reason := retryReason(hdr, err)
 		if reason == "" || ctx.Err() != nil {
 			h.m.Snapshots.WithLabelValues("error").Inc()
 			return err
@@ -123,12 +124,32 @@ func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRe
 // No responders is not retried: nothing owns the partition (no ingest, or a
 // thread no ingest will ever answer for, as another tenant's), and the
 // client is better told at once than after SnapshotRetry.
-func retryReason(msg *nats.Msg, err error) string {
+func retryReason(hdr nats.Header, err error) string {
 	switch {
-	case msg != nil && msg.Header.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrBusy:
+	case hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrBusy:
 		return RetryBusy
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return RetryTimeout
 	}
 	return ""
+}
+
+// requestParts sends a request with reqBody on subject and returns the
+// whole reply, assembled from its parts when it was larger than one NATS
+// message (wire.Request), of at most HubConfig.MaxMessageBytes. Every
+// request whose reply may be large goes through it. A reply that carries
+// an error in its headers (Tc-Error-Kind) is returned as is, for the
+// caller to read. Errors: nats.ErrNoResponders, ctx's, the connection's,
+// and wire.ErrPartLost, wire.ErrBadPart or wire.ErrTooLarge for a reply
+// that could not be assembled (counted in BadReplies).
+func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
+	m, err := wire.Request(ctx, h.nc, subject, reqBody, h.cfg.MaxMessageBytes)
+	if err != nil {
+		if errors.Is(err, wire.ErrPartLost) || errors.Is(err, wire.ErrBadPart) || errors.Is(err, wire.ErrTooLarge) {
+			h.m.BadReplies.Inc()
+			h.log.Warn("fanout: dropping reply", "subject", subject, "err", err)
+		}
+		return nil, nil, err
+	}
+	return m.Header, m.Data, nil
 }

@@ -118,8 +118,12 @@ func (s *Subscriber) Close() {
 
 // enqueue appends msgs (all of one frame or snapshot) to the queue. Called
 // with feed.mu held. Past the byte limit the whole queue is dropped and the
-// subscriber flagged for resync; force (snapshots) skips the limit, so a
-// view larger than the limit can still be delivered.
+// subscriber flagged for resync. The limit bounds the backlog of frames: a
+// snapshot (force) skips it and does not count against it, so that a view
+// larger than the limit is delivered and the frames that follow it while
+// it is being written are not dropped for its size; and a frame is always
+// taken into an empty backlog, so that a frame larger than the limit (one
+// large event) reaches a subscriber that keeps up.
 func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	n := 0
 	for _, b := range msgs {
@@ -130,7 +134,7 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 		s.mu.Unlock()
 		return
 	}
-	if !force && s.queued+n > s.limit {
+	if !force && s.queued > 0 && s.queued+n > s.limit {
 		s.mu.Unlock()
 		s.dropLocked(ReasonOverflow)
 		s.feed.hub.m.Drops.WithLabelValues(ReasonOverflow).Inc()
@@ -141,7 +145,9 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 			s.queue = append(s.queue, item{b: b, ts: ts})
 		}
 	}
-	s.queued += n
+	if !force {
+		s.queued += n
+	}
 	s.cursor = seq
 	wake := !s.dirty
 	s.dirty = true

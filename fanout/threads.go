@@ -16,6 +16,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
@@ -60,10 +61,15 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	b = append(b, `,"status":`...)
 	b = append(b, mustJSON(sn.status)...)
 	b = append(b, `,"view":`...)
-	b = append(b, sn.view...)
-	b = append(b, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+len(sn.view)+2))
+	// The view is written as it is held (shared, read-only), not copied
+	// into one body: a long thread's is tens of megabytes.
+	if _, err := w.Write(b); err == nil {
+		if _, err := w.Write(sn.view); err == nil {
+			_, _ = w.Write([]byte("}\n"))
+		}
+	}
 }
 
 func mustJSON(v string) []byte {
@@ -336,7 +342,19 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := c.AllThreads()
-	s.streamMsgs(w, r, ch, ndjson, func(m *nats.Msg, dst []byte) []byte {
+	// Tap messages larger than one NATS message arrive in parts, which
+	// other threads' messages may interleave: joined per subject, and one
+	// that lost a part is dropped whole. streamMsgs calls enc from this
+	// handler's goroutine alone.
+	parts := wire.Assembler{Max: s.hub.cfg.MaxMessageBytes}
+	s.streamMsgs(w, r, ch, ndjson, func(part *nats.Msg, dst []byte) []byte {
+		m, err := parts.Add(part)
+		if err != nil {
+			s.m.BadTap.Inc()
+		}
+		if m == nil {
+			return dst
+		}
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
 			id, err := pipeline.DecodeThread(m.Subject[i+1:])

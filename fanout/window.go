@@ -17,7 +17,8 @@ import (
 // and "view" (runs, steps or subagents changed). Sent as they are, they
 // would hand a windowed subscriber the whole thread at every run boundary.
 // For a windowed view-mode subscriber they are windowed to N
-// (windowChanges), encoded once per frame, variant and window, and shared:
+// (windowChanges) once per frame and window, encoded once per variant, and
+// shared:
 //
 //	"allMessages":[the newest N],"messagesFrom":i,"messageCount":n
 //	"view":{the view with the newest N messages, the newest N runs and their
@@ -45,11 +46,14 @@ func isWide(changes []byte) bool {
 	return false
 }
 
-// windowEnc is one cached windowed encoding of a frame.
+// windowEnc is one cached windowed encoding of a frame, with the windowed
+// changes it encodes (shared by the variants of one window: the parse of a
+// whole view is the costly part).
 type windowEnc struct {
-	v      Variant
-	window int
-	enc    [][]byte
+	v       Variant
+	window  int
+	changes json.RawMessage
+	enc     [][]byte
 }
 
 // maxWindowEncs bounds the windowed encodings cached on one frame; past it
@@ -67,13 +71,22 @@ func (fr *frame) encoding(v Variant, window int) [][]byte {
 			}
 		}
 		w := *fr
-		w.changes = windowChanges(fr.changes, window)
+		w.changes = nil
+		for _, e := range fr.wenc { // another variant's: the same changes
+			if e.window == window {
+				w.changes = e.changes
+				break
+			}
+		}
+		if w.changes == nil {
+			w.changes = windowChanges(fr.changes, window)
+		}
 		enc := encodeFrame(&w, v)
 		if len(fr.wenc) >= maxWindowEncs {
 			copy(fr.wenc, fr.wenc[1:])
 			fr.wenc = fr.wenc[:len(fr.wenc)-1]
 		}
-		fr.wenc = append(fr.wenc, windowEnc{v, window, enc})
+		fr.wenc = append(fr.wenc, windowEnc{v, window, w.changes, enc})
 		return enc
 	}
 	enc := fr.enc[v]

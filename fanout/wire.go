@@ -82,7 +82,13 @@ func changesPayload(f *frame) []byte {
 func encodeSnapshot(s *snapshot, v Variant) [][]byte {
 	switch v {
 	case AguiSSE:
-		var b []byte
+		// Sized once: a long thread's snapshot is tens of megabytes, and
+		// growing it by appends would copy it several times over.
+		n := 32
+		for _, ev := range s.events {
+			n += len(ev) + 48
+		}
+		b := make([]byte, 0, n)
 		for i, ev := range s.events {
 			if i < len(s.events)-1 {
 				b = append(b, "id: "...)
@@ -109,14 +115,28 @@ func encodeSnapshot(s *snapshot, v Variant) [][]byte {
 	case ViewWS:
 		return [][]byte{viewPayload(s)}
 	default:
-		b := append([]byte("id: "), strconv.FormatUint(s.seq, 10)...)
+		b := make([]byte, 0, len(s.view)+64)
+		b = append(b, "id: "...)
+		b = strconv.AppendUint(b, s.seq, 10)
 		b = append(b, '\n')
-		return [][]byte{appendData(b, viewPayload(s))}
+		if bytes.IndexByte(s.view, '\n') >= 0 || bytes.IndexByte(s.view, '\r') >= 0 {
+			return [][]byte{appendData(b, viewPayload(s))}
+		}
+		// The view is compact JSON, one data line: written in place
+		// rather than built and then copied into the SSE message.
+		b = append(b, "data: "...)
+		b = appendViewPayload(b, s)
+		return [][]byte{append(b, '\n', '\n')}
 	}
 }
 
 func viewPayload(s *snapshot) []byte {
-	b := append([]byte(`{"type":"view","seq":`), strconv.FormatUint(s.seq, 10)...)
+	return appendViewPayload(make([]byte, 0, len(s.view)+48), s)
+}
+
+func appendViewPayload(b []byte, s *snapshot) []byte {
+	b = append(b, `{"type":"view","seq":`...)
+	b = strconv.AppendUint(b, s.seq, 10)
 	b = append(b, `,"view":`...)
 	b = append(b, s.view...)
 	return append(b, '}')

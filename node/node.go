@@ -424,7 +424,8 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil)})
+	b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.TokenVerifier(n.cfg.AuthKey, nil),
+		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes()})
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,9 @@ type BridgeConfig struct {
 	// MaxBodyBytes bounds a request body; beyond it the answer is 413 (see
 	// Bridge). Zero: 64 MiB.
 	MaxBodyBytes int64
-	// MaxEventBytes bounds one event of the body. Zero: 1 MiB.
+	// MaxEventBytes bounds one event of the body: the largest event the
+	// pipeline accepts (Config.MaxMsgSize, less room for headers); beyond
+	// it the answer is 413. Zero: DefaultMaxMsgSize - EventHeaderRoom.
 	MaxEventBytes int
 	// MaxErrors bounds the rejected and failed events listed in a response
 	// (their counts stay exact). Zero: 100.
@@ -61,12 +63,13 @@ type BridgeConfig struct {
 //     or it held none that could be; rejected and failed events are listed
 //     with their 0-based index in the body and the reason.
 //   - 400: bad tenant or thread, bad framing (events before the bad spot
-//     were published and are counted), an event over MaxEventBytes, or a
-//     body without any event.
+//     were published and are counted), or a body without any event.
 //   - 401/403: Verify refused the request; the body is not read.
-//   - 413: the body exceeded MaxBodyBytes. Declared by Content-Length, it is
-//     refused before reading; a chunked body is cut at the limit, and the
-//     events before the cut are published and counted.
+//   - 413: the body exceeded MaxBodyBytes — declared by Content-Length, it
+//     is refused before reading; a chunked body is cut at the limit, and
+//     the events before the cut are published and counted — or an event
+//     exceeded MaxEventBytes (the events before it were published and are
+//     counted; the error names the limit).
 //   - 415: a Content-Type that is none of the accepted ones.
 //   - 422: every event of the body was invalid.
 //   - 503: the events could not be stored (every accepted event failed, the
@@ -123,7 +126,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		cfg.MaxBodyBytes = 64 << 20
 	}
 	if cfg.MaxEventBytes <= 0 {
-		cfg.MaxEventBytes = 1 << 20
+		cfg.MaxEventBytes = DefaultMaxMsgSize - EventHeaderRoom
 	}
 	if cfg.MaxErrors <= 0 {
 		cfg.MaxErrors = 100
@@ -225,9 +228,14 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 
 	resp := b.response(res)
 	status := b.status(res, err)
-	if err != nil {
+	var cerr *codec.Error
+	switch {
+	case errors.As(err, &cerr) && cerr.Kind == codec.KindTooLarge:
+		resp.Error = fmt.Sprintf("pipeline: the event at index %d is larger than the largest event accepted, %d bytes (--max-msg-size): %v",
+			res.Events, b.cfg.MaxEventBytes, err)
+	case err != nil:
 		resp.Error = err.Error()
-	} else if status == http.StatusBadRequest {
+	case status == http.StatusBadRequest:
 		resp.Error = "pipeline: the body holds no event"
 	}
 	b.count(status)
@@ -239,7 +247,7 @@ func (b *Bridge) status(res agent.StreamResult, err error) int {
 	var maxErr *http.MaxBytesError
 	var cerr *codec.Error
 	switch {
-	case errors.As(err, &maxErr):
+	case errors.As(err, &maxErr), errors.As(err, &cerr) && cerr.Kind == codec.KindTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, agent.ErrClosed) || errors.Is(err, agent.ErrOverflow):
 		return http.StatusServiceUnavailable

@@ -343,7 +343,7 @@ func TestBridgeErrors(t *testing.T) {
 		{name: "chunked body over the limit", chunked: true, body: good(0) + "\n" + good(1) + "\n" + good(2) + "\n" + good(3),
 			wantStatus: 413, wantAccepted: 2, wantStored: 2},
 		{name: "event over the event limit", body: good(0) + "\n" + `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 100) + `"}`,
-			wantStatus: 400, wantAccepted: 1, wantStored: 1, wantErr: "codec"},
+			wantStatus: 413, wantAccepted: 1, wantStored: 1, wantErr: "larger than the largest event accepted, 100 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,10 +34,13 @@ type Config struct {
 	Domain string
 
 	// Stream and bucket settings, applied idempotently at start.
-	Replicas   int
-	MaxAge     time.Duration // event log retention by age (0 = unlimited)
-	MaxBytes   int64         // event log retention by size (-1 = unlimited)
-	MaxMsgSize int32         // largest accepted message (one event or one batch)
+	Replicas int
+	MaxAge   time.Duration // event log retention by age (0 = unlimited)
+	MaxBytes int64         // event log retention by size (-1 = unlimited)
+	// MaxMsgSize is the largest accepted message (one event or one
+	// batch): the stream's max message size, which the NATS server's
+	// max_payload must allow (the embedded server is started with it).
+	MaxMsgSize int32
 	Duplicates time.Duration // Nats-Msg-Id de-duplication window
 	KVMaxBytes int64         // checkpoint bucket size limit (-1 = unlimited)
 
@@ -80,6 +83,22 @@ type Config struct {
 	// shard; beyond it, clean least-recently-used threads are evicted.
 	MemoryBudget int64
 
+	// MaxViewBytes bounds one thread's view (the reducer's MemSize, about
+	// its encoded size). An event that would take a view past it is not
+	// applied: the thread's run ends rejected with ErrViewTooLarge as its
+	// reason (a RUN_ERROR for AG-UI subscribers), the event is
+	// dead-lettered (kind too-big) and counted (ViewLimit). The thread
+	// stays readable; only events that keep it within the limit apply
+	// after. 0 means no limit.
+	MaxViewBytes int64
+
+	// ReplyWindow is how much of a large snapshot reply is sent before the
+	// requester asks for more (wire.Responder): each reply in flight may
+	// have this much buffered in the NATS server for the requester's
+	// connection, which the server closes as a slow consumer past its
+	// max_pending (64 MiB by default). 0 means wire.DefaultWindow (16 MiB).
+	ReplyWindow int
+
 	// Tap enables the analytics tap subjects.
 	Tap bool
 
@@ -88,6 +107,25 @@ type Config struct {
 	// Metrics receives counters; nil means no metrics.
 	Metrics *Metrics
 }
+
+// Size defaults. DefaultMaxMsgSize is 8 MiB, the largest max_payload
+// nats-server recommends (it accepts up to 64 MiB), so that a single event
+// of several megabytes — a large tool result, a big state — is accepted;
+// frames and snapshot replies larger than that travel in parts (package
+// wire), so the view is not bounded by it. DefaultMaxViewBytes is 256 MiB.
+const (
+	DefaultMaxMsgSize   = 8 << 20
+	DefaultMaxViewBytes = 256 << 20
+)
+
+// EventHeaderRoom is what MaxEventBytes leaves of MaxMsgSize for the
+// headers a publisher adds (the agent SDK keeps as much).
+const EventHeaderRoom = 512
+
+// MaxEventBytes is the largest single event the pipeline accepts: one
+// message of MaxMsgSize with room for its headers. The HTTP bridge refuses
+// a larger one with 413.
+func (c *Config) MaxEventBytes() int { return int(c.MaxMsgSize) - EventHeaderRoom }
 
 // DefaultConfig returns a fresh Config with the defaults.
 func DefaultConfig() Config {
@@ -101,7 +139,8 @@ func DefaultConfig() Config {
 		Replicas:           1,
 		MaxAge:             7 * 24 * time.Hour,
 		MaxBytes:           -1,
-		MaxMsgSize:         1 << 20,
+		MaxMsgSize:         DefaultMaxMsgSize,
+		MaxViewBytes:       DefaultMaxViewBytes,
 		Duplicates:         2 * time.Minute,
 		KVMaxBytes:         -1,
 		ConsumerPrefix:     "ingest",
@@ -135,8 +174,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: shards %d", ErrConfig, c.Shards)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("%w: replicas %d not in [1, 5]", ErrConfig, c.Replicas)
-	case c.MaxMsgSize < 1024:
-		return fmt.Errorf("%w: max message size %d < 1024", ErrConfig, c.MaxMsgSize)
+	case c.MaxMsgSize < 1024 || c.MaxMsgSize > 64<<20:
+		return fmt.Errorf("%w: max message size %d not in [1024, 64 MiB]", ErrConfig, c.MaxMsgSize)
+	case c.ReplyWindow < 0:
+		return fmt.Errorf("%w: reply window %d", ErrConfig, c.ReplyWindow)
+	case c.MaxViewBytes < 0:
+		return fmt.Errorf("%w: max view bytes %d", ErrConfig, c.MaxViewBytes)
 	case c.SnapshotQueue < 0:
 		return fmt.Errorf("%w: snapshot queue %d", ErrConfig, c.SnapshotQueue)
 	case c.MaxAckPending < 1 || c.QueueLen < 1:

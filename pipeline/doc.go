@@ -115,6 +115,21 @@
 // A checkpoint's KV message carries the thread's summary in its headers
 // (Tc-Seq, Tc-Status, Tc-Last-Event) for listings that read no record.
 //
+// # Sizes
+//
+// Nothing a shard sends is limited by the NATS max payload: frames, tap
+// messages and dead letters larger than one message are sent in parts,
+// snapshot replies in parts and, beyond Config.ReplyWindow, window by
+// window as the requester asks (package wire; send.go: every message
+// leaves through shard.send, every snapshot reply through respondParts).
+// A message that cannot be sent is counted (PublishErrors) and logged,
+// rate-limited; a snapshot requester is told ("unsent"). The explicit
+// limits are Config.MaxMsgSize (the stream's max message size: one event
+// or batch; 8 MiB by default, and the embedded server's max_payload) and
+// Config.MaxViewBytes (one thread's view, 256 MiB by default: an event that
+// would pass it ends the thread's run rejected, is dead-lettered too-big
+// and counted in ViewLimit; the thread stays readable).
+//
 // # Bad input
 //
 // Input that does not decode, or that the codec or reducer rejects, is

@@ -14,6 +14,23 @@ import (
 // the event log is the durable record, and a subscriber that misses a frame
 // notices (Tc-Prev) and takes a snapshot.
 //
+// # Size
+//
+// Neither has a size limit of its own. A frame, a snapshot reply, a tap
+// message or a dead letter larger than one NATS message (the connection's
+// max payload, less 4 KiB for headers) is sent in parts (package wire):
+// consecutive messages on the same subject carrying every header below
+// plus Tc-Part: i/n and Tc-Part-Bytes, whose bodies joined in order are
+// the body described here. A receiver joins them (wire.Assembler) and
+// never sees part of a frame: a frame that lost a part is a lost frame,
+// which the next frame's Tc-Prev reveals. A snapshot reply larger than a
+// window (Config.ReplyWindow) is sent one window at a time, as the
+// requester asks (wire.Request, wire.Responder: Tc-Part-More), so that the
+// server never buffers more than a window of it for the requester. Small
+// messages — nearly all — are sent as before: one message, no part header.
+// The limits that remain are Config.MaxMsgSize (one stored message, so one
+// event) and Config.MaxViewBytes (one thread's view).
+//
 // # Frame — subject view.<tenant>.<thread token>
 //
 // Headers:
@@ -97,7 +114,8 @@ import (
 // one encoding answers every request with the same body in the queue.
 //
 // On error the reply has Tc-Error-Kind and Tc-Error headers and an empty
-// body. Joining with no gap: subscribe to the view subject, then request the
+// body (kind "unsent": the reply could not be sent; the request may be
+// retried). Joining with no gap: subscribe to the view subject, then request the
 // snapshot (S), drop frames with Seq ≤ S; the first frame kept has Prev == S
 // (frames are dense), otherwise resynchronise. A windowed snapshot joins the
 // same way: the frames after it are the same frames.

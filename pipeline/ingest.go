@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Ingest is the reducer service of one instance: it binds the consumers of
@@ -79,6 +81,14 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: jetstream: %w", err)
 	}
+	// The stream cannot accept a message the server refuses: with a server
+	// whose max_payload is below MaxMsgSize (an external cluster left at
+	// nats-server's 1 MiB default), the server's limit is the largest event.
+	if mp := in.nc.MaxPayload(); mp > 0 && int64(cfg.MaxMsgSize) > mp {
+		in.log.Warn("the NATS server's max_payload is below the largest accepted message; events are limited to it (raise max_payload: docs/production.md)",
+			"max_payload", mp, "max_msg_size", cfg.MaxMsgSize)
+		cfg.MaxMsgSize = int32(mp)
+	}
 	stream, kv, err := EnsureStreams(ctx, js, cfg)
 	if err != nil {
 		return err
@@ -92,6 +102,14 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	// writes): live until drain has expired after ctx ended.
 	hardCtx, hardCancel := context.WithCancel(context.Background())
 	defer hardCancel()
+	// Snapshot replies larger than a window are sent window by window,
+	// as the requester asks (wire.Responder): held until fetched, dropped
+	// when Run returns.
+	resp, err := wire.NewResponder(in.nc, wire.ResponderConfig{Window: cfg.ReplyWindow})
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	defer resp.Close()
 	shards := make([]*shard, nShards)
 	for i := range shards {
 		base, err := newKVStore(in.nc, kv, cfg.Bucket)
@@ -103,6 +121,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 			return err
 		}
 		shards[i] = newShard(i, cfg, in.log, in.m, in.nc, store)
+		shards[i].resp = resp
 	}
 	partShard := make(map[int]*shard, len(owned))
 	for i, p := range owned {

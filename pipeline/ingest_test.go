@@ -20,6 +20,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 const corpusRoot = "../../shared/conformance"
@@ -195,7 +196,9 @@ func bytesOf(rs []json.RawMessage) [][]byte {
 // snapshot requests a thread's snapshot from its partition owner.
 func snapshot(nc *nats.Conn, parts int, tenant, thread string) (Snapshot, error) {
 	tok := EncodeThread(thread)
-	msg, err := nc.Request(SnapSubject(Partition(tenant, tok, parts), tenant, tok), nil, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msg, err := wire.Request(ctx, nc, SnapSubject(Partition(tenant, tok, parts), tenant, tok), nil, 0)
 	if err != nil {
 		return Snapshot{}, err
 	}

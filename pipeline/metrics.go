@@ -28,6 +28,9 @@ type Metrics struct {
 	Runs            *prometheus.CounterVec // by outcome
 	Lag             *prometheus.GaugeVec   // messages pending per partition
 	AckPending      *prometheus.GaugeVec   // delivered, un-acked per partition
+	PublishErrors   *prometheus.CounterVec // messages that could not be sent, by what: frame, snapshot, tap, dlq
+	Parted          *prometheus.CounterVec // messages sent in parts (larger than one NATS message), by what
+	ViewLimit       prometheus.Counter     // events refused because their thread's view reached MaxViewBytes
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -53,6 +56,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Runs:            prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "runs_total", Help: "Runs ended, by outcome."}, []string{"outcome"}),
 		Lag:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_lag", Help: "Messages in the stream not yet delivered, per owned partition."}, []string{"partition"}),
 		AckPending:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "partition_ack_pending", Help: "Delivered messages not yet acked, per owned partition."}, []string{"partition"}),
+		PublishErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_errors_total", Help: "Core NATS messages that could not be sent, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
+		ViewLimit:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "view_limit_rejections_total", Help: "Events refused (their run ended, dead-lettered) because their thread's view reached the largest view kept (--max-view-bytes)."}),
+		Parted:          prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
 	}
 	for t := 1; t <= codec.NumTypes; t++ {
 		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
@@ -61,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.EventsIn, m.Messages, m.Rejected, m.Warnings, m.DeadLetters, m.Skipped,
 			m.BatchMismatch, m.ApplySeconds, m.Frames, m.Checkpoints, m.CheckpointFails, m.Evictions,
-			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending)
+			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.PublishErrors, m.Parted, m.ViewLimit)
 	}
 	return m
 }

@@ -19,8 +19,10 @@ type ServerConfig struct {
 	// StoreDir is JetStream's file store directory. Required: an embedded
 	// server without a store would lose the event log on restart.
 	StoreDir string
-	// MaxPayload overrides the server's max message size (0 = server default,
-	// 1 MiB). Must be ≥ the stream's MaxMsgSize.
+	// MaxPayload is the server's max message size (0 = DefaultMaxMsgSize,
+	// 8 MiB; nats-server allows up to 64 MiB). Must be ≥ the stream's
+	// MaxMsgSize; messages larger than it (frames, snapshot replies) travel
+	// in parts.
 	MaxPayload int32
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
@@ -44,6 +46,9 @@ var ErrServerStart = errors.New("pipeline: embedded nats-server did not start")
 func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("%w: no JetStream store directory", ErrServerStart)
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = DefaultMaxMsgSize
 	}
 	opts := &server.Options{
 		Host:                  cfg.Host,

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 type threadKey struct{ tenant, token string }
@@ -47,6 +48,11 @@ type hotThread struct {
 	run      runAcc
 	lastAt   int64 // Unix ms of the last event applied (HeaderLastEvent); 0: none since loaded
 	mem      int   // th.MemSize() + len(snap)
+	// viewMem is th.MemSize() when last measured (load, frame) and
+	// viewGrown the bytes of the events applied since: their sum bounds
+	// the view from above cheaply, and only near MaxViewBytes is the view
+	// measured again (overView).
+	viewMem, viewGrown int
 	// snap is the encoded snapshot reply at snapSeq (nil: none cached);
 	// dropped by the next apply (snapshot.go).
 	snap    []byte
@@ -144,6 +150,13 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
+	replyMsg                  nats.Msg    // respondParts' message, reused likewise
+	snapHdr                   nats.Header // snapshot replies' header, over snapHdrSeq
+	snapHdrSeq                [1]string
+
+	partSize int             // the largest body sent as one message (send.go)
+	sendLog  sendLog         // rate limit of send failure logs
+	resp     *wire.Responder // sends large snapshot replies window by window; nil: all at once (tests)
 }
 
 func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {
@@ -155,6 +168,8 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		threads: make(map[threadKey]*hotThread),
 	}
 	s.frameMsg.Header = nats.Header{HeaderSeq: s.frameHdrSeq[:], HeaderPrev: s.frameHdrPrev[:]}
+	s.snapHdr = nats.Header{HeaderSeq: s.snapHdrSeq[:]}
+	s.partSize = partSizeOf(pub, cfg)
 	return s
 }
 
@@ -358,6 +373,18 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		s.m.Warnings.Inc()
 		return
 	}
+	if s.overView(t, len(line)) {
+		err := fmt.Errorf("%w: the view holds %d bytes and this event of %d bytes would take it past the limit of %d (MaxViewBytes, --max-view-bytes)",
+			ErrViewTooLarge, t.viewMem, len(line), s.cfg.MaxViewBytes)
+		s.m.ViewLimit.Inc()
+		s.m.Rejected.WithLabelValues(ErrKindTooBig).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindTooBig, err.Error(), seq, idx)
+		t.th.Reject(seq, err)
+		if t.run.reject(seq, err.Error(), s.now) {
+			s.runEnded(t)
+		}
+		return
+	}
 	t.lastAt = eventTime(&s.ev, s.now)
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
@@ -385,6 +412,31 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	if t.run.observe(seq, &s.ev, s.now) {
 		s.runEnded(t)
 	}
+}
+
+// ErrViewTooLarge is the reason (wrapped) of a run ended because its
+// thread's view reached Config.MaxViewBytes.
+var ErrViewTooLarge = errors.New("pipeline: thread view too large")
+
+// overView reports whether applying an event of n bytes could take t's
+// view past MaxViewBytes: the view's measured size plus the bytes applied
+// since bounds it (an event adds at most about its own size), and only
+// when that bound passes the limit is the view measured again.
+func (s *shard) overView(t *hotThread, n int) bool {
+	limit := s.cfg.MaxViewBytes
+	if limit <= 0 {
+		return false
+	}
+	if int64(t.viewMem+t.viewGrown+n) <= limit {
+		t.viewGrown += n
+		return false
+	}
+	t.viewMem, t.viewGrown = t.th.MemSize(), 0
+	if int64(t.viewMem+n) > limit {
+		return true
+	}
+	t.viewGrown = n
+	return false
 }
 
 // runEnded publishes the run summary and asks for a checkpoint.
@@ -415,11 +467,12 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 	}
 }
 
+// publish sends a tap message.
 func (s *shard) publish(subject string, data []byte, seq uint64) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
 		HeaderSeq: {strconv.FormatUint(seq, 10)},
 	}}
-	_ = s.pub.PublishMsg(msg) // at most once by contract; the connection's errors are logged by its handlers
+	_ = s.send(sendTap, msg) // at most once by contract; counted and logged by send
 }
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>. tenant and
@@ -443,7 +496,7 @@ func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason strin
 	}
 	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()
-	_ = s.pub.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: h})
+	_ = s.send(sendDLQ, &nats.Msg{Subject: subject, Data: data, Header: h})
 }
 
 func truncateN(s string, n int) string {
@@ -460,7 +513,8 @@ func (s *shard) flush(ctx context.Context, force bool) {
 		s.frame(t)
 		t.inBatch = false
 		old := t.mem
-		t.mem = t.th.MemSize() + len(t.snap)
+		t.viewMem, t.viewGrown = t.th.MemSize(), 0
+		t.mem = t.viewMem + len(t.snap)
 		s.mem += int64(t.mem - old)
 	}
 	clear(s.batch)
@@ -498,7 +552,10 @@ func (s *shard) frame(t *hotThread) {
 	b = append(b, '}')
 	s.frameHdrSeq[0], s.frameHdrPrev[0] = strconv.FormatUint(seq, 10), strconv.FormatUint(t.frameSeq, 10)
 	s.frameMsg.Subject, s.frameMsg.Data = t.subject, b
-	_ = s.pub.PublishMsg(&s.frameMsg)
+	// A frame that could not be sent is lost like one a subscriber missed:
+	// the next frame's Tc-Prev (this seq) shows the gap, and frameSeq
+	// advances all the same so that it does.
+	_ = s.send(sendFrame, &s.frameMsg)
 	s.frameMsg.Data = nil
 	s.buf = b[:0]
 	s.m.Frames.Inc()
@@ -796,6 +853,7 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 		return nil
 	}
 	t.ckptSeq, t.frameSeq = rec.seq, rec.frameSeq
+	t.viewMem = t.th.MemSize()
 	t.run.unmarshal(rec.run)
 	s.m.Loads.Inc()
 	return nil

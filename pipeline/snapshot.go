@@ -199,10 +199,13 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 		s.m.Snapshots.WithLabelValues("coalesced").Add(float64(len(g.reqs) - 1))
 	}
 	// The replies share data and the header: PublishMsg copies both into
-	// the connection's buffer and neither is changed after.
-	h := nats.Header{HeaderSeq: {strconv.FormatUint(seq, 10)}}
+	// the connection's buffer and neither is changed before the last one
+	// is sent (a Responder that holds a reply keeps its own copy of the
+	// header). The header is the shard's, reused, as the frame's is.
+	s.snapHdrSeq[0] = strconv.FormatUint(seq, 10)
+	h := s.snapHdr
 	for _, req := range g.reqs {
-		_ = req.RespondMsg(&nats.Msg{Data: data, Header: h})
+		_ = s.respondParts(req, h, data) // counted, logged and told to the requester by respondParts
 	}
 }
 

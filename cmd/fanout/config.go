@@ -58,6 +58,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.Hub.IdleTrimAfter, "idle-trim-after", f.Hub.IdleTrimAfter, "how long a lingering thread keeps its whole ring before it is cut to --idle-ring-bytes")
 	fs.DurationVar(&f.Hub.Linger, "linger", f.Hub.Linger, "keep a thread's subscription this long after its last subscriber left")
 	fs.IntVar(&f.Hub.MaxIdleFeedsPerTenant, "max-idle-threads-per-tenant", f.Hub.MaxIdleFeedsPerTenant, "lingering threads per tenant; past it the tenant's oldest ends at once (negative: unlimited)")
+	fs.IntVar(&f.Hub.MaxMessageBytes, "max-message-bytes", f.Hub.MaxMessageBytes, "largest frame or snapshot reply assembled from parts, in bytes (at least twice ingest's --max-view-bytes)")
 	fs.IntVar(&f.Hub.MaxIdleFeeds, "max-idle-threads", f.Hub.MaxIdleFeeds, "lingering threads on the node; past it the oldest ends at once (negative: unlimited)")
 
 	// Environment first, then the command line over it.

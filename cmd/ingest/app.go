@@ -147,7 +147,7 @@ func (a *app) Run(ctx context.Context) error {
 			defer cancel()
 			_ = pub.Close(cctx)
 		}()
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify})
+		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, MaxEventBytes: a.cfg.Pipeline.MaxEventBytes()})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}

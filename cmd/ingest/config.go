@@ -14,6 +14,7 @@ import (
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // config is everything the command reads from flags and the environment.
@@ -66,7 +67,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&p.MaxAge, "max-age", p.MaxAge, "event log retention by age (0: unlimited)")
 	fs.Int64Var(&p.MaxBytes, "max-bytes", p.MaxBytes, "event log retention by size (-1: unlimited)")
 	maxMsg := int(p.MaxMsgSize)
-	fs.IntVar(&maxMsg, "max-msg-size", maxMsg, "largest accepted message in bytes")
+	fs.IntVar(&maxMsg, "max-msg-size", maxMsg, "largest accepted message (one event or a batch) in bytes: the stream's max message size and the embedded NATS server's max_payload (at most 64 MiB)")
+	fs.IntVar(&p.ReplyWindow, "reply-window", wire.DefaultWindow, "bytes of a large snapshot reply sent before the requester asks for more (well under the NATS server's max_pending, 64 MiB by default)")
+	fs.Int64Var(&p.MaxViewBytes, "max-view-bytes", p.MaxViewBytes, "largest view kept per thread in bytes; an event that would exceed it ends the thread's run with an error and is dead-lettered (0: no limit)")
 	fs.DurationVar(&p.Duplicates, "dup-window", p.Duplicates, "Nats-Msg-Id de-duplication window")
 	fs.Int64Var(&p.KVMaxBytes, "kv-max-bytes", p.KVMaxBytes, "checkpoint bucket size limit (-1: unlimited)")
 	fs.IntVar(&p.MaxAckPending, "max-ack-pending", p.MaxAckPending, "un-acked messages per partition")

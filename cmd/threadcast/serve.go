@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func init() {
@@ -151,6 +153,10 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.IntVar(&n.FanoutConfig.Hub.MaxIdleFeeds, "max-idle-threads", n.FanoutConfig.Hub.MaxIdleFeeds, "lingering threads on the node; past it the oldest ends at once (negative: unlimited)")
 	fs.IntVar(&n.FanoutConfig.Hub.IdleRingBytes, "idle-ring-bytes", n.FanoutConfig.Hub.IdleRingBytes, "bytes of recent frames a thread lingering for longer than --idle-trim-after keeps (at most --ring-bytes)")
 	fs.DurationVar(&n.FanoutConfig.Hub.IdleTrimAfter, "idle-trim-after", n.FanoutConfig.Hub.IdleTrimAfter, "how long a lingering thread keeps its whole ring before it is cut to --idle-ring-bytes")
+	fs.Var(int32Flag{&n.Pipeline.MaxMsgSize}, "max-msg-size", "largest accepted message (one event or a batch) in `bytes`: the stream's max message size and the embedded NATS server's max_payload (at most 64 MiB)")
+	fs.Int64Var(&n.Pipeline.MaxViewBytes, "max-view-bytes", n.Pipeline.MaxViewBytes, "largest view kept per thread in `bytes`; an event that would exceed it ends the thread's run with an error and is dead-lettered (0: no limit)")
+	fs.IntVar(&n.Pipeline.ReplyWindow, "reply-window", wire.DefaultWindow, "`bytes` of a large snapshot reply sent before the fanout asks for more (well under the NATS server's max_pending, 64 MiB by default)")
+	fs.IntVar(&n.FanoutConfig.Hub.MaxMessageBytes, "max-message-bytes", n.FanoutConfig.Hub.MaxMessageBytes, "largest frame or snapshot reply the fanout assembles from parts, in `bytes` (at least twice --max-view-bytes)")
 	fs.IntVar(&n.Pipeline.Partitions, "partitions", n.Pipeline.Partitions, "partitions of the event stream (fixed for its life; the same on every ingest and fanout)")
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
@@ -351,4 +357,23 @@ func startupHint(err error) error {
 		return fmt.Errorf("%w\n  (the stream was created with another --partitions)", err)
 	}
 	return err
+}
+
+// int32Flag is a flag.Value over an int32 (the stream's max message size).
+type int32Flag struct{ p *int32 }
+
+func (f int32Flag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*f.p), 10)
+}
+
+func (f int32Flag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return err
+	}
+	*f.p = int32(v)
+	return nil
 }

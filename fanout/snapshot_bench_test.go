@@ -1,0 +1,116 @@
+package fanout
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// NOTE: the large-join benchmark. One thread of 100,000 assistant messages
+// of 500 bytes (a view of about 55 MB) reduced by the real ingest on an
+// embedded server with the default 8 MiB max payload. Each iteration is one
+// cold join over SSE on loopback — the node holds no feed for the thread
+// (Linger 0), so the join subscribes, requests the snapshot from ingest,
+// receives its reply in parts (about 110 MB: the view and the snapshot
+// events), assembles it, encodes the variant and writes it — timed from
+// the request to the last byte of the snapshot. Baseline, in the same
+// iteration with the same client code: a bare net/http handler writing the
+// very bytes the join received, in one Write. Both are checked whole (equal
+// bytes) inside the loop. Run:
+//
+//	go test ./fanout -run '^$' -bench BenchmarkSnapshotSSE -benchtime 5x -timeout 20m
+func BenchmarkSnapshotSSE(b *testing.B) {
+	e := startLarge(b, func(c *Config) { c.Hub.Linger = 0 })
+	const thread = "bench-long"
+	events := longThread(thread, 0, 100000, 500)
+	seqs := e.publish(b, thread, events)
+	last := seqs[len(seqs)-1]
+	e.waitSeq(b, thread, last)
+	for _, mode := range []string{"agui", "view"} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			path := "/v1/threads/" + thread + "/events?mode=" + mode
+			// The first join reads up to the snapshot's end: the event
+			// whose SSE id is the plain seq (agui), or the view payload.
+			want := readJoin(b, e, path, last, nil)
+			bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write(want)
+				<-r.Context().Done() // a stream stays open, as the join's does
+			}))
+			defer bare.Close()
+			got := make([]byte, len(want))
+			var tc, base time.Duration
+			b.SetBytes(int64(len(want)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				tc += timedRead(b, e.url+path, e.tok, got, want)
+				base += timedRead(b, bare.URL, "", got, want)
+			}
+			mb := float64(b.N) * float64(len(want)) / 1e6
+			b.ReportMetric(mb/tc.Seconds(), "tc_MB/s")
+			b.ReportMetric(mb/base.Seconds(), "bare_MB/s")
+			b.ReportMetric(base.Seconds()/tc.Seconds(), "ratio")
+			b.ReportMetric(float64(len(want))/1e6, "snapshot_MB")
+		})
+	}
+}
+
+// readJoin reads a join on path until its snapshot is complete and returns
+// its bytes.
+func readJoin(b *testing.B, e *largeEnv, path string, seq uint64, _ []byte) []byte {
+	b.Helper()
+	c := openSSE(b, e.url+path, e.tok, nil)
+	defer c.close()
+	var raw bytes.Buffer
+	id := strconv.FormatUint(seq, 10)
+	for {
+		line, err := c.br.ReadBytes('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw.Write(line)
+		if string(line) == "id: "+id+"\n" { // the last message of the snapshot: its data, then a blank line
+			for blank := false; !blank; {
+				line, err := c.br.ReadBytes('\n')
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw.Write(line)
+				blank = len(line) == 1
+			}
+			return raw.Bytes()
+		}
+	}
+}
+
+// timedRead opens url, reads len(want) bytes into got, checks them and
+// returns the time from the request to the last byte.
+func timedRead(b *testing.B, url, tok string, got, want []byte) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		b.Fatal(fmt.Errorf("%s: %w", url, err))
+	}
+	d := time.Since(start)
+	if !bytes.Equal(got, want) {
+		b.Fatalf("%s: the snapshot differs from the first join's", url)
+	}
+	return d
+}

@@ -1,0 +1,156 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+func startNATSOpts(t testing.TB, opts server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	ns, err := server.NewServer(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+// serve answers requests on subject with a body of the length they ask
+// for, through respond.
+func serve(t *testing.T, nc *nats.Conn, subject string, respond func(reply string, body []byte) error) {
+	t.Helper()
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		n, _ := strconv.Atoi(string(m.Data))
+		if err := respond(m.Reply, randomBody(n)); err != nil {
+			t.Errorf("respond: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResponderWindows: replies of one message, of one window and of many
+// windows all arrive whole, and nothing stays held after.
+func TestResponderWindows(t *testing.T) {
+	ns := startNATS(t, 8<<10)
+	resp, req := connect(t, ns), connect(t, ns)
+	r, err := NewResponder(resp, ResponderConfig{Window: 12 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	serve(t, resp, "snap", func(reply string, body []byte) error {
+		return r.Respond(reply, nats.Header{"Tc-Seq": {"9"}}, body)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range []int{5, r.PartSize() + 1, 12 << 10, 12<<10 + 1, 100 << 10, 1 << 20} {
+		m, err := Request(ctx, req, "snap", []byte(strconv.Itoa(n)), 0)
+		if err != nil {
+			t.Fatalf("len %d: %v", n, err)
+		}
+		if !bytes.Equal(m.Data, randomBody(n)) || m.Header.Get("Tc-Seq") != "9" || m.Header.Get(HeaderPartMore) != "" {
+			t.Fatalf("len %d: %d bytes, header %v", n, len(m.Data), m.Header)
+		}
+	}
+	if n := r.Held(); n != 0 {
+		t.Errorf("%d replies still held", n)
+	}
+}
+
+// TestResponderSlowConsumer: with a server whose max_pending is 1 MiB, an
+// 8 MiB reply sent in parts at once closes the requester's connection as a
+// slow consumer; sent by a Responder, window by window, it arrives.
+func TestResponderSlowConsumer(t *testing.T) {
+	ns := startNATSOpts(t, server.Options{MaxPayload: 64 << 10, MaxPending: 1 << 20})
+	resp := connect(t, ns)
+	const n = 8 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	blast := connect(t, ns)
+	serve(t, resp, "blast", func(reply string, body []byte) error {
+		return Publish(resp, &nats.Msg{Subject: reply, Data: body}, PartSize(resp.MaxPayload()))
+	})
+	if _, err := Request(ctx, blast, "blast", []byte(strconv.Itoa(n)), 0); err == nil {
+		t.Log("the blast got through: the requester drained fast enough this time")
+	} else if ns.NumSlowConsumers() == 0 {
+		t.Fatalf("blast: %v, and no slow consumer", err)
+	}
+
+	r, err := NewResponder(resp, ResponderConfig{Window: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	serve(t, resp, "paced", func(reply string, body []byte) error { return r.Respond(reply, nil, body) })
+	before := ns.NumSlowConsumers()
+	req := connect(t, ns)
+	for range 3 {
+		m, err := Request(ctx, req, "paced", []byte(strconv.Itoa(n)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Data, randomBody(n)) {
+			t.Fatal("body differs")
+		}
+	}
+	if d := ns.NumSlowConsumers() - before; d != 0 {
+		t.Errorf("%d slow consumers with windows", d)
+	}
+}
+
+// TestResponderLimits: a window asked for after HoldTTL fails the request
+// with ErrPartLost; replies beyond MaxHeld are refused.
+func TestResponderLimits(t *testing.T) {
+	ns := startNATS(t, 8<<10)
+	resp, req := connect(t, ns), connect(t, ns)
+	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10, HoldTTL: 50 * time.Millisecond, MaxHeld: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Read the first window by hand and ask for the next too late.
+	inbox := req.NewInbox()
+	sub, _ := req.SubscribeSync(inbox)
+	_ = req.Flush()
+	if err := r.Respond(inbox, nil, randomBody(100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Respond("elsewhere", nil, randomBody(100<<10)); !errors.Is(err, ErrTooManyHeld) {
+		t.Fatalf("second held reply: %v, want ErrTooManyHeld", err)
+	}
+	var more string
+	for more == "" {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = m.Header.Get(HeaderPartMore)
+	}
+	time.Sleep(100 * time.Millisecond)                                   // past HoldTTL
+	if err := r.Respond("again", nil, randomBody(100<<10)); err != nil { // the expired one no longer counts
+		t.Fatalf("after expiry: %v", err)
+	}
+	m, err := req.Request(more, []byte("2"), 5*time.Second)
+	if err != nil || m.Header.Get(HeaderPartError) == "" {
+		t.Fatalf("late window request: %v %v, want %s", m, err, HeaderPartError)
+	}
+}
