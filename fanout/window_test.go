@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -520,7 +521,12 @@ func TestWindowedJoins(t *testing.T) {
 				for {
 					data, err := j.src.next(ctx)
 					if err != nil {
-						t.Fatalf("%v (the last payload: %.300s)", err, last)
+						at := "?"
+						if resp, err := authGet(hs.URL+base+"?window=1", tok); err == nil {
+							at = resp.Header.Get(pipeline.HeaderSeq)
+							resp.Body.Close()
+						}
+						t.Fatalf("%v (the pipeline at seq %s of %d; the last payload: %.300s)", err, at, lt.lastSeq(), last)
 					}
 					last = data
 					if j.view != nil {
@@ -748,4 +754,64 @@ func TestInteropHttpAgentLongThread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWindowedResyncKeepsWindow: a windowed view-mode subscriber that
+// misses a frame is resynchronised with a snapshot of its own window; the
+// feed caches snapshots per window, so a second joiner of the same window
+// at the same seq asks the pipeline nothing, and one of another window (or
+// none) asks for its own.
+func TestWindowedResyncKeepsWindow(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "wgap")
+	srv, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	th.publish(t, "a;")
+	v := openSSE(t, hs.URL+"/v1/threads/wgap/events?mode=view&window=5", tok, nil)
+	if m, err := v.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":2`) {
+		t.Fatalf("first view: %+v %v", m, err)
+	}
+	v2 := openSSE(t, hs.URL+"/v1/threads/wgap/events?mode=view&window=5", tok, nil)
+	if m, err := v2.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":2`) {
+		t.Fatalf("second joiner's view: %+v %v", m, err)
+	}
+	whole := openSSE(t, hs.URL+"/v1/threads/wgap/events?mode=view", tok, nil)
+	if m, err := whole.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":2`) {
+		t.Fatalf("unwindowed view: %+v %v", m, err)
+	}
+	th.mu.Lock()
+	got := append([]int(nil), th.windows...)
+	th.mu.Unlock()
+	if !reflect.DeepEqual(got, []int{5, 0}) {
+		t.Fatalf("snapshot requests for windows %v, want [5 0] (the second window-5 joiner served from the feed's cache)", got)
+	}
+	// Lose a frame: advance the thread without publishing it.
+	th.mu.Lock()
+	th.seq += 5
+	th.text.WriteString("lost;")
+	th.mu.Unlock()
+	th.publish(t, "b;")
+	for _, c := range []*sseClient{v, v2, whole} {
+		if m, err := c.next(); err != nil || !strings.Contains(m.data, `"type":"view","seq":9`) || !strings.Contains(m.data, `a;lost;b;`) {
+			t.Fatalf("view after the gap: %+v %v", m, err)
+		}
+	}
+	th.mu.Lock()
+	got = append([]int(nil), th.windows...)
+	th.mu.Unlock()
+	// One request per window after the gap (single flight per window); the
+	// order of the two is the race of the writers.
+	if len(got) != 4 || !reflect.DeepEqual(sortedInts(got[2:]), []int{0, 5}) {
+		t.Fatalf("snapshot requests for windows %v, want [5 0] then 0 and 5 after the gap", got)
+	}
+	if n := counterValue(srv.m.Resyncs.WithLabelValues(ReasonGap)); n != 3 {
+		t.Fatalf("gap resyncs %v, want 3", n)
+	}
+}
+
+func sortedInts(s []int) []int {
+	out := append([]int(nil), s...)
+	slices.Sort(out)
+	return out
 }
