@@ -77,7 +77,7 @@ type testThread struct {
 	seq        uint64
 	text       strings.Builder
 	snapshots  int
-	windows    []int // the window of every snapshot request answered (0: whole)
+	windows    []int  // the window of every snapshot request answered (0: whole)
 	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
 	sub        *nats.Subscription
