@@ -30,7 +30,7 @@ func runSnapshot(e *env) error {
 	}
 	fmt.Fprintf(e.out, "\nFull join of a 50 MB view over SSE vs bare net/http (fanout benchmark, %s joins each)\n", n)
 	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tsnapshot MB\tthreadcast MB/s\tbare MB/s\tratio\t")
+	fmt.Fprintln(tw, "mode\tsnapshot MB\tthreadcast MB/s\tbare MB/s\tratio\tthreadcast MB/CPU-s\tbare MB/CPU-s\t")
 	for _, mode := range []string{"agui", "view"} {
 		m := map[string]float64{}
 		for _, l := range lines {
@@ -39,11 +39,12 @@ func runSnapshot(e *env) error {
 			}
 		}
 		if len(m) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t\n", mode)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t\n", mode)
 			e.record(summaryRow{"snapshot", "full 50 MB join over SSE, " + mode, "not reported", "≥100 MB/s", "-", 17})
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.2f\t\n", mode, m["snapshot_MB"], m["tc_MB/s"], m["bare_MB/s"], m["ratio"])
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t\n", mode, m["snapshot_MB"], m["tc_MB/s"], m["bare_MB/s"], m["ratio"],
+			m["tc_MB/cpu_s"], m["bare_MB/cpu_s"])
 		e.record(summaryRow{"snapshot", "full 50 MB join over SSE, " + mode, fmt.Sprintf("%.0f MB/s (bare %.0f)", m["tc_MB/s"], m["bare_MB/s"]),
 			"≥100 MB/s", verdict(m["tc_MB/s"], 100), 17})
 	}

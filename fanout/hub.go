@@ -50,7 +50,8 @@ type HubConfig struct {
 	// Partitions is the pipeline's partition count P, which addresses
 	// snapshot requests (tc.snap.<p>.<tenant>.<thread>).
 	Partitions int
-	// SnapshotTimeout bounds one snapshot request.
+	// SnapshotTimeout bounds one snapshot request, the whole reply
+	// included (all its parts and windows).
 	SnapshotTimeout time.Duration
 	// SnapshotRetry bounds how long a snapshot request is retried while the
 	// pipeline answers "busy" or times out (a join storm), with jittered

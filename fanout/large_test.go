@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -39,6 +40,12 @@ type largeEnv struct {
 
 func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 	t.Helper()
+	return startLargeWith(t, mod, nil)
+}
+
+// startLargeWith is startLarge with the ingest's config changed by imod.
+func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)) *largeEnv {
+	t.Helper()
 	sc := pipeline.DefaultServerConfig()
 	sc.StoreDir = t.TempDir()
 	ns, err := pipeline.StartServer(sc)
@@ -47,7 +54,15 @@ func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	const parts = 4
-	startIngest(t, ns, parts)
+	cfg := pipeline.DefaultConfig()
+	cfg.Partitions = parts
+	cfg.Shards = 2
+	cfg.CheckpointInterval = 50 * time.Millisecond
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if imod != nil {
+		imod(&cfg)
+	}
+	startIngestWith(t, ns, cfg)
 	_, hs := newServer(t, connect(t, ns), func(c *Config) {
 		c.Hub.Partitions = parts
 		c.Hub.SnapshotTimeout = 30 * time.Second
@@ -394,6 +409,11 @@ func checkLongThread(t *testing.T, n, size, minView int) {
 	}()
 	late := e.sse(t, "/v1/threads/"+thread+"/events", nil)
 	var latem msgModel
+	lateView := e.sse(t, "/v1/threads/"+thread+"/events?mode=view", nil)
+	lv, err := lateView.next()
+	if err != nil {
+		t.Fatal(err)
+	}
 	moreSeqs := <-done
 	if len(moreSeqs) != len(more) {
 		t.Fatalf("published %d of %d events", len(moreSeqs), len(more))
@@ -403,6 +423,12 @@ func checkLongThread(t *testing.T, n, size, minView int) {
 	wantAll := offline(t, thread, all, allSeqs)
 	aguiUntil(t, late, &latem, end)
 	sameMessages(t, "late join", latem.msgs, wantAll)
+	// The view-mode late join: its view is the reduction at the seq it names.
+	if err := json.Unmarshal([]byte(lv.data), &p); err != nil || p.Type != "view" {
+		t.Fatalf("late view join: %v, type %q", err, p.Type)
+	}
+	sameMessages(t, "late view join", viewMessages(t, p.View), offlineAt(t, thread, all, allSeqs, p.Seq))
+	lateView.close()
 	aguiUntil(t, live, &lm, end)
 	sameMessages(t, "live subscriber", lm.msgs, wantAll)
 	if lm.snapshots != 1 {

@@ -75,7 +75,7 @@ func NewMetrics() *Metrics {
 	for _, b := range []string{BoundTenant, BoundTotal} {
 		m.IdleEnded.WithLabelValues(b)
 	}
-	for _, r := range []string{RetryBusy, RetryTimeout, RetryBehind} {
+	for _, r := range []string{RetryBusy, RetryTimeout, RetryBehind, RetryLost} {
 		m.SnapshotRetries.WithLabelValues(r)
 	}
 	for _, r := range []string{ReasonOverflow, ReasonGap, ReasonJoin, ReasonResume} {

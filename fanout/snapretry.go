@@ -23,6 +23,7 @@ const (
 	RetryBusy    = "busy"    // the shard's snapshot queue was full
 	RetryTimeout = "timeout" // no reply within SnapshotTimeout (a shard busy answering others)
 	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (Subscriber.catchUp)
+	RetryLost    = "lost"    // a reply in parts lost a part, its responder went away between windows, or it could not be sent ("unsent")
 )
 
 // Backoff between snapshot attempts: full jitter over an exponentially
@@ -120,7 +121,10 @@ func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRe
 }
 
 // retryReason names why a failed attempt may be retried, or "" when it may
-// not (a bad request, a wrong partition, a store error, a malformed reply).
+// not (a bad request, a wrong partition, a store error, a malformed reply,
+// one over MaxMessageBytes). A reply that lost a part is retried: the
+// next may come through (an ingest handing its partition over, a
+// responder stopped between two windows).
 // No responders is not retried: nothing owns the partition (no ingest, or a
 // thread no ingest will ever answer for, as another tenant's), and the
 // client is better told at once than after SnapshotRetry.
@@ -130,6 +134,8 @@ func retryReason(hdr nats.Header, err error) string {
 		return RetryBusy
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return RetryTimeout
+	case errors.Is(err, wire.ErrPartLost), hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrUnsent:
+		return RetryLost
 	}
 	return ""
 }

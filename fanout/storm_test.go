@@ -21,7 +21,7 @@ import (
 
 // startIngestWith runs the real pipeline on ns with cfg (Partitions set by
 // the caller) until the test ends.
-func startIngestWith(t *testing.T, ns interface{ ClientURL() string }, cfg pipeline.Config) {
+func startIngestWith(t testing.TB, ns interface{ ClientURL() string }, cfg pipeline.Config) {
 	t.Helper()
 	nc := connectURL(t, ns.ClientURL())
 	in, err := pipeline.NewIngest(nc, cfg)

@@ -257,23 +257,43 @@ func (k *sseSink) open() error {
 	return k.rc.Flush()
 }
 
+// writeChunk is the most written under one write deadline: a larger item
+// (the snapshot of a long thread, tens of megabytes) is written in chunks,
+// the deadline moved before each, so that WriteTimeout bounds how long a
+// client accepts no bytes, not how long a large snapshot takes to send.
+const writeChunk = 1 << 20
+
 func (k *sseSink) write(items []item) (int, error) {
 	k.start()
-	// Moving the deadline costs a timer update per call; refreshing it only
-	// once half of it is used keeps every write bounded by timeout/2..timeout.
-	if now := time.Now(); k.deadline.Sub(now) < k.timeout/2 {
-		k.deadline = now.Add(k.timeout)
-		_ = k.rc.SetWriteDeadline(k.deadline)
-	}
+	k.refresh()
 	n := 0
 	for i := range items {
-		m, err := k.w.Write(items[i].b)
+		b := items[i].b
+		for len(b) > writeChunk {
+			m, err := k.w.Write(b[:writeChunk])
+			n += m
+			if err != nil {
+				return n, err
+			}
+			b = b[writeChunk:]
+			k.refresh()
+		}
+		m, err := k.w.Write(b)
 		n += m
 		if err != nil {
 			return n, err
 		}
 	}
 	return n, k.rc.Flush()
+}
+
+// refresh moves the write deadline. It costs a timer update; moving it only
+// once half of it is used keeps every write bounded by timeout/2..timeout.
+func (k *sseSink) refresh() {
+	if now := time.Now(); k.deadline.Sub(now) < k.timeout/2 {
+		k.deadline = now.Add(k.timeout)
+		_ = k.rc.SetWriteDeadline(k.deadline)
+	}
 }
 
 var hbComment = []byte(": keep-alive\n\n")
@@ -302,12 +322,39 @@ func (k *wsSink) write(items []item) (int, error) {
 	defer cancel()
 	n := 0
 	for i := range items {
-		if err := k.c.Write(ctx, websocket.MessageText, items[i].b); err != nil {
+		if len(items[i].b) > writeChunk {
+			if err := k.writeLarge(items[i].b); err != nil {
+				return n, err
+			}
+		} else if err := k.c.Write(ctx, websocket.MessageText, items[i].b); err != nil {
 			return n, err
 		}
 		n += len(items[i].b)
 	}
 	return n, nil
+}
+
+// writeLarge writes one message larger than writeChunk in chunks (one
+// WebSocket message still), with the timeout counted from the last chunk
+// written rather than from the start, as sseSink does.
+func (k *wsSink) writeLarge(b []byte) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idle := time.AfterFunc(k.timeout, cancel)
+	defer idle.Stop()
+	w, err := k.c.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		c := b[:min(len(b), writeChunk)]
+		if _, err := w.Write(c); err != nil {
+			return err
+		}
+		b = b[len(c):]
+		idle.Reset(k.timeout)
+	}
+	return w.Close()
 }
 
 func (k *wsSink) open() error { return nil }

@@ -451,3 +451,42 @@ func TestBridgeNoGoroutineLeak(t *testing.T) {
 	})
 	bridgeWaitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
 }
+
+// TestBridgeEventSizes: with the defaults (an embedded server and a stream
+// of 8 MiB messages), a single 5 MB event is accepted and stored whole; one
+// over the largest event accepted is refused with 413 and a body naming
+// the limit, and nothing of it is stored.
+func TestBridgeEventSizes(t *testing.T) {
+	env := startBridge(t, nil)
+	post := func(event string) (int, pipeline.BridgeResponse) {
+		req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/acme/sizes", strings.NewReader(event))
+		req.Header.Set("Authorization", bridgeToken)
+		resp, err := env.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got pipeline.BridgeResponse
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, got
+	}
+	five := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("5", 5<<20) + `"}`
+	if code, got := post(five); code != http.StatusOK || got.Accepted != 1 {
+		t.Fatalf("5 MB event: %d %+v", code, got)
+	}
+	stored := env.stored(t)["sizes"]
+	if len(stored) != 1 || len(stored[0]) != len(five) {
+		t.Fatalf("stored %d events", len(stored))
+	}
+	max := pipeline.DefaultMaxMsgSize - pipeline.EventHeaderRoom
+	over := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("9", max) + `"}`
+	code, got := post(over)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(got.Error, "larger than the largest event accepted, "+strconv.Itoa(max)+" bytes") {
+		t.Fatalf("oversized event: %d %q", code, got.Error)
+	}
+	if n := env.storedCount(t); n != 1 {
+		t.Errorf("%d events stored, want 1", n)
+	}
+}

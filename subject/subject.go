@@ -17,6 +17,8 @@ import (
 //	                                     SubjectTransform adds the partition p
 //	view.<tenant>.<thread>               view frames (core NATS)
 //	tc.snap.<p>.<tenant>.<thread>        snapshot requests (request-reply)
+//	tc.part.<responder>.<reply>          the next window of a large reply
+//	                                     (package wire; internal, no tenant)
 //	dlq.<tenant>.<thread>                dead letters (core NATS)
 //	tap.<tenant>.<TYPE>.<thread>         analytics tap: accepted, normalized events
 //	tap.<tenant>.RUN_SUMMARY.<thread>    analytics tap: one summary per finished run

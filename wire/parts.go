@@ -254,8 +254,10 @@ func eachOwn(h nats.Header, fn func(k string, v []string) bool) bool {
 // waits until ctx ends. The reply goes to an inbox subscribed for this
 // request alone (nc.NewInbox, so a custom inbox prefix is kept), since a
 // reply in parts is several messages. Errors: nats.ErrNoResponders when
-// nothing listens on subject, ctx.Err() when ctx ended first, ErrPartLost,
-// ErrBadPart or ErrTooLarge for a reply that could not be assembled, or
+// nothing listens on subject, ctx.Err() when ctx ended first, ErrPartLost
+// (also when the responder went away between two windows: a new request
+// may succeed), ErrBadPart or ErrTooLarge for a reply that could not be
+// assembled, or
 // the connection's error. A reply that carries an error (in its headers)
 // is the caller's to read.
 func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, max int) (*nats.Msg, error) {
@@ -272,8 +274,14 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, ma
 		return nil, fmt.Errorf("wire: request on %s: %w", subject, err)
 	}
 	asm := Assembler{Max: max, MaxOpen: 1}
+	asked := false // a window was asked for: the responder was there
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
+		if asked && errors.Is(err, nats.ErrNoResponders) {
+			// The responder went away between two windows (its process
+			// stopped): what arrived is lost, a new request may succeed.
+			return nil, fmt.Errorf("%w: the responder is gone: %w", ErrPartLost, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -295,6 +303,7 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, ma
 			if err := nc.PublishMsg(&nats.Msg{Subject: more, Reply: inbox, Data: strconv.AppendInt(nil, int64(i+1), 10)}); err != nil {
 				return nil, fmt.Errorf("wire: ask for the next window: %w", err)
 			}
+			asked = true
 		}
 	}
 }

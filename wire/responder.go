@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // NOTE: flow control of large replies. A reply sent in parts all at once
@@ -20,7 +21,7 @@ import (
 // asked for by the requester once it has received the previous one:
 //
 //	responder → reply inbox: parts [0, k), the last with
-//	            Tc-Part-More: <responder subject>   (k parts = one window)
+//	            Tc-Part-More: tc.part.<responder>.<reply> (k parts = one window)
 //	requester → <responder subject>, reply to its inbox, body: "k"
 //	responder → reply inbox: parts [k, 2k), ... the last window without it
 //
@@ -41,6 +42,9 @@ const (
 	DefaultWindow  = 16 << 20
 	DefaultHoldTTL = 30 * time.Second
 	DefaultMaxHeld = 256
+	// DefaultSubjectPrefix puts window requests among Threadcast's
+	// internal subjects (tc.>), beside snapshot requests.
+	DefaultSubjectPrefix = "tc.part"
 )
 
 // ErrTooManyHeld is returned by Respond when MaxHeld replies are already
@@ -62,6 +66,10 @@ type ResponderConfig struct {
 	// MaxHeld bounds the replies held at once (their bodies stay in
 	// memory until fetched or expired).
 	MaxHeld int
+	// SubjectPrefix is where the windows are asked for:
+	// <prefix>.<responder id>.<reply id>. Requesters must be allowed to
+	// publish there, the responder to subscribe.
+	SubjectPrefix string
 }
 
 // Responder answers requests with replies of any size, in windows (see
@@ -102,7 +110,10 @@ func NewResponder(nc *nats.Conn, cfg ResponderConfig) (*Responder, error) {
 	if cfg.MaxHeld <= 0 {
 		cfg.MaxHeld = DefaultMaxHeld
 	}
-	r := &Responder{nc: nc, cfg: cfg, subject: nc.NewInbox(), held: make(map[uint64]*heldReply)}
+	if cfg.SubjectPrefix == "" {
+		cfg.SubjectPrefix = DefaultSubjectPrefix
+	}
+	r := &Responder{nc: nc, cfg: cfg, subject: cfg.SubjectPrefix + "." + nuid.Next(), held: make(map[uint64]*heldReply)}
 	sub, err := nc.Subscribe(r.subject+".*", r.onMore)
 	if err != nil {
 		return nil, fmt.Errorf("wire: responder: %w", err)

@@ -122,7 +122,7 @@ func TestResponderSlowConsumer(t *testing.T) {
 func TestResponderLimits(t *testing.T) {
 	ns := startNATS(t, 8<<10)
 	resp, req := connect(t, ns), connect(t, ns)
-	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10, HoldTTL: 50 * time.Millisecond, MaxHeld: 1})
+	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10, HoldTTL: time.Second, MaxHeld: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +145,34 @@ func TestResponderLimits(t *testing.T) {
 		}
 		more = m.Header.Get(HeaderPartMore)
 	}
-	time.Sleep(100 * time.Millisecond)                                   // past HoldTTL
+	time.Sleep(1500 * time.Millisecond)                                  // past HoldTTL
 	if err := r.Respond("again", nil, randomBody(100<<10)); err != nil { // the expired one no longer counts
 		t.Fatalf("after expiry: %v", err)
 	}
 	m, err := req.Request(more, []byte("2"), 5*time.Second)
 	if err != nil || m.Header.Get(HeaderPartError) == "" {
 		t.Fatalf("late window request: %v %v, want %s", m, err, HeaderPartError)
+	}
+}
+
+// TestResponderGone: a responder that stops between two windows fails the
+// request with ErrPartLost (which a caller retries), not ErrNoResponders
+// (which says nobody answers the subject at all).
+func TestResponderGone(t *testing.T) {
+	ns := startNATS(t, 8<<10)
+	resp, req := connect(t, ns), connect(t, ns)
+	r, err := NewResponder(resp, ResponderConfig{Window: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, resp, "snap", func(reply string, body []byte) error {
+		err := r.Respond(reply, nil, body)
+		r.Close() // gone before the next window is asked for
+		return err
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Request(ctx, req, "snap", []byte(strconv.Itoa(100<<10)), 0); !errors.Is(err, ErrPartLost) {
+		t.Fatalf("got %v, want ErrPartLost", err)
 	}
 }
