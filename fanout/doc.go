@@ -34,6 +34,10 @@
 //     fresh snapshot. All state is node-local, so nodes are interchangeable.
 //   - Slow subscribers: a per-subscriber byte-bounded queue; overflow drops
 //     the queue and resynchronises that subscriber alone (Drops{overflow}).
+//   - Windows: a subscriber may join with a window (?window=N): its join and
+//     resyncs carry only the newest N messages, its view-mode restatements
+//     are windowed (window.go), and older messages are read page by page
+//     (GET .../messages). What it costs follows N, not the thread.
 //   - Tenants: the tenant comes only from the verified token; thread ids from
 //     URLs become subject tokens through pipeline.EncodeThread, never
 //     wildcards.

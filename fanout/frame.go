@@ -36,7 +36,9 @@ type frame struct {
 	eventTS   int64 // the first event's "timestamp" (Unix ms), 0 if absent
 	size      int
 	enc       [numVariants][][]byte
-	run       runState // frameRun's cache, guarded like enc
+	wide      bool        // changes may restate messages: windowed subscribers get their own encoding
+	wenc      []windowEnc // those encodings (window.go), guarded like enc
+	run       runState    // frameRun's cache, guarded like enc
 	runDone   bool
 }
 
@@ -58,7 +60,7 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
-	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64}
+	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64, wide: isWide(body.Changes)}
 	if len(f.events) > 0 {
 		var ts struct {
 			Timestamp int64 `json:"timestamp"`
@@ -83,6 +85,7 @@ func headerUint(m *nats.Msg, name string) (uint64, error) {
 // which follows the same rule as frame.enc.
 type snapshot struct {
 	seq     uint64
+	window  int // the window it was asked for; 0: the whole view
 	status  string
 	view    json.RawMessage
 	events  []json.RawMessage
@@ -108,6 +111,8 @@ func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
 			sn.seq, err = strconv.ParseUint(string(v), 10, 64)
 		case "status":
 			err = json.Unmarshal(v, &sn.status)
+		case "window":
+			sn.window, err = strconv.Atoi(string(v))
 		case "view":
 			sn.view = v
 		case "events":

@@ -77,6 +77,7 @@ type testThread struct {
 	seq        uint64
 	text       strings.Builder
 	snapshots  int
+	windows    []int  // the window of every snapshot request answered (0: whole)
 	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
 	sub        *nats.Subscription
@@ -133,6 +134,12 @@ func (th *testThread) answer(m *nats.Msg) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.snapshots++
+	req, _ := pipeline.ParseSnapRequest(m.Data)
+	th.windows = append(th.windows, req.Window)
+	window := ""
+	if req.Window > 0 { // the view holds one message: any window holds it all
+		window = fmt.Sprintf(`"window":%d,`, req.Window)
+	}
 	text := th.text.String()
 	view, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"id": "m1", "role": "assistant", "content": text}}})
 	run := th.runID
@@ -143,8 +150,8 @@ func (th *testThread) answer(m *nats.Msg) {
 		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q}`, th.id, run),
 		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m1","role":"assistant","content":` + string(mustJSON(text)) + `}]}`,
 	}
-	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,"view":%s,"events":[%s]}`,
-		th.tenant, th.id, th.seq, th.seq > 0, view, strings.Join(evs, ","))
+	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,%s"view":%s,"events":[%s]}`,
+		th.tenant, th.id, th.seq, th.seq > 0, window, view, strings.Join(evs, ","))
 	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
 }
 

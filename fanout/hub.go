@@ -270,11 +270,20 @@ func (h *Hub) shard(k feedKey) *hubShard {
 // validated (pipeline.ValidTenant); thread is the raw id, never trusted to
 // name a tenant.
 func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, after Cursor) (*Subscriber, error) {
+	return h.SubscribeWindow(ctx, tenant, thread, v, after, 0)
+}
+
+// SubscribeWindow is Subscribe with a window: when window > 0, every
+// snapshot the subscriber gets (at the join, and at each resync) is the
+// windowed snapshot of the newest window messages (pipeline/frame.go), and
+// in view mode the frames' restatements (allMessages, view) are windowed to
+// it too (windowChanges). window 0 is Subscribe.
+func (h *Hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Variant, after Cursor, window int) (*Subscriber, error) {
 	f, err := h.acquire(ctx, tenant, thread)
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{feed: f, variant: v, limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
+	s := &Subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
@@ -401,8 +410,9 @@ func (f *feed) trimIdle() {
 		return
 	}
 	f.cutLocked()
-	f.ring.each(func(fr *frame) { clear(fr.enc[:]) })
+	f.ring.each(func(fr *frame) { fr.dropEncodings() })
 	f.snap = nil
+	clear(f.wsnaps)
 }
 
 // cutLocked keeps the ring within IdleRingBytes, the newest frame too when
@@ -501,14 +511,15 @@ type feed struct {
 	mu       sync.Mutex
 	subs     map[*Subscriber]struct{}
 	ring     ring
-	known    bool   // lo and hi are meaningful
-	lo, hi   uint64 // see the NOTE at the top of the file
-	snap     *snapshot
-	snapCall *snapCall
-	advanced chan struct{} // closed when hi moves; made on demand by waiters
-	holding  bool          // onMsg is delivering: enqueue defers wake-ups to dirty
-	held     int           // frames delivered since the last wake-up pass
-	dirty    []*Subscriber // subscribers with items whose writer is not yet woken
+	known    bool              // lo and hi are meaningful
+	lo, hi   uint64            // see the NOTE at the top of the file
+	snap     *snapshot         // the latest whole snapshot
+	wsnaps   map[int]*snapshot // the latest windowed ones, by window (at most maxCachedWindows)
+	calls    map[int]*snapCall // snapshot requests in flight, by window (0: whole)
+	advanced chan struct{}     // closed when hi moves; made on demand by waiters
+	holding  bool              // onMsg is delivering: enqueue defers wake-ups to dirty
+	held     int               // frames delivered since the last wake-up pass
+	dirty    []*Subscriber     // subscribers with items whose writer is not yet woken
 }
 
 type snapCall struct {
@@ -618,11 +629,7 @@ func (f *feed) deliverLocked(s *Subscriber, fr *frame) {
 		f.hub.m.Drops.WithLabelValues(ReasonGap).Inc()
 		return
 	}
-	enc := fr.enc[s.variant]
-	if enc == nil {
-		enc = encodeFrame(fr, s.variant)
-		fr.enc[s.variant] = enc
-	}
+	enc := fr.encoding(s.variant, s.window)
 	s.last = fr.seq
 	if !s.variant.ViewMode() {
 		if st := frameRun(fr); st.changed {
@@ -673,13 +680,45 @@ func (f *feed) adoptLocked(seq uint64) {
 	f.lo, f.hi, f.known = seq, seq, true
 }
 
-// requestSnapshot performs one snapshot request for the feed, shared by
-// every caller that needs one meanwhile (single flight), and returns the
-// reply. It is also cached in f.snap for joiners, unless the feed was
-// trimmed (it lingers, nobody is there to join; trimIdle let the cache go).
-func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
+// maxCachedWindows bounds the windowed snapshots a feed caches: windows
+// are chosen by clients, and a feed keeps the latest reply of at most this
+// many distinct ones (joiners of another window ask the pipeline).
+const maxCachedWindows = 4
+
+// cachedLocked returns the feed's latest snapshot for window (0: whole).
+func (f *feed) cachedLocked(window int) *snapshot {
+	if window == 0 {
+		return f.snap
+	}
+	return f.wsnaps[window]
+}
+
+// cacheLocked makes sn the feed's latest snapshot for its window.
+func (f *feed) cacheLocked(sn *snapshot) {
+	if sn.window == 0 {
+		f.snap = sn
+		return
+	}
+	if f.wsnaps == nil {
+		f.wsnaps = make(map[int]*snapshot)
+	}
+	if _, ok := f.wsnaps[sn.window]; !ok && len(f.wsnaps) >= maxCachedWindows {
+		for w := range f.wsnaps { // any one: the bound, not the choice, is what matters
+			delete(f.wsnaps, w)
+			break
+		}
+	}
+	f.wsnaps[sn.window] = sn
+}
+
+// requestSnapshot performs one snapshot request for the feed and window (0:
+// the whole view), shared by every caller that needs one for that window
+// meanwhile (single flight), and returns the reply. It is also cached
+// (cacheLocked) for joiners, unless the feed was trimmed (it lingers, nobody
+// is there to join; trimIdle let the cache go).
+func (f *feed) requestSnapshot(ctx context.Context, window int) (*snapshot, error) {
 	f.mu.Lock()
-	call := f.snapCall
+	call := f.calls[window]
 	if call != nil {
 		f.mu.Unlock()
 		select {
@@ -690,19 +729,22 @@ func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	call = &snapCall{done: make(chan struct{})}
-	f.snapCall = call
+	if f.calls == nil {
+		f.calls = make(map[int]*snapCall)
+	}
+	f.calls[window] = call
 	f.mu.Unlock()
 
 	// The request outlives the caller that happens to lead it: the other
 	// joiners wait for it too. It is bounded by SnapshotRetry.
-	sn, err := f.hub.snapshot(context.WithoutCancel(ctx), f.key.tenant, f.key.token)
+	sn, err := f.hub.snapshot(context.WithoutCancel(ctx), f.key.tenant, f.key.token, window)
 	f.mu.Lock()
 	if err == nil {
 		// The latest reply is the pipeline's word, even when older than
 		// the one cached (an ingest restarted from a checkpoint replays
 		// up to it): fitLocked decides whether we can continue from it.
 		if !f.trimmed.Load() {
-			f.snap = sn
+			f.cacheLocked(sn)
 		}
 		if !f.known {
 			// No frame since we subscribed: the snapshot is the position
@@ -711,7 +753,7 @@ func (f *feed) requestSnapshot(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	call.sn, call.err = sn, err
-	f.snapCall = nil
+	delete(f.calls, window)
 	f.mu.Unlock()
 	close(call.done)
 	return sn, err

@@ -578,7 +578,7 @@ func TestReconcileLingeringFeed(t *testing.T) {
 		th.mu.Unlock()
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return n > answered && f.snapCall == nil
+		return n > answered && len(f.calls) == 0
 	})
 	late := &nats.Msg{Subject: pipeline.ViewSubject("acme", th.token), Header: nats.Header{
 		pipeline.HeaderSeq: {"4"}, pipeline.HeaderPrev: {"2"}},

@@ -95,7 +95,7 @@ func (f *feed) reconcile(ctx context.Context) bool {
 	}
 	// The reply itself, not f.snap: a trimmed lingering feed does not
 	// cache it.
-	sn, err := f.requestSnapshot(ctx)
+	sn, err := f.requestSnapshot(ctx, 0)
 	if err != nil {
 		f.suspect.Store(true) // unknown yet: the next check retries it
 		return false

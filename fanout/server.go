@@ -68,6 +68,16 @@ type Config struct {
 	// DeadLetters is the pipeline's dead-letter stream, which
 	// GET /v1/deadletters reads ("" serves an empty list).
 	DeadLetters string
+	// MaxWindow bounds ?window=N on the stream and view endpoints (N from
+	// 1 to MaxWindow; beyond it the request is refused with 400
+	// bad_window). A window costs its joiner O(N) at the pipeline and on
+	// the wire.
+	MaxWindow int
+	// MaxPageLimit bounds ?limit=K on the messages endpoint (K from 1 to
+	// MaxPageLimit, else 400 bad_limit); DefaultPageLimit is K when the
+	// request gives none.
+	MaxPageLimit     int
+	DefaultPageLimit int
 	// Now is the clock that times streams against their token's expiry,
 	// and the clock of the Verifier built from AuthKey (nil: time.Now).
 	Now func() time.Time
@@ -86,6 +96,9 @@ func DefaultConfig() Config {
 		Quota:             defaultQuota(),
 		ViewsBucket:       pipeline.DefaultViewsKV,
 		DeadLetters:       pipeline.DefaultDeadLetters,
+		MaxWindow:         1000,
+		MaxPageLimit:      1000,
+		DefaultPageLimit:  50,
 	}
 }
 
@@ -156,6 +169,18 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
 	}
+	if cfg.MaxWindow <= 0 {
+		cfg.MaxWindow = d.MaxWindow
+	}
+	if cfg.MaxPageLimit <= 0 {
+		cfg.MaxPageLimit = d.MaxPageLimit
+	}
+	if cfg.DefaultPageLimit <= 0 {
+		cfg.DefaultPageLimit = min(d.DefaultPageLimit, cfg.MaxPageLimit)
+	}
+	if cfg.DefaultPageLimit > cfg.MaxPageLimit {
+		return nil, fmt.Errorf("%w: default page limit %d above the maximum %d", ErrConfig, cfg.DefaultPageLimit, cfg.MaxPageLimit)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -186,6 +211,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /v1/threads/{thread}/events", s.events)
 	mux.HandleFunc("POST /v1/threads/{thread}/events", s.events)
 	mux.HandleFunc("GET /v1/threads/{thread}", s.threadView)
+	mux.HandleFunc("GET /v1/threads/{thread}/messages", s.threadMessages)
 	mux.HandleFunc("GET /v1/threads", s.threadList)
 	mux.HandleFunc("GET /v1/tap", s.tap)
 	mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
@@ -377,24 +403,22 @@ func (s *Server) authorizeThread(w http.ResponseWriter, r *http.Request) (auth.C
 }
 
 func (s *Server) deny(w http.ResponseWriter, code int, reason string) {
+	s.denyDetail(w, code, reason, "")
+}
+
+// denyDetail is deny with a sentence for people beside the reason:
+// {"error":reason,"detail":detail} ("detail" absent when empty). reason
+// stays a bounded metric label.
+func (s *Server) denyDetail(w http.ResponseWriter, code int, reason, detail string) {
 	s.m.Rejected.WithLabelValues(reason).Inc()
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="threadcast"`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_, _ = fmt.Fprintf(w, "{\"error\":%q}\n", reason)
-}
-
-// denyDetail is deny with a detail for the client: {"error":reason,
-// "detail":detail}. reason stays a bounded metric label.
-func (s *Server) denyDetail(w http.ResponseWriter, code int, reason, detail string) {
-	s.m.Rejected.WithLabelValues(reason).Inc()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error  string `json:"error"`
-		Detail string `json:"detail"`
+		Detail string `json:"detail,omitempty"`
 	}{reason, detail})
 }
 

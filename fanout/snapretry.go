@@ -35,38 +35,74 @@ const (
 	snapBackoffMax = time.Second
 )
 
-// snapshot requests tenant/token's snapshot from its ingest shard, retrying
-// the transient failures (retryReason) until h.cfg.SnapshotRetry has passed,
-// ctx ends or the hub is closed. Every other failure is returned at once. The callers'
-// single flight (feed.requestSnapshot) makes this one request per thread
-// per node, however many subscribers join.
-func (h *Hub) snapshot(ctx context.Context, tenant, token string) (*snapshot, error) {
+// snapshot requests tenant/token's snapshot from its ingest shard — the
+// whole one (window 0) or a windowed one (window > 0) — retrying the
+// transient failures (retryReason) until h.cfg.SnapshotRetry has passed,
+// ctx ends or the hub is closed. Every other failure is returned at once.
+// The callers' single flight (feed.requestSnapshot) makes this one request
+// per thread and window per node, however many subscribers join.
+func (h *Hub) snapshot(ctx context.Context, tenant, token string, window int) (*snapshot, error) {
+	var sn *snapshot
+	err := h.ask(ctx, tenant, token, pipeline.SnapRequest{Window: window}, func(msg *nats.Msg) (err error) {
+		sn, err = decodeSnapshot(msg)
+		return err
+	})
+	if sn != nil && sn.window != window {
+		return nil, fmt.Errorf("%w: window %d in the reply to a request for %d", ErrBadSnapshot, sn.window, window)
+	}
+	return sn, err
+}
+
+// page requests the limit messages before the message before (the newest
+// limit when before is "") of tenant/token, retrying as snapshot does.
+func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int) (pipeline.Page, error) {
+	var p pipeline.Page
+	err := h.ask(ctx, tenant, token, pipeline.SnapRequest{Page: &pipeline.PageRequest{Before: before, Limit: limit}}, func(msg *nats.Msg) error {
+		switch kind := msg.Header.Get(pipeline.HeaderErrorKind); kind {
+		case "":
+		case pipeline.SnapErrNoMessage:
+			return fmt.Errorf("%w: %s", ErrNoMessage, trunc(msg.Header.Get(pipeline.HeaderError)))
+		default:
+			return fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(msg.Header.Get(pipeline.HeaderError)))
+		}
+		var err error
+		if p, err = pipeline.ParsePage(msg); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+		}
+		return nil
+	})
+	return p, err
+}
+
+// ask sends req on tenant/token's snapshot subject and hands the reply to
+// decode, retrying the transient failures as snapshot documents.
+func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRequest, decode func(*nats.Msg) error) error {
 	subj := pipeline.SnapSubject(pipeline.Partition(tenant, token, h.cfg.Partitions), tenant, token)
+	reqBody := req.Encode()
 	deadline := time.Now().Add(h.cfg.SnapshotRetry)
 	window := snapBackoffMin
 	for {
 		rctx, cancel := context.WithTimeout(ctx, min(h.cfg.SnapshotTimeout, max(time.Until(deadline), time.Millisecond)))
-		hdr, body, err := h.requestParts(rctx, subj, nil)
+		hdr, body, err := h.requestParts(rctx, subj, reqBody)
 		cancel()
-		var sn *snapshot
 		if err == nil {
-			sn, err = decodeSnapshot(&nats.Msg{Header: hdr, Data: body})
+			err = decode(&nats.Msg{Header: hdr, Data: body})
 		} else {
 			err = fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
 		if err == nil {
 			h.m.Snapshots.WithLabelValues("ok").Inc()
-			return sn, nil
+			return nil
 		}
 		reason := retryReason(hdr, err)
 		if reason == "" || ctx.Err() != nil {
 			h.m.Snapshots.WithLabelValues("error").Inc()
-			return nil, err
+			return err
 		}
 		wait := rand.N(window) + time.Millisecond
 		if time.Until(deadline) < wait {
 			h.m.Snapshots.WithLabelValues("gave_up").Inc()
-			return nil, fmt.Errorf("%w: %s for %v: %w", ErrSnapshotBusy, reason, h.cfg.SnapshotRetry, err)
+			return fmt.Errorf("%w: %s for %v: %w", ErrSnapshotBusy, reason, h.cfg.SnapshotRetry, err)
 		}
 		h.m.SnapshotRetries.WithLabelValues(reason).Inc()
 		t := time.NewTimer(wait)
@@ -75,11 +111,11 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string) (*snapshot, er
 		case <-h.closing:
 			t.Stop()
 			h.m.Snapshots.WithLabelValues("error").Inc()
-			return nil, ErrHubClosed
+			return ErrHubClosed
 		case <-ctx.Done():
 			t.Stop()
 			h.m.Snapshots.WithLabelValues("error").Inc()
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		window = min(2*window, snapBackoffMax)
 	}

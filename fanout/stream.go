@@ -49,6 +49,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.deny(w, http.StatusBadRequest, "bad_mode")
 		return
 	}
+	window, ok := s.windowParam(w, r)
+	if !ok {
+		return
+	}
 	if r.Method == http.MethodPost && !s.checkRunInput(w, r, thread) {
 		return
 	}
@@ -72,7 +76,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	ctx := r.Context()
-	sub, err := s.hub.Subscribe(ctx, c.Tenant, thread, v, after)
+	sub, err := s.hub.SubscribeWindow(ctx, c.Tenant, thread, v, after, window)
 	if err != nil {
 		s.log.Warn("fanout: subscribe failed", "tenant", c.Tenant, "err", err)
 		s.denyUnavailable(w, err)

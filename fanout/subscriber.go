@@ -30,6 +30,7 @@ type item struct {
 type Subscriber struct {
 	feed    *feed
 	variant Variant
+	window  int // > 0: joins and resyncs take the windowed snapshot of the newest window messages
 	limit   int
 
 	// Guarded by feed.mu.
@@ -224,9 +225,9 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 		}
 		var waitCh chan struct{}
 		behind := false
-		if sn := f.snap; sn != nil && sn.seq < floor && (behindUntil.IsZero() || time.Now().Before(behindUntil)) {
+		if sn := f.cachedLocked(s.window); sn != nil && sn.seq < floor && (behindUntil.IsZero() || time.Now().Before(behindUntil)) {
 			behind = true
-		} else if sn != nil {
+		} else if sn := f.cachedLocked(s.window); sn != nil {
 			switch f.fitLocked(sn.seq) {
 			case fitOK:
 				enc, ok := snapshotFor(s, sn, reason == ReasonJoin)
@@ -300,12 +301,12 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 				return ctx.Err()
 			}
 			backoff = min(2*backoff, snapBackoffMax)
-			if _, err := f.requestSnapshot(ctx); err != nil {
+			if _, err := f.requestSnapshot(ctx, s.window); err != nil {
 				return err
 			}
 			continue // not an attempt: the owner is catching up
 		}
-		if _, err := f.requestSnapshot(ctx); err != nil {
+		if _, err := f.requestSnapshot(ctx, s.window); err != nil {
 			return err
 		}
 		attempt++

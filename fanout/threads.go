@@ -23,14 +23,20 @@ import (
 
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
 // with a snapshot request (so it is exactly what a joining subscriber
-// would get), with its seq in Tc-Seq and as the ETag.
+// would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
+// view is windowed to the newest N messages (pipeline/frame.go); the ETag
+// then names the window too.
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
 	if !ok {
 		return
 	}
+	window, ok := s.windowParam(w, r)
+	if !ok {
+		return
+	}
 	tok := pipeline.EncodeThread(thread)
-	sn, err := s.hub.snapshot(r.Context(), c.Tenant, tok)
+	sn, err := s.hub.snapshot(r.Context(), c.Tenant, tok, window)
 	if err != nil {
 		s.log.Warn("fanout: view request failed", "tenant", c.Tenant, "err", err)
 		s.denyUnavailable(w, err)
@@ -41,6 +47,9 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	etag := `"` + strconv.FormatUint(sn.seq, 10) + `"`
+	if window > 0 {
+		etag = `"` + strconv.FormatUint(sn.seq, 10) + "w" + strconv.Itoa(window) + `"`
+	}
 	w.Header().Set("ETag", etag)
 	w.Header().Set(pipeline.HeaderSeq, strconv.FormatUint(sn.seq, 10))
 	w.Header().Set("Cache-Control", "no-cache")

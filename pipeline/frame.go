@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -76,19 +78,47 @@ import (
 //
 // # Snapshot — request on tc.snap.<p>.<tenant>.<thread token>
 //
-// p is Partition(tenant, token, P). The request body is ignored (empty). The
-// owner of partition p replies, between two batches of that partition, with:
+// p is Partition(tenant, token, P). The tenant and the thread come from the
+// subject only, never from the body. The request body (SnapRequest) says
+// what is asked:
+//
+//	(empty)                                 the whole snapshot
+//	{"window":N}                            N ≥ 1: a windowed snapshot
+//	{"page":{"before":"<id>","limit":K}}    K ≥ 1: a page of messages;
+//	                                        before absent: the newest K
+//
+// The owner of partition p replies, between two batches of that partition,
+// with:
 //
 //	Tc-Seq: S   (header) the seq the view reflects; 0 for a thread never seen
 //	body: {"tenant":..,"thread":..,"seq":S,"status":"..","found":true,
-//	       "view":{reducer view document},
+//	       "window":N,                      // windowed snapshots only
+//	       "view":{reducer view document},  // windowed: AppendWindowView
 //	       "events":[MESSAGES_SNAPSHOT, STATE_SNAPSHOT, ...]}  // AG-UI snapshot events
+//
+// A windowed snapshot holds the newest N messages (widened back to the
+// oldest message an open item lives in), the state, the newest N runs and
+// the open items: reducer.AppendWindowView and AppendWindowSnapshotEvents.
+// Its view says where the messages start (messagesFrom) and how many the
+// thread has (messageCount); the messages before messagesFrom are read page
+// by page. A page reply is:
+//
+//	body: {"tenant":..,"thread":..,"seq":S,"status":"..","found":true,
+//	       "messages":[AG-UI messages, oldest first],
+//	       "first":i,"end":e,"total":n,     // the messages [i, e) of n
+//	       "before":"<id>"}                 // the next older page's cursor;
+//	                                        // absent when i == 0
+//
+// A page's before that names no message of the thread is answered with
+// Tc-Error-Kind "no-message". Requests for one thread are coalesced per body:
+// one encoding answers every request with the same body in the queue.
 //
 // On error the reply has Tc-Error-Kind and Tc-Error headers and an empty
 // body (kind "unsent": the reply could not be sent; the request may be
 // retried). Joining with no gap: subscribe to the view subject, then request the
 // snapshot (S), drop frames with Seq ≤ S; the first frame kept has Prev == S
-// (frames are dense), otherwise resynchronise.
+// (frames are dense), otherwise resynchronise. A windowed snapshot joins the
+// same way: the frames after it are the same frames.
 
 // Frame is a decoded view frame. The Raw fields alias the parsed buffer.
 type Frame struct {
@@ -104,12 +134,92 @@ type Frame struct {
 // Snapshot is a decoded snapshot reply.
 type Snapshot struct {
 	Tenant string            `json:"tenant"`
+	Window int               `json:"window,omitempty"`
 	Thread string            `json:"thread"`
 	Seq    uint64            `json:"seq"`
 	Status string            `json:"status,omitempty"`
 	Found  bool              `json:"found"`
 	View   json.RawMessage   `json:"view"`
 	Events []json.RawMessage `json:"events"`
+}
+
+// SnapRequest is the body of a request on a snapshot subject. The zero
+// SnapRequest asks for the whole snapshot.
+type SnapRequest struct {
+	// Window > 0 asks for a windowed snapshot of the newest Window messages.
+	Window int `json:"window,omitempty"`
+	// Page, when set, asks for a page of messages instead of a snapshot.
+	Page *PageRequest `json:"page,omitempty"`
+}
+
+// PageRequest asks for the Limit messages before the message Before (the
+// newest Limit when Before is "").
+type PageRequest struct {
+	Before string `json:"before,omitempty"`
+	Limit  int    `json:"limit"`
+}
+
+// ErrBadRequest is wrapped by ParseSnapRequest's errors.
+var ErrBadRequest = errors.New("pipeline: bad snapshot request")
+
+// Encode returns the request body: nil for the whole snapshot.
+func (r SnapRequest) Encode() []byte {
+	if r.Window == 0 && r.Page == nil {
+		return nil
+	}
+	b, _ := json.Marshal(r) // two ints and a string: never fails
+	return b
+}
+
+// ParseSnapRequest decodes a request body (empty: the whole snapshot). A
+// window or limit below 1, or a request for both a window and a page, is an
+// error wrapping ErrBadRequest.
+func ParseSnapRequest(b []byte) (SnapRequest, error) {
+	var r SnapRequest
+	if len(b) == 0 {
+		return r, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return SnapRequest{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	switch {
+	case r.Page != nil && r.Window != 0:
+		return SnapRequest{}, fmt.Errorf("%w: both a window and a page", ErrBadRequest)
+	case r.Page != nil && r.Page.Limit < 1:
+		return SnapRequest{}, fmt.Errorf("%w: page limit %d, want at least 1", ErrBadRequest, r.Page.Limit)
+	case r.Window < 0:
+		return SnapRequest{}, fmt.Errorf("%w: window %d, want at least 1", ErrBadRequest, r.Window)
+	}
+	return r, nil
+}
+
+// Page is a decoded page reply. Messages alias the parsed buffer.
+type Page struct {
+	Tenant   string            `json:"tenant"`
+	Thread   string            `json:"thread"`
+	Seq      uint64            `json:"seq"`
+	Status   string            `json:"status,omitempty"`
+	Found    bool              `json:"found"`
+	Messages []json.RawMessage `json:"messages"`
+	First    int               `json:"first"`
+	End      int               `json:"end"`
+	Total    int               `json:"total"`
+	Before   string            `json:"before,omitempty"`
+}
+
+// ParsePage decodes a page reply, returning the error a failed reply
+// carries in its headers.
+func ParsePage(msg *nats.Msg) (Page, error) {
+	if kind := msg.Header.Get(HeaderErrorKind); kind != "" {
+		return Page{}, fmt.Errorf("pipeline: page failed: %s: %s", kind, msg.Header.Get(HeaderError))
+	}
+	var p Page
+	if err := json.Unmarshal(msg.Data, &p); err != nil {
+		return Page{}, fmt.Errorf("pipeline: bad page: %w", err)
+	}
+	return p, nil
 }
 
 // ParseFrame decodes a frame message's body. It is a convenience for tests

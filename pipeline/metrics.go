@@ -25,7 +25,7 @@ type Metrics struct {
 	Evictions       prometheus.Counter
 	Loads           prometheus.Counter
 	HotThreads      prometheus.Gauge
-	Snapshots       *prometheus.CounterVec // by result: hot, cold, miss, cached, coalesced, busy, error
+	Snapshots       *prometheus.CounterVec // by result: hot, cold, miss, cached, window, page, coalesced, busy, error
 	Runs            *prometheus.CounterVec // by outcome
 	Lag             *prometheus.GaugeVec   // messages pending per partition
 	AckPending      *prometheus.GaugeVec   // delivered, un-acked per partition

@@ -340,7 +340,7 @@ func TestSendFailures(t *testing.T) {
 	// The snapshot reply (view of 2 kB) cannot be sent: the requester is
 	// told so at once.
 	sub, err := nc.Subscribe(SnapPartitionWildcard(0), func(req *nats.Msg) {
-		sh.snapshot(context.Background(), snapGroup{req.Subject, []*nats.Msg{req}})
+		sh.snapshot(context.Background(), snapGroup{subject: req.Subject, reqs: []*nats.Msg{req}})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,19 @@ func appendThreadView(dst []byte, t *reducer.Thread) []byte { return t.AppendVie
 // array (the reducer gives them as JSONL).
 func appendSnapshotEvents(dst []byte, t *reducer.Thread) []byte {
 	start := len(dst)
-	dst = append(dst, '[')
-	dst = t.AppendSnapshotEvents(dst)
+	return jsonlToArray(t.AppendSnapshotEvents(append(dst, '[')), start)
+}
+
+// appendWindowSnapshotEvents is appendSnapshotEvents for a window of the
+// newest n messages.
+func appendWindowSnapshotEvents(dst []byte, t *reducer.Thread, n int) []byte {
+	start := len(dst)
+	return jsonlToArray(t.AppendWindowSnapshotEvents(append(dst, '['), n), start)
+}
+
+// jsonlToArray closes the JSON array opened at dst[start] around the JSONL
+// events after it.
+func jsonlToArray(dst []byte, start int) []byte {
 	// Turn "a\nb\n" into "a,b": JSON text has no raw newline, so every '\n'
 	// the reducer wrote is a separator.
 	body := dst[start+1:]

@@ -16,6 +16,7 @@ const (
 	SnapErrPartition  = "wrong-partition" // p is not the thread's partition
 	SnapErrBusy       = "busy"            // the shard's request queue is full; retry
 	SnapErrStore      = "store"           // the checkpoint could not be read
+	SnapErrNoMessage  = "no-message"      // a page's before names no message of the thread
 )
 
 // DefaultSnapshotQueue is Config.SnapshotQueue's value when it is 0.
@@ -30,9 +31,10 @@ const snapWaitersPerThread = 64
 const snapGroupsPerTurn = 8
 
 // snapQueue is a shard's bounded queue of snapshot requests, coalesced by
-// thread: a request for a thread already queued joins that entry and is
-// answered with the same reply, so a join storm costs one encoding per
-// thread, and the bound is on distinct threads (limit), not on requests.
+// thread and body: a request for a thread already queued with the same body
+// (the same window, or the same page) joins that entry and is answered with
+// the same reply, so a join storm costs one encoding per thread and window,
+// and the bound is on distinct entries (limit), not on requests.
 //
 // Overflow policy: tail drop. A request that would add a thread beyond
 // limit (or a waiter beyond snapWaitersPerThread) is answered at once with
@@ -46,8 +48,8 @@ type snapQueue struct {
 	sig   chan struct{} // capacity 1: "the queue is not empty"
 
 	mu      sync.Mutex
-	pending map[string][]*nats.Msg // by subject
-	order   []string               // subjects, oldest first
+	pending map[string][]*nats.Msg // by snapKey
+	order   []string               // snapKeys, oldest first
 }
 
 func newSnapQueue(limit int) *snapQueue {
@@ -60,16 +62,17 @@ func newSnapQueue(limit int) *snapQueue {
 // add queues req, or reports false when the queue is full (the caller
 // answers busy).
 func (q *snapQueue) add(req *nats.Msg) bool {
+	key := snapKey(req)
 	q.mu.Lock()
-	reqs, queued := q.pending[req.Subject]
+	reqs, queued := q.pending[key]
 	switch {
 	case queued && len(reqs) >= snapWaitersPerThread, !queued && len(q.order) >= q.limit:
 		q.mu.Unlock()
 		return false
 	case !queued:
-		q.order = append(q.order, req.Subject)
+		q.order = append(q.order, key)
 	}
-	q.pending[req.Subject] = append(reqs, req)
+	q.pending[key] = append(reqs, req)
 	q.mu.Unlock()
 	select {
 	case q.sig <- struct{}{}:
@@ -78,9 +81,19 @@ func (q *snapQueue) add(req *nats.Msg) bool {
 	return true
 }
 
-// snapGroup is the queued requests for one thread.
+// snapKey is what requests must share to be answered with one reply: the
+// subject (the thread) and the body (what is asked of it).
+func snapKey(req *nats.Msg) string {
+	if len(req.Data) == 0 {
+		return req.Subject
+	}
+	return req.Subject + "\x00" + string(req.Data)
+}
+
+// snapGroup is the queued requests for one thread with one body.
 type snapGroup struct {
 	subject string
+	body    []byte
 	reqs    []*nats.Msg
 }
 
@@ -89,9 +102,10 @@ type snapGroup struct {
 func (q *snapQueue) take(dst []snapGroup, most int) []snapGroup {
 	q.mu.Lock()
 	n := min(most, len(q.order))
-	for _, subj := range q.order[:n] {
-		dst = append(dst, snapGroup{subj, q.pending[subj]})
-		delete(q.pending, subj)
+	for _, key := range q.order[:n] {
+		reqs := q.pending[key]
+		dst = append(dst, snapGroup{subject: reqs[0].Subject, body: reqs[0].Data, reqs: reqs})
+		delete(q.pending, key)
 	}
 	clear(q.order[:n])
 	q.order = q.order[n:]
@@ -114,16 +128,24 @@ func (q *snapQueue) take(dst []snapGroup, most int) []snapGroup {
 // shard goroutine between batches, so the reply's seq is the seq of the
 // thread's last published frame.
 //
-// The encoded reply of a hot thread is cached on the thread (t.snap) until
-// the next apply changes it, so that every request at the same seq —
+// The encoded whole reply of a hot thread is cached on the thread (t.snap)
+// until the next apply changes it, so that every request at the same seq —
 // whichever node, whenever — is answered with the same bytes, encoded once.
 // The cache counts in the thread's memory (t.mem), so it is bounded by
-// MemoryBudget like the view itself.
+// MemoryBudget like the view itself. Windowed snapshots and pages are not
+// cached: they cost what they hold (reducer/window.go), and the requests
+// queued with the same body share one encoding.
 func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 	p, tenant, token, err := subject.ParseSnapSubject(g.subject)
 	if err != nil {
 		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
 		snapErrorAll(g.reqs, SnapErrBadRequest, "malformed snapshot subject")
+		return
+	}
+	req, err := ParseSnapRequest(g.body)
+	if err != nil {
+		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
+		snapErrorAll(g.reqs, SnapErrBadRequest, err.Error())
 		return
 	}
 	part := s.parts[p]
@@ -149,6 +171,16 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 	seq := t.th.Seq()
 	var data []byte
 	switch {
+	case req.Page != nil:
+		data, err = s.encodePage(t, req.Page)
+		if err != nil {
+			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
+			snapErrorAll(g.reqs, SnapErrNoMessage, "no message "+strconv.Quote(truncateN(req.Page.Before, 128))+" in the thread")
+			return
+		}
+		result = "page"
+	case req.Window > 0:
+		data, result = s.encodeWindow(t, req.Window), "window"
 	case t.snap != nil && t.snapSeq == seq:
 		data, result = t.snap, "cached"
 	default:
@@ -190,8 +222,60 @@ func (s *shard) dropSnapshot(t *hotThread) {
 // encodeSnapshot returns t's snapshot reply body in a new slice (it may be
 // cached, so it must not alias s.buf).
 func (s *shard) encodeSnapshot(t *hotThread) []byte {
+	b := appendReplyHead(s.buf[:0], t)
+	b = append(b, `,"view":`...)
+	b = appendThreadView(b, t.th)
+	b = append(b, `,"events":`...)
+	b = appendSnapshotEvents(b, t.th)
+	b = append(b, '}')
+	s.buf = b[:0]
+	return append([]byte(nil), b...)
+}
+
+// encodeWindow returns t's windowed snapshot reply body for a window of n
+// messages, in a new slice.
+func (s *shard) encodeWindow(t *hotThread, n int) []byte {
+	b := appendReplyHead(s.buf[:0], t)
+	b = append(b, `,"window":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `,"view":`...)
+	b = t.th.AppendWindowView(b, n)
+	b = append(b, `,"events":`...)
+	b = appendWindowSnapshotEvents(b, t.th, n)
+	b = append(b, '}')
+	s.buf = b[:0]
+	return append([]byte(nil), b...)
+}
+
+// encodePage returns the page reply body for pr, in a new slice, or
+// reducer.ErrNoMessage.
+func (s *shard) encodePage(t *hotThread, pr *PageRequest) ([]byte, error) {
+	pg, err := t.th.MessagePage(pr.Before, pr.Limit)
+	if err != nil {
+		return nil, err
+	}
+	b := appendReplyHead(s.buf[:0], t)
+	b = append(b, `,"messages":`...)
+	b = t.th.AppendMessageRange(b, pg.First, pg.End)
+	b = append(b, `,"first":`...)
+	b = strconv.AppendInt(b, int64(pg.First), 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, int64(pg.End), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(pg.Total), 10)
+	if pg.First > 0 {
+		b = append(b, `,"before":`...)
+		b = appendJSONString(b, t.th.MessageID(pg.First))
+	}
+	b = append(b, '}')
+	s.buf = b[:0]
+	return append([]byte(nil), b...), nil
+}
+
+// appendReplyHead appends the members every reply starts with, from "{"
+// through "found".
+func appendReplyHead(b []byte, t *hotThread) []byte {
 	seq := t.th.Seq()
-	b := s.buf[:0]
 	b = append(b, `{"tenant":"`...)
 	b = append(b, t.key.tenant...)
 	b = append(b, `","thread":`...)
@@ -201,14 +285,7 @@ func (s *shard) encodeSnapshot(t *hotThread) []byte {
 	b = append(b, `,"status":"`...)
 	b = append(b, t.th.Status().String()...)
 	b = append(b, `","found":`...)
-	b = strconv.AppendBool(b, seq > 0)
-	b = append(b, `,"view":`...)
-	b = appendThreadView(b, t.th)
-	b = append(b, `,"events":`...)
-	b = appendSnapshotEvents(b, t.th)
-	b = append(b, '}')
-	s.buf = b[:0]
-	return append([]byte(nil), b...)
+	return strconv.AppendBool(b, seq > 0)
 }
 
 func snapErrorAll(reqs []*nats.Msg, kind, text string) {

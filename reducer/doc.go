@@ -63,7 +63,8 @@
 // reasoning.go, chunks.go (lanes and chunk expansion), state.go,
 // activity.go, subagents.go, reconcile.go (MESSAGES_SNAPSHOT), messages.go
 // (message storage and indexes), input.go (SetInput); then view.go (the
-// view document), snapshot.go (the view as AG-UI events), checkpoint.go,
+// view document), snapshot.go (the view as AG-UI events), window.go (both
+// for the newest N messages only, and pages of older ones), checkpoint.go,
 // journal.go (Flush), json.go and copy.go (helpers). compact*.go is the
 // separate Compactor.
 //

@@ -49,7 +49,11 @@ const RejectedCode = "threadcast.rejected"
 // line, each line ending in '\n' (JSONL; JSON text never contains a raw
 // newline, so splitting on '\n' recovers the events). The bytes belong to the
 // caller.
-func (t *Thread) AppendSnapshotEvents(dst []byte) []byte {
+func (t *Thread) AppendSnapshotEvents(dst []byte) []byte { return t.appendSnapshotEvents(dst, 0) }
+
+// appendSnapshotEvents is AppendSnapshotEvents whose MESSAGES_SNAPSHOT holds
+// the messages from index from on (window.go).
+func (t *Thread) appendSnapshotEvents(dst []byte, from int) []byte {
 	r := t.lastRun()
 	dst = t.appendRunStarted(dst, r)
 	active := t.phase == phaseActive
@@ -57,7 +61,7 @@ func (t *Thread) AppendSnapshotEvents(dst []byte) []byte {
 		dst = t.appendSubagentLifecycle(dst)
 	}
 	dst = append(dst, `{"type":"MESSAGES_SNAPSHOT","messages":`...)
-	dst = t.AppendMessages(dst)
+	dst = t.appendMessages(dst, t.msgs[from:])
 	dst = append(dst, "}\n"...)
 	dst = append(dst, `{"type":"STATE_SNAPSHOT","snapshot":`...)
 	dst = t.AppendState(dst)

@@ -30,7 +30,12 @@ import (
 //
 // A stream rejection (this consumer's verdict) and a run's own failure (the
 // producer's RUN_ERROR) are kept apart, as the spec requires.
-func (t *Thread) AppendView(dst []byte) []byte {
+func (t *Thread) AppendView(dst []byte) []byte { return t.appendView(dst, span{}) }
+
+// appendView appends the view document holding the messages, runs and
+// subagents from w on; a windowed span (w.windowed) adds the members that
+// say what was left out (AppendWindowView).
+func (t *Thread) appendView(dst []byte, w span) []byte {
 	dst = append(dst, `{"threadId":`...)
 	dst = appendString(dst, t.threadID)
 	dst = append(dst, `,"seq":`...)
@@ -38,15 +43,27 @@ func (t *Thread) AppendView(dst []byte) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendString(dst, t.Status().String())
 	dst = append(dst, `,"messages":`...)
-	dst = t.AppendMessages(dst)
+	dst = t.appendMessages(dst, t.msgs[w.msgs:])
+	if w.windowed {
+		dst = appendCount(dst, `,"messagesFrom":`, w.msgs)
+		dst = appendCount(dst, `,"messageCount":`, len(t.msgs))
+	}
 	dst = append(dst, `,"state":`...)
 	dst = t.AppendState(dst)
 	dst = append(dst, `,"runs":`...)
-	dst = t.appendRuns(dst)
+	dst = appendRuns(dst, t.runs[w.runs:])
+	if w.windowed {
+		dst = appendCount(dst, `,"runsFrom":`, w.runs)
+		dst = appendCount(dst, `,"runCount":`, len(t.runs))
+	}
 	dst = append(dst, `,"steps":`...)
 	dst = t.appendSteps(dst)
 	dst = append(dst, `,"subagents":`...)
-	dst = t.appendSubagents(dst)
+	dst = t.appendSubagents(dst, t.subagents[w.subs:])
+	if w.windowed {
+		dst = appendCount(dst, `,"subagentsFrom":`, w.subs)
+		dst = appendCount(dst, `,"subagentCount":`, len(t.subagents))
+	}
 	dst = append(dst, `,"warnings":`...)
 	dst = strconv.AppendUint(dst, t.warnings, 10)
 	dst = append(dst, `,"error":`...)
@@ -58,11 +75,18 @@ func (t *Thread) AppendView(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+func appendCount(dst []byte, key string, n int) []byte {
+	return strconv.AppendInt(append(dst, key...), int64(n), 10)
+}
+
 // AppendMessages appends the messages as a JSON array of AG-UI messages: the
 // value a conforming consumer holds after the same events.
-func (t *Thread) AppendMessages(dst []byte) []byte {
+func (t *Thread) AppendMessages(dst []byte) []byte { return t.appendMessages(dst, t.msgs) }
+
+// appendMessages appends msgs (t.msgs or a range of it) as a JSON array.
+func (t *Thread) appendMessages(dst []byte, msgs []*message) []byte {
 	dst = append(dst, '[')
-	for i, m := range t.msgs {
+	for i, m := range msgs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -173,9 +197,10 @@ func appendToolCall(dst []byte, c *toolCall) []byte {
 	return append(dst, '}')
 }
 
-func (t *Thread) appendRuns(dst []byte) []byte {
+// appendRuns appends runs (all of t.runs, or its newest ones) as a JSON array.
+func appendRuns(dst []byte, runs []*run) []byte {
 	dst = append(dst, '[')
-	for i, r := range t.runs {
+	for i, r := range runs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -245,9 +270,11 @@ func (t *Thread) appendSteps(dst []byte) []byte {
 	return append(dst, ']')
 }
 
-func (t *Thread) appendSubagents(dst []byte) []byte {
+// appendSubagents appends subs (all of t.subagents, or its newest ones) as a
+// JSON array.
+func (t *Thread) appendSubagents(dst []byte, subs []*invocation) []byte {
 	dst = append(dst, '[')
-	for i, s := range t.subagents {
+	for i, s := range subs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}

@@ -90,31 +90,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// timeout: the page must resume each time with no gap.
 	tc := startThreadcast(t, func(c *fanout.Config) { c.MaxLifetime, c.Retry = 3*time.Second, 100*time.Millisecond })
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 900),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second)
-	defer cancelT()
-
-	// Start the browser, then subscribe: every uncaught exception in the
-	// page fails the test. (Events must not be the call that starts the
-	// browser while another call does the same.)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
+	ctx := startBrowser(t, browser)
+	// Every uncaught exception in the page fails the test.
 	var exMu sync.Mutex
 	var exceptions []string
 	thrown := chromedp.Events(ctx, runtime.ExceptionThrown)
@@ -267,6 +244,36 @@ func TestDashboardInBrowser(t *testing.T) {
 	if len(exceptions) > 0 {
 		t.Errorf("uncaught exceptions in the page:\n%s", strings.Join(exceptions, "\n"))
 	}
+}
+
+// startBrowser starts chromium headless for the test and returns its
+// context, bounded to two minutes; everything stops at the end of the test.
+func startBrowser(t *testing.T, browser string) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second)
+	t.Cleanup(cancelT)
+	// Start the browser here: Events must not be the call that starts it
+	// while another call does the same.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	return ctx
 }
 
 // shot saves a screenshot of the page as a test artifact and returns its path.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +17,11 @@ import (
 
 // step is one line of testdata/replay.mjs's input.
 type step struct {
-	Payload json.RawMessage `json:"payload"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Page    json.RawMessage `json:"page,omitempty"`
 	Want    json.RawMessage `json:"want,omitempty"`
 	Resync  bool            `json:"resync,omitempty"`
+	Pick    []string        `json:"pick,omitempty"`
 }
 
 // replay runs testdata/replay.mjs — the dashboard's own applier,
@@ -55,7 +59,15 @@ func replay(t *testing.T, steps []step) (ok int, errs []string) {
 // publish a thread through the SDK, ingest reduces it, the fanout streams it
 // in view mode over SSE, and the dashboard's applier, fed exactly that
 // stream, ends holding the view the REST API reports.
-func TestViewModeEndToEnd(t *testing.T) {
+func TestViewModeEndToEnd(t *testing.T) { viewModeEndToEnd(t, 0) }
+
+// TestViewModeWindowedEndToEnd is the same with a window of 3 messages:
+// the stream holds the newest messages and its restatements are windowed;
+// the applier then puts every older page in front (GET .../messages, pages
+// of 4) and ends holding the REST view's messages, state and status.
+func TestViewModeWindowedEndToEnd(t *testing.T) { viewModeEndToEnd(t, 3) }
+
+func viewModeEndToEnd(t *testing.T, window int) {
 	testsupport.Node(t)
 	tc := startThreadcast(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -74,7 +86,19 @@ func TestViewModeEndToEnd(t *testing.T) {
 	}
 	// Join while the thread streams: the stream starts with a view and
 	// continues with change documents.
-	stream := tc.sse(t, ctx, "acme", threadPath(info.Thread)+"/events?mode=view")
+	path := threadPath(info.Thread) + "/events?mode=view"
+	if window > 0 {
+		// Join once the thread holds more than a few windows, so that
+		// older pages are needed.
+		waitFor(t, 30*time.Second, "a dozen messages", func() bool {
+			var v struct {
+				View struct{ Messages []json.RawMessage }
+			}
+			return tc.get(t, "acme", threadPath(info.Thread), &v) == 200 && len(v.View.Messages) >= 12
+		})
+		path += "&window=" + strconv.Itoa(window)
+	}
+	stream := tc.sse(t, ctx, "acme", path)
 	var mu sync.Mutex
 	var payloads []json.RawMessage
 	var lastSeq uint64
@@ -139,6 +163,12 @@ func TestViewModeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["seq"] = rest.Seq
+	if window > 0 {
+		// The stream held the newest messages; the pages bring the rest,
+		// oldest last, each ending where the held messages begin.
+		steps = append(steps, olderPages(t, tc, info.Thread, &steps)...)
+		steps[len(steps)-1].Pick = []string{"messages", "state", "status", "seq", "warnings", "error"}
+	}
 	steps[len(steps)-1].Want, _ = json.Marshal(want)
 	ok, errs := replay(t, steps)
 	for _, e := range errs {
@@ -148,4 +178,58 @@ func TestViewModeEndToEnd(t *testing.T) {
 		t.Errorf("%d of %d payloads applied", ok, len(steps))
 	}
 	t.Logf("thread %s: %d payloads, final seq %d, %d messages", info.Thread, len(steps), rest.Seq, len(view.Messages))
+}
+
+// olderPages reads the pages of messages before the first one the
+// applier holds after steps — that of the last view payload or structural
+// change (the other windowed restatements keep what is held before them) —
+// back to the first message.
+func olderPages(t *testing.T, tc *threadcast, thread string, steps *[]step) []step {
+	t.Helper()
+	var first string
+	for _, s := range *steps {
+		var p struct {
+			Type    string
+			View    struct{ Messages []struct{ ID string } }
+			Changes struct {
+				AllMessages []struct{ ID string }
+				View        *struct{ Messages []struct{ ID string } }
+			}
+		}
+		_ = json.Unmarshal(s.Payload, &p)
+		switch all := p.Changes.AllMessages; {
+		case p.Type == "view" && len(p.View.Messages) > 0:
+			first = p.View.Messages[0].ID
+		case len(all) > 0 && p.Changes.View != nil && len(p.Changes.View.Messages) > 0:
+			first = p.Changes.View.Messages[0].ID // the view restates the list
+		case len(all) > 0:
+			first = all[0].ID // a structural change replaces what is held
+		}
+	}
+	if first == "" {
+		t.Fatal("no windowed view in the stream")
+	}
+	var out []step
+	for before := first; before != ""; {
+		var page struct {
+			First  int
+			Before string
+		}
+		var raw json.RawMessage
+		if code := tc.get(t, "acme", threadPath(thread)+"/messages?limit=4&before="+url.QueryEscape(before), &raw); code != 200 {
+			t.Fatalf("page before %s: %d", before, code)
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, step{Page: raw})
+		before = page.Before
+		if len(out) > 100 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(out) < 2 {
+		t.Fatalf("only %d pages: the window held nearly everything", len(out))
+	}
+	return out
 }

@@ -1,9 +1,13 @@
 // app.js — the dashboard's controller: tenant and thread selection, the SSE
 // connections (EventSource with the token as access_token, resumed by the
 // browser with Last-Event-ID after a dropped connection), batching of
-// updates into one draw per animation frame, and the live figures.
+// updates into one draw per animation frame, and the live figures. A thread
+// opens with a window of its newest messages (?window=, default 50, or
+// #window=N in the page's address); older ones are read page by page
+// (GET /v1/threads/{thread}/messages) as the reader scrolls up, keeping what
+// is on screen in place.
 import { h, ago } from './dom.js';
-import { apply, Dirty, ResyncNeeded } from './viewdoc.js';
+import { apply, base, prependPage, Dirty, ResyncNeeded } from './viewdoc.js';
 import { Messages, renderRuns, renderSteps, renderSubagents } from './render.js';
 import { JsonTree } from './jsontree.js';
 import { Metrics } from './metrics.js';
@@ -11,7 +15,7 @@ import { Metrics } from './metrics.js';
 const $ = id => document.getElementById(id);
 
 const app = {
-  cfg: { tenants: [], api: '', metrics: '/metrics' },
+  cfg: { tenants: [], api: '', metrics: '/metrics', window: 50, page: 50 },
   tenant: null, token: null,
   threads: new Map(),      // id -> {id, status, seq, updated}
   listES: null, listDirty: false,
@@ -20,7 +24,12 @@ const app = {
   frames: [], renderMs: 0, raf: 0,
   follow: true, autoScrolling: false, // keep the newest message in view until the reader scrolls up
   resumes: 0, views: 0,    // of the open thread: connections the browser resumed, whole views received
+  older: null,             // the page request in flight: {thread, before}, or null
+  anchor: null,            // after a page is put in front: the distance from the list's end to keep
 };
+
+// Scrolled to within this many pixels of the top, the next older page is read.
+const nearTop = 300;
 
 const messages = new Messages($('messages'), subagentName);
 const tree = new JsonTree($('state'));
@@ -43,6 +52,8 @@ async function start() {
     if (r.ok) Object.assign(app.cfg, await r.json());
   } catch { /* no config: ask for a token */ }
   const hash = new URLSearchParams(location.hash.slice(1));
+  const w = Number(hash.get('window'));
+  if (Number.isInteger(w) && w > 0) app.cfg.window = w;
   const sel = $('tenant');
   for (const t of app.cfg.tenants || []) sel.append(h('option', null, String(t.tenant)));
   sel.addEventListener('change', () => useTenant(sel.value, null));
@@ -52,6 +63,7 @@ async function start() {
   const box = $('messages');
   box.addEventListener('scroll', () => {
     if (!app.autoScrolling) app.follow = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
+    if (box.scrollTop < nearTop) loadOlder();
   });
   // One delegated listener: the rows are redrawn every second.
   $('thread-list').addEventListener('click', e => {
@@ -139,7 +151,10 @@ function closeThread() {
   app.es = null;
   app.selected = null;
   app.holder.view = null;
+  app.holder.paged = null;
   app.queued = [];
+  app.older = null;
+  app.anchor = null;
   messages.clear();
 }
 
@@ -162,7 +177,7 @@ function openThread(id) {
 function connect() {
   if (app.es) app.es.close();
   const id = app.selected;
-  const es = new EventSource(withToken('/v1/threads/' + encodeURIComponent(id) + '/events?mode=view'));
+  const es = new EventSource(withToken('/v1/threads/' + encodeURIComponent(id) + '/events?mode=view&window=' + app.cfg.window));
   app.es = es;
   setConn('connecting');
   let opened = 0;
@@ -240,6 +255,34 @@ function drain() {
   }
 }
 
+// loadOlder reads the page of messages before the first one held, when the
+// held view does not start at the thread's first message. The page goes in
+// front at the next draw, which keeps the reader's place (app.anchor).
+async function loadOlder() {
+  const v = app.holder.view;
+  if (app.older || !v || !Array.isArray(v.messages) || !v.messages.length || base(v) === 0) return;
+  const thread = app.selected, before = String(v.messages[0].id);
+  const req = app.older = { thread, before };
+  let page = null;
+  try {
+    const r = await fetch(api('/v1/threads/' + encodeURIComponent(thread) + '/messages?limit=' + app.cfg.page + '&before=' + encodeURIComponent(before)),
+      { headers: { Authorization: 'Bearer ' + app.token } });
+    if (r.ok) page = await r.json();
+  } catch { /* the next scroll asks again */ }
+  if (app.older !== req) return; // another thread was opened meanwhile
+  app.older = null;
+  if (!page || app.selected !== thread) return;
+  drain(); // the page goes in front of the view as it stands
+  const box = $('messages');
+  const d = prependPage(app.holder, page);
+  if (!d) return; // the list changed meanwhile; the next scroll asks again
+  app.dirty.shift(page.messages.length);
+  app.dirty.merge(d);
+  if (app.anchor == null) app.anchor = box.scrollHeight - box.scrollTop;
+  app.follow = false;
+  schedule();
+}
+
 // ---- drawing: at most once per animation frame ----
 
 function schedule() {
@@ -264,13 +307,20 @@ function draw() {
       renderSteps($('steps'), v.steps, subagentName);
       renderSubagents($('subagents'), v.subagents, subagentName);
     }
-    if (d.all || d.meta || d.runs) drawMeta(v);
-    if (app.follow) {
+    if (d.all || d.meta || d.runs || d.list) drawMeta(v);
+    if (app.anchor != null) {
+      // Older messages went in front: keep what the reader was looking at
+      // where it was, then read on if the top is still in sight.
+      box.scrollTop = box.scrollHeight - app.anchor;
+      app.anchor = null;
+      if (box.scrollTop < nearTop) loadOlder();
+    } else if (app.follow) {
       // Scroll events of this scroll arrive before the next frame's
       // callbacks; until then they are ours, not the reader's.
       app.autoScrolling = true;
       box.scrollTop = box.scrollHeight;
       requestAnimationFrame(() => { app.autoScrolling = false; });
+      if (box.scrollTop < nearTop) loadOlder(); // the window does not fill the screen
     }
     const ms = performance.now() - t0;
     app.renderMs = app.renderMs ? app.renderMs * 0.9 + ms * 0.1 : ms;
@@ -282,7 +332,9 @@ function drawMeta(v) {
   const st = $('thread-status');
   st.textContent = String(v.status ?? '');
   st.className = `pill ${String(v.status ?? '')}`;
-  $('thread-meta').textContent = `seq ${v.seq} · ${Array.isArray(v.messages) ? v.messages.length : 0} messages` +
+  const held = Array.isArray(v.messages) ? v.messages.length : 0;
+  const count = Number.isInteger(v.messageCount) && v.messageCount > held ? `${held} of ${v.messageCount}` : `${held}`;
+  $('thread-meta').textContent = `seq ${v.seq} · ${count} messages` +
     (v.warnings ? ` · ${v.warnings} warnings` : '');
   const err = $('thread-error');
   err.hidden = v.error == null;

@@ -22,6 +22,15 @@
 // and says what changed, so that the renderer touches only that. No AG-UI
 // semantics live here: the server has already reduced the events.
 //
+// Windows (a stream joined with ?window=N, fanout/window.go): a windowed
+// document holds the whole view's messages from messagesFrom on (of
+// messageCount). Message ops keep the whole view's indexes; an op for an
+// index below what is held is for a message not held and is skipped. A
+// windowed "view" change restates from its messagesFrom on and keeps what is
+// held before it; a windowed "allMessages" (with messagesFrom) replaces
+// everything held. Older messages are put in front with prependPage (a page
+// of GET /v1/threads/{thread}/messages).
+//
 // Anything that cannot be applied exactly — a gap in seq, an index out of
 // range, a message that is not the one the index names, a patch that does
 // not apply, a payload it does not understand — throws ResyncNeeded: the
@@ -38,6 +47,10 @@ export class Dirty {
     this.state = false;
     this.runs = false;         // runs, steps or subagents
     this.meta = false;         // status, warnings, error, seq
+  }
+  // shift moves the message indexes by k (k messages were put in front).
+  shift(k) {
+    this.messages = new Map([...this.messages].map(([i, t]) => [i + k, t]));
   }
   get empty() {
     return !this.all && !this.list && !this.state && !this.runs && !this.meta && this.messages.size === 0;
@@ -58,6 +71,7 @@ export function apply(holder, payload) {
   const d = new Dirty();
   if (payload && payload.type === 'view') {
     if (!isObject(payload.view)) throw new ResyncNeeded('view payload without a document');
+    holder.paged = null;
     replaceView(holder, payload.view, d);
     if (typeof payload.seq === 'number') holder.view.seq = payload.seq;
     return d;
@@ -71,10 +85,13 @@ export function apply(holder, payload) {
     if (!isObject(ch)) throw new ResyncNeeded('changes is not an object');
     if (isObject(ch.view)) {
       // The whole view, sent when runs, steps or subagents changed; it
-      // already holds every other change of the document.
-      replaceView(holder, ch.view, d);
+      // already holds every other change of the document. Windowed, it
+      // keeps the older messages held, unless the list changed shape
+      // (allMessages beside it): those may have moved.
+      if (Array.isArray(ch.allMessages)) holder.paged = null;
+      replaceView(holder, Array.isArray(ch.allMessages) ? ch.view : keepOlder(v, ch.view), d);
     } else {
-      applyChanges(v, ch, d);
+      applyChanges(holder, v, ch, d, payload.seq);
     }
   }
   holder.view.seq = payload.seq;
@@ -101,13 +118,54 @@ function replaceView(holder, nv, d) {
   d.meta = true;
 }
 
-function applyChanges(v, ch, d) {
+// base returns the whole view's index of v.messages[0].
+export function base(v) { return Number.isInteger(v.messagesFrom) ? v.messagesFrom : 0; }
+
+// keepOlder returns nv, a windowed restatement of v, with the messages v
+// holds before nv's first put back in front.
+function keepOlder(v, nv) {
+  if (!isObject(nv) || !Number.isInteger(nv.messagesFrom) || !Array.isArray(v.messages) || !Array.isArray(nv.messages)) return nv;
+  const keep = nv.messagesFrom - base(v);
+  if (keep <= 0 || keep > v.messages.length) return nv;
+  nv.messages = v.messages.slice(0, keep).concat(nv.messages);
+  nv.messagesFrom = base(v);
+  return nv;
+}
+
+// prependPage puts a page of older messages ({messages, first, end, seq},
+// as GET /v1/threads/{thread}/messages answers) in front of the held ones
+// and returns a Dirty, or null when the page does not end where the held
+// messages begin (the list changed meanwhile: ask again). Frames up to the
+// page's seq for the messages it holds are then skipped: the page already
+// has them.
+export function prependPage(holder, page) {
+  const v = holder.view;
+  if (!v || !page || !Array.isArray(page.messages) || !Array.isArray(v.messages) || page.end !== base(v) ||
+      !Number.isInteger(page.first) || page.first > page.end) return null;
+  const d = new Dirty();
+  v.messages = page.messages.concat(v.messages);
+  v.messagesFrom = page.first;
+  const seq = Math.max(Number(page.seq) || 0, holder.paged ? holder.paged.seq : 0);
+  holder.paged = { seq, end: Math.max(page.end, holder.paged ? holder.paged.end : 0) };
+  d.list = true;
+  for (let i = 0; i < page.messages.length; i++) d.messages.set(i, null);
+  return d;
+}
+
+function applyChanges(holder, v, ch, d, seq) {
   if (Array.isArray(ch.allMessages)) {
     v.messages = ch.allMessages;
+    if (Number.isInteger(ch.messagesFrom)) v.messagesFrom = ch.messagesFrom; else delete v.messagesFrom;
+    if (Number.isInteger(ch.messageCount)) v.messageCount = ch.messageCount;
+    holder.paged = null;
     d.list = true;
     for (let i = 0; i < v.messages.length; i++) d.messages.set(i, null);
   } else if (Array.isArray(ch.messages)) {
-    for (const c of ch.messages) applyMessageChange(v.messages, c, d);
+    const p = holder.paged;
+    for (const c of ch.messages) {
+      if (p && seq <= p.seq && c && Number.isInteger(c.index) && c.index < p.end) continue; // the page has it
+      applyMessageChange(v, c, d);
+    }
   }
   if ('state' in ch) {
     v.state = ch.state;
@@ -129,9 +187,12 @@ function applyChanges(v, ch, d) {
   if ('error' in ch) v.error = ch.error;
 }
 
-function applyMessageChange(msgs, c, d) {
-  const i = c && c.index;
-  if (!Number.isInteger(i) || i < 0) throw new ResyncNeeded(`bad message index ${i}`);
+function applyMessageChange(v, c, d) {
+  const msgs = v.messages;
+  const whole = c && c.index;
+  if (!Number.isInteger(whole) || whole < 0) throw new ResyncNeeded(`bad message index ${whole}`);
+  const i = whole - base(v);
+  if (i < 0) return; // a message before the window: not held
   switch (c.op) {
     case 'append': {
       const m = msgs[i];
@@ -144,6 +205,7 @@ function applyMessageChange(msgs, c, d) {
     case 'add':
       if (i !== msgs.length || !isObject(c.message)) throw new ResyncNeeded(`add at ${i}, list has ${msgs.length}`);
       msgs.push(c.message);
+      if (Number.isInteger(v.messageCount)) v.messageCount++;
       d.list = true;
       d.messages.set(i, null);
       return;
