@@ -26,7 +26,7 @@ import (
 // the message list) it reads older pages, keeping the message that was at
 // the top on screen, until it holds the whole thread — in the order of the
 // REST view.
-func TestDashboardScrollsBack(t *testing.T) {
+func TestDashboardScrollsBackInBrowser(t *testing.T) {
 	browser := chromium(t)
 	tc := startThreadcast(t)
 	js, err := jetstream.New(tc.nc)
