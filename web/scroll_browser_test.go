@@ -21,7 +21,7 @@ import (
 	"github.com/threadcast/threadcast/pipeline"
 )
 
-// TestDashboardScrollsBack opens a thread of 600 messages: the page shows
+// TestDashboardScrollsBackInBrowser opens a thread of 600 messages: the page shows
 // the newest 50 at once, and as a person scrolls up (mouse wheel events over
 // the message list) it reads older pages, keeping the message that was at
 // the top on screen, until it holds the whole thread — in the order of the
