@@ -18,7 +18,11 @@
 //   - One NATS subscription per thread per node, however many subscribers.
 //   - Join without gap: subscribe, request a snapshot at S, continue with the
 //     frames after S; a frame whose Tc-Prev is not the subscriber's last seq
-//     makes it resynchronise with a snapshot (never a silent gap).
+//     makes it resynchronise with a snapshot (never a silent gap). A
+//     joiner's snapshot newer than the feed, whose frames do not arrive
+//     within HubConfig.JoinWait, becomes the feed's position, and every
+//     live subscriber behind it resynchronises then, with no next frame
+//     needed (a thread that has ended sends none).
 //   - Join storms wait, not fail: a "busy" or timed-out snapshot request is
 //     retried (single flight per thread, jittered backoff) for up to
 //     HubConfig.SnapshotRetry; only then is the client refused (503 with

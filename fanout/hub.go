@@ -674,10 +674,22 @@ func (f *feed) replayLocked(s *Subscriber, seq uint64) {
 
 // adoptLocked makes seq (a snapshot newer than the feed) the feed's
 // position when the frames up to it never came: frames at or before it are
-// then ignored, and live subscribers behind it resync on the next frame.
+// then ignored. Every live subscriber behind it is resynchronised now
+// (ReasonGap): the frames it lacks will never reach the feed, and the
+// thread may send no next frame whose Tc-Prev would show the gap.
 func (f *feed) adoptLocked(seq uint64) {
 	f.ring.reset()
 	f.lo, f.hi, f.known = seq, seq, true
+	n := 0
+	for s := range f.subs {
+		if s.state == stLive && s.last < seq {
+			s.dropLocked(ReasonGap)
+			n++
+		}
+	}
+	if n > 0 {
+		f.hub.m.Drops.WithLabelValues(ReasonGap).Add(float64(n))
+	}
 }
 
 // maxCachedWindows bounds the windowed snapshots a feed caches: windows
@@ -748,7 +760,9 @@ func (f *feed) requestSnapshot(ctx context.Context, window int) (*snapshot, erro
 		}
 		if !f.known {
 			// No frame since we subscribed: the snapshot is the position
-			// (every later frame is still to come, in order).
+			// (every later frame is still to come, in order). Nobody is
+			// live yet (going live needs a known position), so nobody is
+			// resynchronised.
 			f.adoptLocked(sn.seq)
 		}
 	}

@@ -84,8 +84,8 @@ func (h *Hub) reconcile(ctx context.Context, all bool) int {
 
 // reconcile requests a snapshot of the feed's thread and, when it is newer
 // than the feed and the frames up to it do not arrive within JoinWait (they
-// may be in flight), makes it the feed's position and resynchronises every
-// live subscriber (ReasonGap). It reports whether the feed was behind.
+// may be in flight), makes it the feed's position (adoptLocked, which
+// resynchronises every live subscriber, ReasonGap). It reports whether the feed was behind.
 func (f *feed) reconcile(ctx context.Context) bool {
 	f.mu.Lock()
 	known := f.known
@@ -109,13 +109,7 @@ func (f *feed) reconcile(ctx context.Context) bool {
 			return false
 		}
 		if !time.Now().Before(deadline) {
-			f.adoptLocked(sn.seq)
-			for s := range f.subs {
-				if s.state == stLive {
-					s.dropLocked(ReasonGap)
-					f.hub.m.Drops.WithLabelValues(ReasonGap).Inc()
-				}
-			}
+			f.adoptLocked(sn.seq) // resynchronises every live subscriber: all are behind it
 			f.mu.Unlock()
 			return true
 		}

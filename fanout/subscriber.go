@@ -243,7 +243,8 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 				return nil
 			case fitFuture:
 				// Frames up to the snapshot are in flight: wait for them a
-				// little, then adopt the snapshot as the position.
+				// little, then adopt the snapshot as the position (which
+				// resynchronises the live subscribers behind it).
 				if waitUntil.IsZero() {
 					waitUntil = time.Now().Add(h.cfg.JoinWait)
 				}

@@ -412,10 +412,12 @@ func windowedJoins(t *testing.T, size int) {
 		c.Hub.Partitions = parts
 		// A late joiner whose snapshot is ahead of the feed waits this long
 		// for the frames in flight before adopting the snapshot's seq;
-		// adopting drops them, and a live subscriber behind it is only
-		// resynchronised by a next frame, which a thread that has ended
-		// never sends. Under -race the frames of this test can take longer
-		// than newServer's 100 ms to get through the feed.
+		// adopting drops them and resynchronises the live subscribers
+		// behind it, which ends their agui streams (with a resume hint;
+		// this test's agui consumers do not reconnect). Under -race the
+		// frames of this test (the ones restating the view are 1.5 MB, in
+		// parts) can take longer than newServer's 100 ms to get through
+		// the feed.
 		c.Hub.JoinWait = 5 * time.Second
 	})
 	js, err := jetstream.New(connect(t, ns))
