@@ -18,7 +18,13 @@ import (
 // data of one SSE event) and on one SSE line.
 const DefaultMaxEventSize = 8 << 20
 
-const initialReadSize = 64 << 10
+// The read buffer starts at initialReadSize, so that a small body (one
+// HTTP request's) costs little, and doubles while the input keeps filling
+// it, up to fullReadSize for reading and beyond only as one event needs.
+const (
+	initialReadSize = 4 << 10
+	fullReadSize    = 64 << 10
+)
 
 // StreamReader splits a byte stream into events. It is not safe for
 // concurrent use.
@@ -127,7 +133,7 @@ func (s *StreamReader) fill() bool {
 			s.base += int64(s.start)
 			s.start, s.end = 0, n
 		}
-		if s.end == len(s.buf) {
+		if s.end == len(s.buf) || len(s.buf) < fullReadSize {
 			size := 2 * len(s.buf)
 			if size < initialReadSize {
 				size = initialReadSize

@@ -3,6 +3,8 @@ package codec
 import (
 	"errors"
 	"io"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -184,5 +186,57 @@ func TestStreamReaderCorpus(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// streamBytes reads every event of body with a new StreamReader.
+func streamBytes(tb testing.TB, body string) {
+	sr := NewStreamReader(strings.NewReader(body))
+	for {
+		if _, err := sr.Next(); err != nil {
+			if err != io.EOF {
+				tb.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// TestStreamReaderSmallBodyBuffer: a reader of a small body (one HTTP
+// bridge request's) allocates about what the body needs, not a 64 KiB
+// buffer; a large body still reads whole.
+func TestStreamReaderSmallBodyBuffer(t *testing.T) {
+	body := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 100
+	for range runs {
+		streamBytes(t, body)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 8<<10 {
+		t.Errorf("a %d-byte body allocated %d bytes per reader, want at most 8 KiB", len(body), per)
+	}
+	big := strings.Repeat(body, 10000) // 610 KB: the buffer grows
+	got, err := readAll(t, strings.NewReader(big), 0)
+	if err != nil || len(got) != 10000 || got[9999] != strings.TrimSuffix(body, "\n") {
+		t.Fatalf("large body: %d events, %v", len(got), err)
+	}
+}
+
+// BenchmarkStreamReaderBody reads a body of one small event and one of
+// 1,000 (61 KB) with a new reader each time, as the bridge does per
+// request.
+func BenchmarkStreamReaderBody(b *testing.B) {
+	ev := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n"
+	for _, n := range []int{1, 1000} {
+		body := strings.Repeat(ev, n)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				streamBytes(b, body)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,7 +30,9 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/reducer"
 )
 
 type noisyConfig struct {
@@ -43,14 +46,24 @@ type noisyConfig struct {
 	// events are timed apart by noisy's level when they were published, so
 	// the three populations share the node and the machine's moments.
 	Segment time.Duration
+	// BBridge: quiet's odd-numbered threads are published through the
+	// HTTP bridge (one event per POST, its answer awaited) instead of the
+	// SDK.
+	BBridge bool
+	// Node, when set, adjusts the node's Config before Start.
+	Node func(*Config)
+	// Attack, when set, runs while quiet's timed load runs: it is called
+	// in its own goroutine and must return soon after stop is closed.
+	Attack func(n *Node, stop <-chan struct{})
 }
 
 type noisyResult struct {
 	BSent, BDelivered, BDup, BLost int
 	BViewsExact                    bool
-	BP50, BP99                     time.Duration // all of quiet's events (Segment 0), or those published while noisy was at 10x
-	BQuietP50, BQuietP99           time.Duration // with Segment: quiet's events published while noisy was silent
-	BAtP50, BAtP99                 time.Duration // with Segment: while noisy was at its quota
+	BP50, BP99                     time.Duration   // all of quiet's events (Segment 0), or those published while noisy was at 10x
+	BLat                           []time.Duration // every latency of quiet's (Segment 0), sorted
+	BQuietP50, BQuietP99           time.Duration   // with Segment: quiet's events published while noisy was silent
+	BAtP50, BAtP99                 time.Duration   // with Segment: while noisy was at its quota
 	ABridgeSent, ABridgeAccepted   int
 	ABridge429                     int
 	ANatsSent                      int
@@ -77,6 +90,9 @@ func runNoisy(tb testing.TB, nc noisyConfig) noisyResult {
 	c.Drain = 10 * time.Second
 	c.Logger = discard
 	c.Quota.Tenants = map[string]quota.Limits{"noisy": {EventsPerSec: nc.AQuota, BodyBytesInFlight: 1 << 20}}
+	if nc.Node != nil {
+		nc.Node(&c)
+	}
 	n, err := Start(c)
 	if err != nil {
 		tb.Fatal(err)
@@ -157,6 +173,10 @@ func runNoisy(tb testing.TB, nc noisyConfig) noisyResult {
 			res.ABridgeSent, res.ABridgeAccepted, res.ABridge429 = noisyBridge(n.URL(), mint(tb, "noisy"), 10*nc.AQuota, stop, &level)
 		}()
 	}
+	if nc.Attack != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); nc.Attack(n, stop) }()
+	}
 	if nc.ANoisy && nc.Segment > 0 {
 		wg.Add(1)
 		go func() {
@@ -190,7 +210,12 @@ publish:
 		}
 		th.level[k].Store(level.Load())
 		th.sent[k].Store(time.Now().UnixNano())
-		if _, err := pub.Publish(ctx, "quiet", th.id, []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`+strconv.Itoa(k)+`;"}`)); err != nil {
+		ev := []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strconv.Itoa(k) + `;"}`)
+		if nc.BBridge && i%len(threads)%2 == 1 {
+			if code, body := bridgePost(ctx, n.URL(), qtok, th.id, ev); code != http.StatusOK {
+				tb.Fatalf("quiet's bridge POST to %s: %d %s", th.id, code, body)
+			}
+		} else if _, err := pub.Publish(ctx, "quiet", th.id, ev); err != nil {
 			tb.Fatal(err)
 		}
 		sent++
@@ -228,11 +253,14 @@ publish:
 	defer vcancel()
 	for _, th := range threads {
 		var want strings.Builder
+		published := []string{`{"type":"RUN_STARTED","threadId":"` + th.id + `","runId":"r"}`,
+			`{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}`}
 		for k := range th.sent {
 			if th.sent[k].Load() == 0 {
 				continue
 			}
 			fmt.Fprintf(&want, "%d;", k)
+			published = append(published, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`+strconv.Itoa(k)+`;"}`)
 			switch s := th.seen[k].Load(); {
 			case s == 0:
 				res.BLost++
@@ -246,13 +274,19 @@ publish:
 		for i := range lats {
 			lats[i] = append(lats[i], th.lat[i]...)
 		}
-		if got := restContent(vctx, tb, n.URL(), qtok, th.id); got != want.String() {
+		got := restMessages(vctx, tb, n.URL(), qtok, th.id)
+		if len(got) != 1 || got[0].Content != want.String() {
 			res.BViewsExact = false
-			tb.Logf("thread %s: REST content %.80q, want %.80q", th.id, got, want.String())
+			tb.Logf("thread %s: REST messages %.80v, want content %.80q", th.id, got, want.String())
+		}
+		if off := offlineMessages(tb, th.id, published); !slices.Equal(got, off) {
+			res.BViewsExact = false
+			tb.Logf("thread %s: REST messages %.80v, offline reduction %.80v", th.id, got, off)
 		}
 	}
 	if nc.Segment == 0 || !nc.ANoisy { // one population
-		res.BP50, res.BP99 = quantiles(slices.Concat(lats[:]...))
+		res.BLat = slices.Concat(lats[:]...)
+		res.BP50, res.BP99 = quantiles(res.BLat)
 	} else {
 		res.BQuietP50, res.BQuietP99 = quantiles(lats[0])
 		res.BAtP50, res.BAtP99 = quantiles(lats[1])
@@ -379,8 +413,15 @@ func paced(rate float64, burst int, stop <-chan struct{}, level *atomic.Int32, f
 	}
 }
 
-// restContent is the content of message m of thread id, by REST.
-func restContent(ctx context.Context, tb testing.TB, url, tok, id string) string {
+// viewMessage is what the tests compare of a view's message.
+type viewMessage struct {
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// restMessages are the messages of thread id's view, by REST.
+func restMessages(ctx context.Context, tb testing.TB, url, tok, id string) []viewMessage {
 	tb.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/threads/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -391,15 +432,49 @@ func restContent(ctx context.Context, tb testing.TB, url, tok, id string) string
 	defer res.Body.Close()
 	var v struct {
 		View struct {
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
+			Messages []viewMessage `json:"messages"`
 		} `json:"view"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || len(v.View.Messages) != 1 {
-		tb.Fatalf("view of %s: %v, %d messages", id, err, len(v.View.Messages))
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		tb.Fatalf("view of %s: %d %v", id, res.StatusCode, err)
 	}
-	return v.View.Messages[0].Content
+	return v.View.Messages
+}
+
+// offlineMessages are the messages of the view the reducer folds from
+// events, applied offline in order to an empty thread id.
+func offlineMessages(tb testing.TB, id string, events []string) []viewMessage {
+	tb.Helper()
+	th := reducer.NewThread(id)
+	var dec codec.Decoder
+	var ev codec.Event
+	for i, raw := range events {
+		if err := dec.Decode([]byte(raw), &ev); err != nil {
+			tb.Fatal(err)
+		}
+		if r := th.Apply(uint64(i+1), &ev); r.Fatal != nil {
+			tb.Fatal(r.Fatal)
+		}
+	}
+	var v struct{ Messages []viewMessage }
+	if err := json.Unmarshal(th.AppendView(nil), &v); err != nil {
+		tb.Fatal(err)
+	}
+	return v.Messages
+}
+
+// bridgePost posts one body to tenant quiet's thread id through the
+// bridge: the status and the answer.
+func bridgePost(ctx context.Context, url, tok, id string, body []byte) (int, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/ingest/quiet/"+id, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }
 
 // settle waits until ingest has no message waiting and the shed counter

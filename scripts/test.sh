@@ -38,6 +38,14 @@ go test -race -count=1 -tags tcpoison,oracle -timeout 10m ./codec/... ./reducer/
 # lease-mode ingest instances, two fanout nodes, faults under load.
 go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
 
+# The abuse soak: tenant quiet's load on a node alone, then while tenant
+# noisy abuses every door (idle connections near the cap, tap floods, connect
+# churn, bogus cursors, bad bridge bodies), alternating; quiet loses nothing,
+# its p99 stays within 2x, RSS under the bound the limits give. 60 s of abuse
+# (THREADCAST_SOAK_DURATION for a longer one); without -race, which would
+# change both the latencies and the memory it measures.
+go test -count=1 -tags soak -run TestSoak -timeout 10m ./node
+
 # The bus locked down: three nats-server processes configured from
 # docs/production.md, a node joined to them with the service nkey and the
 # auth callout, and the cross-tenant matrix. nats-server is built from the

@@ -1,0 +1,562 @@
+//go:build soak
+
+package node
+
+// NOTE: the abuse soak. The noisy-neighbour harness (runNoisy) runs tenant
+// quiet's load — SDK publishes over NATS and bridge POSTs, read back over
+// SSE — twice in one invocation on nodes of the same configuration: once
+// with nothing else, once while tenant noisy, with valid tokens of its own,
+// abuses every door it can reach (attack below). The figures are logged.
+//
+// The abuse, at -soak.pace 1: 400 idle connections held (the cap is 512;
+// half idle on keep-alive after one request, half send nothing, each
+// reopened when the server times it out); 16 taps held that never read (8
+// within the tap quota, the rest refused), half with a ?types= list of 60
+// duplicates; a 40,000-entry ?types= list once a second; 10 HTTP connects
+// a second each with a bad and a good token; 5 NATS connects a second
+// each with a bad and a good token; 5 a second each of a Last-Event-ID far
+// ahead and of a garbage one; 10 a second each of a body that is not
+// JSON, one with 1e999999 and one naming another thread; once a second a
+// body declaring 1 GiB and one event over the event size limit; and
+// noisy's own thread fed 50 events a second, so its taps have something
+// to choke on.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/quota"
+)
+
+// soakDuration is how long each run lasts: -soak.duration, or
+// THREADCAST_SOAK_DURATION (a Go duration), 60 s when neither is set.
+var soakDuration = flag.Duration("soak.duration", envDuration("THREADCAST_SOAK_DURATION", 60*time.Second),
+	"how long the abuse (and the quiet run) of TestSoak lasts")
+
+// soakKinds names the kinds of abuse made (comma-separated; "all": every
+// one): to find which one hurts, run them alone.
+var soakKinds = flag.String("soak.kinds", "all",
+	"the kinds of abuse TestSoak makes: all, or a list of publish,idle,tap-huge,tap-unread,http-churn,nats-churn,cursor,bridge-bad,bridge-big")
+
+// soakRounds is how many quiet and abuse runs alternate, each lasting
+// soak.duration/soak.rounds.
+var soakRounds = flag.Int("soak.rounds", 4, "how many quiet and abuse runs TestSoak alternates")
+
+// soakPace scales the rate of every paced kind of abuse (requests,
+// connects and noisy's own events per second).
+var soakPace = flag.Float64("soak.pace", 1, "how many times the documented rates TestSoak's paced abuse runs at")
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// The soak's node limits: the bound on RSS is derived from them.
+const (
+	soakMaxConns   = 512     // Config.MaxConns
+	soakIdleConns  = 400     // noisy's idle connections held at once (near the cap; quiet needs ~10)
+	soakTaps       = 8       // noisy's tap quota
+	soakTapReaders = 16      // noisy's tap streams that never read, attempted at once (half refused)
+	soakBodyFlight = 4 << 20 // noisy's BodyBytesInFlight
+	soakHeaderMax  = 1 << 20 // net/http's DefaultMaxHeaderBytes: a ?types= list is read within it
+	soakMaxMsg     = 1 << 20 // Pipeline.MaxMsgSize: an event over it is refused by the bridge
+)
+
+// TestSoak: while tenant noisy keeps idle connections near the node's cap,
+// floods the tap, churns HTTP and NATS connections (with bad tokens too),
+// sends bogus cursors and bad bridge bodies, tenant quiet loses and
+// duplicates nothing (each event arrives once over SSE; its REST views
+// equal the offline reduction of what it published), its publish→delivery
+// p99 stays within 2x of the quiet run's, and the process's RSS stays
+// under the bound derived from the limits.
+func TestSoak(t *testing.T) {
+	d, rounds := *soakDuration, *soakRounds
+	cfg := noisyConfig{Duration: d / time.Duration(rounds), BThreads: 8, BRate: 200, BBridge: true, Node: func(c *Config) {
+		c.MaxConns = soakMaxConns
+		c.Pipeline.MaxMsgSize = soakMaxMsg
+		c.HTTPHeaderTimeout, c.HTTPIdleTimeout = 2*time.Second, 5*time.Second
+		c.Quota.Tenants = map[string]quota.Limits{"noisy": {Taps: soakTaps, Streams: 64, BodyBytesInFlight: soakBodyFlight}}
+	}}
+
+	// The quiet and the abuse runs alternate, each on a node of its own,
+	// the abuse first every other round: the machine's moments (other
+	// processes, a warming cache) fall on both alike.
+	a := &attack{t: t, counts: map[string]int{}}
+	var quietLat, abuseLat []time.Duration
+	var quietRSS, abuseRSS int64 // peaks
+	for round := range rounds {
+		for _, abuse := range []bool{round%2 == 1, round%2 == 0} {
+			var rss rssPeak
+			cfg.Attack = func(n *Node, stop <-chan struct{}) { rss.sample(stop) }
+			if abuse {
+				cfg.Attack = func(n *Node, stop <-chan struct{}) {
+					var wg sync.WaitGroup
+					wg.Add(1)
+					go func() { defer wg.Done(); rss.sample(stop) }()
+					a.run(n, stop)
+					wg.Wait()
+				}
+			}
+			r := runNoisy(t, cfg)
+			name := map[bool]string{false: "quiet", true: "abuse"}[abuse]
+			t.Logf("round %d, %s run: quiet's %d events, p50 %v p99 %v, RSS at start %d MiB, peak %d MiB",
+				round, name, r.BSent, r.BP50, r.BP99, rss.base>>20, rss.peak.Load()>>20)
+			if r.BSent == 0 || r.BDelivered != r.BSent || r.BLost != 0 || r.BDup != 0 || !r.BViewsExact {
+				t.Errorf("round %d, %s run: quiet sent %d, delivered %d, lost %d, duplicated %d, views exact %v",
+					round, name, r.BSent, r.BDelivered, r.BLost, r.BDup, r.BViewsExact)
+			}
+			if !abuse {
+				quietLat, quietRSS = append(quietLat, r.BLat...), max(quietRSS, rss.peak.Load())
+				continue
+			}
+			abuseLat, abuseRSS = append(abuseLat, r.BLat...), max(abuseRSS, rss.peak.Load())
+			checkRSS(t, round, &rss)
+		}
+	}
+	qp50, qp99 := quantiles(quietLat)
+	ap50, ap99 := quantiles(abuseLat)
+	t.Logf("quiet runs: %d events, p50 %v p99 %v, RSS peak %d MiB", len(quietLat), qp50, qp99, quietRSS>>20)
+	t.Logf("abuse runs: %d events, p50 %v p99 %v, RSS peak %d MiB", len(abuseLat), ap50, ap99, abuseRSS>>20)
+	t.Logf("noisy's requests by kind and answer: %v", a.sorted())
+	if ratio := float64(ap99) / float64(qp99); ratio > 2 {
+		t.Errorf("quiet's p99 under abuse is %.2fx the quiet runs' (%v vs %v), want at most 2x", ratio, ap99, qp99)
+	}
+	// Every kind of abuse was made and answered as the product documents.
+	for _, want := range []string{"idle held", "tap types huge 400", "tap unread duplicated types 200", "tap unread 200",
+		"tap unread 429", "http churn bad token 401", "http churn 200", "nats churn bad token refused", "nats churn ok",
+		"cursor ahead 200", "cursor garbage 200", "bridge not json 400", "bridge huge number 422",
+		"bridge wrong thread 422", "bridge oversized declared 413", "bridge oversized event 413"} {
+		if a.count(want) == 0 && *soakKinds == "all" {
+			t.Errorf("no %q among noisy's answers %v", want, a.sorted())
+		}
+	}
+	// A 503 is the connection cap's refusal (noisy's connections near it);
+	// any other 5xx, or an answer held past its bound, is a failure.
+	for k, n := range a.kinds() {
+		if (strings.Contains(k, " 5") && !strings.HasSuffix(k, " 503")) || strings.Contains(k, "slow") {
+			t.Errorf("noisy got a server error or a slow answer %d times: %s", n, k)
+		}
+	}
+}
+
+// checkRSS fails if r's peak is over the bound the soak's limits allow.
+func checkRSS(t *testing.T, round int, r *rssPeak) {
+	t.Helper()
+	// RSS: the process (node and both tenants' clients) at the start of
+	// the abuse, plus what the limits let noisy hold, twice over for the
+	// garbage collector's headroom (GOGC=100): per connection up to the
+	// cap, the server's and the client's buffers and goroutines (64 KiB
+	// together); per tap within the quota, its 4096 pending messages (fanout's tap buffer) (at
+	// most 1 KiB each here); the bodies in flight within the quota, four
+	// times over for decoding; and one huge ?types= request's headers, on
+	// each side.
+	held := int64(soakMaxConns)*64<<10 + int64(soakTaps)*4096*1<<10 + 4*soakBodyFlight + 2*soakHeaderMax
+	if bound := r.base + 2*held; r.peak.Load() > bound {
+		t.Errorf("round %d: RSS peaked at %d MiB under abuse, over the bound of %d MiB (%d MiB at the start + 2 x %d MiB the limits allow)",
+			round, r.peak.Load()>>20, bound>>20, r.base>>20, held>>20)
+	}
+}
+
+// rssPeak samples the process's resident set size every 50 ms: the first
+// sample is base, the largest peak.
+type rssPeak struct {
+	base int64
+	peak atomic.Int64
+}
+
+func (r *rssPeak) sample(stop <-chan struct{}) {
+	r.base = vmRSS()
+	r.peak.Store(r.base)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if v := vmRSS(); v > r.peak.Load() {
+				r.peak.Store(v)
+			}
+		}
+	}
+}
+
+// vmRSS is VmRSS of /proc/self/status in bytes (0 if unreadable).
+func vmRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// attack is tenant noisy's abuse: each kind runs in its own goroutine
+// until stop, at a bounded pace, loopback only, and counts the answers it
+// got by "kind answer".
+type attack struct {
+	t      *testing.T
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (a *attack) add(kind string) {
+	a.mu.Lock()
+	a.counts[kind]++
+	a.mu.Unlock()
+}
+
+func (a *attack) count(kind string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.counts[kind]
+}
+
+// kinds is a copy of the counts.
+func (a *attack) kinds() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.counts)
+}
+
+func (a *attack) sorted() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for k, v := range a.counts {
+		out = append(out, fmt.Sprintf("%s: %d", k, v))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// every calls f every interval (divided by -soak.pace) until stop.
+func every(interval time.Duration, stop <-chan struct{}, f func()) {
+	tick := time.NewTicker(time.Duration(float64(interval) / *soakPace))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			f()
+		}
+	}
+}
+
+// run starts every kind of abuse and returns when all have stopped.
+func (a *attack) run(n *Node, stop <-chan struct{}) {
+	tok := mint(a.t, "noisy")
+	addr := strings.TrimPrefix(n.URL(), "http://")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	// A client of noisy's own: no keep-alive shared with quiet's.
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	// get does one request and drains at most 64 KiB of its answer: its
+	// status, or "error" (a refused connection is counted as its 503).
+	get := func(req *http.Request) string {
+		start := time.Now()
+		res, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "stopped"
+			}
+			return "error " + err.Error()
+		}
+		_, _ = io.CopyN(io.Discard, res.Body, 64<<10)
+		res.Body.Close()
+		if time.Since(start) > 2*time.Second {
+			return "slow " + strconv.Itoa(res.StatusCode)
+		}
+		return strconv.Itoa(res.StatusCode)
+	}
+	newReq := func(method, path, body string) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, method, n.URL()+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return req
+	}
+
+	var wg sync.WaitGroup
+	kinds := strings.Split(*soakKinds, ",")
+	on := func(kind string) bool { return *soakKinds == "all" || slices.Contains(kinds, kind) }
+	spawn := func(kind string, f func()) {
+		if on(kind) {
+			wg.Add(1)
+			go func() { defer wg.Done(); f() }()
+		}
+	}
+
+	// Noisy's own thread, published at 50 events/s, so that its taps and
+	// streams have something to choke on.
+	nc := connectAgent(a.t, n, "noisy")
+	defer nc.Close()
+	_ = nc.Publish("agui.noisy.a.events", []byte(`{"type":"RUN_STARTED","threadId":"a","runId":"r"}`))
+	_ = nc.Publish("agui.noisy.a.events", []byte(`{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}`))
+	spawn("publish", func() {
+		every(20*time.Millisecond, stop, func() {
+			_ = nc.Publish("agui.noisy.a.events", []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"`+strings.Repeat("x", 200)+`"}`))
+		})
+	})
+
+	// Idle connections: soakIdleConns held at once, each reopened when the
+	// server closes it (half send one request, then idle on keep-alive;
+	// half send nothing). Each counts its answers.
+	for i := 0; i < soakIdleConns; i++ {
+		speak := i%2 == 0
+		spawn("idle", func() {
+			for ctx.Err() == nil {
+				a.idle(ctx, addr, speak)
+			}
+		})
+	}
+
+	// Tap floods: a 40,000-entry ?types= list (refused: over the entry
+	// bound); and soakTapReaders taps held at once that never read a
+	// byte, half of them with a list of 60 duplicates (under the entry
+	// bound, one type once deduplicated), the others with every type.
+	huge := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 40000), ",")
+	dup := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 60), ",")
+	spawn("tap-huge", func() {
+		every(1000*time.Millisecond, stop, func() { a.add("tap types huge " + get(newReq("GET", "/v1/tap?types="+huge, ""))) })
+	})
+	for i := 0; i < soakTapReaders; i++ {
+		kind, query := "tap unread ", ""
+		if i%2 == 0 {
+			kind, query = "tap unread duplicated types ", "?types="+dup
+		}
+		spawn("tap-unread", func() {
+			for ctx.Err() == nil {
+				a.unreadTap(ctx, addr, tok, kind, query)
+			}
+		})
+	}
+
+	// Connect churn over HTTP: a new connection per request, with a bad
+	// token and with a good one.
+	churn := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	spawn("http-churn", func() {
+		every(100*time.Millisecond, stop, func() {
+			bad, _ := http.NewRequestWithContext(ctx, "GET", n.URL()+"/v1/threads", nil)
+			bad.Header.Set("Authorization", "Bearer "+tok[:len(tok)-4]+"AAAA")
+			good := newReq("GET", "/v1/threads", "")
+			for kind, req := range map[string]*http.Request{"http churn bad token ": bad, "http churn ": good} {
+				res, err := churn.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						a.add(kind + "error " + err.Error())
+					}
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				a.add(kind + strconv.Itoa(res.StatusCode))
+			}
+		})
+	})
+	// Connect churn over NATS: a bad token (refused by the auth callout)
+	// and a good one (connected, then closed).
+	spawn("nats-churn", func() {
+		badTok := tok[:len(tok)-4] + "AAAA"
+		every(200*time.Millisecond, stop, func() {
+			for _, bad := range []bool{true, false} {
+				tk := tok
+				if bad {
+					tk = badTok
+				}
+				opts, err := agent.TokenAuth("noisy", func() string { return tk })
+				if err != nil {
+					a.t.Error(err)
+					return
+				}
+				c, err := nats.Connect(n.NatsURL(), append(opts, nats.NoReconnect(), nats.Timeout(2*time.Second))...)
+				switch {
+				case bad && err != nil && errors.Is(err, nats.ErrAuthorization):
+					a.add("nats churn bad token refused")
+				case bad && err != nil:
+					a.add("nats churn bad token refused (" + err.Error() + ")")
+				case bad:
+					a.add("nats churn bad token error: connected")
+					c.Close()
+				case err != nil:
+					a.add("nats churn error " + err.Error())
+				default:
+					a.add("nats churn ok")
+					c.Close()
+				}
+			}
+		})
+	})
+
+	// Bogus cursors on noisy's own thread: far ahead, and garbage. Either
+	// is answered at once (a snapshot), not held.
+	spawn("cursor", func() {
+		every(200*time.Millisecond, stop, func() {
+			for kind, cur := range map[string]string{"cursor ahead ": "99999999999", "cursor garbage ": "zz;\u00e9/..%00"} {
+				rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+				req := newReq("GET", "/v1/threads/a/events", "").WithContext(rctx)
+				req.Header.Set("Last-Event-ID", cur)
+				start := time.Now()
+				res, err := tr.RoundTrip(req)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					a.add(kind + "error " + err.Error())
+				case err != nil:
+				case time.Since(start) > time.Second:
+					a.add(kind + "slow " + strconv.Itoa(res.StatusCode))
+					res.Body.Close()
+				default:
+					a.add(kind + strconv.Itoa(res.StatusCode))
+					res.Body.Close()
+				}
+				rcancel()
+			}
+		})
+	})
+
+	// Bad bridge bodies.
+	bodies := map[string]string{
+		"bridge not json ":     "this is not JSON\n",
+		"bridge huge number ":  `{"type":"CUSTOM","name":"n","value":1e999999}` + "\n",
+		"bridge wrong thread ": `{"type":"RUN_STARTED","threadId":"elsewhere","runId":"r2"}` + "\n",
+	}
+	spawn("bridge-bad", func() {
+		every(100*time.Millisecond, stop, func() {
+			for kind, body := range bodies {
+				a.add(kind + get(newReq("POST", "/v1/ingest/noisy/b", body)))
+			}
+		})
+	})
+	// Oversized: a declared body over the bridge's 64 MiB (raw TCP: the
+	// client sends only the headers), and one event over the event limit.
+	big := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("y", n.cfg.Pipeline.MaxEventBytes()+1) + `"}` + "\n"
+	spawn("bridge-big", func() {
+		every(1000*time.Millisecond, stop, func() {
+			a.add("bridge oversized declared " + rawStatus(ctx, addr, "POST /v1/ingest/noisy/b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tok+
+				"\r\nContent-Length: "+strconv.Itoa(1<<30)+"\r\n\r\n"))
+			a.add("bridge oversized event " + get(newReq("POST", "/v1/ingest/noisy/b", big)))
+		})
+	})
+
+	wg.Wait()
+}
+
+// idle holds one connection until the server closes it or ctx ends:
+// speak sends one request first (then it idles on keep-alive).
+func (a *attack) idle(ctx context.Context, addr string, speak bool) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.add("idle error " + err.Error())
+			time.Sleep(100 * time.Millisecond)
+		}
+		return
+	}
+	defer c.Close()
+	stopped := context.AfterFunc(ctx, func() { c.Close() })
+	defer stopped()
+	br := bufio.NewReader(c)
+	if speak {
+		if _, err := io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return
+		}
+	}
+	res, err := http.ReadResponse(br, nil)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable {
+			a.add("idle refused 503")
+			time.Sleep(200 * time.Millisecond)
+			return
+		}
+		a.add("idle held")
+		// Now idle on keep-alive until the server's idle timeout.
+		_, err = br.ReadByte()
+	}
+	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		a.add("idle timed out by the server")
+	}
+}
+
+// unreadTap opens a tap of noisy's events and never reads it, until the
+// server ends it or ctx ends.
+func (a *attack) unreadTap(ctx context.Context, addr, tok, kind, query string) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	stopped := context.AfterFunc(ctx, func() { c.Close() })
+	defer stopped()
+	// A small receive buffer, so that the server's writes back up soon.
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	if _, err := io.WriteString(c, "GET /v1/tap"+query+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tok+"\r\n\r\n"); err != nil {
+		return
+	}
+	br := bufio.NewReaderSize(c, 4<<10)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return
+	}
+	a.add(kind + strconv.Itoa(res.StatusCode))
+	if res.StatusCode != http.StatusOK {
+		time.Sleep(200 * time.Millisecond)
+		return
+	}
+	<-ctx.Done() // never read: the server's write deadline ends it, or the run does
+}
+
+// rawStatus writes head on a new connection and returns the answer's
+// status.
+func rawStatus(ctx context.Context, addr, head string) string {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, head); err != nil {
+		return "error " + err.Error()
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "stopped"
+		}
+		return "error " + err.Error()
+	}
+	res.Body.Close()
+	return strconv.Itoa(res.StatusCode)
+}
