@@ -29,14 +29,16 @@ import (
 //
 //	go test ./fanout -run '^$' -bench BenchmarkSnapshotSSE -benchtime 5x -timeout 20m
 //
-// Measured on the 2-core build machine shared with other engineers' tests
-// (load average 7-11), several runs of 5 joins:
+// Measured on the 2-core build machine, otherwise idle, three runs of 5
+// joins:
 //
-//	mode  threadcast MB/s  bare MB/s  threadcast MB/CPU-s  bare MB/CPU-s
-//	agui  37-69            760-1320   71-98                760-1320
-//	view  25-57            680-1220   76-101               1070-1390
+//	mode  threadcast MB/s  bare MB/s    threadcast MB/CPU-s  bare MB/CPU-s
+//	agui  199-254          2300-2520    158-168              ~1500
+//	view  205-249          2300         163-168              ~1530
 //
-// The CPU per MB is what the load distorts least. It is spent moving the
+// With the cores shared by other builds (load average 7-11) the same bench
+// read 37-69 MB/s (agui) and 25-57 (view), at 71-104 MB per CPU-second.
+// The CPU per MB is what a load distorts least. It is spent moving the
 // reply — the view and the snapshot events, twice the view's bytes —
 // through the NATS server, both clients' parsers and the assembly (memmove
 // and zeroing of large buffers are a third of the profile), and on the
