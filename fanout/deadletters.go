@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,14 +51,9 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := defaultDeadLetters
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxDeadLetters {
-			s.denyDetail(w, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be an integer from 1 to %d", maxDeadLetters))
-			return
-		}
-		limit = n
+	limit, ok := s.pageLimit(w, q, defaultDeadLetters, maxDeadLetters)
+	if !ok {
+		return
 	}
 	var after uint64
 	if v := q.Get("after"); v != "" {

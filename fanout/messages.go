@@ -3,6 +3,7 @@ package fanout
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"unicode/utf8"
 
@@ -47,14 +48,9 @@ func (s *Server) threadMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := s.cfg.DefaultPageLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > s.cfg.MaxPageLimit {
-			s.denyDetail(w, http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to "+strconv.Itoa(s.cfg.MaxPageLimit))
-			return
-		}
-		limit = n
+	limit, ok := s.pageLimit(w, q, s.cfg.DefaultPageLimit, s.cfg.MaxPageLimit)
+	if !ok {
+		return
 	}
 	before := q.Get("before")
 	if len(before) > maxMessageIDLen || !utf8.ValidString(before) {
@@ -94,4 +90,19 @@ func (s *Server) threadMessages(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
+}
+
+// pageLimit reads a paged endpoint's ?limit=: def when absent, else an
+// integer from 1 to most; anything else is answered 400 bad_limit (false).
+func (s *Server) pageLimit(w http.ResponseWriter, q url.Values, def, most int) (int, bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		s.denyDetail(w, http.StatusBadRequest, "bad_limit", "limit must be an integer from 1 to "+strconv.Itoa(most))
+		return 0, false
+	}
+	return n, true
 }

@@ -117,14 +117,9 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := defaultListed
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListed {
-			s.denyDetail(w, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be an integer from 1 to %d", maxListed))
-			return
-		}
-		limit = n
+	limit, ok := s.pageLimit(w, q, defaultListed, maxListed)
+	if !ok {
+		return
 	}
 	var after *string
 	if v, ok := q["after"]; ok {
