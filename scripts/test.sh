@@ -34,6 +34,12 @@ go test -race -count=1 -tags oracle,integration -timeout 15m ./...
 # The lifetime-poisoning build: recycled buffers are overwritten with '#'.
 go test -race -count=1 -tags tcpoison,oracle -timeout 10m ./codec/... ./reducer/...
 
+# The largest threads (tag large): 100,000 messages and a 55 MB view over
+# REST, SSE and WebSocket, windowed joins of the same, a 20 MB state.
+# Without -race, under which these take minutes and their timeouts fire on
+# a small machine; the same paths run under -race on smaller threads above.
+go test -count=1 -tags large -run 'TestLongThread100k|TestWindowedJoins100k|TestLargeState20MB' -timeout 10m ./fanout ./pipeline
+
 # The scale-out fault test: a three-server NATS cluster in the process, two
 # lease-mode ingest instances, two fanout nodes, faults under load.
 go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
