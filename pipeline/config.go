@@ -82,9 +82,12 @@ type Config struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 
-	// FrameInterval is the least time between two frame bursts of a shard:
-	// batches closer together are coalesced into one frame per thread. It
-	// adds at most that much latency; 0 publishes after every batch.
+	// FrameInterval is the least time between two frames of a thread:
+	// the batches of a busy thread that arrive closer together are
+	// coalesced into one frame. A thread whose last frame is older is
+	// framed after its batch at once, however busy the rest of its shard,
+	// so the interval adds latency only to threads that framed within it.
+	// 0 publishes after every batch.
 	FrameInterval time.Duration
 
 	// MemoryBudget bounds the summed reducer MemSize of hot threads per

@@ -97,8 +97,11 @@
 // # Frames and snapshots
 //
 // A shard takes what its queue holds (up to 1,024 messages) as one batch, and
-// coalesces batches for at most FrameInterval (5 ms); then each thread whose
-// seq advanced publishes one frame (frame.go) on
+// coalesces batches for at most FrameInterval (5 ms) per thread — a thread
+// that framed within the interval waits for the shard's next burst, one that
+// did not is framed after its batch at once, so a busy thread in the shard
+// adds no latency to a quiet one; each thread whose seq advanced publishes
+// one frame (frame.go) on
 // view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
 // reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
 // events compacted (reducer.Compactor) and the change journal. Under load

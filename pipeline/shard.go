@@ -39,6 +39,7 @@ type hotThread struct {
 	part     *partState
 	th       *reducer.Thread
 	frameSeq uint64
+	framedAt time.Time // when its last frame was published (zero: none since loaded)
 	ckptSeq  uint64
 	dirtySeq uint64             // first stream seq applied since the checkpoint; 0 = clean
 	dirtyAt  time.Time          // when it became dirty
@@ -191,10 +192,12 @@ const maxBatch = 1024
 func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 	tick := time.NewTicker(max(s.cfg.CheckpointInterval/2, time.Millisecond))
 	defer tick.Stop()
-	// Frames are published at most every FrameInterval: batches that arrive
-	// closer together are coalesced (fewer frames for busy threads, and the
-	// frames of many threads leave in one burst, so the connection writes
-	// them with one syscall instead of one each).
+	// The shard's frame burst (and its checkpoints and acks) comes at most
+	// every FrameInterval: batches that arrive closer together are
+	// coalesced, so a busy thread sends fewer frames and the frames of many
+	// threads leave together. Within the interval, the threads that have
+	// not framed for FrameInterval are framed at once (frameQuiet): only
+	// the busy ones wait for the burst.
 	due := time.NewTimer(time.Hour)
 	due.Stop()
 	defer due.Stop()
@@ -215,6 +218,12 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				break
 			}
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
+				// Within the interval only the threads that framed
+				// within it wait: a thread quiet for longer gains
+				// nothing from the wait (it has one frame to send
+				// either way), so its frame goes now, and a busy
+				// neighbour in the shard costs it no latency.
+				s.frameQuiet()
 				if !armed {
 					due.Reset(wait)
 					armed = true
@@ -516,12 +525,7 @@ func truncateN(s string, n int) string {
 // checkpoints every dirty thread (shutdown).
 func (s *shard) flush(ctx context.Context, force bool) {
 	for _, t := range s.batch {
-		s.frame(t)
-		t.inBatch = false
-		old := t.mem
-		t.viewMem, t.viewGrown = t.th.MemSize(), 0
-		t.mem = t.viewMem + len(t.snap)
-		s.mem += int64(t.mem - old)
+		s.frameThread(t)
 	}
 	clear(s.batch)
 	s.batch = s.batch[:0]
@@ -530,6 +534,34 @@ func (s *shard) flush(ctx context.Context, force bool) {
 		s.ack(ctx, ps, force)
 	}
 	s.evict()
+}
+
+// frameQuiet publishes the frames of the batch's threads whose last frame
+// is older than FrameInterval (or that have none) and keeps the others in
+// the batch for the next burst, in their order.
+func (s *shard) frameQuiet() {
+	kept := s.batch[:0]
+	for _, t := range s.batch {
+		if t.framedAt.IsZero() || s.now.Sub(t.framedAt) >= s.cfg.FrameInterval {
+			s.frameThread(t)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	clear(s.batch[len(kept):])
+	s.batch = kept
+}
+
+// frameThread publishes t's frame and takes it out of the batch's
+// accounting: its view's size is measured anew.
+func (s *shard) frameThread(t *hotThread) {
+	s.frame(t)
+	t.framedAt = s.now
+	t.inBatch = false
+	old := t.mem
+	t.viewMem, t.viewGrown = t.th.MemSize(), 0
+	t.mem = t.viewMem + len(t.snap)
+	s.mem += int64(t.mem - old)
 }
 
 // frame publishes t's frame for the current batch.

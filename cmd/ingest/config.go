@@ -108,7 +108,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&p.CheckpointEvery, "checkpoint-every", p.CheckpointEvery, "checkpoint a thread after this many events")
 	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", p.CheckpointInterval, "checkpoint a dirty thread after this long")
 	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
-	fs.DurationVar(&p.FrameInterval, "frame-interval", p.FrameInterval, "least time between two frame bursts of a shard (coalescing; 0: after every batch)")
+	fs.DurationVar(&p.FrameInterval, "frame-interval", p.FrameInterval, "least time between two frames of a thread: closer batches of a busy thread are coalesced, a thread quiet for longer is framed at once (0: after every batch)")
 	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
 	fs.StringVar(&p.Domain, "js-domain", "", "JetStream domain of the stream and buckets (empty: the connection's own)")
 	c.Lease = pipeline.DefaultLeaseConfig()
