@@ -3,6 +3,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/internal/longthread"
+	"github.com/threadcast/threadcast/pipeline"
 )
 
 // The tests in this file use the dashboard as a person does: the pointer
@@ -234,31 +240,44 @@ func TestDashboardFirstLoadInBrowser(t *testing.T) {
 		}
 	}
 
-	// Layout, from a phone to a wide screen: nothing wider than the window,
-	// the parts side by side where there is room, stacked where not.
+	// Layout, from a phone to a wide screen (the same tab, resized):
+	// nothing wider than the window, the parts side by side where there is
+	// room, the list or the open thread where not.
 	thread := want.Threads[0].Thread
-	for _, w := range []int64{360, 390, 768, 1024, 1440} {
-		p.run("resize", chromedp.EmulateViewport(w, 800))
-		p.run("open the dashboard", chromedp.Navigate(tc.URL+"/?w="+strconv.FormatInt(w, 10)+"#tenant=acme"))
-		p.poll("rows listed", `document.querySelectorAll('#thread-list li[data-thread]').length === 6`, 30*time.Second)
-		var lay struct {
-			Overflow   bool
-			List, Msgs rect
-			Back       bool
-		}
-		layout := `(() => {
-			const vis = id => { const el = document.getElementById(id); const r = el.getBoundingClientRect(); return {X: r.x, Y: r.y, W: r.width, H: r.height}; };
+	type layout struct {
+		Overflow   bool
+		List, Msgs rect
+		Back       bool
+	}
+	measure := func() layout {
+		var lay layout
+		p.eval(`(() => {
+			const vis = id => { const r = document.getElementById(id).getBoundingClientRect(); return {X: r.x, Y: r.y, W: r.width, H: r.height}; };
 			return {Overflow: document.documentElement.scrollWidth > innerWidth, List: vis('thread-scroll'), Msgs: vis('messages'),
 				Back: document.getElementById('back').getBoundingClientRect().width > 0};
-		})()`
-		p.eval(layout, &lay)
+		})()`, &lay)
+		return lay
+	}
+	pressOn := func(sel string) {
+		t.Helper()
+		var r rect
+		p.eval(rectOf+`(document.querySelector(`+strconv.Quote(sel)+`))`, &r)
+		p.press(r.cx(), r.cy())
+	}
+	for _, w := range []int64{360, 390, 768, 1024, 1440} {
+		p.run("resize", chromedp.EmulateViewport(w, 800))
+		narrow := w < 760
+		if narrow && measure().Back {
+			pressOn("#back")
+			p.poll("back at the list", `document.getElementById('thread-scroll').getBoundingClientRect().width > 300 && !new URLSearchParams(location.hash.slice(1)).has('thread')`, 10*time.Second)
+		}
+		lay := measure()
 		if lay.Overflow {
 			t.Errorf("%d px: the page is wider than the window", w)
 		}
 		if lay.List.W < 200 || lay.List.H < 200 {
 			t.Errorf("%d px: the thread list is %vx%v px", w, lay.List.W, lay.List.H)
 		}
-		narrow := w < 760
 		if narrow && (lay.Msgs.W != 0 || lay.List.W < float64(w)-20) {
 			t.Errorf("%d px: the list does not have the screen to itself (list %v, messages %v)", w, lay.List, lay.Msgs)
 		}
@@ -268,16 +287,14 @@ func TestDashboardFirstLoadInBrowser(t *testing.T) {
 		if w == 390 {
 			shot(t, p.ctx, "390px-list")
 		}
-		// Open a thread with the pointer, as before.
-		var row rect
-		p.eval(rectOf+`(document.querySelector('#thread-list li[data-thread="`+thread+`"]'))`, &row)
-		p.press(row.cx(), row.cy())
+		// Open a thread with the pointer.
+		pressOn(`#thread-list li[data-thread="` + thread + `"]`)
 		p.poll("thread open", `document.getElementById('thread-title').textContent === `+strconv.Quote(thread)+` && document.querySelectorAll('#messages article').length > 0`, 30*time.Second)
-		p.eval(layout, &lay)
+		lay = measure()
 		if lay.Overflow {
 			t.Errorf("%d px, thread open: the page is wider than the window", w)
 		}
-		if lay.Msgs.W < float64(min(w, 1440))/3 || lay.Msgs.H < 200 {
+		if lay.Msgs.W < float64(w)/3 || lay.Msgs.H < 200 {
 			t.Errorf("%d px: the messages get %vx%v px", w, lay.Msgs.W, lay.Msgs.H)
 		}
 		if narrow != lay.Back || narrow && lay.List.W != 0 {
@@ -286,14 +303,7 @@ func TestDashboardFirstLoadInBrowser(t *testing.T) {
 		if w == 390 {
 			shot(t, p.ctx, "390px-thread")
 		}
-		if narrow {
-			var back rect
-			p.eval(rectOf+`(document.getElementById('back'))`, &back)
-			p.press(back.cx(), back.cy())
-			p.poll("back at the list", `document.getElementById('thread-scroll').getBoundingClientRect().width > 300 && !new URLSearchParams(location.hash.slice(1)).has('thread')`, 10*time.Second)
-		}
 	}
-	p.run("resize", chromedp.EmulateViewport(1440, 900))
 
 	// A tab opened with a token in its address, on a dashboard that offers
 	// none: the token leaves the address at once and survives a reload.
@@ -313,4 +323,242 @@ func TestDashboardFirstLoadInBrowser(t *testing.T) {
 	p.poll("globex listed after the reload", `document.querySelectorAll('#thread-list li[data-thread]').length === 6 && document.getElementById('tenant').value === 'globex'`, 30*time.Second)
 	p.poll("the thread open after the reload", `document.getElementById('thread-title').textContent === `+strconv.Quote(thread)+` &&
 		document.getElementById('fig-conn').classList.contains('live') && document.querySelectorAll('#messages article').length > 0`, 30*time.Second)
+}
+
+// TestDashboardLongListInBrowser lists 10,000 threads — the DOM holds only
+// the rows in view, scrolling keeps its place while threads change order,
+// and the wheel reaches the end — and opens a long finished thread at its
+// newest message.
+func TestDashboardLongListInBrowser(t *testing.T) {
+	tc := startThreadcast(t)
+	js, err := jetstream.New(tc.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One message per thread, a whole run in it, published without waiting
+	// for each ack.
+	const threads = 10000
+	publish := func(tenant, thread string, evs []json.RawMessage) jetstream.PubAckFuture {
+		t.Helper()
+		subj, err := pipeline.EventSubject(tenant, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := make([][]byte, len(evs))
+		for k, e := range evs {
+			lines[k] = e
+		}
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
+			Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	acked := func() {
+		t.Helper()
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(60 * time.Second):
+			t.Fatal("publishes not acknowledged in a minute")
+		}
+	}
+	bulk := func(i int) string { return fmt.Sprintf("bulk-%05d", i) }
+	for i := range threads {
+		g := &longthread.Gen{Thread: bulk(i), RunLen: 1}
+		publish("acme", bulk(i), g.Messages(1))
+		if i%1000 == 999 {
+			acked() // at most a thousand in flight
+		}
+	}
+	// The long finished thread: 400 messages of very different heights.
+	const long = "long-finished"
+	g := &longthread.Gen{Thread: long, RunLen: 40, Body: 900}
+	evs := append(g.Messages(400), g.Finish()...)
+	for i := 0; i < len(evs); i += 200 {
+		publish("globex", long, evs[i:min(i+200, len(evs))])
+	}
+	acked()
+	type entry struct {
+		Thread, Status string
+		Updated        time.Time
+		LastEvent      *time.Time
+	}
+	var listing struct{ Threads []entry }
+	waitFor(t, 120*time.Second, "10,000 threads listed", func() bool {
+		return tc.get(t, "acme", "/v1/threads?limit=10000", &listing) == 200 && len(listing.Threads) == threads
+	})
+	var rest struct {
+		View struct{ Messages []struct{ ID string } }
+	}
+	waitFor(t, 30*time.Second, "the long thread reduced", func() bool {
+		return tc.get(t, "globex", threadPath(long), &rest) == 200 && len(rest.View.Messages) == g.Count()
+	})
+	lastID := rest.View.Messages[len(rest.View.Messages)-1].ID
+
+	p := newPage(t)
+	p.run("open the dashboard", chromedp.Navigate(tc.URL+"/#tenant=acme"))
+	p.poll("10,000 threads counted", `document.getElementById('thread-count').textContent === '10000'`, 60*time.Second)
+	p.poll("rows drawn", `document.querySelectorAll('#thread-list li[data-thread]').length > 10`, 10*time.Second)
+	var rows int
+	p.eval(`document.querySelectorAll('#thread-list li').length`, &rows)
+	if rows > 80 {
+		t.Errorf("%d rows in the DOM for a list of 10,000 (want only those in view)", rows)
+	}
+	var statuses int
+	p.eval(`[...document.querySelectorAll('#thread-list li .pill')].filter(p => p.textContent === 'finished').length`, &statuses)
+	if statuses != rows {
+		t.Errorf("%d of %d rows show the status (finished) the listing gives", statuses, rows)
+	}
+
+	var list rect
+	p.eval(rectOf+`(document.getElementById('thread-scroll'))`, &list)
+	wheel := func(dy float64) {
+		t.Helper()
+		// By hand: the typed parameters omit a zero deltaX, which a
+		// mouseWheel event must carry.
+		cmd := cdp.Command[map[string]any, cdp.Empty]{Method: input.CommandDispatchMouseEvent}
+		if _, err := chromedp.Call(p.ctx, cmd, map[string]any{"type": "mouseWheel", "x": list.cx(), "y": list.cy(), "deltaX": 0, "deltaY": dy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frames while the list scrolls: the longest gap between two.
+	p.run("watch frames", chromedp.Evaluate[chromedp.Void](`(() => {
+		window.__gaps = [];
+		let prev = performance.now();
+		const f = now => { window.__gaps.push(now - prev); prev = now; window.__raf = requestAnimationFrame(f); };
+		window.__raf = requestAnimationFrame(f);
+		window.__lt = [];
+		new PerformanceObserver(l => { for (const e of l.getEntries()) window.__lt.push(e.duration.toFixed(0)); }).observe({type: 'longtask'});
+	})()`))
+	time.Sleep(time.Second) // frames of the idle page, for comparison
+	p.run("mark", chromedp.Evaluate[chromedp.Void](`window.__idle = window.__gaps.length`))
+	// Down to the middle of the list.
+	for range 50 {
+		wheel(3400)
+		time.Sleep(16 * time.Millisecond) // a wheel turning at a frame's pace
+	}
+	p.poll("scrolled", `document.getElementById('thread-scroll').scrollTop > 100000`, 10*time.Second)
+	type top struct {
+		ID  string
+		Pos int
+		Y   float64
+	}
+	firstRow := `(() => {
+		const box = document.getElementById('thread-scroll').getBoundingClientRect();
+		const li = document.elementFromPoint(box.x + 40, box.y + 5).closest('li[data-thread]');
+		return {ID: li.dataset.thread, Pos: Number(li.getAttribute('aria-posinset')), Y: li.getBoundingClientRect().y};
+	})()`
+	// Threads listed below change: they move to the top of the list, and
+	// what is in view stays in view. The pointer leaves the list first (the
+	// order holds while it is over it).
+	p.mouse(chromedp.MouseMoved, list.cx()+list.W, list.cy())
+	var before top
+	p.eval(firstRow, &before)
+	var acks []jetstream.PubAckFuture
+	for i := range 20 { // the first published: the least recent
+		g := &longthread.Gen{Thread: bulk(i), RunLen: 1}
+		g.Messages(1) // the run the thread has
+		acks = append(acks, publish("acme", bulk(i), g.Messages(1)))
+	}
+	for _, a := range acks {
+		select {
+		case <-a.Ok():
+		case err := <-a.Err():
+			t.Fatal(err)
+		}
+	}
+	var after top
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.eval(firstRow, &after)
+		if after.Pos != before.Pos || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the re-sort
+	}
+	if after.ID != before.ID || after.Y != before.Y || after.Pos <= before.Pos {
+		t.Errorf("first row in view before threads changed %+v, after %+v (want the same row, moved down the list)", before, after)
+	}
+
+	// On to the end.
+	for range 200 {
+		var end bool
+		p.eval(`(() => { const s = document.getElementById('thread-scroll'); return s.scrollTop + s.clientHeight >= s.scrollHeight - 1; })()`, &end)
+		if end {
+			break
+		}
+		wheel(3400)
+		time.Sleep(16 * time.Millisecond)
+	}
+	p.poll("the last row in view", `(() => {
+		const box = document.getElementById('thread-scroll').getBoundingClientRect();
+		const li = document.querySelector('#thread-list li[aria-posinset="10000"]');
+		if (!li) return false;
+		const r = li.getBoundingClientRect();
+		return r.top >= box.top && r.bottom <= box.bottom + 1;
+	})()`, 5*time.Second)
+	var frames struct {
+		N, IdleN          int
+		Max, P95, IdleP95 float64
+	}
+	p.eval(`(() => { cancelAnimationFrame(window.__raf);
+		const idle = window.__gaps.slice(1, window.__idle).sort((a, b) => a - b);
+		const g = window.__gaps.slice(window.__idle).sort((a, b) => a - b);
+		return {N: g.length, Max: g[g.length - 1], P95: g[Math.floor(g.length * 0.95)], IdleN: idle.length, IdleP95: idle[Math.floor(idle.length * 0.95)]}; })()`, &frames)
+	var lt []string
+	p.eval(`window.__lt`, &lt)
+	t.Logf("long tasks: %v", lt)
+	p.eval(`document.querySelectorAll('#thread-list li').length`, &rows)
+	t.Logf("scrolling 10,000 rows: %d frames, p95 gap %.1f ms (idle page: %.1f ms over %d frames), longest %.1f ms; %d rows in the DOM",
+		frames.N, frames.P95, frames.IdleP95, frames.IdleN, frames.Max, rows)
+	if rows > 80 {
+		t.Errorf("%d rows in the DOM at the end of the list", rows)
+	}
+	if frames.P95 > 50 {
+		t.Errorf("scrolling the list: p95 frame gap %.1f ms (want under 50)", frames.P95)
+	}
+	// The end of the list is the thread with the oldest activity, as the
+	// listing says (ties by id).
+	var lastRow string
+	p.eval(`document.querySelector('#thread-list li[aria-posinset="10000"]').dataset.thread`, &lastRow)
+	at := func(e entry) time.Time {
+		if e.LastEvent != nil {
+			return *e.LastEvent
+		}
+		return e.Updated
+	}
+	oldest := listing.Threads[0]
+	for _, e := range listing.Threads[1:] {
+		if a, b := at(e).UnixMilli(), at(oldest).UnixMilli(); a < b || a == b && e.Thread > oldest.Thread {
+			oldest = e
+		}
+	}
+	if lastRow != oldest.Thread {
+		t.Errorf("the last row is %s, the listing's least recent thread %s", lastRow, oldest.Thread)
+	}
+	shot(t, p.ctx, "10000-threads-end")
+
+	// The long finished thread opens at its newest message: with the
+	// default window, and with a window holding all 400 messages (cards
+	// the browser has not laid out yet are estimated, not measured).
+	for _, window := range []int{0, 400} {
+		hash := "#tenant=globex&thread=" + url.QueryEscape(long)
+		if window > 0 {
+			hash += "&window=" + strconv.Itoa(window)
+		}
+		p.run("open the long thread", chromedp.Navigate(tc.URL+"/?window="+strconv.Itoa(window)+hash))
+		p.poll("its newest message drawn", `(() => { const a = document.querySelectorAll('#messages article'); return a.length > 0 && a[a.length - 1].dataset.id === `+strconv.Quote(lastID)+`; })()`, 30*time.Second)
+		// At the end, the last message in full view, and staying there.
+		p.poll("at its newest message for half a second", `(() => {
+			const box = document.getElementById('messages');
+			const b = box.getBoundingClientRect();
+			const a = document.querySelectorAll('#messages article');
+			const r = a[a.length - 1].getBoundingClientRect();
+			const ok = box.scrollHeight - box.scrollTop - box.clientHeight <= 2 && r.bottom <= b.bottom && r.top >= b.top;
+			window.__atEnd = ok ? (window.__atEnd || 0) + 1 : 0;
+			return window.__atEnd >= 25;
+		})()`, 15*time.Second)
+		shot(t, p.ctx, "long-thread-window-"+strconv.Itoa(window))
+	}
 }

@@ -63,13 +63,7 @@ function subagentName(id) {
 
 async function start() {
   const hash = new URLSearchParams(location.hash.slice(1));
-  const given = hash.get('token');
-  if (given) {
-    keepToken(given);
-    hash.delete('token');
-    const rest = hash.toString();
-    history.replaceState(null, '', location.pathname + location.search + (rest ? '#' + rest : ''));
-  }
+  const given = takeToken(hash);
   try {
     const r = await fetch('config.json', { cache: 'no-store' });
     if (r.ok) Object.assign(app.cfg, await r.json());
@@ -98,6 +92,18 @@ async function start() {
     sel.value = t.tenant;
     useTenant(t.tenant, want === t.tenant ? hash.get('thread') : null);
   }
+}
+
+// takeToken returns the token of the address's fragment (hash, parsed),
+// kept in sessionStorage and taken out of the address; null if none.
+function takeToken(hash) {
+  const token = hash.get('token');
+  if (!token) return null;
+  keepToken(token);
+  hash.delete('token');
+  const rest = hash.toString();
+  history.replaceState(null, '', location.pathname + location.search + (rest ? '#' + rest : ''));
+  return token;
 }
 
 // tenantOf reads the tenant claim of a token (an opaque one: "?").

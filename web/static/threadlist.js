@@ -32,7 +32,8 @@ export class ThreadList {
     this.count = count;
     this.threads = new Map(); // id -> {id, status, last (ms), live, v (version)}
     this.order = [];          // ids in list order (filtered)
-    this.index = new Map();   // id -> position in order
+    this.moved = new Set();   // ids with new activity since the last re-sort
+    this.full = true;         // the next re-sort sorts everything
     this.rows = new Map();    // id -> {el, pill, when, v, at, sel, whenText}
     this.spare = [];          // row elements out of view, for reuse
     this.filter = '';
@@ -72,7 +73,8 @@ export class ThreadList {
   clear() {
     this.threads.clear();
     this.order = [];
-    this.index.clear();
+    this.moved.clear();
+    this.full = true;
     for (const r of this.rows.values()) r.el.remove();
     this.rows.clear();
     this.spare = [];
@@ -89,6 +91,7 @@ export class ThreadList {
     t.last = Date.now();
     t.live = true;
     t.v++;
+    this.moved.add(id);
     this.sortDue = true;
     this.touch();
   }
@@ -101,7 +104,7 @@ export class ThreadList {
       if (status) t.status = status;
       if (last > t.last) t.last = last;
       t.v++;
-      this.sortDue = true;
+      this.full = this.sortDue = true;
       this.touch();
     }
   }
@@ -117,7 +120,7 @@ export class ThreadList {
 
   setFilter(f) {
     f = f.trim().toLowerCase();
-    if (f !== this.filter) { this.filter = f; this.sortDue = true; this.sortedAt = 0; this.touch(); }
+    if (f !== this.filter) { this.filter = f; this.full = this.sortDue = true; this.sortedAt = 0; this.touch(); }
   }
 
   // tick redraws the "time since" column.
@@ -126,9 +129,9 @@ export class ThreadList {
   get(id) {
     let t = this.threads.get(id);
     if (!t) {
-      t = { id, status: '', last: 0, live: false, v: 0 };
+      t = { id, status: '', last: 0, live: false, v: 0, i: -1 }; // i: position in order, -1 when not in it
       this.threads.set(id, t);
-      if (this.held && this.matches(id)) { this.index.set(id, this.order.length); this.order.push(id); }
+      if (this.held && this.matches(id)) { t.i = this.order.length; this.order.push(id); }
     }
     return t;
   }
@@ -136,7 +139,10 @@ export class ThreadList {
   matches(id) { return !this.filter || id.toLowerCase().includes(this.filter); }
 
   // resort puts the list in order, keeping the first row in view in its
-  // place when the list is scrolled away from its top.
+  // place when the list is scrolled away from its top. Live activity is
+  // the newest there is, so between full sorts (after a listing page or a
+  // filter change) the threads that had some move to the front, in O(n)
+  // without sorting.
   resort(now) {
     const s = this.scroller;
     let anchor = null, offset = 0;
@@ -145,15 +151,26 @@ export class ThreadList {
       anchor = this.order[i];
       offset = s.scrollTop - i * rowHeight;
     }
-    const list = [];
-    for (const t of this.threads.values()) if (this.matches(t.id)) list.push(t);
-    list.sort((a, b) => (b.last - a.last) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    this.order = list.map(t => t.id);
-    this.index = new Map(this.order.map((id, i) => [id, i]));
-    this.sortDue = false;
+    const newer = (a, b) => (b.last - a.last) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+    let list;
+    if (this.full) {
+      list = [];
+      for (const t of this.threads.values()) if (this.matches(t.id)) list.push(t);
+      list.sort(newer);
+    } else {
+      list = [];
+      for (const id of this.moved) if (this.matches(id)) list.push(this.threads.get(id));
+      list.sort(newer);
+      for (const id of this.order) if (!this.moved.has(id)) list.push(this.threads.get(id));
+    }
+    for (const t of this.threads.values()) t.i = -1;
+    this.order = list.map((t, i) => { t.i = i; return t.id; });
+    this.moved.clear();
+    this.full = this.sortDue = false;
     this.sortedAt = now;
     this.ol.style.height = `${this.order.length * rowHeight}px`;
-    if (anchor != null && this.index.has(anchor)) s.scrollTop = this.index.get(anchor) * rowHeight + offset;
+    const a = anchor != null && this.threads.get(anchor);
+    if (a && a.i >= 0) s.scrollTop = a.i * rowHeight + offset;
   }
 
   // draw brings the rows in view up to date; it returns false when there
