@@ -29,7 +29,8 @@ import (
 
 // threadcast is Threadcast assembled in the test process the way
 // cmd/threadcast assembles it: an embedded NATS server with JetStream,
-// ingest, the fanout's HTTP API, and the dashboard, on one port.
+// ingest, the fanout's HTTP API, and the dashboard, on one port: at "/"
+// offering the test tenants' tokens, at "/plain/" offering none.
 type threadcast struct {
 	URL    string
 	nc     *nats.Conn
@@ -101,7 +102,14 @@ func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The dashboard as a deployment without development tokens serves it:
+	// the visitor brings a token (#token=…).
+	plain, err := web.Handler(web.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
+	mux.Handle("/plain/", http.StripPrefix("/plain", plain))
 	mux.Handle("/v1/", fs.Handler())
 	mux.Handle("/readyz", fs.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, fs.Registry()}, promhttp.HandlerOpts{}))

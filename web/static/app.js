@@ -5,24 +5,32 @@
 // opens with a window of its newest messages (?window=, default 50, or
 // #window=N in the page's address); older ones are read page by page
 // (GET /v1/threads/{thread}/messages) as the reader scrolls up, keeping what
-// is on screen in place.
-import { h, ago } from './dom.js';
+// is on screen in place. An open thread shows its newest message and
+// follows new ones until the reader scrolls up (wheel, keys, touch or the
+// scroll bar), and again once they scroll back to the end.
+//
+// A token given as #token=… is moved to sessionStorage at once and taken
+// out of the address (it is not left in the history, and a reload of the
+// tab keeps it); tokens pasted into the form are kept the same way. A kept
+// token of a tenant replaces the one config.json offers for it.
+import { h } from './dom.js';
 import { apply, base, prependPage, Dirty, ResyncNeeded } from './viewdoc.js';
 import { Messages, renderRuns, renderSteps, renderSubagents } from './render.js';
 import { JsonTree } from './jsontree.js';
 import { Metrics } from './metrics.js';
+import { ThreadList } from './threadlist.js';
 
 const $ = id => document.getElementById(id);
 
 const app = {
   cfg: { tenants: [], api: '', metrics: '/metrics', window: 50, page: 50 },
   tenant: null, token: null,
-  threads: new Map(),      // id -> {id, status, seq, updated}
-  listES: null, listDirty: false,
+  listES: null,
   selected: null,
   es: null, holder: { view: null }, dirty: new Dirty(), queued: [], resyncs: [],
   frames: [], renderMs: 0, raf: 0,
-  follow: true, autoScrolling: false, // keep the newest message in view until the reader scrolls up
+  follow: true,            // keep the newest message in view until the reader scrolls up
+  scrolledAt: -1e9, dragging: false, // the reader's last scrolling input; a press on the messages (scroll bar)
   resumes: 0, views: 0,    // of the open thread: connections the browser resumed, whole views received
   older: null,             // the page request in flight: {thread, before}, or null
   anchor: null,            // after a page is put in front: the distance from the list's end to keep
@@ -30,9 +38,16 @@ const app = {
 
 // Scrolled to within this many pixels of the top, the next older page is read.
 const nearTop = 300;
+// Within this many pixels of the end, the page follows new messages.
+const nearEnd = 60;
+// A scroll this long after the reader's last scrolling input is the page's
+// own (layout, scroll anchoring), not the reader's.
+const inputMs = 600;
 
-const messages = new Messages($('messages'), subagentName);
+const messages = new Messages($('message-list'), subagentName);
 const tree = new JsonTree($('state'));
+const list = new ThreadList($('thread-scroll'), $('thread-list'), $('thread-count'), id => openThread(id), schedule);
+const tokensKey = 'threadcast.tokens'; // sessionStorage: [{tenant, token}] given in this tab
 
 function api(path) { return app.cfg.api + path; }
 function withToken(path) { return api(path) + (path.includes('?') ? '&' : '?') + 'access_token=' + encodeURIComponent(app.token); }
@@ -47,47 +62,75 @@ function subagentName(id) {
 // minted with `threadcast token`) ----
 
 async function start() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const given = takeToken(hash);
   try {
     const r = await fetch('config.json', { cache: 'no-store' });
     if (r.ok) Object.assign(app.cfg, await r.json());
   } catch { /* no config: ask for a token */ }
-  const hash = new URLSearchParams(location.hash.slice(1));
+  const kept = keptTokens();
+  app.cfg.tenants = (app.cfg.tenants || []).filter(t => !kept.some(k => k.tenant === t.tenant)).concat(kept);
   const w = Number(hash.get('window'));
   if (Number.isInteger(w) && w > 0) app.cfg.window = w;
   const sel = $('tenant');
-  for (const t of app.cfg.tenants || []) sel.append(h('option', null, String(t.tenant)));
+  for (const t of app.cfg.tenants) sel.append(h('option', null, String(t.tenant)));
   sel.addEventListener('change', () => useTenant(sel.value, null));
   $('token-form').hidden = false;
   $('token-form').addEventListener('submit', e => { e.preventDefault(); useToken($('token').value.trim()); });
-  $('filter').addEventListener('input', () => { app.listDirty = true; schedule(); });
-  const box = $('messages');
-  box.addEventListener('scroll', () => {
-    if (!app.autoScrolling) app.follow = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
-    if (box.scrollTop < nearTop) loadOlder();
-  });
-  // One delegated listener: the rows are redrawn every second.
-  $('thread-list').addEventListener('click', e => {
-    const li = e.target.closest('li[data-thread]');
-    if (li) openThread(li.dataset.thread);
-  });
-  setInterval(() => { app.listDirty = true; schedule(); }, 1000);
+  $('filter').addEventListener('input', () => list.setFilter($('filter').value));
+  $('back').addEventListener('click', () => { closeThread(); setHash(); });
+  followReader($('messages'));
+  setInterval(() => list.tick(), 1000);
   new Metrics(app.cfg.metrics, {
     ingest: $('fig-ingest'), out: $('fig-out'), lat: $('fig-lat'), subs: $('fig-subs'),
   }).start();
   setInterval(tickFigures, 500);
-  if (hash.get('token')) useToken(hash.get('token'), hash.get('thread'));
-  else if ((app.cfg.tenants || []).length) {
+  if (given) useToken(given, hash.get('thread'));
+  else if (app.cfg.tenants.length) {
     const want = hash.get('tenant');
-    const t = app.cfg.tenants.find(x => x.tenant === want) || app.cfg.tenants[0];
+    const t = app.cfg.tenants.find(x => x.tenant === want) || kept[kept.length - 1] || app.cfg.tenants[0];
     sel.value = t.tenant;
-    useTenant(t.tenant, hash.get('thread'));
+    useTenant(t.tenant, want === t.tenant ? hash.get('thread') : null);
   }
+}
+
+// takeToken returns the token of the address's fragment (hash, parsed),
+// kept in sessionStorage and taken out of the address; null if none.
+function takeToken(hash) {
+  const token = hash.get('token');
+  if (!token) return null;
+  keepToken(token);
+  hash.delete('token');
+  const rest = hash.toString();
+  history.replaceState(null, '', location.pathname + location.search + (rest ? '#' + rest : ''));
+  return token;
+}
+
+// tenantOf reads the tenant claim of a token (an opaque one: "?").
+function tenantOf(token) {
+  try { return String(JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).tenant || '?'); } catch { return '?'; }
+}
+
+// keptTokens returns the tokens given in this tab (sessionStorage).
+function keptTokens() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem(tokensKey) || '[]');
+    return Array.isArray(v) ? v.filter(t => t && typeof t.tenant === 'string' && typeof t.token === 'string') : [];
+  } catch { return []; } // storage disabled or garbled: nothing kept
+}
+
+// keepToken keeps a token for the tab's life, in place of any kept for its tenant.
+function keepToken(token) {
+  const tenant = tenantOf(token);
+  try {
+    sessionStorage.setItem(tokensKey, JSON.stringify(keptTokens().filter(t => t.tenant !== tenant).concat([{ tenant, token }])));
+  } catch { /* storage disabled: the token lasts until a reload */ }
 }
 
 function useToken(token, thread) {
   if (!token) return;
-  let tenant = '?';
-  try { tenant = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).tenant || '?'; } catch { /* opaque */ }
+  keepToken(token);
+  const tenant = tenantOf(token);
   app.cfg.tenants = (app.cfg.tenants || []).filter(t => t.tenant !== tenant).concat([{ tenant, token }]);
   const sel = $('tenant');
   if (![...sel.options].some(o => o.value === tenant)) sel.append(h('option', null, tenant));
@@ -102,38 +145,38 @@ function useTenant(tenant, thread) {
   app.token = t.token;
   if (app.listES) app.listES.close();
   closeThread();
-  app.threads.clear();
-  app.listDirty = true;
+  list.clear();
   loadThreads();
-  app.listES = new EventSource(withToken('/v1/threads?live=1'));
-  app.listES.onmessage = e => {
+  const es = app.listES = new EventSource(withToken('/v1/threads?live=1'));
+  es.onmessage = e => {
+    if (app.listES !== es) return;
     let info;
     try { info = JSON.parse(e.data); } catch { return; }
     if (!info || typeof info.thread !== 'string') return;
-    const cur = app.threads.get(info.thread) || { id: info.thread };
-    cur.status = info.status || cur.status;
-    cur.seq = info.seq || cur.seq;
-    cur.updated = Date.now();
-    app.threads.set(info.thread, cur);
-    app.listDirty = true;
-    schedule();
+    list.live(info.thread, typeof info.status === 'string' ? info.status : '');
   };
   setHash();
   if (thread) openThread(thread);
 }
 
+// loadThreads reads the tenant's threads, page by page (GET /v1/threads),
+// with the status and last activity each had at its last checkpoint.
 async function loadThreads() {
   const tenant = app.tenant;
+  let after = null;
   try {
-    const r = await fetch(api('/v1/threads'), { headers: { Authorization: 'Bearer ' + app.token } });
-    if (!r.ok || tenant !== app.tenant) return;
-    const body = await r.json();
-    for (const t of body.threads || []) {
-      if (typeof t.thread !== 'string' || app.threads.has(t.thread)) continue;
-      app.threads.set(t.thread, { id: t.thread, updated: Date.parse(t.updated) || 0 });
-    }
-    app.listDirty = true;
-    schedule();
+    do {
+      const r = await fetch(api('/v1/threads?limit=10000' + (after ? '&after=' + encodeURIComponent(after) : '')),
+        { headers: { Authorization: 'Bearer ' + app.token } });
+      if (!r.ok || tenant !== app.tenant) return;
+      const body = await r.json();
+      if (tenant !== app.tenant) return;
+      for (const t of body.threads || []) {
+        if (!t || typeof t.thread !== 'string') continue;
+        list.listed(t.thread, typeof t.status === 'string' ? t.status : '', Date.parse(t.lastEvent || t.updated) || 0);
+      }
+      after = typeof body.next === 'string' && body.next ? body.next : null;
+    } while (after);
   } catch { /* the live list still fills in */ }
 }
 
@@ -150,12 +193,25 @@ function closeThread() {
   if (app.es) app.es.close();
   app.es = null;
   app.selected = null;
+  list.select(null);
+  $('layout').classList.remove('detail');
+  $('thread-title').textContent = 'Pick a thread';
+  $('thread-title').classList.add('muted');
+  $('thread-status').textContent = '';
+  $('thread-status').className = 'pill';
+  $('thread-meta').textContent = '';
+  $('thread-error').hidden = true;
+  $('runs').replaceChildren();
+  setConn('idle');
   app.holder.view = null;
   app.holder.paged = null;
   app.queued = [];
   app.older = null;
   app.anchor = null;
   messages.clear();
+  $('state').replaceChildren();
+  $('steps').replaceChildren();
+  $('subagents').replaceChildren();
 }
 
 function openThread(id) {
@@ -168,7 +224,8 @@ function openThread(id) {
   app.dirty.all = true;
   $('thread-title').textContent = id;
   $('thread-title').classList.remove('muted');
-  app.listDirty = true;
+  list.select(id);
+  $('layout').classList.add('detail');
   setHash();
   connect();
   schedule();
@@ -279,7 +336,6 @@ async function loadOlder() {
   app.dirty.shift(page.messages.length);
   app.dirty.merge(d);
   if (app.anchor == null) app.anchor = box.scrollHeight - box.scrollTop;
-  app.follow = false;
   schedule();
 }
 
@@ -311,21 +367,18 @@ function draw() {
     if (app.anchor != null) {
       // Older messages went in front: keep what the reader was looking at
       // where it was, then read on if the top is still in sight.
-      box.scrollTop = box.scrollHeight - app.anchor;
+      if (app.follow) stickToEnd(box);
+      else box.scrollTop = box.scrollHeight - app.anchor;
       app.anchor = null;
       if (box.scrollTop < nearTop) loadOlder();
     } else if (app.follow) {
-      // Scroll events of this scroll arrive before the next frame's
-      // callbacks; until then they are ours, not the reader's.
-      app.autoScrolling = true;
-      box.scrollTop = box.scrollHeight;
-      requestAnimationFrame(() => { app.autoScrolling = false; });
+      stickToEnd(box);
       if (box.scrollTop < nearTop) loadOlder(); // the window does not fill the screen
     }
     const ms = performance.now() - t0;
     app.renderMs = app.renderMs ? app.renderMs * 0.9 + ms * 0.1 : ms;
   }
-  if (app.listDirty) drawList();
+  list.draw();
 }
 
 function drawMeta(v) {
@@ -339,24 +392,48 @@ function drawMeta(v) {
   const err = $('thread-error');
   err.hidden = v.error == null;
   err.textContent = v.error == null ? '' : `Stream rejected: ${v.error}`;
-  const row = app.threads.get(app.selected);
-  if (row && row.status !== v.status) { row.status = v.status; app.listDirty = true; }
+  if (typeof v.status === 'string') list.setStatus(app.selected, v.status);
 }
 
-function drawList() {
-  app.listDirty = false;
-  const ol = $('thread-list');
-  const f = $('filter').value.trim().toLowerCase();
-  const now = Date.now();
-  const rows = [...app.threads.values()].filter(t => !f || t.id.toLowerCase().includes(f))
-    .sort((a, b) => (b.updated || 0) - (a.updated || 0)).slice(0, 300);
-  $('thread-count').textContent = `${app.threads.size}`;
-  ol.replaceChildren(...rows.map(t => {
-    return h('li', { class: t.id === app.selected ? 'selected' : null, 'data-thread': t.id, title: t.id },
-      h('span', { class: `pill ${t.status || ''}` }, t.status || '·'),
-      h('span', { class: 'tid' }, t.id),
-      h('span', { class: 'when' }, t.updated ? ago(t.updated, now) : ''));
-  }));
+// ---- following the newest message ----
+
+// followReader wires the message list's scrolling. The page follows the
+// newest message (app.follow) until the reader scrolls away from the end,
+// and again once they are back at it. Only the reader's own input turns
+// following off: a scroll that comes from layout (cards drawn at their real
+// height, content-visibility) or from scroll anchoring is not a decision to
+// read back. While following, any change of the list's size or of the
+// box's (a message grows, a card is laid out, the window is resized) scrolls
+// to the end again, so a thread opens at its last message however long its
+// messages are.
+function followReader(box) {
+  const input = () => { app.scrolledAt = performance.now(); };
+  const away = () => { input(); if (box.scrollHeight > box.clientHeight) app.follow = false; };
+  box.addEventListener('wheel', e => { if (e.deltaY < 0) away(); else input(); }, { passive: true });
+  box.addEventListener('touchstart', () => { app.dragging = true; input(); }, { passive: true });
+  box.addEventListener('touchend', () => { app.dragging = false; input(); });
+  box.addEventListener('touchcancel', () => { app.dragging = false; });
+  // A press on the box itself, not on a message, is on its scroll bar.
+  box.addEventListener('pointerdown', e => { if (e.target === box) { app.dragging = true; input(); } });
+  window.addEventListener('pointerup', () => { if (app.dragging) { app.dragging = false; input(); } });
+  document.addEventListener('keydown', e => {
+    if (e.target !== document.body && !box.contains(e.target)) return;
+    if (['ArrowUp', 'PageUp', 'Home'].includes(e.key) || (e.key === ' ' && e.shiftKey)) away();
+    else if (['ArrowDown', 'PageDown', 'End', ' '].includes(e.key)) input();
+  });
+  box.addEventListener('scroll', () => {
+    if (box.scrollHeight - box.scrollTop - box.clientHeight < nearEnd) app.follow = true;
+    else if (app.dragging || performance.now() - app.scrolledAt < inputMs) app.follow = false;
+    if (box.scrollTop < nearTop) loadOlder();
+  }, { passive: true });
+  const ro = new ResizeObserver(() => { if (app.follow && app.selected) stickToEnd(box); });
+  ro.observe(box);
+  ro.observe($('message-list'));
+}
+
+function stickToEnd(box) {
+  const end = box.scrollHeight - box.clientHeight;
+  if (box.scrollTop < end) box.scrollTop = end;
 }
 
 // ---- figures ----
