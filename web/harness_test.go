@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -215,6 +217,22 @@ func (tc *threadcast) sse(t *testing.T, ctx context.Context, tenant, path string
 }
 
 func threadPath(id string) string { return "/v1/threads/" + url.PathEscape(id) }
+
+// batchMsg is one JetStream message holding evs as a batch (one event a
+// line, Tc-Batch counting them) on the thread's event subject.
+func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.Msg {
+	t.Helper()
+	subj, err := pipeline.EventSubject(tenant, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([][]byte, len(evs))
+	for k, e := range evs {
+		lines[k] = e
+	}
+	return &nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
+		Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}}
+}
 
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {

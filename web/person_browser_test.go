@@ -3,7 +3,6 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,12 +17,10 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/internal/longthread"
-	"github.com/threadcast/threadcast/pipeline"
 )
 
 // The tests in this file use the dashboard as a person does: the pointer
@@ -85,6 +82,17 @@ func (p *page) press(x, y float64) {
 	p.mouse(chromedp.MousePressed, x, y)
 	time.Sleep(80 * time.Millisecond) // the time a finger holds the button
 	p.mouse(chromedp.MouseReleased, x, y)
+}
+
+// wheel turns the mouse wheel by dy pixels with the pointer at (x, y).
+func (p *page) wheel(x, y, dy float64) {
+	p.t.Helper()
+	// Input.dispatchMouseEvent by hand: the typed parameters omit a zero
+	// deltaX, which a mouseWheel event must carry.
+	cmd := cdp.Command[map[string]any, cdp.Empty]{Method: input.CommandDispatchMouseEvent}
+	if _, err := chromedp.Call(p.ctx, cmd, map[string]any{"type": "mouseWheel", "x": x, "y": y, "deltaX": 0, "deltaY": dy}); err != nil {
+		p.t.Fatalf("wheel: %v", err)
+	}
 }
 
 // rect is an element's box in the viewport.
@@ -340,16 +348,7 @@ func TestDashboardLongListInBrowser(t *testing.T) {
 	const threads = 10000
 	publish := func(tenant, thread string, evs []json.RawMessage) jetstream.PubAckFuture {
 		t.Helper()
-		subj, err := pipeline.EventSubject(tenant, thread)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := make([][]byte, len(evs))
-		for k, e := range evs {
-			lines[k] = e
-		}
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
-			Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}})
+		f, err := js.PublishMsgAsync(batchMsg(t, tenant, thread, evs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,15 +412,7 @@ func TestDashboardLongListInBrowser(t *testing.T) {
 
 	var list rect
 	p.eval(rectOf+`(document.getElementById('thread-scroll'))`, &list)
-	wheel := func(dy float64) {
-		t.Helper()
-		// By hand: the typed parameters omit a zero deltaX, which a
-		// mouseWheel event must carry.
-		cmd := cdp.Command[map[string]any, cdp.Empty]{Method: input.CommandDispatchMouseEvent}
-		if _, err := chromedp.Call(p.ctx, cmd, map[string]any{"type": "mouseWheel", "x": list.cx(), "y": list.cy(), "deltaX": 0, "deltaY": dy}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wheel := func(dy float64) { p.wheel(list.cx(), list.cy(), dy) }
 	// Frames while the list scrolls: the longest gap between two.
 	p.run("watch frames", chromedp.Evaluate[chromedp.Void](`(() => {
 		window.__gaps = [];

@@ -3,22 +3,16 @@
 package web_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/internal/longthread"
-	"github.com/threadcast/threadcast/pipeline"
 )
 
 // TestDashboardScrollsBackInBrowser opens a thread of 600 messages: the page shows
@@ -27,7 +21,6 @@ import (
 // the top on screen, until it holds the whole thread — in the order of the
 // REST view.
 func TestDashboardScrollsBackInBrowser(t *testing.T) {
-	browser := chromium(t)
 	tc := startThreadcast(t)
 	js, err := jetstream.New(tc.nc)
 	if err != nil {
@@ -36,16 +29,9 @@ func TestDashboardScrollsBackInBrowser(t *testing.T) {
 	const thread = "long-thread"
 	g := &longthread.Gen{Thread: thread, RunLen: 40, Body: 120}
 	evs := append(g.Messages(600), g.Finish()...)
-	subj, _ := pipeline.EventSubject("acme", thread)
 	var last uint64
 	for i := 0; i < len(evs); i += 200 {
-		part := evs[i:min(i+200, len(evs))]
-		lines := make([][]byte, len(part))
-		for k, e := range part {
-			lines[k] = e
-		}
-		ack, err := js.PublishMsg(t.Context(), &nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
-			Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(part))}}})
+		ack, err := js.PublishMsg(t.Context(), batchMsg(t, "acme", thread, evs[i:min(i+200, len(evs))]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,27 +49,9 @@ func TestDashboardScrollsBackInBrowser(t *testing.T) {
 		wantIDs = append(wantIDs, m.ID)
 	}
 
-	ctx := startBrowser(t, browser)
-	poll := func(what, expr string, timeout time.Duration) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
-			shot(t, ctx, "failure")
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string, out any) {
-		t.Helper()
-		res, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		if err := json.Unmarshal(res, out); err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(tc.URL+"/#tenant=acme&thread="+url.QueryEscape(thread))); err != nil {
-		t.Fatal(err)
-	}
+	p := newPage(t)
+	ctx, poll, eval := p.ctx, p.poll, p.eval
+	p.run("open the thread", chromedp.Navigate(tc.URL+"/#tenant=acme&thread="+url.QueryEscape(thread)))
 	poll("the newest 50 messages shown", `(() => {
 		const arts = document.querySelectorAll('#messages article');
 		return arts.length === 50 && arts[49].dataset.id === `+strconv.Quote(wantIDs[len(wantIDs)-1])+`;
@@ -98,15 +66,7 @@ func TestDashboardScrollsBackInBrowser(t *testing.T) {
 	// The wheel, over the middle of the message list.
 	var box struct{ X, Y float64 }
 	eval(`(() => { const r = document.getElementById('messages').getBoundingClientRect(); return {X: r.x + r.width / 2, Y: r.y + r.height / 2}; })()`, &box)
-	wheel := func() {
-		t.Helper()
-		// Input.dispatchMouseEvent by hand: the typed parameters omit a
-		// zero deltaX, which a mouseWheel event must carry.
-		cmd := cdp.Command[map[string]any, cdp.Empty]{Method: input.CommandDispatchMouseEvent}
-		if _, err := chromedp.Call(ctx, cmd, map[string]any{"type": "mouseWheel", "x": box.X, "y": box.Y, "deltaX": 0, "deltaY": -1500}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wheel := func() { p.wheel(box.X, box.Y, -1500) }
 	// Scroll up until the first page is put in front: the message that
 	// was first is still on screen, not pushed out by what came in.
 	var first string

@@ -152,13 +152,11 @@ export class ThreadList {
       offset = s.scrollTop - i * rowHeight;
     }
     const newer = (a, b) => (b.last - a.last) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-    let list;
+    const list = [];
     if (this.full) {
-      list = [];
       for (const t of this.threads.values()) if (this.matches(t.id)) list.push(t);
       list.sort(newer);
     } else {
-      list = [];
       for (const id of this.moved) if (this.matches(id)) list.push(this.threads.get(id));
       list.sort(newer);
       for (const id of this.order) if (!this.moved.has(id)) list.push(this.threads.get(id));
