@@ -22,6 +22,16 @@
 // are batched into one draw per animation frame, and a streamed text delta
 // costs one appendData on the message's text node.
 //
+// The thread list (static/threadlist.js) is virtualized: rows of a fixed
+// height (rowHeight, which app.css repeats), only those in view and a few
+// beyond in the DOM, each updated in place while its thread is in view. It
+// is ordered by last activity and re-sorted at most twice a second, never
+// while the pointer is over it, so that a row does not move between a press
+// and its release. Statuses come from the listing's pages, live events only
+// add newer ones. An open thread follows its newest message until the
+// reader scrolls up. A token given as #token= is kept in sessionStorage and
+// removed from the address.
+//
 // Everything from a thread is untrusted and reaches the DOM only as text
 // (static/dom.js builds every element; no innerHTML anywhere), links are
 // made only from http(s) URLs, and Handler sends a Content Security Policy
