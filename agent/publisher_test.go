@@ -530,6 +530,13 @@ func TestRetryable(t *testing.T) {
 		{nats.ErrBadSubject, false},
 		{nats.ErrConnectionClosed, false}, // closed by us: no reconnect is coming
 		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
+		// A clustered stream still replicating an earlier attempt of the same
+		// Nats-Msg-Id: the resend is answered as a duplicate once it is stored.
+		{&jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}, true},
+		{fmt.Errorf("ack: %w", &jetstream.APIError{Code: 409, ErrorCode: 10158}), true},
+		// No stream leader, as during an election.
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "write failed: no space left on device"}, false},
 		{context.Canceled, false},
 		{context.DeadlineExceeded, false}, // a net.Error, but the caller's deadline
 		{fmt.Errorf("publish: %w", context.DeadlineExceeded), false},
