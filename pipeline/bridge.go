@@ -29,7 +29,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
-	"github.com/threadcast/threadcast/subject"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // BridgePattern is the route the bridge serves, in net/http.ServeMux syntax.
@@ -305,7 +305,7 @@ var acceptedTypes = map[string]bool{
 func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	b.ctr.requests.Add(1)
 	tenant, thread := r.PathValue("tenant"), r.PathValue("thread")
-	if err := ValidTenant(tenant); err != nil {
+	if err := wire.ValidTenant(tenant); err != nil {
 		b.fail(w, http.StatusBadRequest, err)
 		return
 	}
@@ -313,7 +313,7 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, http.StatusBadRequest, errors.New("pipeline: missing thread id in the path"))
 		return
 	}
-	if err := subject.ValidThread(thread); err != nil {
+	if err := wire.ValidThread(thread); err != nil {
 		b.fail(w, http.StatusBadRequest, err)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // eventBody is a JSONL body of size bytes generated as it is read (so the
@@ -147,7 +148,7 @@ func storedBytes(t *testing.T, env *bridgeEnv) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := env.js.Stream(ctx, pipeline.DefaultStream)
+	s, err := env.js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // quotaBridge starts a bridge holding tenants to def, on a clock that
@@ -226,7 +227,7 @@ func TestBridgeQuotaRetained(t *testing.T) {
 	env := startBridge(t, func(c *pipeline.BridgeConfig) {
 		c.Retained = func(tenant string) error { return rc.Check(tenant) }
 	})
-	rc = pipeline.NewRetainedCounter(env.js, pipeline.DefaultStream, qc, time.Hour, nil)
+	rc = pipeline.NewRetainedCounter(env.js, wire.DefaultStream, qc, time.Hour, nil)
 	for i := 0; i < 3; i++ { // one message each: every request waits for its ack
 		if status, _, resp := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(i, 1))); status != http.StatusOK {
 			t.Fatalf("post %d before the poll: %d %+v", i, status, resp)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // storageEnv is a bridge with a StorageWatch over a real embedded server
@@ -122,7 +123,7 @@ func TestBridgeStorageLimit(t *testing.T) {
 	}
 
 	// Room again (the log is purged): after Retry-After, writes go through.
-	s, err := se.js.Stream(context.Background(), pipeline.DefaultStream)
+	s, err := se.js.Stream(context.Background(), wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // bridgeEnv is an embedded JetStream server with the event stream, a
@@ -136,7 +137,7 @@ func (e *bridgeEnv) stored(t *testing.T) map[string][][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := e.js.Stream(ctx, pipeline.DefaultStream)
+	s, err := e.js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +151,11 @@ func (e *bridgeEnv) stored(t *testing.T) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, tok, err := pipeline.ParseStoredSubject(m.Subject)
+		_, _, tok, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := pipeline.DecodeThread(tok)
+		id, err := wire.DecodeThread(tok)
 		if err != nil {
 			t.Fatal(err)
 		}

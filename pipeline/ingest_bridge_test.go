@@ -11,19 +11,20 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // storedStream reads a thread's messages back from the event stream and
 // returns its events with their stream seqs: exactly what ingest consumed.
 func storedStream(t *testing.T, js jetstream.JetStream, cfg *Config, tenant, thread string) ([]json.RawMessage, []uint64) {
 	t.Helper()
-	tok := EncodeThread(thread)
+	tok := wire.EncodeThread(thread)
 	st, err := js.Stream(t.Context(), cfg.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cons, err := st.OrderedConsumer(t.Context(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{StoredSubject(Partition(tenant, tok, cfg.Partitions), tenant, tok)},
+		FilterSubjects: []string{wire.StoredSubject(wire.Partition(tenant, tok, cfg.Partitions), tenant, tok)},
 	})
 	if err != nil {
 		t.Fatal(err)

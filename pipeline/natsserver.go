@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ServerConfig configures an embedded nats-server with JetStream, for
@@ -156,11 +157,11 @@ func agentAccount(s *server.Server, name string) error {
 		return fmt.Errorf("agents' account %q: %w", name, err)
 	}
 	g := s.GlobalAccount()
-	if err := g.AddServiceExport(EventsWildcard, nil); err != nil {
-		return fmt.Errorf("export %s: %w", EventsWildcard, err)
+	if err := g.AddServiceExport(wire.EventsWildcard, nil); err != nil {
+		return fmt.Errorf("export %s: %w", wire.EventsWildcard, err)
 	}
-	if err := acc.AddServiceImport(g, EventsWildcard, ""); err != nil {
-		return fmt.Errorf("import %s: %w", EventsWildcard, err)
+	if err := acc.AddServiceImport(g, wire.EventsWildcard, ""); err != nil {
+		return fmt.Errorf("import %s: %w", wire.EventsWildcard, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrPartitionsChanged is returned by EnsureStreams when the stream exists
@@ -18,10 +19,10 @@ func StreamConfig(cfg *Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "Threadcast AG-UI event log",
-		Subjects:    []string{EventsWildcard},
+		Subjects:    []string{wire.EventsWildcard},
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source:      EventsWildcard,
-			Destination: StreamSubjectTransform(cfg.Partitions),
+			Source:      wire.EventsWildcard,
+			Destination: wire.StreamSubjectTransform(cfg.Partitions),
 		},
 		Retention:  jetstream.LimitsPolicy,
 		Storage:    jetstream.FileStorage,
@@ -43,7 +44,7 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.DeadLetters,
 		Description: "Threadcast dead letters: rejected input with its reason",
-		Subjects:    []string{DLQPrefix + ".>"},
+		Subjects:    []string{wire.DLQPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,

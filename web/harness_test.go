@@ -27,6 +27,7 @@ import (
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // threadcast is Threadcast assembled in the test process the way
@@ -222,7 +223,7 @@ func threadPath(id string) string { return "/v1/threads/" + url.PathEscape(id) }
 // line, Tc-Batch counting them) on the thread's event subject.
 func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.Msg {
 	t.Helper()
-	subj, err := pipeline.EventSubject(tenant, thread)
+	subj, err := wire.EventSubject(tenant, thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.
 		lines[k] = e
 	}
 	return &nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
-		Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}}
+		Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(len(evs))}}}
 }
 
 // waitFor polls cond until it holds or the timeout passes.
