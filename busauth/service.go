@@ -32,7 +32,7 @@ const (
 // placed in, apart from the services' (which holds the event stream). It
 // must import the events subjects (agui.*.*.events) as a service from the
 // services' account, and nothing else; see docs/production.md and
-// pipeline.ServerAuth for why.
+// natsembed.Auth for why.
 const AgentAccount = "AGENTS"
 
 // The result label values of threadcast_bus_auth_total.

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
@@ -47,9 +48,9 @@ func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 // startLargeWith is startLarge with the ingest's config changed by imod.
 func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)) *largeEnv {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	ns, err := pipeline.StartServer(sc)
+	ns, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

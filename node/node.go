@@ -34,6 +34,7 @@ import (
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
@@ -360,7 +361,7 @@ func (n *Node) start() error {
 func (n *Node) startNats() error {
 	url := n.cfg.NatsURL
 	var issuer nkeys.KeyPair
-	var sauth *pipeline.ServerAuth
+	var sauth *natsembed.Auth
 	switch {
 	case url == "":
 		// The embedded server is locked: the node's connections are the
@@ -375,7 +376,7 @@ func (n *Node) startNats() error {
 		}
 		pub, _ := svc.PublicKey()
 		n.svcAuth = nats.Nkey(pub, svc.Sign)
-		sauth = &pipeline.ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
+		sauth = &natsembed.Auth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
 		sauth.CalloutIssuer, _ = issuer.PublicKey()
 	case n.cfg.NatsNkey != "":
 		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)
@@ -408,12 +409,12 @@ func (n *Node) startNats() error {
 		if err != nil {
 			return err
 		}
-		sc := pipeline.DefaultServerConfig()
+		sc := natsembed.DefaultConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
 		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
 		sc.Auth = sauth
 		sc.OnWriteError = n.storage.ReportWriteError
-		if n.srv, err = pipeline.StartServer(sc); err != nil {
+		if n.srv, err = natsembed.Start(sc); err != nil {
 			return err
 		}
 		url = n.srv.ClientURL()
@@ -532,7 +533,7 @@ func PrepareDataDir(dir string) error {
 // proves it free: nats-server reports a taken port only in its own log and
 // then lets the start-up time out, which would leave the user waiting for
 // an unrelated error. (The port could be taken between this check and the
-// server's listen; the start-up then fails with ErrServerStart.)
+// server's listen; the start-up then fails with natsembed.ErrStart.)
 func listenAddr(addr string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -42,9 +43,9 @@ type idemNode struct {
 
 func startIdemNode(t testing.TB, dir string) *idemNode {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = dir
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

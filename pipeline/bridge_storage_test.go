@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -37,10 +38,10 @@ func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.Sto
 	t.Helper()
 	wcfg.Logger = slog.New(slog.DiscardHandler)
 	watch := pipeline.NewStorageWatch(wcfg)
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir, scfg.MaxFileStore = dir, maxStore
 	scfg.OnWriteError = watch.ReportWriteError
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -59,9 +60,9 @@ func startBridgeB(b *testing.B) *bridgeEnv { return startBridgeTB(b, nil) }
 
 func startBridgeTB(t testing.TB, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

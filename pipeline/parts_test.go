@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -177,10 +178,10 @@ func sameView(t testing.TB, what string, got, want map[string]any) {
 // metrics show that parts were used for each.
 func TestLargeThreadInParts(t *testing.T) {
 	checkNoGoroutineLeak(t)
-	sc := DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
 	sc.MaxPayload = 64 << 10
-	s, err := StartServer(sc)
+	s, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

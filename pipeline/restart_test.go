@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -381,9 +382,9 @@ func TestStoredFloorUntrusted(t *testing.T) {
 // floors, and every view still equals the offline reduction.
 func TestServerRestartWhileRunning(t *testing.T) {
 	dir := t.TempDir()
-	scfg := DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = dir
-	s, err := StartServer(scfg)
+	s, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestServerRestartWhileRunning(t *testing.T) {
 	scfg.Port = s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()
 	s.WaitForShutdown()
-	s, err = StartServer(scfg)
+	s, err = natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
 	"github.com/threadcast/threadcast/wire"
@@ -48,9 +49,9 @@ var testTenants = []string{"acme", "globex", "initech"}
 // configuration.
 func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(sc)
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 )
@@ -89,7 +90,7 @@ func (a *app) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		sc := pipeline.DefaultServerConfig()
+		sc := natsembed.DefaultConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
 		if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 {
@@ -103,7 +104,7 @@ func (a *app) Run(ctx context.Context) error {
 			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key or a JWKS source to lock it (agents then connect with publish tokens)")
 		}
 		sc.OnWriteError = storage.ReportWriteError
-		if srv, err = pipeline.StartServer(sc); err != nil {
+		if srv, err = natsembed.Start(sc); err != nil {
 			return err
 		}
 		defer func() {
@@ -350,7 +351,7 @@ func reconnectDelay(attempts int) time.Duration {
 
 // lockEmbedded returns the embedded server's authorization: a service key
 // generated for this process (a.svcAuth) and a callout issuer key.
-func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
+func (a *app) lockEmbedded() (*natsembed.Auth, nkeys.KeyPair, error) {
 	svc, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ingest: service key: %w", err)
@@ -362,7 +363,7 @@ func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
 	pub, _ := svc.PublicKey()
 	ipub, _ := issuer.PublicKey()
 	a.svcAuth = nats.Nkey(pub, svc.Sign)
-	return &pipeline.ServerAuth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
+	return &natsembed.Auth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
 }
 
 // startCallout runs the bus's auth callout (package busauth) on a

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
@@ -21,9 +22,9 @@ import (
 // returns its URL and a JetStream context to read the stream back.
 func pubServer(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
