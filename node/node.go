@@ -30,6 +30,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
@@ -114,7 +115,7 @@ type Config struct {
 	// the bridge answers 507 and /readyz fails until there is room.
 	StoreMinFree uint64
 	// BridgeWindow bounds the bytes of one bridge request's events
-	// published and not yet acked (pipeline.BridgeConfig.Window; 0: 1 MiB).
+	// published and not yet acked (bridge.Config.Window; 0: 1 MiB).
 	BridgeWindow int
 
 	// MaxConns caps the HTTP connections open at once (streams included:
@@ -622,7 +623,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim,
+	bc := bridge.Config{Publisher: n.bridge, Verify: bridge.Verifier(n.verifier), Quota: lim,
 		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes(), IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow, Storage: n.storage}
 	if bc.Idempotency, err = n.idempotencyBucket(&pc); err != nil {
 		return nil, err
@@ -630,7 +631,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if retained != nil {
 		bc.Retained = retained.Check
 	}
-	b, err := pipeline.NewBridge(bc)
+	b, err := bridge.New(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +648,7 @@ func (n *Node) idempotencyBucket(pc *pipeline.Config) (jetstream.KeyValue, error
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
 	defer cancel()
-	return pipeline.EnsureIdempotencyBucket(ctx, js, pc)
+	return bridge.EnsureIdempotencyBucket(ctx, js, pc)
 }
 
 func (n *Node) startHTTP(h http.Handler) error {

@@ -5,8 +5,8 @@
 // The subjects, headers and message formats it shares with fanout and the
 // publishers are package wire's.
 // It does not decode or reduce AG-UI itself (codec/, reducer/), does not read
-// flags or the environment (cmd/*), and does not speak HTTP except in the
-// bridge (bridge*.go).
+// flags or the environment (cmd/*), and does not speak HTTP (the HTTP bridge
+// is package bridge).
 //
 // # Flow
 //
@@ -159,13 +159,10 @@
 // timestamps so that a replay decides the same, or arriving while the
 // tenant's retained events are over quota (RetainedCounter), are shed: not
 // applied, dead-lettered with kind "quota" and the quota in Tc-Quota,
-// counted per tenant, and counted as a warning in the view. The bridge
-// refuses the same quotas before storing (429).
-//
-// The bridge (bridge*.go) also honours Idempotency-Key (idempotency.go:
-// per-event message ids, and the first answer in KV THREADCAST_IDEMPOTENCY
-// for the stream's Duplicates window) and refuses writes with 507 while a
-// StorageWatch (storage.go) finds the store full.
+// counted per tenant, and counted as a warning in the view. The HTTP bridge
+// (package bridge) refuses the same quotas before storing (429), and
+// refuses writes with 507 while a StorageWatch (storage.go) finds the store
+// full.
 //
 // # Concurrency contract
 //
@@ -175,8 +172,7 @@
 // its partitions' threads outright (no locks); consumer callbacks only hand
 // messages to a shard's bounded queue (back-pressure when full) and snapshot
 // requests to a bounded request queue coalesced by thread (answered "busy"
-// when full), guarded by its own mutex.
-// Subject functions are pure and safe for concurrent use. Nothing in this
-// package keeps mutable package-level state, so several pipelines may run in
-// one process (tests do).
+// when full), guarded by its own mutex. Nothing in this package keeps
+// mutable package-level state, so several pipelines may run in one process
+// (tests do).
 package pipeline

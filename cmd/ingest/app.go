@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/fanout"
@@ -213,14 +214,14 @@ func (a *app) Run(ctx context.Context) error {
 	a.storage = storage
 	a.mu.Unlock()
 
-	var bridge http.Handler
+	var bridgeH http.Handler
 	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
 		if !a.cfg.BridgeNoAuth {
 			v, err := a.sharedVerifier()
 			if err != nil {
 				return err
 			}
-			a.tokens = pipeline.BridgeVerifier(v)
+			a.tokens = bridge.Verifier(v)
 			a.reg.MustRegister(fanout.VerifierCollectors(v)...) // threadcast_auth_jwks_*
 		}
 		pub, err := agent.New(nc, agent.DefaultConfig())
@@ -240,19 +241,19 @@ func (a *app) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
 		kctx, kcancel := context.WithTimeout(ctx, 10*time.Second)
-		kv, err := pipeline.EnsureIdempotencyBucket(kctx, js, &pc)
+		kv, err := bridge.EnsureIdempotencyBucket(kctx, js, &pc)
 		kcancel()
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
+		b, err := bridge.New(bridge.Config{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
 			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow, Storage: storage,
 			MaxEventBytes: a.cfg.Pipeline.MaxEventBytes()})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
 		a.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*
-		bridge = b
+		bridgeH = b
 	}
 
 	ln, err := net.Listen("tcp", a.cfg.HTTP)
@@ -265,7 +266,7 @@ func (a *app) Run(ctx context.Context) error {
 		Help: "HTTP connections refused because the process held --max-conns connections."})
 	capped.OnRefuse = refused.Inc
 	a.reg.MustRegister(refused)
-	hs := &http.Server{Handler: a.routes(bridge), ReadHeaderTimeout: a.cfg.HeaderTimeout, IdleTimeout: a.cfg.IdleTimeout}
+	hs := &http.Server{Handler: a.routes(bridgeH), ReadHeaderTimeout: a.cfg.HeaderTimeout, IdleTimeout: a.cfg.IdleTimeout}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(capped) }()
 

@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
@@ -71,7 +72,7 @@ func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.Sto
 	done := make(chan struct{})
 	go func() { defer close(done); watch.Run(wctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	br, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: bridgeVerify, Storage: watch})
+	br, err := bridge.New(bridge.Config{Publisher: pub, Verify: bridgeVerify, Storage: watch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestBridgeStorageLimit(t *testing.T) {
 	body := bigEvents(16, 16<<10) // 256 KiB
 	var status int
 	var hdr http.Header
-	var resp pipeline.BridgeResponse
+	var resp bridge.Response
 	for i := 0; i < 20; i++ {
 		if status, hdr, resp = se.env.post(t, "acme", "t-full", "", bytes.NewReader(body)); status != http.StatusOK {
 			break
@@ -217,7 +218,7 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 	pr, pw := io.Pipe()
 	type answer struct {
 		status int
-		resp   pipeline.BridgeResponse
+		resp   bridge.Response
 		err    error
 	}
 	got := make(chan answer, 1)
@@ -230,7 +231,7 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 			return
 		}
 		defer res.Body.Close()
-		var br pipeline.BridgeResponse
+		var br bridge.Response
 		err = json.NewDecoder(res.Body).Decode(&br)
 		got <- answer{res.StatusCode, br, err}
 	}()
