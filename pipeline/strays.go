@@ -20,16 +20,16 @@ import (
 // durable consumer, shared by every ingest instance, dead-letters each with
 // kind wire.ErrKindSubject and its reason, and acks it.
 
-// StraysFilter is the filter of the strays consumer: the stream's own
+// straysFilter is the filter of the strays consumer: the stream's own
 // subjects, which the transform empties of every publishable subject.
-const StraysFilter = wire.EventsPrefix + ".>"
+const straysFilter = wire.EventsPrefix + ".>"
 
 // straysConsumer creates or binds the strays consumer (<prefix>-strays).
 func straysConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config) (jetstream.Consumer, error) {
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       cfg.ConsumerPrefix + "-strays",
 		Description:   "Threadcast ingest: messages stored under a subject no thread can have",
-		FilterSubject: StraysFilter,
+		FilterSubject: straysFilter,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,

@@ -55,9 +55,9 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 	}
 }
 
-// KVConfig returns the checkpoint bucket's configuration for cfg. History 1:
+// kvConfig returns the checkpoint bucket's configuration for cfg. History 1:
 // only the latest checkpoint of a thread matters.
-func KVConfig(cfg *Config) jetstream.KeyValueConfig {
+func kvConfig(cfg *Config) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "Threadcast thread checkpoints (view + stream seq)",
@@ -86,7 +86,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (je
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.Stream, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, KVConfig(cfg))
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kvConfig(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: create/update bucket %s: %w", cfg.Bucket, err)
 	}
