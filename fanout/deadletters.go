@@ -42,7 +42,7 @@ type DeadLetter struct {
 }
 
 // deadLetters serves GET /v1/deadletters: the token's tenant's dead letters,
-// oldest first, from the dead-letter stream (pipeline.DeadLetterStreamConfig),
+// oldest first, from the dead-letter stream (wire.DefaultDeadLetters, dlq.>),
 // ?limit= at a time after ?after= (the previous page's next). A token
 // limited to some threads sees theirs only.
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,7 @@ import (
 
 // NOTE: this file turns what the pipeline publishes (view frames) and
 // answers (snapshot replies) into the hub's immutable frame and snapshot
-// values. The wire format is pipeline's (pipeline/frame.go: Frame,
+// values. The wire format is package wire's (wire/frame.go: Frame,
 // Snapshot, ParseFrame, ParseSnapshot); what the hub adds is the position
 // from the Tc-Seq/Tc-Prev headers, checked, and the per-variant encodings.
 

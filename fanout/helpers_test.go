@@ -62,7 +62,7 @@ func token(t testing.TB, tenant string, threads ...string) string {
 }
 
 // testThread plays the pipeline for one thread on a real NATS server: it
-// publishes frames in the documented format (pipeline/frame.go) and
+// publishes frames in the documented format (wire/frame.go) and
 // answers snapshot requests on the thread's partition subject, both under
 // one lock so that a snapshot's seq is always the last published frame's,
 // as the pipeline guarantees. Its view is the text of one assistant

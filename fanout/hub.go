@@ -274,7 +274,7 @@ func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, a
 
 // SubscribeWindow is Subscribe with a window: when window > 0, every
 // snapshot the subscriber gets (at the join, and at each resync) is the
-// windowed snapshot of the newest window messages (pipeline/frame.go), and
+// windowed snapshot of the newest window messages (wire/frame.go), and
 // in view mode the frames' restatements (allMessages, view) are windowed to
 // it too (windowChanges). window 0 is Subscribe.
 func (h *Hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Variant, after Cursor, window int) (*Subscriber, error) {

@@ -23,7 +23,7 @@ import (
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
 // with a snapshot request (so it is exactly what a joining subscriber
 // would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
-// view is windowed to the newest N messages (pipeline/frame.go); the ETag
+// view is windowed to the newest N messages (wire/frame.go); the ETag
 // then names the window too.
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
