@@ -344,7 +344,7 @@ func TestBridgeErrors(t *testing.T) {
 		{name: "empty array", body: " [ ] ", wantStatus: 400, wantErr: `read as a JSON array (it starts with '['), which is empty; the body starts with " [ ] "`},
 		{name: "whitespace only", body: " \n\t\n", wantStatus: 400, wantErr: "the body holds no event: the body starts with \" \\n\\t\\n\" or only whitespace"},
 		{name: "JSONL broken after an event", body: good(0) + "\n{", wantStatus: 400, wantAccepted: 1, wantStored: 1,
-			wantErr: `pipeline: body read as JSONL (it starts with '{'): codec: `},
+			wantErr: `bridge: body read as JSONL (it starts with '{'): codec: `},
 		{name: "bad framing after good events", body: good(0) + "\n" + good(1) + "\n" + `]`,
 			wantStatus: 400, wantAccepted: 2, wantStored: 2, wantErr: "codec"},
 		{name: "missing auth", auth: "-", body: good(0), wantStatus: 401, wantErr: "bad token"},
