@@ -12,7 +12,8 @@ import (
 // [a-z0-9]; the thread id (1 to 1024 bytes of UTF-8, wire.ValidThread)
 // is used as is when it is made of [A-Za-z0-9_-] only, and otherwise as '='
 // followed by its unpadded base64url, so that no id can add a token or a wildcard to the subject.
-// Package subject imports only the standard library, so the SDK stays light.
+// Package wire imports only the standard library and nats.go, so the SDK
+// stays light.
 func Subject(tenant, thread string) (string, error) {
 	if wire.ValidTenant(tenant) != nil {
 		return "", fmt.Errorf("%w: %q", ErrBadTenant, quote([]byte(tenant)))
