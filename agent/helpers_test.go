@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // testEnv is an embedded nats-server with JetStream and the event stream as
@@ -74,7 +75,7 @@ func readStream(t testing.TB, js jetstream.JetStream) []storedMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.DefaultStream)
+	s, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +89,11 @@ func readStream(t testing.TB, js jetstream.JetStream) []storedMsg {
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		_, tenant, token, err := pipeline.ParseStoredSubject(m.Subject)
+		_, tenant, token, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		thread, err := pipeline.DecodeThread(token)
+		thread, err := wire.DecodeThread(token)
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
@@ -107,7 +108,7 @@ func streamCount(t testing.TB, js jetstream.JetStream) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.DefaultStream)
+	s, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}

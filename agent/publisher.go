@@ -41,7 +41,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 )
 
-// Header names shared with pipeline (pipeline.HeaderBatch, HeaderMsgID).
+// Header names shared with pipeline (wire.HeaderBatch, HeaderMsgID).
 const (
 	headerBatch = "Threadcast-Batch"
 	headerMsgID = jetstream.MsgIDHeader // "Nats-Msg-Id"

@@ -21,6 +21,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func newPublisher(t testing.TB, env *testEnv, cfg agent.Config) *agent.Publisher {
@@ -95,7 +96,7 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 					if err != nil {
 						t.Fatalf("thread %d event %d: %v", th, i, err)
 					}
-					if ack.Stream != pipeline.DefaultStream || ack.Seq == 0 || ack.Duplicate && tt.dropAcks == 0 {
+					if ack.Stream != wire.DefaultStream || ack.Seq == 0 || ack.Duplicate && tt.dropAcks == 0 {
 						t.Fatalf("thread %d event %d: ack %+v", th, i, ack)
 					}
 					acks[fmt.Sprintf("%d/%d", ack.Seq, ack.Index)] = agent.Ack{Seq: uint64(th), Index: i}
@@ -115,14 +116,14 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 				}
 				if n := len(m.events); n > 1 {
 					batched = true
-					if h := m.header.Get(pipeline.HeaderBatch); h != strconv.Itoa(n) {
-						t.Fatalf("seq %d: %d events, %s header %q", m.seq, n, pipeline.HeaderBatch, h)
+					if h := m.header.Get(wire.HeaderBatch); h != strconv.Itoa(n) {
+						t.Fatalf("seq %d: %d events, %s header %q", m.seq, n, wire.HeaderBatch, h)
 					}
-				} else if h := m.header.Get(pipeline.HeaderBatch); h != "" {
-					t.Fatalf("seq %d: single event with %s %q", m.seq, pipeline.HeaderBatch, h)
+				} else if h := m.header.Get(wire.HeaderBatch); h != "" {
+					t.Fatalf("seq %d: single event with %s %q", m.seq, wire.HeaderBatch, h)
 				}
-				if m.header.Get(pipeline.HeaderMsgID) == "" {
-					t.Fatalf("seq %d: no %s", m.seq, pipeline.HeaderMsgID)
+				if m.header.Get(wire.HeaderMsgID) == "" {
+					t.Fatalf("seq %d: no %s", m.seq, wire.HeaderMsgID)
 				}
 				for idx, ev := range m.events {
 					want := string(contentEvent("m", next[th]))
@@ -370,7 +371,7 @@ func TestRefusedThreadIDs(t *testing.T) {
 	}
 }
 
-// TestSubjectMatchesPipeline pins agent.Subject to pipeline.EventSubject.
+// TestSubjectMatchesPipeline pins agent.Subject to wire.EventSubject.
 func TestSubjectMatchesPipeline(t *testing.T) {
 	tests := []struct{ tenant, thread string }{
 		{"acme", "thread-1"}, {"acme", "a.b"}, {"acme", "*"}, {"acme", ">"}, {"acme", ""},
@@ -380,7 +381,7 @@ func TestSubjectMatchesPipeline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, gerr := agent.Subject(tt.tenant, tt.thread)
-		want, werr := pipeline.EventSubject(tt.tenant, tt.thread)
+		want, werr := wire.EventSubject(tt.tenant, tt.thread)
 		if got != want || (gerr == nil) != (werr == nil) {
 			t.Errorf("Subject(%q, %.20q) = %q, %v; pipeline says %q, %v", tt.tenant, tt.thread, got, gerr, want, werr)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -67,10 +68,10 @@ func startLockedStream(t testing.TB, stream bool) *locked {
 	issuer, _ := nkeys.CreateAccount()
 	upub, _ := user.PublicKey()
 	ipub, _ := issuer.PublicKey()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	sc.Auth = &pipeline.ServerAuth{Services: []string{upub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}
-	srv, err := pipeline.StartServer(sc)
+	sc.Auth = &natsembed.Auth{Services: []string{upub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

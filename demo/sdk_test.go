@@ -15,6 +15,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startJetStream starts an embedded nats-server with JetStream (random port,
@@ -53,7 +54,7 @@ func startJetStream(t *testing.T, maxMsg int32) (*nats.Conn, jetstream.JetStream
 // stream order.
 func storedEvents(t *testing.T, js jetstream.JetStream) map[string][][]byte {
 	t.Helper()
-	s, err := js.Stream(t.Context(), pipeline.DefaultStream)
+	s, err := js.Stream(t.Context(), wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +68,11 @@ func storedEvents(t *testing.T, js jetstream.JetStream) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, tenant, token, err := pipeline.ParseStoredSubject(m.Subject)
+		_, tenant, token, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		thread, err := pipeline.DecodeThread(token)
+		thread, err := wire.DecodeThread(token)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // A client that already has seq S never receives a snapshot older than S:
@@ -114,7 +113,7 @@ func TestCursorAheadOfThreadAnsweredAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := pipeline.EventSubject("acme", "ahead")
+	subj, _ := wire.EventSubject("acme", "ahead")
 	var last uint64
 	for _, ev := range []string{
 		`{"type":"RUN_STARTED","threadId":"ahead","runId":"r1"}`,
@@ -130,7 +129,7 @@ func TestCursorAheadOfThreadAnsweredAtOnce(t *testing.T) {
 	// sees every request; it does not answer).
 	counter := connect(t, ns)
 	var requests atomic.Int32
-	if _, err := counter.Subscribe(pipeline.SnapPrefix+".>", func(*nats.Msg) { requests.Add(1) }); err != nil {
+	if _, err := counter.Subscribe(wire.SnapPrefix+".>", func(*nats.Msg) { requests.Add(1) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := counter.Flush(); err != nil {

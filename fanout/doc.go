@@ -10,8 +10,8 @@
 // is encoded once per Variant (SSE or WebSocket framing, agui or view mode)
 // and the same []byte goes into every subscriber's queue. That is HTTP
 // knowledge, which pipeline/ deliberately does not have. The hub's NATS side
-// uses only the subject vocabulary (package subject, via pipeline) and the
-// frame format (pipeline/frame.go), which fanout/frame.go decodes.
+// uses only the wire contract (package wire: subjects, headers and the frame
+// format), which fanout/frame.go decodes; fanout does not import pipeline.
 //
 // # Guarantees
 //
@@ -43,7 +43,7 @@
 //     are windowed (window.go), and older messages are read page by page
 //     (GET .../messages). What it costs follows N, not the thread.
 //   - Tenants: the tenant comes only from the verified token; thread ids from
-//     URLs become subject tokens through pipeline.EncodeThread, never
+//     URLs become subject tokens through wire.EncodeThread, never
 //     wildcards.
 //   - Quotas (Config.Quota, package quota): a tenant's open streams,
 //     distinct threads subscribed and tap streams are bounded; a stream

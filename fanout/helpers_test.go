@@ -21,7 +21,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -63,7 +62,7 @@ func token(t testing.TB, tenant string, threads ...string) string {
 }
 
 // testThread plays the pipeline for one thread on a real NATS server: it
-// publishes frames in the documented format (pipeline/frame.go) and
+// publishes frames in the documented format (wire/frame.go) and
 // answers snapshot requests on the thread's partition subject, both under
 // one lock so that a snapshot's seq is always the last published frame's,
 // as the pipeline guarantees. Its view is the text of one assistant
@@ -116,8 +115,8 @@ func (p *lossyPub) PublishMsg(m *nats.Msg) error {
 
 func newTestThread(t testing.TB, nc *nats.Conn, tenant, id string) *testThread {
 	t.Helper()
-	th := &testThread{nc: nc, tenant: tenant, id: id, token: pipeline.EncodeThread(id)}
-	subj := pipeline.SnapSubject(pipeline.Partition(tenant, th.token, pipeline.DefaultParts), tenant, th.token)
+	th := &testThread{nc: nc, tenant: tenant, id: id, token: wire.EncodeThread(id)}
+	subj := wire.SnapSubject(wire.Partition(tenant, th.token, wire.DefaultParts), tenant, th.token)
 	sub, err := nc.Subscribe(subj, th.answer)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +133,7 @@ func (th *testThread) answer(m *nats.Msg) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.snapshots++
-	req, _ := pipeline.ParseSnapRequest(m.Data)
+	req, _ := wire.ParseSnapRequest(m.Data)
 	th.windows = append(th.windows, req.Window)
 	window := ""
 	if req.Window > 0 { // the view holds one message: any window holds it all
@@ -152,7 +151,7 @@ func (th *testThread) answer(m *nats.Msg) {
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,%s"view":%s,"events":[%s]}`,
 		th.tenant, th.id, th.seq, th.seq > 0, window, view, strings.Join(evs, ","))
-	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
+	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
 }
 
 func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
@@ -172,8 +171,8 @@ func (th *testThread) publish(t testing.TB, chunks ...string) uint64 {
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"status":"running","events":[%s],"changes":{"append":%s}}`,
 		th.tenant, th.id, th.seq, prev, strings.Join(evs, ","), mustJSON(strings.Join(chunks, "")))
-	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
-		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	m := &nats.Msg{Subject: wire.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
 	if err := th.send(m); err != nil {
 		t.Error(err)
 	}
@@ -425,8 +424,8 @@ func (th *testThread) publishEvents(t testing.TB, evs ...string) uint64 {
 	prev := th.seq
 	th.seq += uint64(len(evs))
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"events":[%s]}`, th.tenant, th.id, th.seq, prev, strings.Join(evs, ","))
-	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
-		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	m := &nats.Msg{Subject: wire.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
 	if err := th.send(m); err != nil {
 		t.Error(err)
 	}

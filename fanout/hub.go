@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -117,7 +116,7 @@ type HubConfig struct {
 // DefaultHubConfig returns the defaults.
 func DefaultHubConfig() HubConfig {
 	return HubConfig{
-		Partitions:      pipeline.DefaultParts,
+		Partitions:      wire.DefaultParts,
 		SnapshotTimeout: 5 * time.Second,
 		SnapshotRetry:   15 * time.Second,
 		RingFrames:      1024,
@@ -151,7 +150,7 @@ func DefaultHubConfig() HubConfig {
 		// Twice the pipeline's default largest view (256 MiB), and its
 		// snapshot events.
 		MaxMessageBytes: 1 << 30,
-		EventStream:     pipeline.DefaultStream,
+		EventStream:     wire.DefaultStream,
 	}
 }
 
@@ -267,7 +266,7 @@ func (h *Hub) shard(k feedKey) *hubShard {
 // a position the node still has (no gap, no duplicate), else with a snapshot
 // (nothing at all when the snapshot is exactly at after). The caller must
 // drain it (Ready, Take, CatchUp) and Close it. tenant must already be
-// validated (pipeline.ValidTenant); thread is the raw id, never trusted to
+// validated (wire.ValidTenant); thread is the raw id, never trusted to
 // name a tenant.
 func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, after Cursor) (*Subscriber, error) {
 	return h.SubscribeWindow(ctx, tenant, thread, v, after, 0)
@@ -275,7 +274,7 @@ func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, a
 
 // SubscribeWindow is Subscribe with a window: when window > 0, every
 // snapshot the subscriber gets (at the join, and at each resync) is the
-// windowed snapshot of the newest window messages (pipeline/frame.go), and
+// windowed snapshot of the newest window messages (wire/frame.go), and
 // in view mode the frames' restatements (allMessages, view) are windowed to
 // it too (windowChanges). window 0 is Subscribe.
 func (h *Hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Variant, after Cursor, window int) (*Subscriber, error) {
@@ -322,7 +321,7 @@ func (h *Hub) Close() {
 // on first use. Creation happens outside the shard lock; other acquirers of
 // the same thread wait on ready.
 func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error) {
-	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+	k := feedKey{tenant: tenant, token: wire.EncodeThread(thread)}
 	sh := h.shard(k)
 	sh.mu.Lock()
 	if sh.closed {
@@ -530,7 +529,7 @@ type snapCall struct {
 
 func (f *feed) start(ctx context.Context) error {
 	h := f.hub
-	sub, err := h.nc.Subscribe(pipeline.ViewSubject(f.key.tenant, f.key.token), f.onMsg)
+	sub, err := h.nc.Subscribe(wire.ViewSubject(f.key.tenant, f.key.token), f.onMsg)
 	if err != nil {
 		return fmt.Errorf("fanout: subscribe: %w", err)
 	}

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // BenchmarkHubDeliver measures the hub's per-frame work — enqueue one frame
@@ -90,7 +89,7 @@ func BenchmarkOnMsg(b *testing.B) {
 	for i := range msgs {
 		seq, prev := strconv.Itoa(i+1), strconv.Itoa(i)
 		msgs[i] = &nats.Msg{Subject: "view.acme.t1",
-			Header: nats.Header{pipeline.HeaderSeq: {seq}, pipeline.HeaderPrev: {prev}},
+			Header: nats.Header{wire.HeaderSeq: {seq}, wire.HeaderPrev: {prev}},
 			Data: []byte(`{"tenant":"acme","thread":"t1","seq":` + seq + `,"prev":` + prev +
 				`,"status":"running","events":[{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hello, world — a typical streamed token run"}],"changes":{"append":"hello, world — a typical streamed token run"}}`)}
 	}

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // newIdleHub returns a hub on a real NATS connection whose feeds linger
@@ -30,7 +29,7 @@ func newIdleHub(t testing.TB, perTenant, total int) (*Hub, *nats.Conn) {
 
 // lookup returns the hub's feed of tenant's thread, or nil.
 func (h *Hub) lookup(tenant, thread string) *feed {
-	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+	k := feedKey{tenant: tenant, token: wire.EncodeThread(thread)}
 	sh := h.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -580,8 +579,8 @@ func TestReconcileLingeringFeed(t *testing.T) {
 		defer f.mu.Unlock()
 		return n > answered && len(f.calls) == 0
 	})
-	late := &nats.Msg{Subject: pipeline.ViewSubject("acme", th.token), Header: nats.Header{
-		pipeline.HeaderSeq: {"4"}, pipeline.HeaderPrev: {"2"}},
+	late := &nats.Msg{Subject: wire.ViewSubject("acme", th.token), Header: nats.Header{
+		wire.HeaderSeq: {"4"}, wire.HeaderPrev: {"2"}},
 		Data: []byte(`{"tenant":"acme","thread":"quiet","seq":4,"prev":2,"status":"running","events":[` +
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"b;"}],"changes":{"append":"b;"}}`)}
 	if err := pub.PublishMsg(late); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startIngest runs the real pipeline (package pipeline) on ns until the
@@ -98,7 +99,7 @@ func TestEndToEndWithIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := pipeline.EventSubject("acme", "e2e thread") // a space: escaped token
+	subj, _ := wire.EventSubject("acme", "e2e thread") // a space: escaped token
 	ctx := context.Background()
 	pub := func(ev string) {
 		if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {

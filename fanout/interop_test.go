@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/internal/testsupport"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 type agentResult struct {
@@ -44,7 +44,7 @@ func TestInteropHttpAgent(t *testing.T) {
 	js, _ := jetstream.New(connect(t, ns))
 	ctx := context.Background()
 	pub := func(t *testing.T, thread string, evs ...string) {
-		subj, _ := pipeline.EventSubject("acme", thread)
+		subj, _ := wire.EventSubject("acme", thread)
 		for _, ev := range evs {
 			if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
 				t.Fatal(err)

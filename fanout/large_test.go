@@ -19,8 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: long threads and large views end to end: the real ingest on an
@@ -46,9 +48,9 @@ func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 // startLargeWith is startLarge with the ingest's config changed by imod.
 func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)) *largeEnv {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	ns, err := pipeline.StartServer(sc)
+	ns, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func longThread(thread string, first, n, size int) []json.RawMessage {
 // event's stream seq.
 func (e *largeEnv) publish(t testing.TB, thread string, events []json.RawMessage) []uint64 {
 	t.Helper()
-	subj, err := pipeline.EventSubject("acme", thread)
+	subj, err := wire.EventSubject("acme", thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.StatusCode == http.StatusOK && resp.Header.Get(pipeline.HeaderSeq) == strconv.FormatUint(seq, 10) {
+		if resp.StatusCode == http.StatusOK && resp.Header.Get(wire.HeaderSeq) == strconv.FormatUint(seq, 10) {
 			var body struct{ View json.RawMessage }
 			if err := json.Unmarshal(b, &body); err != nil {
 				t.Fatal(err)
@@ -272,7 +274,7 @@ func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte
 			return body.View
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("REST view: status %d, seq %s, want %d", resp.StatusCode, resp.Header.Get(pipeline.HeaderSeq), seq)
+			t.Fatalf("REST view: status %d, seq %s, want %d", resp.StatusCode, resp.Header.Get(wire.HeaderSeq), seq)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -479,7 +481,7 @@ func offlineAt(t *testing.T, thread string, events []json.RawMessage, seqs []uin
 // publishQuiet publishes from a goroutine that may not call t.Fatal; it
 // returns what it could publish.
 func (e *largeEnv) publishQuiet(thread string, events []json.RawMessage) []uint64 {
-	subj, _ := pipeline.EventSubject("acme", thread)
+	subj, _ := wire.EventSubject("acme", thread)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b []byte

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -139,7 +138,7 @@ func TestTapInParts(t *testing.T) {
 	}
 	split := func(subject string, data []byte) []*nats.Msg {
 		var r recordingPub
-		if err := wire.Publish(&r, &nats.Msg{Subject: subject, Header: nats.Header{pipeline.HeaderSeq: {"1"}}, Data: data}, 1000); err != nil {
+		if err := wire.Publish(&r, &nats.Msg{Subject: subject, Header: nats.Header{wire.HeaderSeq: {"1"}}, Data: data}, 1000); err != nil {
 			t.Fatal(err)
 		}
 		return r.msgs

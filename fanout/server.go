@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -94,8 +93,8 @@ func DefaultConfig() Config {
 		IdleTimeout:       2 * time.Minute,
 		Retry:             2 * time.Second,
 		Quota:             defaultQuota(),
-		ViewsBucket:       pipeline.DefaultViewsKV,
-		DeadLetters:       pipeline.DefaultDeadLetters,
+		ViewsBucket:       wire.DefaultViewsKV,
+		DeadLetters:       wire.DefaultDeadLetters,
 		MaxWindow:         1000,
 		MaxPageLimit:      1000,
 		DefaultPageLimit:  50,
@@ -367,7 +366,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims,
 		return auth.Claims{}, false
 	}
 	c, err := s.cfg.Verifier.Verify(r.Context(), tok)
-	if err == nil && pipeline.ValidTenant(c.Tenant) != nil {
+	if err == nil && wire.ValidTenant(c.Tenant) != nil {
 		err = auth.ErrMalformed
 	}
 	if err != nil {
@@ -391,7 +390,7 @@ func (s *Server) authorizeThread(w http.ResponseWriter, r *http.Request) (auth.C
 		return c, "", false
 	}
 	thread := r.PathValue("thread")
-	if thread == "" || len(thread) > pipeline.MaxThreadIDLen || !utf8.ValidString(thread) {
+	if thread == "" || len(thread) > wire.MaxThreadIDLen || !utf8.ValidString(thread) {
 		s.deny(w, http.StatusBadRequest, "bad_thread")
 		return c, "", false
 	}

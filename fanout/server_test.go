@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func do(t *testing.T, method, u, tok string, body string, hdr http.Header) (int, string) {
@@ -170,7 +170,7 @@ func TestHostileThreadIDs(t *testing.T) {
 		name, path string
 		want       int
 	}{
-		{"too long", "/v1/threads/" + strings.Repeat("x", pipeline.MaxThreadIDLen+1) + "/events", http.StatusBadRequest},
+		{"too long", "/v1/threads/" + strings.Repeat("x", wire.MaxThreadIDLen+1) + "/events", http.StatusBadRequest},
 		{"invalid utf-8", "/v1/threads/%FF%FE/events", http.StatusBadRequest},
 		{"bad mode", "/v1/threads/t1/events?mode=raw", http.StatusBadRequest},
 	} {
@@ -364,11 +364,11 @@ func TestThreadListRacingDelete(t *testing.T) {
 	tok := token(t, "acme")
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, "KV_"+pipeline.DefaultViewsKV)
+	st, err := js.Stream(ctx, "KV_"+wire.DefaultViewsKV)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestThreadListRacingDelete(t *testing.T) {
 			}
 			hook := func() {
 				for _, k := range tt.removed {
-					if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+pipeline.DefaultViewsKV+".acme."+k)); err != nil {
+					if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+wire.DefaultViewsKV+".acme."+k)); err != nil {
 						t.Error(err)
 					}
 				}
@@ -433,11 +433,11 @@ func TestThreadList(t *testing.T) {
 	}
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"acme.t1", "acme." + pipeline.EncodeThread("a.b*"), "other.t9", "acme.x2", "acme.gone"} {
+	for _, k := range []string{"acme.t1", "acme." + wire.EncodeThread("a.b*"), "other.t9", "acme.x2", "acme.gone"} {
 		if _, err := kv.Put(ctx, k, []byte("ckpt")); err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +507,7 @@ func TestThreadListPages(t *testing.T) {
 	tok := token(t, "acme")
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,11 +523,11 @@ func TestThreadListPages(t *testing.T) {
 	// Keys put in an order unrelated to the ids.
 	for i := range n {
 		id := want[(i*7919)%n]
-		if _, err := kv.Put(ctx, pipeline.CheckpointKey("acme", pipeline.EncodeThread(id)), []byte("ckpt")); err != nil {
+		if _, err := kv.Put(ctx, wire.CheckpointKey("acme", wire.EncodeThread(id)), []byte("ckpt")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kv.Put(ctx, pipeline.CheckpointKey("other", "t00001"), []byte("ckpt")); err != nil {
+	if _, err := kv.Put(ctx, wire.CheckpointKey("other", "t00001"), []byte("ckpt")); err != nil {
 		t.Fatal(err)
 	}
 	page := func(query string) (ids []string, next string) {
@@ -571,7 +571,7 @@ func TestThreadListPages(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged %d threads (first %q, last %q), want %d in id order", len(got), got[0], got[len(got)-1], n)
 	}
-	if ids, next := page("?limit=10000&after=" + url.QueryEscape(pipeline.EncodeThread(want[n-2]))); len(ids) != 1 || ids[0] != want[n-1] || next != "" {
+	if ids, next := page("?limit=10000&after=" + url.QueryEscape(wire.EncodeThread(want[n-2]))); len(ids) != 1 || ids[0] != want[n-1] || next != "" {
 		t.Fatalf("last page: %v, next %q", ids, next)
 	}
 	for _, q := range []struct{ query, reason string }{
@@ -592,11 +592,11 @@ func TestTap(t *testing.T) {
 	_, hs := newServer(t, nc, nil)
 	publish := func() {
 		for _, m := range []struct{ subj, data string }{
-			{pipeline.TapSubject("other", "RUN_STARTED", "t1"), `{"tenant":"other"}`},
-			{pipeline.TapSubject("acme", "RUN_STARTED", "t1"), `{"n":1}`},
-			{pipeline.TapSubject("acme", "RUN_STARTED", "x1"), `{"n":2}`},
-			{pipeline.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t1"), `{"n":3}`},
-			{pipeline.TapSubject("acme", pipeline.RunSummaryType, "t1"), `{"n":4}`},
+			{wire.TapSubject("other", "RUN_STARTED", "t1"), `{"tenant":"other"}`},
+			{wire.TapSubject("acme", "RUN_STARTED", "t1"), `{"n":1}`},
+			{wire.TapSubject("acme", "RUN_STARTED", "x1"), `{"n":2}`},
+			{wire.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t1"), `{"n":3}`},
+			{wire.TapSubject("acme", wire.RunSummaryType, "t1"), `{"n":4}`},
 		} {
 			if err := pub.Publish(m.subj, []byte(m.data)); err != nil {
 				t.Fatal(err)
@@ -741,11 +741,11 @@ func TestTapSlowReaderCut(t *testing.T) {
 	}()
 	big := `{"pad":"` + strings.Repeat("x", 16<<10) + `"}`
 	for i := 0; i < 3*tapPending; i++ {
-		if err := pub.Publish(pipeline.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
+		if err := pub.Publish(wire.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
 			t.Fatal(err)
 		}
 		if i < 200 {
-			if err := pub.Publish(pipeline.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
+			if err := pub.Publish(wire.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -886,7 +886,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := func(tenant, thread, data string) {
-		subj, _ := pipeline.EventSubject(tenant, thread)
+		subj, _ := wire.EventSubject(tenant, thread)
 		if _, err := js.Publish(context.Background(), subj, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -919,11 +919,11 @@ func TestDeadLetters(t *testing.T) {
 			t.Errorf("not oldest first: %d after %d", dl.Seq, all[i-1].Seq)
 		}
 		switch {
-		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindDecode && dl.Data == "not json" && dl.EventSeq != 0 && !dl.Truncated:
+		case dl.Thread == "t1" && dl.Kind == wire.ErrKindDecode && dl.Data == "not json" && dl.EventSeq != 0 && !dl.Truncated:
 			found++
-		case dl.Thread == "t2" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "L1"):
+		case dl.Thread == "t2" && dl.Kind == wire.ErrKindInvalid && strings.Contains(dl.Error, "L1"):
 			found++
-		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "out of range") &&
+		case dl.Thread == "t1" && dl.Kind == wire.ErrKindInvalid && strings.Contains(dl.Error, "out of range") &&
 			dl.Truncated && dl.Bytes > 5000 && len(dl.Data) == deadLetterData:
 			found++
 		}

@@ -17,14 +17,13 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
 // with a snapshot request (so it is exactly what a joining subscriber
 // would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
-// view is windowed to the newest N messages (pipeline/frame.go); the ETag
+// view is windowed to the newest N messages (wire/frame.go); the ETag
 // then names the window too.
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
@@ -35,7 +34,7 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	tok := pipeline.EncodeThread(thread)
+	tok := wire.EncodeThread(thread)
 	sn, err := s.hub.snapshot(r.Context(), c.Tenant, tok, window)
 	if err != nil {
 		s.log.Warn("fanout: view request failed", "tenant", c.Tenant, "err", err)
@@ -51,7 +50,7 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 		etag = `"` + strconv.FormatUint(sn.seq, 10) + "w" + strconv.Itoa(window) + `"`
 	}
 	w.Header().Set("ETag", etag)
-	w.Header().Set(pipeline.HeaderSeq, strconv.FormatUint(sn.seq, 10))
+	w.Header().Set(wire.HeaderSeq, strconv.FormatUint(sn.seq, 10))
 	w.Header().Set("Cache-Control", "no-cache")
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
@@ -82,7 +81,7 @@ func mustJSON(v string) []byte {
 // ThreadInfo is one entry of GET /v1/threads.
 //
 // In the listing, Seq, Status and LastEvent are the summary the pipeline
-// stored with the thread's last checkpoint (pipeline.HeaderStatus): as of
+// stored with the thread's last checkpoint (wire.HeaderStatus): as of
 // Updated, so at most a checkpoint interval (or a run's end) behind the
 // live view. They are absent for a checkpoint written before the pipeline
 // stored a summary, and LastEvent also when no event was applied since the
@@ -123,7 +122,7 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 	}
 	var after *string
 	if v, ok := q["after"]; ok {
-		id, err := pipeline.DecodeThread(v[0])
+		id, err := wire.DecodeThread(v[0])
 		if err != nil {
 			s.denyDetail(w, http.StatusBadRequest, "bad_cursor", "after must be the next cursor of an earlier page")
 			return
@@ -143,7 +142,7 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		Next    string       `json:"next,omitempty"`
 	}{Threads: out}
 	if more {
-		page.Next = pipeline.EncodeThread(out[len(out)-1].Thread)
+		page.Next = wire.EncodeThread(out[len(out)-1].Thread)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(page)
@@ -298,17 +297,17 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 	if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return ThreadInfo{}, false
 	}
-	_, tok, err := pipeline.ParseCheckpointKey(key)
+	_, tok, err := wire.ParseCheckpointKey(key)
 	if err != nil {
 		return ThreadInfo{}, false
 	}
-	id, err := pipeline.DecodeThread(tok)
+	id, err := wire.DecodeThread(tok)
 	if err != nil || !allow(id) {
 		return ThreadInfo{}, false
 	}
-	info := ThreadInfo{Thread: id, Updated: at.UTC(), Status: h.Get(pipeline.HeaderStatus)}
-	info.Seq, _ = strconv.ParseUint(h.Get(pipeline.HeaderSeq), 10, 64)
-	if ms, err := strconv.ParseInt(h.Get(pipeline.HeaderLastEvent), 10, 64); err == nil && ms > 0 {
+	info := ThreadInfo{Thread: id, Updated: at.UTC(), Status: h.Get(wire.HeaderStatus)}
+	info.Seq, _ = strconv.ParseUint(h.Get(wire.HeaderSeq), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get(wire.HeaderLastEvent), 10, 64); err == nil && ms > 0 {
 		t := time.UnixMilli(ms).UTC()
 		info.LastEvent = &t
 	}
@@ -324,7 +323,7 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 	}
 	defer end()
 	ch := make(chan *nats.Msg, 1024) // bounded: a slow reader loses updates (counted), not memory
-	sub, err := s.nc.ChanSubscribe(pipeline.ViewPrefix+"."+tenant+".*", ch)
+	sub, err := s.nc.ChanSubscribe(wire.ViewPrefix+"."+tenant+".*", ch)
 	if err != nil {
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
@@ -376,13 +375,13 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	var only map[string]bool
 	switch {
 	case len(types) == 0:
-		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		subjects = []string{wire.TapPrefix + "." + c.Tenant + ".*.*"}
 	case len(types) <= tapSubsMax:
 		for _, t := range types {
-			subjects = append(subjects, pipeline.TapPrefix+"."+c.Tenant+"."+t+".*")
+			subjects = append(subjects, wire.TapPrefix+"."+c.Tenant+"."+t+".*")
 		}
 	default:
-		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		subjects = []string{wire.TapPrefix + "." + c.Tenant + ".*.*"}
 		only = make(map[string]bool, len(types))
 		for _, t := range types {
 			only[t] = true
@@ -449,7 +448,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		}
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
-			id, err := pipeline.DecodeThread(m.Subject[i+1:])
+			id, err := wire.DecodeThread(m.Subject[i+1:])
 			if err != nil || !c.AllowsThread(id) {
 				return dst
 			}
@@ -486,12 +485,12 @@ func parseTapTypes(list string) ([]string, *tapTypeErr) {
 	}
 	var out []string
 	for t := range strings.SplitSeq(list, ",") {
-		if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
+		if t != wire.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
 			q := t
 			if len(q) > 40 {
 				q = q[:40] + "…"
 			}
-			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, pipeline.RunSummaryType)}
+			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, wire.RunSummaryType)}
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)

@@ -26,8 +26,8 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/longthread"
 	"github.com/threadcast/threadcast/internal/testsupport"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startNATSMaxPayload is startNATS with another max payload.
@@ -66,7 +66,7 @@ func newStoredThread(t testing.TB, js jetstream.JetStream, tenant, id string) *s
 // publish stores evs in JSONL batches of up to 500 events.
 func (lt *storedThread) publish(t testing.TB, evs []json.RawMessage) {
 	t.Helper()
-	subj, err := pipeline.EventSubject(lt.tenant, lt.id)
+	subj, err := wire.EventSubject(lt.tenant, lt.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func (lt *storedThread) publish(t testing.TB, evs []json.RawMessage) {
 		for _, e := range evs[i : i+n] {
 			body = append(body, e)
 		}
-		msg := &nats.Msg{Subject: subj, Data: bytes.Join(body, []byte("\n")), Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(n)}}}
+		msg := &nats.Msg{Subject: subj, Data: bytes.Join(body, []byte("\n")), Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(n)}}}
 		ack, err := lt.js.PublishMsg(context.Background(), msg)
 		if err != nil {
 			t.Fatalf("publish: %v", err)
@@ -145,7 +145,7 @@ func waitApplied(t testing.TB, hsURL, tok string, lt *storedThread) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.Header.Get(pipeline.HeaderSeq) == want
+		return resp.Header.Get(wire.HeaderSeq) == want
 	})
 }
 
@@ -537,7 +537,7 @@ func windowedJoins(t *testing.T, size int) {
 					if err != nil {
 						at := "?"
 						if resp, err := authGet(hs.URL+base+"?window=1", tok); err == nil {
-							at = resp.Header.Get(pipeline.HeaderSeq)
+							at = resp.Header.Get(wire.HeaderSeq)
 							resp.Body.Close()
 						}
 						t.Fatalf("%v (the pipeline at seq %s of %d; the fanout's NATS connection reconnected %d times; the last payload: %.300s)", err, at, lt.lastSeq(), fnc.Stats().Reconnects, last)
@@ -618,8 +618,8 @@ func checkREST(t *testing.T, hsURL, base, tok string, lt *storedThread) {
 			t.Fatalf("windowed REST view: %s is %.200s, the offline window's %.200s", k, doc[k], wantMap[k])
 		}
 	}
-	if v.Seq != want.Seq() || h.Get(pipeline.HeaderSeq) != strconv.FormatUint(want.Seq(), 10) || h.Get("ETag") != fmt.Sprintf(`"%dw50"`, want.Seq()) {
-		t.Fatalf("windowed REST view at seq %d (Tc-Seq %s, ETag %s); want %d", v.Seq, h.Get(pipeline.HeaderSeq), h.Get("ETag"), want.Seq())
+	if v.Seq != want.Seq() || h.Get(wire.HeaderSeq) != strconv.FormatUint(want.Seq(), 10) || h.Get("ETag") != fmt.Sprintf(`"%dw50"`, want.Seq()) {
+		t.Fatalf("windowed REST view at seq %d (Tc-Seq %s, ETag %s); want %d", v.Seq, h.Get(wire.HeaderSeq), h.Get("ETag"), want.Seq())
 	}
 
 	// Pages back to the first message.

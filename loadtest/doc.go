@@ -107,7 +107,7 @@
 // on loopback ports, and is removed at the end: --embedded node (the
 // default) is package node, the assembly `threadcast serve` runs (embedded
 // NATS with JetStream, ingest and fanout sharing one NATS connection);
-// --embedded parts is assembled here from pipeline.StartServer,
+// --embedded parts is assembled here from natsembed.Start,
 // pipeline.Ingest and fanout.Server with a NATS connection each, as separate
 // processes would have, and its ingest can be restarted alone
 // (ingest-restart selects it).

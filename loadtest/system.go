@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 )
@@ -58,9 +59,9 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	}
 	e := &embedded{log: log, dir: dir, Key: make([]byte, 32)}
 	_, _ = rand.Read(e.Key)
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = dir
-	if e.srv, err = pipeline.StartServer(sc); err != nil {
+	if e.srv, err = natsembed.Start(sc); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -30,10 +30,12 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
@@ -113,7 +115,7 @@ type Config struct {
 	// the bridge answers 507 and /readyz fails until there is room.
 	StoreMinFree uint64
 	// BridgeWindow bounds the bytes of one bridge request's events
-	// published and not yet acked (pipeline.BridgeConfig.Window; 0: 1 MiB).
+	// published and not yet acked (bridge.Config.Window; 0: 1 MiB).
 	BridgeWindow int
 
 	// MaxConns caps the HTTP connections open at once (streams included:
@@ -360,7 +362,7 @@ func (n *Node) start() error {
 func (n *Node) startNats() error {
 	url := n.cfg.NatsURL
 	var issuer nkeys.KeyPair
-	var sauth *pipeline.ServerAuth
+	var sauth *natsembed.Auth
 	switch {
 	case url == "":
 		// The embedded server is locked: the node's connections are the
@@ -375,7 +377,7 @@ func (n *Node) startNats() error {
 		}
 		pub, _ := svc.PublicKey()
 		n.svcAuth = nats.Nkey(pub, svc.Sign)
-		sauth = &pipeline.ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
+		sauth = &natsembed.Auth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
 		sauth.CalloutIssuer, _ = issuer.PublicKey()
 	case n.cfg.NatsNkey != "":
 		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)
@@ -408,12 +410,12 @@ func (n *Node) startNats() error {
 		if err != nil {
 			return err
 		}
-		sc := pipeline.DefaultServerConfig()
+		sc := natsembed.DefaultConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
 		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
 		sc.Auth = sauth
 		sc.OnWriteError = n.storage.ReportWriteError
-		if n.srv, err = pipeline.StartServer(sc); err != nil {
+		if n.srv, err = natsembed.Start(sc); err != nil {
 			return err
 		}
 		url = n.srv.ClientURL()
@@ -532,7 +534,7 @@ func PrepareDataDir(dir string) error {
 // proves it free: nats-server reports a taken port only in its own log and
 // then lets the start-up time out, which would leave the user waiting for
 // an unrelated error. (The port could be taken between this check and the
-// server's listen; the start-up then fails with ErrServerStart.)
+// server's listen; the start-up then fails with natsembed.ErrStart.)
 func listenAddr(addr string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -621,7 +623,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if n.bridge, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
-	bc := pipeline.BridgeConfig{Publisher: n.bridge, Verify: pipeline.BridgeVerifier(n.verifier), Quota: lim,
+	bc := bridge.Config{Publisher: n.bridge, Verify: bridge.Verifier(n.verifier), Quota: lim,
 		MaxEventBytes: n.cfg.Pipeline.MaxEventBytes(), IdempotencyWindow: pc.Duplicates, Window: n.cfg.BridgeWindow, Storage: n.storage}
 	if bc.Idempotency, err = n.idempotencyBucket(&pc); err != nil {
 		return nil, err
@@ -629,7 +631,7 @@ func (n *Node) startIngest() (http.Handler, error) {
 	if retained != nil {
 		bc.Retained = retained.Check
 	}
-	b, err := pipeline.NewBridge(bc)
+	b, err := bridge.New(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -646,7 +648,7 @@ func (n *Node) idempotencyBucket(pc *pipeline.Config) (jetstream.KeyValue, error
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
 	defer cancel()
-	return pipeline.EnsureIdempotencyBucket(ctx, js, pc)
+	return bridge.EnsureIdempotencyBucket(ctx, js, pc)
 }
 
 func (n *Node) startHTTP(h http.Handler) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -167,9 +168,9 @@ func TestNodeEmbedded(t *testing.T) {
 // each serves only its own routes.
 func TestNodeParts(t *testing.T) {
 	base := runtime.NumGoroutine()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(sc)
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 const (
@@ -352,7 +353,7 @@ func newProbe(t *testing.T, nc *nats.Conn) *probe {
 	found := 0
 	for k := 0; found < clusterParts; k++ {
 		id := "probe-" + strconv.Itoa(k)
-		part := pipeline.Partition("acme", pipeline.EncodeThread(id), clusterParts)
+		part := wire.Partition("acme", wire.EncodeThread(id), clusterParts)
 		if p.threads[part] == "" {
 			p.threads[part] = id
 			found++
@@ -370,7 +371,7 @@ func (p *probe) served(since time.Time, limit time.Duration) time.Duration {
 	want := make([]uint64, clusterParts)
 	deadline := since.Add(limit)
 	for part, id := range p.threads {
-		subj, _ := pipeline.EventSubject("acme", id)
+		subj, _ := wire.EventSubject("acme", id)
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			ack, err := p.js.Publish(ctx, subj, []byte(ev), jetstream.WithMsgID(fmt.Sprintf("probe-%d-%d", p.n, part)))
@@ -386,11 +387,11 @@ func (p *probe) served(since time.Time, limit time.Duration) time.Duration {
 		}
 	}
 	for part, id := range p.threads {
-		tok := pipeline.EncodeThread(id)
+		tok := wire.EncodeThread(id)
 		for {
-			msg, err := p.nc.Request(pipeline.SnapSubject(part, "acme", tok), nil, 500*time.Millisecond)
+			msg, err := p.nc.Request(wire.SnapSubject(part, "acme", tok), nil, 500*time.Millisecond)
 			if err == nil {
-				if snap, err := pipeline.ParseSnapshot(msg); err == nil && snap.Seq >= want[part] {
+				if snap, err := wire.ParseSnapshot(msg); err == nil && snap.Seq >= want[part] {
 					break
 				}
 			}
@@ -495,7 +496,7 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, pipeline.DefaultStream)
+	st, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,9 +518,9 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 		for msg := range batch.Messages() {
 			n++
 			meta, _ := msg.Metadata()
-			_, tenant, tok, err := pipeline.ParseStoredSubject(msg.Subject())
+			_, tenant, tok, err := wire.ParseStoredSubject(msg.Subject())
 			if err == nil && tenant == "acme" {
-				id, _ := pipeline.DecodeThread(tok)
+				id, _ := wire.DecodeThread(tok)
 				for _, line := range bytes.Split(msg.Data(), []byte("\n")) {
 					if len(bytes.TrimSpace(line)) > 0 {
 						out[id] = append(out[id], storedEvent{meta.Sequence.Stream, bytes.Clone(line)})
@@ -722,7 +723,7 @@ func TestClusterFaults(t *testing.T) {
 	// the load has sent every thread's last event before this point.
 	for _, s := range subs {
 		if s.nodes[0] == f1 {
-			subj, _ := pipeline.EventSubject("acme", s.thread)
+			subj, _ := wire.EventSubject("acme", s.thread)
 			waitFor(t, 10*time.Second, "nudge "+s.thread, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
@@ -770,15 +771,15 @@ func TestClusterFaults(t *testing.T) {
 			continue
 		}
 		wantSeq := evs[len(evs)-1].seq
-		tokn := pipeline.EncodeThread(id)
-		part := pipeline.Partition("acme", tokn, clusterParts)
-		var snap pipeline.Snapshot
+		tokn := wire.EncodeThread(id)
+		part := wire.Partition("acme", tokn, clusterParts)
+		var snap wire.Snapshot
 		waitFor(t, 30*time.Second, id+" caught up", func() error {
-			msg, err := admin.Request(pipeline.SnapSubject(part, "acme", tokn), nil, time.Second)
+			msg, err := admin.Request(wire.SnapSubject(part, "acme", tokn), nil, time.Second)
 			if err != nil {
 				return err
 			}
-			snap, err = pipeline.ParseSnapshot(msg)
+			snap, err = wire.ParseSnapshot(msg)
 			if err != nil {
 				return err
 			}

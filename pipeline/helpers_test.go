@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/threadcast/threadcast/natsembed"
 )
 
 // runServer starts an embedded JetStream server on a random port with a
@@ -20,9 +21,9 @@ func runServer(tb testing.TB) *server.Server {
 
 func runServerAt(tb testing.TB, dir string) *server.Server {
 	tb.Helper()
-	cfg := DefaultServerConfig()
+	cfg := natsembed.DefaultConfig()
 	cfg.StoreDir = dir
-	s, err := StartServer(cfg)
+	s, err := natsembed.Start(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

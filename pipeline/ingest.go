@@ -202,10 +202,10 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 				return fmt.Errorf("pipeline: consume partition %d: %w", p, err)
 			}
 			ccs = append(ccs, cc)
-			sub, err := in.nc.Subscribe(SnapPartitionWildcard(p), func(req *nats.Msg) {
+			sub, err := in.nc.Subscribe(wire.SnapPartitionWildcard(p), func(req *nats.Msg) {
 				if !sh.snapq.add(req) { // overflow policy: tail drop (snapshot.go)
 					in.m.Snapshots.WithLabelValues("busy").Inc()
-					snapError(req, SnapErrBusy, "snapshot queue full")
+					snapError(req, wire.SnapErrBusy, "snapshot queue full")
 				}
 			})
 			if err != nil {
@@ -342,7 +342,7 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p i
 	cc := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "Threadcast ingest, partition " + strconv.Itoa(p),
-		FilterSubject: PartitionFilter(p),
+		FilterSubject: wire.PartitionFilter(p),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       cfg.AckWait,

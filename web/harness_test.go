@@ -25,8 +25,10 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // threadcast is Threadcast assembled in the test process the way
@@ -47,9 +49,9 @@ var testTenants = []string{"acme", "globex", "initech"}
 // configuration.
 func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(sc)
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func threadPath(id string) string { return "/v1/threads/" + url.PathEscape(id) }
 // line, Tc-Batch counting them) on the thread's event subject.
 func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.Msg {
 	t.Helper()
-	subj, err := pipeline.EventSubject(tenant, thread)
+	subj, err := wire.EventSubject(tenant, thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.
 		lines[k] = e
 	}
 	return &nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
-		Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}}
+		Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(len(evs))}}}
 }
 
 // waitFor polls cond until it holds or the timeout passes.

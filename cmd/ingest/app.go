@@ -22,9 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/busauth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 )
@@ -89,7 +91,7 @@ func (a *app) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		sc := pipeline.DefaultServerConfig()
+		sc := natsembed.DefaultConfig()
 		sc.Host, sc.Port, sc.StoreDir = host, port, a.cfg.DataDir
 		sc.MaxPayload = max(a.cfg.Pipeline.MaxMsgSize, 1<<20)
 		if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 {
@@ -103,7 +105,7 @@ func (a *app) Run(ctx context.Context) error {
 			a.log.Warn("embedded NATS server open to anonymous clients: give --auth-key or a JWKS source to lock it (agents then connect with publish tokens)")
 		}
 		sc.OnWriteError = storage.ReportWriteError
-		if srv, err = pipeline.StartServer(sc); err != nil {
+		if srv, err = natsembed.Start(sc); err != nil {
 			return err
 		}
 		defer func() {
@@ -212,14 +214,14 @@ func (a *app) Run(ctx context.Context) error {
 	a.storage = storage
 	a.mu.Unlock()
 
-	var bridge http.Handler
+	var bridgeH http.Handler
 	if a.cfg.AuthKey != "" || len(a.cfg.Tokens.JWKS) > 0 || a.cfg.BridgeNoAuth {
 		if !a.cfg.BridgeNoAuth {
 			v, err := a.sharedVerifier()
 			if err != nil {
 				return err
 			}
-			a.tokens = pipeline.BridgeVerifier(v)
+			a.tokens = bridge.Verifier(v)
 			a.reg.MustRegister(fanout.VerifierCollectors(v)...) // threadcast_auth_jwks_*
 		}
 		pub, err := agent.New(nc, agent.DefaultConfig())
@@ -239,19 +241,19 @@ func (a *app) Run(ctx context.Context) error {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
 		kctx, kcancel := context.WithTimeout(ctx, 10*time.Second)
-		kv, err := pipeline.EnsureIdempotencyBucket(kctx, js, &pc)
+		kv, err := bridge.EnsureIdempotencyBucket(kctx, js, &pc)
 		kcancel()
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
-		b, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
+		b, err := bridge.New(bridge.Config{Publisher: pub, Verify: a.verify, Quota: lim, Retained: pc.Retained,
 			Idempotency: kv, IdempotencyWindow: pc.Duplicates, Window: a.cfg.BridgeWindow, Storage: storage,
 			MaxEventBytes: a.cfg.Pipeline.MaxEventBytes()})
 		if err != nil {
 			return fmt.Errorf("ingest: bridge: %w", err)
 		}
 		a.reg.MustRegister(b.Collectors()...) // threadcast_bridge_*
-		bridge = b
+		bridgeH = b
 	}
 
 	ln, err := net.Listen("tcp", a.cfg.HTTP)
@@ -264,7 +266,7 @@ func (a *app) Run(ctx context.Context) error {
 		Help: "HTTP connections refused because the process held --max-conns connections."})
 	capped.OnRefuse = refused.Inc
 	a.reg.MustRegister(refused)
-	hs := &http.Server{Handler: a.routes(bridge), ReadHeaderTimeout: a.cfg.HeaderTimeout, IdleTimeout: a.cfg.IdleTimeout}
+	hs := &http.Server{Handler: a.routes(bridgeH), ReadHeaderTimeout: a.cfg.HeaderTimeout, IdleTimeout: a.cfg.IdleTimeout}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- hs.Serve(capped) }()
 
@@ -350,7 +352,7 @@ func reconnectDelay(attempts int) time.Duration {
 
 // lockEmbedded returns the embedded server's authorization: a service key
 // generated for this process (a.svcAuth) and a callout issuer key.
-func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
+func (a *app) lockEmbedded() (*natsembed.Auth, nkeys.KeyPair, error) {
 	svc, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ingest: service key: %w", err)
@@ -362,7 +364,7 @@ func (a *app) lockEmbedded() (*pipeline.ServerAuth, nkeys.KeyPair, error) {
 	pub, _ := svc.PublicKey()
 	ipub, _ := issuer.PublicKey()
 	a.svcAuth = nats.Nkey(pub, svc.Sign)
-	return &pipeline.ServerAuth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
+	return &natsembed.Auth{Services: []string{pub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}, issuer, nil
 }
 
 // startCallout runs the bus's auth callout (package busauth) on a

@@ -14,6 +14,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -36,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "connection cap over the fd limit", give: []string{"--max-conns", "100000000"}, wantErr: "--max-conns: connlimit: connection cap does not fit"},
 		{name: "no idle timeout", give: []string{"--http-idle-timeout", "0s"}, wantErr: "--http-idle-timeout"},
 		{name: "defaults", check: func(c config) error {
-			if c.NatsURL != "" || c.Pipeline.Partitions != pipeline.DefaultParts || c.Pipeline.Instances != 1 {
+			if c.NatsURL != "" || c.Pipeline.Partitions != wire.DefaultParts || c.Pipeline.Instances != 1 {
 				return fmt.Errorf("%+v", c)
 			}
 			return nil
@@ -201,10 +202,10 @@ func TestRunEmbedded(t *testing.T) {
 	defer nc.Close()
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		tokn := pipeline.EncodeThread("th.1")
-		msg, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tokn, 4), "acme", tokn), nil, 2*time.Second)
+		tokn := wire.EncodeThread("th.1")
+		msg, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tokn, 4), "acme", tokn), nil, 2*time.Second)
 		if err == nil {
-			snap, err := pipeline.ParseSnapshot(msg)
+			snap, err := wire.ParseSnapshot(msg)
 			if err == nil && snap.Status == "finished" && strings.Contains(string(snap.View), `"hello"`) {
 				break
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func TestParseConfigPartitionMode(t *testing.T) {
@@ -135,7 +136,7 @@ func TestRunLeaseMode(t *testing.T) {
 		!strings.Contains(body, `threadcast_ingest_lease_events_total{event="acquired"} 4`) {
 		t.Errorf("metrics %d: lease gauges missing", code)
 	}
-	subj, _ := pipeline.EventSubject("acme", "lease-thread")
+	subj, _ := wire.EventSubject("acme", "lease-thread")
 	for _, ev := range []string{`{"type":"RUN_STARTED","threadId":"lease-thread","runId":"r1"}`,
 		`{"type":"RUN_FINISHED","threadId":"lease-thread","runId":"r1"}`} {
 		if _, err := js.Publish(t.Context(), subj, []byte(ev)); err != nil {
@@ -143,12 +144,12 @@ func TestRunLeaseMode(t *testing.T) {
 		}
 	}
 	waitUntil(t, 20*time.Second, func() error {
-		tok := pipeline.EncodeThread("lease-thread")
-		msg, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tok, 4), "acme", tok), nil, 2*time.Second)
+		tok := wire.EncodeThread("lease-thread")
+		msg, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tok, 4), "acme", tok), nil, 2*time.Second)
 		if err != nil {
 			return err
 		}
-		snap, err := pipeline.ParseSnapshot(msg)
+		snap, err := wire.ParseSnapshot(msg)
 		if err != nil || snap.Status != "finished" {
 			return fmt.Errorf("snapshot %+v %v", snap, err)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
@@ -414,7 +415,7 @@ func startupHint(err error) error {
 		return fmt.Errorf("%w\n  (choose another address with --http)", err)
 	case errors.Is(err, node.ErrDataDir):
 		return fmt.Errorf("%w\n  (choose another directory with --data)", err)
-	case errors.Is(err, node.ErrNats), errors.Is(err, pipeline.ErrServerStart):
+	case errors.Is(err, node.ErrNats), errors.Is(err, natsembed.ErrStart):
 		return fmt.Errorf("%w\n  (check --nats-url, --nats-creds or --nats-listen)", err)
 	case errors.Is(err, connlimit.ErrTooMany):
 		return fmt.Errorf("%w\n  (lower --max-conns, or raise the file descriptor limit: ulimit -n)", err)

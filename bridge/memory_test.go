@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/bridge"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // eventBody is a JSONL body of size bytes generated as it is read (so the
@@ -119,14 +120,14 @@ func TestBridgeMemoryBounded(t *testing.T) {
 		maxEvent  = 64 << 10
 		window    = 256 << 10
 	)
-	bounded := func(c *pipeline.BridgeConfig) { c.MaxEventBytes = maxEvent; c.Window = window }
+	bounded := func(c *bridge.Config) { c.MaxEventBytes = maxEvent; c.Window = window }
 	env := startBridge(t, bounded)
 	small := concurrentBodies(t, env, n, 8<<20, eventSize, "small")
 	large := concurrentBodies(t, env, n, 32<<20, eventSize, "large")
 	if got, want := storedBytes(t, env), uint64(n*(40<<20)); got < want || got > want+want/10 {
 		t.Errorf("%d bytes stored, want the bodies' %d and at most 10%% of subjects and headers", got, want)
 	}
-	open := concurrentBodies(t, startBridge(t, func(c *pipeline.BridgeConfig) { c.MaxEventBytes = maxEvent; c.Window = -1 }),
+	open := concurrentBodies(t, startBridge(t, func(c *bridge.Config) { c.MaxEventBytes = maxEvent; c.Window = -1 }),
 		n, 32<<20, eventSize, "open")
 
 	perRequest := 4*maxEvent + window + 4<<10
@@ -147,7 +148,7 @@ func storedBytes(t *testing.T, env *bridgeEnv) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := env.js.Stream(ctx, pipeline.DefaultStream)
+	s, err := env.js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}

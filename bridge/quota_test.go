@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // quotaBridge starts a bridge holding tenants to def, on a clock that
@@ -27,7 +29,7 @@ func quotaBridge(t *testing.T, def quota.Limits) (*bridgeEnv, *quota.Limiter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startBridge(t, func(c *pipeline.BridgeConfig) { c.Quota = q }), q
+	return startBridge(t, func(c *bridge.Config) { c.Quota = q }), q
 }
 
 func jsonlEvents(from, n int) string {
@@ -40,7 +42,7 @@ func jsonlEvents(from, n int) string {
 
 // wantRefusal checks a 429: status, the draft's fields, the body's quota
 // and the count of events stored before the refusal.
-func wantRefusal(t *testing.T, status int, h http.Header, resp pipeline.BridgeResponse, policy, limit string, accepted int) {
+func wantRefusal(t *testing.T, status int, h http.Header, resp bridge.Response, policy, limit string, accepted int) {
 	t.Helper()
 	if status != http.StatusTooManyRequests {
 		t.Fatalf("status %d (%+v), want 429", status, resp)
@@ -88,7 +90,7 @@ func TestBridgeQuotaEventsPerSec(t *testing.T) {
 	}
 }
 
-func refusedMetric(t *testing.T, br *pipeline.Bridge, tenant, kind string) float64 {
+func refusedMetric(t *testing.T, br *bridge.Bridge, tenant, kind string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(br.Collectors()...)
@@ -223,10 +225,10 @@ func TestBridgeQuotaRetained(t *testing.T) {
 	qc := quota.DefaultConfig()
 	qc.Tenants = map[string]quota.Limits{"acme": {EventsRetained: 3}}
 	var rc *pipeline.RetainedCounter
-	env := startBridge(t, func(c *pipeline.BridgeConfig) {
+	env := startBridge(t, func(c *bridge.Config) {
 		c.Retained = func(tenant string) error { return rc.Check(tenant) }
 	})
-	rc = pipeline.NewRetainedCounter(env.js, pipeline.DefaultStream, qc, time.Hour, nil)
+	rc = pipeline.NewRetainedCounter(env.js, wire.DefaultStream, qc, time.Hour, nil)
 	for i := 0; i < 3; i++ { // one message each: every request waits for its ack
 		if status, _, resp := env.post(t, "acme", "t", "", strings.NewReader(jsonlEvents(i, 1))); status != http.StatusOK {
 			t.Fatalf("post %d before the poll: %d %+v", i, status, resp)

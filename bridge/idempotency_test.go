@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"bufio"
@@ -21,7 +21,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -35,16 +37,16 @@ type idemNode struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	pub  *agent.Publisher
-	br   *pipeline.Bridge
+	br   *bridge.Bridge
 	http *httptest.Server
 	env  *bridgeEnv // for post and stored
 }
 
 func startIdemNode(t testing.TB, dir string) *idemNode {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = dir
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +63,14 @@ func startIdemNode(t testing.TB, dir string) *idemNode {
 	if _, err := n.js.CreateOrUpdateStream(ctx, pipeline.StreamConfig(&cfg)); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := pipeline.EnsureIdempotencyBucket(ctx, n.js, &cfg)
+	kv, err := bridge.EnsureIdempotencyBucket(ctx, n.js, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n.pub, err = agent.New(n.nc, agent.DefaultConfig()); err != nil {
 		t.Fatal(err)
 	}
-	n.br, err = pipeline.NewBridge(pipeline.BridgeConfig{Publisher: n.pub, Verify: bridgeVerify,
+	n.br, err = bridge.New(bridge.Config{Publisher: n.pub, Verify: bridgeVerify,
 		Idempotency: kv, IdempotencyWindow: cfg.Duplicates})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +157,7 @@ func checkStoredOnce(t *testing.T, n *idemNode, thread string, events [][]byte) 
 }
 
 // postKey posts body with the Idempotency-Key header.
-func postKey(t *testing.T, n *idemNode, thread, key string, body []byte) (int, http.Header, pipeline.BridgeResponse) {
+func postKey(t *testing.T, n *idemNode, thread, key string, body []byte) (int, http.Header, bridge.Response) {
 	t.Helper()
 	u := n.http.URL + "/v1/ingest/acme/" + url.PathEscape(thread)
 	req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
@@ -163,13 +165,13 @@ func postKey(t *testing.T, n *idemNode, thread, key string, body []byte) (int, h
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", bridgeToken)
-	req.Header.Set(pipeline.HeaderIdempotencyKey, key)
+	req.Header.Set(bridge.HeaderIdempotencyKey, key)
 	resp, err := n.http.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var br pipeline.BridgeResponse
+	var br bridge.Response
 	raw, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(raw, &br); err != nil {
 		t.Fatalf("status %d, body %q: %v", resp.StatusCode, raw, err)
@@ -188,7 +190,7 @@ func startCut(t *testing.T, n *idemNode, thread, key string, part []byte) net.Co
 	t.Cleanup(func() { c.Close() })
 	w := bufio.NewWriter(c)
 	fmt.Fprintf(w, "POST /v1/ingest/acme/%s HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n%s: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
-		url.PathEscape(thread), bridgeToken, pipeline.HeaderIdempotencyKey, key)
+		url.PathEscape(thread), bridgeToken, bridge.HeaderIdempotencyKey, key)
 	fmt.Fprintf(w, "%x\r\n%s\r\n", len(part), part)
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -212,15 +214,15 @@ func TestBridgeIdempotentRetryAfterCut(t *testing.T) {
 	bridgeWaitFor(t, 10*time.Second, "the cut request to end", func() bool { return n.br.Stats().BadRequests == 1 })
 
 	status, hdr, resp := postKey(t, n, "t-cut", `"key-1"`, body)
-	if status != http.StatusOK || resp.Accepted != len(events) || resp.Duplicates != 152 || hdr.Get(pipeline.HeaderIdempotentReplay) != "" {
+	if status != http.StatusOK || resp.Accepted != len(events) || resp.Duplicates != 152 || hdr.Get(bridge.HeaderIdempotentReplay) != "" {
 		t.Fatalf("retry: status %d, %+v; want 200, %d accepted of which 152 duplicates", status, resp, len(events))
 	}
 	checkStoredOnce(t, n, "t-cut", events)
 
 	// Once more: the answer is replayed and nothing is published.
 	status2, hdr2, resp2 := postKey(t, n, "t-cut", `"key-1"`, body)
-	if status2 != status || !reflect.DeepEqual(resp2, resp) || hdr2.Get(pipeline.HeaderIdempotentReplay) != "true" {
-		t.Fatalf("second retry: status %d %+v (replay %q); want the first answer %d %+v", status2, resp2, hdr2.Get(pipeline.HeaderIdempotentReplay), status, resp)
+	if status2 != status || !reflect.DeepEqual(resp2, resp) || hdr2.Get(bridge.HeaderIdempotentReplay) != "true" {
+		t.Fatalf("second retry: status %d %+v (replay %q); want the first answer %d %+v", status2, resp2, hdr2.Get(bridge.HeaderIdempotentReplay), status, resp)
 	}
 	checkStoredOnce(t, n, "t-cut", events)
 	if st := n.br.Stats(); st.Replays != 1 || st.EventsDeduped != 152 {
@@ -253,7 +255,7 @@ func TestBridgeIdempotentRetryAfterRestart(t *testing.T) {
 
 	n = startIdemNode(t, dir)
 	status2, hdr2, resp2 := postKey(t, n, "t-restart", "bare-key-2", body)
-	if status2 != status || !reflect.DeepEqual(resp2, resp) || hdr2.Get(pipeline.HeaderIdempotentReplay) != "true" {
+	if status2 != status || !reflect.DeepEqual(resp2, resp) || hdr2.Get(bridge.HeaderIdempotentReplay) != "true" {
 		t.Fatalf("retry after a second restart: %d %+v; want the first answer replayed", status2, resp2)
 	}
 	checkStoredOnce(t, n, "t-restart", events)
@@ -308,7 +310,7 @@ func TestBridgeIdempotencyErrors(t *testing.T) {
 	env := startBridge(t, nil)
 	req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/acme/t", bytes.NewReader(body))
 	req.Header.Set("Authorization", bridgeToken)
-	req.Header.Set(pipeline.HeaderIdempotencyKey, `"k"`)
+	req.Header.Set(bridge.HeaderIdempotencyKey, `"k"`)
 	res, err := env.http.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +326,7 @@ func TestBridgeIdempotencyErrors(t *testing.T) {
 // published: without the record, the bridge cannot tell a retry.
 func TestBridgeIdempotencyStoreDown(t *testing.T) {
 	n := startIdemNode(t, t.TempDir())
-	if err := n.js.DeleteKeyValue(context.Background(), pipeline.DefaultIdempotencyBucket); err != nil {
+	if err := n.js.DeleteKeyValue(context.Background(), bridge.DefaultIdempotencyBucket); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := idemRun("t-down", 3)
@@ -345,19 +347,19 @@ func TestBridgeIdempotencyKeyForms(t *testing.T) {
 	if status, _, resp := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || resp.Accepted != len(events) {
 		t.Fatalf("escaped sf-string: %d %+v", status, resp)
 	}
-	if status, hdr, _ := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "true" {
-		t.Errorf("the same escaped key again: %d, replay %q", status, hdr.Get(pipeline.HeaderIdempotentReplay))
+	if status, hdr, _ := postKey(t, n, "t-forms", `"a\"b\\c"`, body); status != http.StatusOK || hdr.Get(bridge.HeaderIdempotentReplay) != "true" {
+		t.Errorf("the same escaped key again: %d, replay %q", status, hdr.Get(bridge.HeaderIdempotentReplay))
 	}
-	if status, hdr, _ := postKey(t, n, "t-forms", `"plain-1"`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "" {
+	if status, hdr, _ := postKey(t, n, "t-forms", `"plain-1"`, body); status != http.StatusOK || hdr.Get(bridge.HeaderIdempotentReplay) != "" {
 		t.Fatalf("new key: %d", status)
 	}
-	if status, hdr, _ := postKey(t, n, "t-forms", `plain-1`, body); status != http.StatusOK || hdr.Get(pipeline.HeaderIdempotentReplay) != "true" {
-		t.Errorf("bare token of the same key: %d, replay %q", status, hdr.Get(pipeline.HeaderIdempotentReplay))
+	if status, hdr, _ := postKey(t, n, "t-forms", `plain-1`, body); status != http.StatusOK || hdr.Get(bridge.HeaderIdempotentReplay) != "true" {
+		t.Errorf("bare token of the same key: %d, replay %q", status, hdr.Get(bridge.HeaderIdempotentReplay))
 	}
 	if got := len(n.env.stored(t)["t-forms"]); got != 2*len(events) {
 		t.Errorf("%d events stored, want %d (two keys, once each)", got, 2*len(events))
 	}
-	if pipeline.IdempotencyMsgID("acme", "t", "k", 3) == pipeline.IdempotencyMsgID("globex", "t", "k", 3) {
+	if bridge.IdempotencyMsgID("acme", "t", "k", 3) == bridge.IdempotencyMsgID("globex", "t", "k", 3) {
 		t.Error("two tenants share a message id for the same key")
 	}
 }

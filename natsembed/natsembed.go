@@ -1,4 +1,4 @@
-package pipeline
+package natsembed
 
 import (
 	"errors"
@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/threadcast/threadcast/wire"
 )
 
-// ServerConfig configures an embedded nats-server with JetStream, for
+// Config configures an embedded nats-server with JetStream, for
 // single-process deployments (cmd/ingest without --nats-url, cmd/threadcast)
 // and for tests.
-type ServerConfig struct {
+type Config struct {
 	// Host and Port to listen on. Port -1 picks a free port (tests); 0 means
 	// the NATS default 4222.
 	Host string
@@ -20,7 +21,7 @@ type ServerConfig struct {
 	// StoreDir is JetStream's file store directory. Required: an embedded
 	// server without a store would lose the event log on restart.
 	StoreDir string
-	// MaxPayload is the server's max message size (0 = DefaultMaxMsgSize,
+	// MaxPayload is the server's max message size (0 = DefaultMaxPayload,
 	// 8 MiB; nats-server allows up to 64 MiB). Must be ≥ the stream's
 	// MaxMsgSize; messages larger than it (frames, snapshot replies) travel
 	// in parts.
@@ -32,18 +33,19 @@ type ServerConfig struct {
 	// OnWriteError, when set, is called with the server's log line when
 	// JetStream reports a critical write error (a full disk: ENOSPC). After
 	// one, nats-server stops writing that stream until it restarts, and
-	// logs nothing else about it; StorageWatch.ReportWriteError keeps it.
+	// logs nothing else about it; pipeline.StorageWatch.ReportWriteError
+	// keeps it.
 	OnWriteError func(line string)
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
 	// Logs enables the server's own logging to stderr.
 	Logs bool
-	// Auth locks the server (see ServerAuth). Nil leaves it open to
+	// Auth locks the server (see Auth). Nil leaves it open to
 	// anonymous clients: only for tests that exercise ingest alone.
-	Auth *ServerAuth
+	Auth *Auth
 }
 
-// ServerAuth is how an embedded server authorizes its clients: Threadcast's
+// Auth is how an embedded server authorizes its clients: Threadcast's
 // own services by nkey, with full access, in the global account (which
 // holds the event stream and the buckets); every other client through the
 // auth callout (package busauth), which must be answering on one of the
@@ -58,7 +60,7 @@ type ServerConfig struct {
 // from the global account; an ack travels back on the import's private
 // reply subject to the agent's account, where nothing but agents' inboxes
 // can listen.
-type ServerAuth struct {
+type Auth struct {
 	// Services are the public user nkeys (U...) of Threadcast's own
 	// connections. At least one.
 	Services []string
@@ -69,25 +71,31 @@ type ServerAuth struct {
 	AgentAccount string
 }
 
-// DefaultServerConfig returns the defaults: loopback, a random port, 10 s
+// DefaultMaxPayload is Config.MaxPayload's value when it is 0: 8 MiB, the
+// largest max_payload nats-server recommends, and the event stream's
+// default MaxMsgSize (pipeline.DefaultMaxMsgSize), so that the largest
+// event the stream accepts also fits in one message of the server.
+const DefaultMaxPayload = 8 << 20
+
+// DefaultConfig returns the defaults: loopback, a random port, 10 s
 // start timeout. StoreDir is left for the caller.
-func DefaultServerConfig() ServerConfig {
-	return ServerConfig{Host: "127.0.0.1", Port: -1, StartTimeout: 10 * time.Second}
+func DefaultConfig() Config {
+	return Config{Host: "127.0.0.1", Port: -1, StartTimeout: 10 * time.Second}
 }
 
-// ErrServerStart is returned when the embedded server does not become ready.
-var ErrServerStart = errors.New("pipeline: embedded nats-server did not start")
+// ErrStart is returned when the embedded server does not become ready.
+var ErrStart = errors.New("natsembed: embedded nats-server did not start")
 
-// StartServer starts an embedded nats-server with JetStream and waits until it
+// Start starts an embedded nats-server with JetStream and waits until it
 // accepts connections. The caller owns the server: Shutdown then
 // WaitForShutdown stops it and every goroutine it started. Connect with
 // s.ClientURL() or nats.InProcessServer(s).
-func StartServer(cfg ServerConfig) (*server.Server, error) {
+func Start(cfg Config) (*server.Server, error) {
 	if cfg.StoreDir == "" {
-		return nil, fmt.Errorf("%w: no JetStream store directory", ErrServerStart)
+		return nil, fmt.Errorf("%w: no JetStream store directory", ErrStart)
 	}
 	if cfg.MaxPayload <= 0 {
-		cfg.MaxPayload = DefaultMaxMsgSize
+		cfg.MaxPayload = DefaultMaxPayload
 	}
 	opts := &server.Options{
 		Host:                  cfg.Host,
@@ -104,7 +112,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	if a := cfg.Auth; a != nil {
 		if len(a.Services) == 0 || a.CalloutIssuer == "" || a.AgentAccount == "" || a.AgentAccount == server.DEFAULT_GLOBAL_ACCOUNT {
-			return nil, fmt.Errorf("%w: auth needs service nkeys, a callout issuer and an agents' account other than the global one", ErrServerStart)
+			return nil, fmt.Errorf("%w: auth needs service nkeys, a callout issuer and an agents' account other than the global one", ErrStart)
 		}
 		for _, k := range a.Services {
 			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: k})
@@ -113,7 +121,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	if cfg.Logs {
 		s.ConfigureLogger()
@@ -131,20 +139,20 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if !s.ReadyForConnections(timeout) {
 		s.Shutdown()
 		s.WaitForShutdown()
-		return nil, fmt.Errorf("%w within %v", ErrServerStart, timeout)
+		return nil, fmt.Errorf("%w within %v", ErrStart, timeout)
 	}
 	if cfg.Auth != nil {
 		if err := agentAccount(s, cfg.Auth.AgentAccount); err != nil {
 			s.Shutdown()
 			s.WaitForShutdown()
-			return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
 	}
 	return s, nil
 }
 
 // agentAccount creates the agents' account, importing the events subjects
-// from the global account (see ServerAuth). It is created once the server
+// from the global account (see Auth). It is created once the server
 // runs: an account configured beforehand would make the global account
 // lose its JetStream (which only a server with no configured accounts
 // grants it), and with it the event log already in StoreDir. No agent can
@@ -156,11 +164,11 @@ func agentAccount(s *server.Server, name string) error {
 		return fmt.Errorf("agents' account %q: %w", name, err)
 	}
 	g := s.GlobalAccount()
-	if err := g.AddServiceExport(EventsWildcard, nil); err != nil {
-		return fmt.Errorf("export %s: %w", EventsWildcard, err)
+	if err := g.AddServiceExport(wire.EventsWildcard, nil); err != nil {
+		return fmt.Errorf("export %s: %w", wire.EventsWildcard, err)
 	}
-	if err := acc.AddServiceImport(g, EventsWildcard, ""); err != nil {
-		return fmt.Errorf("import %s: %w", EventsWildcard, err)
+	if err := acc.AddServiceImport(g, wire.EventsWildcard, ""); err != nil {
+		return fmt.Errorf("import %s: %w", wire.EventsWildcard, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package subject
+package wire
 
 import (
 	"encoding/base64"
@@ -19,7 +19,7 @@ import (
 //	view.<tenant>.<thread>               view frames (core NATS)
 //	tc.snap.<p>.<tenant>.<thread>        snapshot requests (request-reply)
 //	tc.part.<responder>.<reply>          the next window of a large reply
-//	                                     (package wire; internal, no tenant)
+//	                                     (responder.go; internal, no tenant)
 //	dlq.<tenant>.<thread>                dead letters (core NATS)
 //	tap.<tenant>.<TYPE>.<thread>         analytics tap: accepted, normalized events
 //	tap.<tenant>.RUN_SUMMARY.<thread>    analytics tap: one summary per finished run
@@ -46,10 +46,10 @@ const (
 
 // Errors returned by the subject functions.
 var (
-	ErrBadTenant  = errors.New("subject: invalid tenant name")
-	ErrBadThread  = errors.New("subject: invalid thread token")
-	ErrBadSubject = errors.New("subject: malformed subject")
-	ErrThreadLen  = errors.New("subject: thread id too long")
+	ErrBadTenant  = errors.New("wire: invalid tenant name")
+	ErrBadThread  = errors.New("wire: invalid thread token")
+	ErrBadSubject = errors.New("wire: malformed subject")
+	ErrThreadLen  = errors.New("wire: thread id too long")
 )
 
 // ValidTenant reports whether s is a valid tenant name: 1 to 63 characters
@@ -306,17 +306,6 @@ func DLQSubject(tenant, token string) string {
 // type name (upper case, token-safe) or RunSummaryType.
 func TapSubject(tenant, eventType, token string) string {
 	return TapPrefix + "." + tenant + "." + eventType + "." + token
-}
-
-// CheckpointKey returns the KV key <tenant>.<token> of a thread's checkpoint
-// in the views bucket. The token alphabet is a subset of the KV key alphabet.
-func CheckpointKey(tenant, token string) string {
-	return tenant + "." + token
-}
-
-// ParseCheckpointKey splits a CheckpointKey.
-func ParseCheckpointKey(key string) (tenant, token string, err error) {
-	return splitTenantToken(key, key)
 }
 
 // StreamSubjectTransform returns the destination of the stream's subject

@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"bytes"
@@ -23,16 +23,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // bridgeEnv is an embedded JetStream server with the event stream, a
 // Publisher and the bridge behind a real HTTP server.
 type bridgeEnv struct {
+	nc   *nats.Conn
 	js   jetstream.JetStream
 	pub  *agent.Publisher
-	br   *pipeline.Bridge
+	br   *bridge.Bridge
 	http *httptest.Server
 }
 
@@ -45,22 +49,22 @@ func bridgeVerify(r *http.Request, tenant string) error {
 		return errors.New("bad token")
 	}
 	if tenant == "other" {
-		return pipeline.ErrForbidden
+		return bridge.ErrForbidden
 	}
 	return nil
 }
 
-func startBridge(t *testing.T, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
+func startBridge(t *testing.T, mod func(*bridge.Config)) *bridgeEnv {
 	return startBridgeTB(t, mod)
 }
 
 func startBridgeB(b *testing.B) *bridgeEnv { return startBridgeTB(b, nil) }
 
-func startBridgeTB(t testing.TB, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
+func startBridgeTB(t testing.TB, mod func(*bridge.Config)) *bridgeEnv {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +95,11 @@ func startBridgeTB(t testing.TB, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
 			t.Errorf("publisher Close: %v", err)
 		}
 	})
-	bcfg := pipeline.BridgeConfig{Publisher: pub, Verify: bridgeVerify}
+	bcfg := bridge.Config{Publisher: pub, Verify: bridgeVerify}
 	if mod != nil {
 		mod(&bcfg)
 	}
-	br, err := pipeline.NewBridge(bcfg)
+	br, err := bridge.New(bcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +107,11 @@ func startBridgeTB(t testing.TB, mod func(*pipeline.BridgeConfig)) *bridgeEnv {
 	mux.Handle("/v1/ingest/", br) // mounted as cmd/* would
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close) // registered last: runs first, before the publisher closes
-	return &bridgeEnv{js: js, pub: pub, br: br, http: hs}
+	return &bridgeEnv{nc: nc, js: js, pub: pub, br: br, http: hs}
 }
 
 // post sends body to the bridge for tenant/thread (path-escaped here).
-func (e *bridgeEnv) post(t *testing.T, tenant, thread, contentType string, body io.Reader) (int, http.Header, pipeline.BridgeResponse) {
+func (e *bridgeEnv) post(t *testing.T, tenant, thread, contentType string, body io.Reader) (int, http.Header, bridge.Response) {
 	t.Helper()
 	u := e.http.URL + "/v1/ingest/" + tenant + "/" + url.PathEscape(thread)
 	req, err := http.NewRequest(http.MethodPost, u, body)
@@ -123,7 +127,7 @@ func (e *bridgeEnv) post(t *testing.T, tenant, thread, contentType string, body 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var br pipeline.BridgeResponse
+	var br bridge.Response
 	raw, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(raw, &br); err != nil {
 		t.Fatalf("status %d, body %q: %v", resp.StatusCode, raw, err)
@@ -136,7 +140,7 @@ func (e *bridgeEnv) stored(t *testing.T) map[string][][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := e.js.Stream(ctx, pipeline.DefaultStream)
+	s, err := e.js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +154,11 @@ func (e *bridgeEnv) stored(t *testing.T) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, tok, err := pipeline.ParseStoredSubject(m.Subject)
+		_, _, tok, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := pipeline.DecodeThread(tok)
+		id, err := wire.DecodeThread(tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +273,7 @@ func TestBridgeStreamsSSE(t *testing.T) {
 	pr, pw := io.Pipe()
 	type result struct {
 		status int
-		resp   pipeline.BridgeResponse
+		resp   bridge.Response
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -340,7 +344,7 @@ func TestBridgeErrors(t *testing.T) {
 		{name: "empty array", body: " [ ] ", wantStatus: 400, wantErr: `read as a JSON array (it starts with '['), which is empty; the body starts with " [ ] "`},
 		{name: "whitespace only", body: " \n\t\n", wantStatus: 400, wantErr: "the body holds no event: the body starts with \" \\n\\t\\n\" or only whitespace"},
 		{name: "JSONL broken after an event", body: good(0) + "\n{", wantStatus: 400, wantAccepted: 1, wantStored: 1,
-			wantErr: `pipeline: body read as JSONL (it starts with '{'): codec: `},
+			wantErr: `bridge: body read as JSONL (it starts with '{'): codec: `},
 		{name: "bad framing after good events", body: good(0) + "\n" + good(1) + "\n" + `]`,
 			wantStatus: 400, wantAccepted: 2, wantStored: 2, wantErr: "codec"},
 		{name: "missing auth", auth: "-", body: good(0), wantStatus: 401, wantErr: "bad token"},
@@ -360,7 +364,7 @@ func TestBridgeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := startBridge(t, func(c *pipeline.BridgeConfig) {
+			env := startBridge(t, func(c *bridge.Config) {
 				c.MaxEventBytes = 100
 				if strings.Contains(tt.name, "over the limit") {
 					c.MaxBodyBytes = int64(2*len(good(0)) + 10) // two events and a bit
@@ -389,7 +393,7 @@ func TestBridgeErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var got pipeline.BridgeResponse
+			var got bridge.Response
 			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 				t.Fatal(err)
 			}
@@ -435,7 +439,7 @@ func TestBridgeStats(t *testing.T) {
 	env.post(t, "acme", "t", "", strings.NewReader(ok+"\n"+`{"type":"NOPE"}`))
 	env.post(t, "acme", "t", "", strings.NewReader(`{"type":"NOPE"}`))
 	env.post(t, "other", "t", "", strings.NewReader(ok))
-	want := pipeline.BridgeStats{Requests: 3, AuthFailures: 1, BadRequests: 1, EventsAccepted: 1, EventsRejected: 2}
+	want := bridge.Stats{Requests: 3, AuthFailures: 1, BadRequests: 1, EventsAccepted: 1, EventsRejected: 2}
 	if got := env.br.Stats(); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
@@ -446,10 +450,10 @@ func TestBridgeStats(t *testing.T) {
 
 // TestNewBridgeNeedsPublisherAndVerify: no silent open door.
 func TestNewBridgeNeedsPublisherAndVerify(t *testing.T) {
-	if _, err := pipeline.NewBridge(pipeline.BridgeConfig{Verify: pipeline.VerifyAll}); !errors.Is(err, pipeline.ErrConfig) {
+	if _, err := bridge.New(bridge.Config{Verify: bridge.VerifyAll}); !errors.Is(err, pipeline.ErrConfig) {
 		t.Errorf("without a publisher: %v", err)
 	}
-	if _, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: &agent.Publisher{}}); !errors.Is(err, pipeline.ErrConfig) {
+	if _, err := bridge.New(bridge.Config{Publisher: &agent.Publisher{}}); !errors.Is(err, pipeline.ErrConfig) {
 		t.Errorf("without a verifier: %v", err)
 	}
 }
@@ -471,7 +475,7 @@ func TestBridgeNoGoroutineLeak(t *testing.T) {
 // the limit, and nothing of it is stored.
 func TestBridgeEventSizes(t *testing.T) {
 	env := startBridge(t, nil)
-	post := func(event string) (int, pipeline.BridgeResponse) {
+	post := func(event string) (int, bridge.Response) {
 		req, _ := http.NewRequest(http.MethodPost, env.http.URL+"/v1/ingest/acme/sizes", strings.NewReader(event))
 		req.Header.Set("Authorization", bridgeToken)
 		resp, err := env.http.Client().Do(req)
@@ -479,7 +483,7 @@ func TestBridgeEventSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var got pipeline.BridgeResponse
+		var got bridge.Response
 		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 			t.Fatal(err)
 		}

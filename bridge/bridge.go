@@ -1,13 +1,4 @@
-package pipeline
-
-// NOTE: the HTTP bridge. It lets an agent that only speaks AG-UI over HTTP
-// put a thread's events into the event log: POST them (JSONL, a JSON array,
-// or SSE — for example the agent's own SSE response, relayed as it streams)
-// and they are validated and published through the publisher SDK (agent/),
-// with its batching, de-duplication and per-event results. The bridge reads
-// the body incrementally: events reach JetStream while the body is still
-// arriving, and the response is written once the body has ended and every
-// accepted event is acked.
+package bridge
 
 import (
 	"bytes"
@@ -28,23 +19,24 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
-	"github.com/threadcast/threadcast/subject"
+	"github.com/threadcast/threadcast/wire"
 )
 
-// BridgePattern is the route the bridge serves, in net/http.ServeMux syntax.
+// Pattern is the route the bridge serves, in net/http.ServeMux syntax.
 // {thread...} is the rest of the path, percent-decoded: a thread id holding
 // '/' may be sent raw or as %2F; any other byte is sent percent-encoded.
 // Mount the bridge with mux.Handle("/v1/ingest/", bridge).
-const BridgePattern = "POST /v1/ingest/{tenant}/{thread...}"
+const Pattern = "POST /v1/ingest/{tenant}/{thread...}"
 
-// ErrForbidden may be returned (wrapped) by a BridgeConfig.Verify function to
+// ErrForbidden may be returned (wrapped) by a Config.Verify function to
 // answer 403 instead of 401: the credentials are valid but do not cover the
 // tenant.
-var ErrForbidden = errors.New("pipeline: forbidden")
+var ErrForbidden = errors.New("bridge: forbidden")
 
-// BridgeConfig configures a Bridge.
-type BridgeConfig struct {
+// Config configures a Bridge.
+type Config struct {
 	// Publisher publishes the events; the caller owns it (and closes it
 	// after the HTTP server has stopped).
 	Publisher *agent.Publisher
@@ -89,16 +81,16 @@ type BridgeConfig struct {
 	// with Retry-After and the reason, before the body is read. A request
 	// in progress stops waiting for its acks when storage becomes full,
 	// and JetStream's storage refusals of its events are reported to it.
-	Storage *StorageWatch
+	Storage *pipeline.StorageWatch
 	// Window bounds the bytes of one request's events published and not
 	// yet acked (agent.StreamOptions.Window). Zero:
 	// agent.DefaultStreamWindow (1 MiB).
 	Window int
 }
 
-// Bridge is the ingest HTTP bridge, an http.Handler for BridgePattern.
+// Bridge is the ingest HTTP bridge, an http.Handler for Pattern.
 //
-// Answers (always a JSON BridgeResponse, except for 404/405 from routing):
+// Answers (always a JSON Response, except for 404/405 from routing):
 //   - 200: the body was read to its end and at least one event was stored,
 //     or it held none that could be; rejected and failed events are listed
 //     with their 0-based index in the body and the reason.
@@ -112,7 +104,7 @@ type BridgeConfig struct {
 //     counted; the error names the limit).
 //   - 415: a Content-Type that is none of the accepted ones.
 //   - 422: every event of the body was invalid.
-//   - 429: the tenant is over a quota (BridgeConfig.Quota), with
+//   - 429: the tenant is over a quota (Config.Quota), with
 //     Retry-After, RateLimit-Policy and RateLimit fields and the quota named
 //     in the body's "quota" member. Over events retained, or when the
 //     Content-Length alone would take its body bytes in flight over the
@@ -123,11 +115,11 @@ type BridgeConfig struct {
 //     read.
 //   - 503: the events could not be stored (every accepted event failed, the
 //     publisher is closed or full).
-//   - 507: the event storage is full (BridgeConfig.Storage, or JetStream
+//   - 507: the event storage is full (Config.Storage, or JetStream
 //     refused an event for want of room), with Retry-After and the reason
 //     in "error"; "accepted" counts the events stored before.
 //
-// Idempotency-Key (BridgeConfig.Idempotency; the semantics of
+// Idempotency-Key (Config.Idempotency; the semantics of
 // draft-ietf-httpapi-idempotency-key-header). The key is an sf-string of 1
 // to MaxIdempotencyKeyLen printable ASCII bytes, scoped to the request's
 // tenant and thread. Each event of a keyed request is published alone,
@@ -153,7 +145,7 @@ type BridgeConfig struct {
 //
 // A Bridge is safe for concurrent use; it starts no goroutines.
 type Bridge struct {
-	cfg     BridgeConfig
+	cfg     Config
 	mux     *http.ServeMux
 	ctr     bridgeCounters
 	refused *prometheus.CounterVec // quota refusals by tenant (bounded) and quota
@@ -162,32 +154,32 @@ type Bridge struct {
 	idemBusy map[string]struct{}
 }
 
-// BridgeResponse is the JSON body of every bridge answer.
-type BridgeResponse struct {
+// Response is the JSON body of every bridge answer.
+type Response struct {
 	// Accepted counts the events of the body that are in the log.
 	Accepted int `json:"accepted"`
 	// Duplicates counts those of them an earlier request with the same
 	// Idempotency-Key had stored.
-	Duplicates    int              `json:"duplicates,omitempty"`
-	Events        int              `json:"events"`
-	Format        string           `json:"format,omitempty"`
-	Rejected      []BridgeEventErr `json:"rejected,omitempty"`
-	RejectedCount int              `json:"rejectedCount,omitempty"`
-	Failed        []BridgeEventErr `json:"failed,omitempty"`
-	FailedCount   int              `json:"failedCount,omitempty"`
-	Error         string           `json:"error,omitempty"`
+	Duplicates    int        `json:"duplicates,omitempty"`
+	Events        int        `json:"events"`
+	Format        string     `json:"format,omitempty"`
+	Rejected      []EventErr `json:"rejected,omitempty"`
+	RejectedCount int        `json:"rejectedCount,omitempty"`
+	Failed        []EventErr `json:"failed,omitempty"`
+	FailedCount   int        `json:"failedCount,omitempty"`
+	Error         string     `json:"error,omitempty"`
 	// Quota names the quota a 429 is about.
 	Quota *quota.Refusal `json:"quota,omitempty"`
 }
 
-// BridgeEventErr is one event of the body that is not in the log.
-type BridgeEventErr struct {
+// EventErr is one event of the body that is not in the log.
+type EventErr struct {
 	Index  int    `json:"index"`
 	Reason string `json:"reason"`
 }
 
-// BridgeStats are the bridge's counters (totals since NewBridge).
-type BridgeStats struct {
+// Stats are the bridge's counters (totals since New).
+type Stats struct {
 	Requests       uint64 // requests routed to the bridge
 	AuthFailures   uint64 // 401 and 403
 	BadRequests    uint64 // 400, 415 and 422
@@ -211,16 +203,16 @@ type bridgeCounters struct {
 	idemReplays, idemMismatch, idemConflicts, deduped                     atomic.Uint64
 }
 
-// NewBridge returns a Bridge. It fails without a Publisher or a Verify.
-func NewBridge(cfg BridgeConfig) (*Bridge, error) {
+// New returns a Bridge. It fails without a Publisher or a Verify.
+func New(cfg Config) (*Bridge, error) {
 	if cfg.Publisher == nil || cfg.Verify == nil {
-		return nil, fmt.Errorf("%w: the bridge needs a Publisher and a Verify function", ErrConfig)
+		return nil, fmt.Errorf("%w: the bridge needs a Publisher and a Verify function", pipeline.ErrConfig)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
 	if cfg.MaxEventBytes <= 0 {
-		cfg.MaxEventBytes = DefaultMaxMsgSize - EventHeaderRoom
+		cfg.MaxEventBytes = pipeline.DefaultMaxMsgSize - pipeline.EventHeaderRoom
 	}
 	if cfg.MaxErrors <= 0 {
 		cfg.MaxErrors = 100
@@ -238,16 +230,16 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		Namespace: "threadcast_bridge", Name: "quota_refused_total",
 		Help: "Requests refused or cut short over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."},
 		[]string{"tenant", "quota"})}
-	b.mux.HandleFunc(BridgePattern, b.ingest)
+	b.mux.HandleFunc(Pattern, b.ingest)
 	return b, nil
 }
 
-// ServeHTTP routes BridgePattern to the bridge; anything else is 404 or 405.
+// ServeHTTP routes Pattern to the bridge; anything else is 404 or 405.
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.ServeHTTP(w, r) }
 
 // Stats returns the counters. Safe for concurrent use.
-func (b *Bridge) Stats() BridgeStats {
-	return BridgeStats{
+func (b *Bridge) Stats() Stats {
+	return Stats{
 		Requests:       b.ctr.requests.Load(),
 		AuthFailures:   b.ctr.authFailures.Load(),
 		BadRequests:    b.ctr.badRequests.Load(),
@@ -273,7 +265,7 @@ func (b *Bridge) Collectors() []prometheus.Collector {
 			func() float64 { return float64(v.Load()) })
 	}
 	return []prometheus.Collector{
-		c("requests_total", "Ingest requests received.", &b.ctr.requests),
+		c("requests_total", "pipeline.Ingest requests received.", &b.ctr.requests),
 		c("auth_failures_total", "Requests refused by the verifier (401/403).", &b.ctr.authFailures),
 		c("bad_requests_total", "Requests answered 400, 415 or 422.", &b.ctr.badRequests),
 		c("too_large_total", "Requests over the body size limit (413).", &b.ctr.tooLarge),
@@ -305,15 +297,15 @@ var acceptedTypes = map[string]bool{
 func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	b.ctr.requests.Add(1)
 	tenant, thread := r.PathValue("tenant"), r.PathValue("thread")
-	if err := ValidTenant(tenant); err != nil {
+	if err := wire.ValidTenant(tenant); err != nil {
 		b.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	if thread == "" {
-		b.fail(w, http.StatusBadRequest, errors.New("pipeline: missing thread id in the path"))
+		b.fail(w, http.StatusBadRequest, errors.New("bridge: missing thread id in the path"))
 		return
 	}
-	if err := subject.ValidThread(thread); err != nil {
+	if err := wire.ValidThread(thread); err != nil {
 		b.fail(w, http.StatusBadRequest, err)
 		return
 	}
@@ -325,20 +317,20 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 		} else {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="threadcast"`)
 		}
-		writeJSON(w, status, BridgeResponse{Error: err.Error()})
+		writeJSON(w, status, Response{Error: err.Error()})
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !acceptedTypes[mt] {
-			b.fail(w, http.StatusUnsupportedMediaType, fmt.Errorf("pipeline: unsupported Content-Type %q", truncate(ct)))
+			b.fail(w, http.StatusUnsupportedMediaType, fmt.Errorf("bridge: unsupported Content-Type %q", truncate(ct)))
 			return
 		}
 	}
 	if r.ContentLength > b.cfg.MaxBodyBytes {
 		b.ctr.tooLarge.Add(1)
-		writeJSON(w, http.StatusRequestEntityTooLarge, BridgeResponse{
-			Error: fmt.Sprintf("pipeline: body of %d bytes over the limit of %d", r.ContentLength, b.cfg.MaxBodyBytes)})
+		writeJSON(w, http.StatusRequestEntityTooLarge, Response{
+			Error: fmt.Sprintf("bridge: body of %d bytes over the limit of %d", r.ContentLength, b.cfg.MaxBodyBytes)})
 		return
 	}
 	key, keyed, err := parseIdempotencyKey(r.Header.Get(HeaderIdempotencyKey))
@@ -352,13 +344,13 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	opts := agent.StreamOptions{MaxEventBytes: b.cfg.MaxEventBytes, MaxErrors: b.cfg.MaxErrors, Window: b.cfg.Window}
 	if b.cfg.Retained != nil {
 		if err := b.cfg.Retained(tenant); errors.Is(err, quota.ErrExceeded) {
-			b.overQuota(w, BridgeResponse{}, err)
+			b.overQuota(w, Response{}, err)
 			return
 		}
 	}
 	if st := b.cfg.Storage; st != nil {
 		if err := st.Check(); err != nil {
-			b.storageFull(w, BridgeResponse{}, err)
+			b.storageFull(w, Response{}, err)
 			return
 		}
 	}
@@ -366,7 +358,7 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	if q := b.cfg.Quota; q != nil {
 		qr, err := b.admit(tenant, r.ContentLength)
 		if err != nil {
-			b.overQuota(w, BridgeResponse{}, err)
+			b.overQuota(w, Response{}, err)
 			return
 		}
 		defer qr.release()
@@ -401,10 +393,10 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	var cerr *codec.Error
 	switch {
 	case errors.As(err, &cerr) && cerr.Kind == codec.KindTooLarge:
-		resp.Error = fmt.Sprintf("pipeline: the event at index %d is larger than the largest event accepted, %d bytes (--max-msg-size): %v",
+		resp.Error = fmt.Sprintf("bridge: the event at index %d is larger than the largest event accepted, %d bytes (--max-msg-size): %v",
 			res.Events, b.cfg.MaxEventBytes, err)
 	case errors.As(err, &cerr):
-		resp.Error = "pipeline: body read as " + formatName(res.Format) + ": " + err.Error() + "; " + body.starts()
+		resp.Error = "bridge: body read as " + formatName(res.Format) + ": " + err.Error() + "; " + body.starts()
 	case err != nil:
 		resp.Error = err.Error()
 	case status == http.StatusBadRequest:
@@ -457,14 +449,14 @@ func (b *Bridge) watchStorage(ctx context.Context) (context.Context, func()) {
 func (b *Bridge) storageRefusal(res agent.StreamResult) error {
 	st := b.cfg.Storage
 	for _, f := range res.Failed {
-		if IsStorageError(f.Err) {
+		if pipeline.IsStorageError(f.Err) {
 			if st != nil {
 				st.Report(f.Err)
 				if err := st.Check(); err != nil {
 					return err
 				}
 			}
-			return &StorageError{Reason: "JetStream refused a write: " + f.Err.Error(), RetryAfter: 5 * time.Second}
+			return &pipeline.StorageError{Reason: "JetStream refused a write: " + f.Err.Error(), RetryAfter: 5 * time.Second}
 		}
 	}
 	if st != nil && res.Accepted < res.Events-res.RejectedCount {
@@ -474,8 +466,8 @@ func (b *Bridge) storageRefusal(res agent.StreamResult) error {
 }
 
 // storageFull answers 507 for err (a *StorageError).
-func (b *Bridge) storageFull(w http.ResponseWriter, resp BridgeResponse, err error) {
-	var se *StorageError
+func (b *Bridge) storageFull(w http.ResponseWriter, resp Response, err error) {
+	var se *pipeline.StorageError
 	if errors.As(err, &se) {
 		w.Header().Set("Retry-After", se.RetryAfterSeconds())
 	}
@@ -543,7 +535,7 @@ func (r *quotaReader) release() {
 
 // overQuota answers 429 for err (an *quota.ExceededError) with resp's
 // counts of what was stored before it.
-func (b *Bridge) overQuota(w http.ResponseWriter, resp BridgeResponse, err error) {
+func (b *Bridge) overQuota(w http.ResponseWriter, resp Response, err error) {
 	var qe *quota.ExceededError
 	errors.As(err, &qe)
 	b.ctr.overQuota.Add(1)
@@ -579,20 +571,20 @@ func (b *Bridge) status(res agent.StreamResult, err error) int {
 	return http.StatusOK
 }
 
-func (b *Bridge) response(res agent.StreamResult) BridgeResponse {
+func (b *Bridge) response(res agent.StreamResult) Response {
 	b.ctr.accepted.Add(uint64(res.Accepted))
 	b.ctr.rejected.Add(uint64(res.RejectedCount))
 	b.ctr.failed.Add(uint64(res.FailedCount))
 	b.ctr.deduped.Add(uint64(res.Duplicates))
-	resp := BridgeResponse{
+	resp := Response{
 		Accepted: res.Accepted, Duplicates: res.Duplicates, Events: res.Events, Format: res.Format,
 		RejectedCount: res.RejectedCount, FailedCount: res.FailedCount,
 	}
 	for _, e := range res.Rejected {
-		resp.Rejected = append(resp.Rejected, BridgeEventErr{Index: e.Index, Reason: e.Err.Error()})
+		resp.Rejected = append(resp.Rejected, EventErr{Index: e.Index, Reason: e.Err.Error()})
 	}
 	for _, e := range res.Failed {
-		resp.Failed = append(resp.Failed, BridgeEventErr{Index: e.Index, Reason: e.Err.Error()})
+		resp.Failed = append(resp.Failed, EventErr{Index: e.Index, Reason: e.Err.Error()})
 	}
 	return resp
 }
@@ -610,10 +602,10 @@ func (b *Bridge) count(status int) {
 
 func (b *Bridge) fail(w http.ResponseWriter, status int, err error) {
 	b.count(status)
-	writeJSON(w, status, BridgeResponse{Error: err.Error()})
+	writeJSON(w, status, Response{Error: err.Error()})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v BridgeResponse) {
+func writeJSON(w http.ResponseWriter, status int, v Response) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do about it
@@ -666,16 +658,25 @@ func formatName(f string) string {
 func noEventReason(format string, h *headReader) string {
 	switch {
 	case !h.any:
-		return "pipeline: the body holds no event: " + h.starts() + " or only whitespace"
+		return "bridge: the body holds no event: " + h.starts() + " or only whitespace"
 	case format == "sse":
-		return "pipeline: the body holds no event: read as " + formatName(format) +
+		return "bridge: the body holds no event: read as " + formatName(format) +
 			`, no line is an SSE "data:" field; ` + h.starts()
 	}
-	return "pipeline: the body holds no event: read as " + formatName(format) + ", which is empty; " + h.starts()
+	return "bridge: the body holds no event: read as " + formatName(format) + ", which is empty; " + h.starts()
 }
 
-// VerifyAll is a BridgeConfig.Verify that accepts every request: for tests
+// VerifyAll is a Config.Verify that accepts every request: for tests
 // and for a laptop deployment that binds the bridge to loopback only.
 func VerifyAll(*http.Request, string) error { return nil }
 
 var _ http.Handler = (*Bridge)(nil)
+
+// truncate shortens a hostile input quoted in an error message.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"bytes"
@@ -21,7 +21,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/bridge"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // storageEnv is a bridge with a StorageWatch over a real embedded server
@@ -36,10 +39,10 @@ func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.Sto
 	t.Helper()
 	wcfg.Logger = slog.New(slog.DiscardHandler)
 	watch := pipeline.NewStorageWatch(wcfg)
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir, scfg.MaxFileStore = dir, maxStore
 	scfg.OnWriteError = watch.ReportWriteError
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func startStorageEnv(t *testing.T, dir string, maxStore int64, wcfg pipeline.Sto
 	done := make(chan struct{})
 	go func() { defer close(done); watch.Run(wctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	br, err := pipeline.NewBridge(pipeline.BridgeConfig{Publisher: pub, Verify: bridgeVerify, Storage: watch})
+	br, err := bridge.New(bridge.Config{Publisher: pub, Verify: bridgeVerify, Storage: watch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestBridgeStorageLimit(t *testing.T) {
 	body := bigEvents(16, 16<<10) // 256 KiB
 	var status int
 	var hdr http.Header
-	var resp pipeline.BridgeResponse
+	var resp bridge.Response
 	for i := 0; i < 20; i++ {
 		if status, hdr, resp = se.env.post(t, "acme", "t-full", "", bytes.NewReader(body)); status != http.StatusOK {
 			break
@@ -122,7 +125,7 @@ func TestBridgeStorageLimit(t *testing.T) {
 	}
 
 	// Room again (the log is purged): after Retry-After, writes go through.
-	s, err := se.js.Stream(context.Background(), pipeline.DefaultStream)
+	s, err := se.js.Stream(context.Background(), wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +218,7 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 	pr, pw := io.Pipe()
 	type answer struct {
 		status int
-		resp   pipeline.BridgeResponse
+		resp   bridge.Response
 		err    error
 	}
 	got := make(chan answer, 1)
@@ -228,7 +231,7 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 			return
 		}
 		defer res.Body.Close()
-		var br pipeline.BridgeResponse
+		var br bridge.Response
 		err = json.NewDecoder(res.Body).Decode(&br)
 		got <- answer{res.StatusCode, br, err}
 	}()

@@ -1,4 +1,4 @@
-package pipeline
+package bridge
 
 // NOTE: Idempotency-Key for the HTTP bridge (draft-ietf-httpapi-
 // idempotency-key-header). Two durable records make a retried request store
@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/pipeline"
 )
 
 // HeaderIdempotencyKey is the request header naming a bridge request's
@@ -50,13 +51,13 @@ const DefaultIdempotencyBucket = "THREADCAST_IDEMPOTENCY"
 const MaxIdempotencyKeyLen = 255
 
 // ErrIdempotencyKey is wrapped by the error of a malformed Idempotency-Key.
-var ErrIdempotencyKey = errors.New("pipeline: bad Idempotency-Key")
+var ErrIdempotencyKey = errors.New("bridge: bad Idempotency-Key")
 
 // IdempotencyKVConfig returns the configuration of the bucket of first
 // answers: entries live for the stream's Duplicates window, the window in
 // which a retry is recognised by either record.
 // A zero Duplicates is the server's default window, 2 minutes.
-func IdempotencyKVConfig(cfg *Config) jetstream.KeyValueConfig {
+func IdempotencyKVConfig(cfg *pipeline.Config) jetstream.KeyValueConfig {
 	ttl := cfg.Duplicates
 	if ttl <= 0 {
 		ttl = 2 * time.Minute
@@ -73,11 +74,11 @@ func IdempotencyKVConfig(cfg *Config) jetstream.KeyValueConfig {
 }
 
 // EnsureIdempotencyBucket creates or updates the bucket of first answers
-// (idempotent, like EnsureStreams) and returns it for BridgeConfig.
-func EnsureIdempotencyBucket(ctx context.Context, js jetstream.JetStream, cfg *Config) (jetstream.KeyValue, error) {
+// (idempotent, like EnsureStreams) and returns it for Config.
+func EnsureIdempotencyBucket(ctx context.Context, js jetstream.JetStream, cfg *pipeline.Config) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, IdempotencyKVConfig(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: create/update bucket %s: %w", DefaultIdempotencyBucket, err)
+		return nil, fmt.Errorf("bridge: create/update bucket %s: %w", DefaultIdempotencyBucket, err)
 	}
 	return kv, nil
 }
@@ -144,9 +145,9 @@ func idemMsgID(id string, index int) string { return "tc-idem." + id + "." + str
 
 // idemRecord is a first answer as the bucket keeps it.
 type idemRecord struct {
-	Body     string         `json:"body"` // hex SHA-256 of the request body
-	Status   int            `json:"status"`
-	Response BridgeResponse `json:"response"`
+	Body     string   `json:"body"` // hex SHA-256 of the request body
+	Status   int      `json:"status"`
+	Response Response `json:"response"`
 }
 
 // claim marks id in flight on this bridge; false if it already is.
@@ -178,11 +179,11 @@ func (b *Bridge) loadRecord(ctx context.Context, id string) (*idemRecord, error)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: idempotency record: %w", err)
+		return nil, fmt.Errorf("bridge: idempotency record: %w", err)
 	}
 	var rec idemRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("pipeline: idempotency record: %w", err)
+		return nil, fmt.Errorf("bridge: idempotency record: %w", err)
 	}
 	return &rec, nil
 }
@@ -220,7 +221,7 @@ func (f *fingerprint) sum() string { return hex.EncodeToString(f.h.Sum(nil)) }
 func (b *Bridge) replayOrRefuse(w http.ResponseWriter, fp *fingerprint, body io.Reader, rec *idemRecord) {
 	var maxErr *http.MaxBytesError
 	if _, err := io.Copy(io.Discard, body); err != nil && !errors.As(err, &maxErr) {
-		b.fail(w, http.StatusBadRequest, fmt.Errorf("pipeline: reading the body: %w", err))
+		b.fail(w, http.StatusBadRequest, fmt.Errorf("bridge: reading the body: %w", err))
 		return
 	}
 	if fp.sum() != rec.Body {
@@ -247,7 +248,7 @@ func (b *Bridge) beginKeyed(w http.ResponseWriter, r *http.Request, id string, i
 	if !b.claim(id) {
 		b.ctr.idemConflicts.Add(1)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusConflict, BridgeResponse{Error: ErrIdempotencyKey.Error() + ": a request with this key is in flight"})
+		writeJSON(w, http.StatusConflict, Response{Error: ErrIdempotencyKey.Error() + ": a request with this key is in flight"})
 		return nil, in, true
 	}
 	rec, err := b.loadRecord(r.Context(), id)
@@ -272,12 +273,12 @@ func (b *Bridge) beginKeyed(w http.ResponseWriter, r *http.Request, id string, i
 // reading early); MaxBodyBytes still bounds it. A record that cannot be
 // written is said in the answer: a retry then runs again, and the message
 // ids still store nothing twice.
-func (b *Bridge) finishKeyed(ctx context.Context, kr *keyedRequest, body io.Reader, status int, resp *BridgeResponse) {
+func (b *Bridge) finishKeyed(ctx context.Context, kr *keyedRequest, body io.Reader, status int, resp *Response) {
 	var maxErr *http.MaxBytesError
 	if _, err := io.Copy(io.Discard, body); err != nil && !errors.As(err, &maxErr) {
 		return // the body broke off: no final answer
 	}
 	if err := b.storeRecord(ctx, kr.id, idemRecord{Body: kr.fp.sum(), Status: status, Response: *resp}); err != nil {
-		resp.Error = strings.TrimPrefix(resp.Error+"; ", "; ") + "pipeline: the answer was not recorded for a retry: " + err.Error()
+		resp.Error = strings.TrimPrefix(resp.Error+"; ", "; ") + "bridge: the answer was not recorded for a retry: " + err.Error()
 	}
 }

@@ -1,4 +1,4 @@
-package pipeline_test
+package bridge_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/agent"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/quota"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkBridge(b *testing.B) {
 	body := bridgeBody(n)
 	post := func(withQuota bool) func(b *testing.B) {
 		return func(b *testing.B) {
-			env := startBridgeTB(b, func(c *pipeline.BridgeConfig) {
+			env := startBridgeTB(b, func(c *bridge.Config) {
 				if withQuota { // every quota of the bridge checked, none reached
 					qc := quota.DefaultConfig()
 					qc.Default = quota.Limits{EventsPerSec: 1e12, BytesPerSec: 1e15, BodyBytesInFlight: 1 << 40}
@@ -60,7 +60,7 @@ func BenchmarkBridge(b *testing.B) {
 	b.Run("http", post(false))
 	b.Run("http+quota", post(true))
 	b.Run("http+window=unbounded", func(b *testing.B) {
-		env := startBridgeTB(b, func(c *pipeline.BridgeConfig) { c.Window = -1 })
+		env := startBridgeTB(b, func(c *bridge.Config) { c.Window = -1 })
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -88,7 +88,7 @@ func BenchmarkBridge(b *testing.B) {
 			i++
 			req, _ := http.NewRequest(http.MethodPost, nd.http.URL+"/v1/ingest/bench/t", bytes.NewReader(body))
 			req.Header.Set("Authorization", bridgeToken)
-			req.Header.Set(pipeline.HeaderIdempotencyKey, strconv.Quote("bench-"+strconv.Itoa(i)))
+			req.Header.Set(bridge.HeaderIdempotencyKey, strconv.Quote("bench-"+strconv.Itoa(i)))
 			resp, err := nd.http.Client().Do(req)
 			if err != nil {
 				b.Fatal(err)

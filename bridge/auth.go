@@ -1,4 +1,4 @@
-package pipeline
+package bridge
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 
 // ErrNoToken is returned by a TokenVerifier for a request without a bearer
 // token (401).
-var ErrNoToken = errors.New("pipeline: no bearer token")
+var ErrNoToken = errors.New("bridge: no bearer token")
 
-// BridgeVerifier returns a BridgeConfig.Verify that admits a request whose
+// Verifier returns a Config.Verify that admits a request whose
 // bearer token (package auth: the Authorization header or access_token)
 // v verifies, grants auth.ScopePublish, names the tenant of the URL and
 // covers its thread (r.PathValue("thread"), set by the bridge's routing).
@@ -23,7 +23,7 @@ var ErrNoToken = errors.New("pipeline: no bearer token")
 // token, handed to a browser, must not write, and a token limited to some
 // threads must not write into the others. The function is safe for
 // concurrent use.
-func BridgeVerifier(v *auth.Verifier) func(r *http.Request, tenant string) error {
+func Verifier(v *auth.Verifier) func(r *http.Request, tenant string) error {
 	return func(r *http.Request, tenant string) error {
 		tok, ok := auth.FromRequest(r)
 		if !ok {
@@ -46,7 +46,7 @@ func BridgeVerifier(v *auth.Verifier) func(r *http.Request, tenant string) error
 	}
 }
 
-// TokenVerifier is BridgeVerifier with a Verifier holding the one HS256
+// TokenVerifier is Verifier with a Verifier holding the one HS256
 // key (no clock skew, the clock now; nil means time.Now). With a key
 // shorter than auth.MinKeyLen every request is refused with
 // auth.ErrShortKey (401).
@@ -55,5 +55,5 @@ func TokenVerifier(key []byte, now func() time.Time) func(r *http.Request, tenan
 	if err != nil {
 		return func(*http.Request, string) error { return err }
 	}
-	return BridgeVerifier(v)
+	return Verifier(v)
 }
