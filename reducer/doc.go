@@ -65,7 +65,7 @@
 // (message storage and indexes), input.go (SetInput); then view.go (the
 // view document), snapshot.go (the view as AG-UI events), window.go (both
 // for the newest N messages only, and pages of older ones), checkpoint.go,
-// journal.go (Flush), json.go and copy.go (helpers). The Compactor, which
+// journal.go (Flush), copy.go (helpers). The Compactor, which
 // shortens a stream without changing its view, is package reducer/compact.
 //
 // # Verdicts
