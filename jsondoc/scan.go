@@ -11,7 +11,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 )
 
-// NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace
+// NOTE: byte-level JSON scanning, in two groups. ingest, AppendCompact, compactInPlace
 // (and its cleanPrefix), checkString and validJSON see untrusted input:
 // they validate (with sonic.Valid for structure) and never index out of
 // bounds on any input. skipString, scanString, skipValue, kindOf and
@@ -83,6 +83,22 @@ func paddedCopy(raw []byte) []byte {
 	buf := make([]byte, len(raw)+validPadding)
 	copy(buf, raw)
 	return buf[:len(raw)]
+}
+
+// AppendCompact appends raw to dst without the whitespace between its
+// tokens: the compact form a Doc holds its text in, so that what is kept of
+// a JSON value does not depend on how its producer formatted it. raw must
+// be structurally valid JSON, as a codec.Raw is; ok is false, and dst is
+// returned unchanged, when one of its strings holds a control character or
+// an invalid escape (which the codec's Decoder never lets through).
+func AppendCompact(dst, raw []byte) (out []byte, ok bool) {
+	n := len(dst)
+	dst = append(dst, raw...)
+	c, ok := compactInPlace(dst[n:])
+	if !ok {
+		return dst[:n], false
+	}
+	return dst[:n+len(c)], true
 }
 
 // compactInPlace removes the whitespace between tokens of b, which must be
