@@ -3,8 +3,8 @@ package jsondoc
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"math/bits"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 
@@ -411,19 +411,19 @@ var kinds = func() (t [256]Kind) {
 }()
 
 // decodeString returns the Go string a JSON string literal (quotes
-// included) denotes. Literals without escapes, the common case, cost one
-// allocation; escaped ones go through encoding/json, which maps invalid
-// surrogates to U+FFFD exactly as it does everywhere else in Go.
+// included) denotes, decoded as the codec decodes strings
+// (codec.AppendUnquotedRaw): a lone surrogate escape becomes its WTF-8
+// form rather than U+FFFD, so that names and strings compare code unit for
+// code unit, as JavaScript's JSON.parse reads them, and a member name
+// decoded here is the one a patch path the codec decoded names. Literals
+// without escapes, the common case, cost one allocation.
 func decodeString(lit []byte) string {
 	body := lit[1 : len(lit)-1]
 	if bytes.IndexByte(body, '\\') < 0 {
 		return string(body)
 	}
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return string(body) // unreachable on validated input
-	}
-	return s
+	b := codec.AppendUnquotedRaw(make([]byte, 0, len(body)), lit)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
 // hasEscape reports whether a string literal needs decoding to compare.
