@@ -106,7 +106,7 @@
 // one frame (frame.go) on
 // view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
 // reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
-// events compacted (reducer.Compactor) and the change journal. Under load
+// events compacted (compact.Compactor) and the change journal. Under load
 // batches grow and frames coalesce more; idle, a frame follows each message
 // at once.
 // A subscriber that sees Tc-Prev ≠ the last Tc-Seq it saw has missed a frame

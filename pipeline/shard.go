@@ -24,6 +24,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/reducer/compact"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -46,7 +47,7 @@ type hotThread struct {
 	applied  int                // events applied since the checkpoint
 	runEnded bool               // a run ended since the checkpoint
 	inBatch  bool               // seq advanced in the current batch: a frame is due
-	compact  *reducer.Compactor // the frame's events since the last frame
+	compact  *compact.Compactor // the frame's events since the last frame
 	run      runAcc
 	lastAt   int64 // Unix ms of the last event applied (wire.HeaderLastEvent); 0: none since loaded
 	mem      int   // th.MemSize() + len(snap)
@@ -845,7 +846,7 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	if err != nil { // wire.ParseStoredSubject validated it
 		id = k.token
 	}
-	t := &hotThread{key: k, id: id, part: ps, compact: reducer.NewCompactor(),
+	t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
 		idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(k.tenant, k.token)}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		err = s.load(ctx, t)

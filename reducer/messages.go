@@ -238,7 +238,7 @@ func setContent(m *message, raw codec.Raw) {
 	m.hasContent = true
 	m.text, m.raw = nil, nil
 	if len(raw) > 0 && raw[0] == '"' {
-		m.text = appendUnquoted(make([]byte, 0, len(raw)-2), raw)
+		m.text = codec.AppendUnquotedRaw(make([]byte, 0, len(raw)-2), raw)
 		return
 	}
 	m.raw = retainJSON(raw)

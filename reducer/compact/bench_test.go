@@ -1,21 +1,22 @@
-package reducer
+package compact
 
 import (
 	"testing"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/reducer"
 )
 
-// BenchmarkCompact measures Compact on a random valid stream (testdata/
-// compact), per input event. Compact applies the events to a Thread to learn
+// BenchmarkCompact measures Events on a random valid stream (testdata/
+// compact), per input event. Events applies the events to a Thread to learn
 // their verdicts, so the baseline beside it is that apply alone; the
 // difference is what compaction itself costs.
 func BenchmarkCompact(b *testing.B) {
-	c := loadFixture(b, compactFixtures[0].name)
+	c := loadFixture(b, fixtures[0].name)
 	b.Run("apply-baseline", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			th := NewThread("bench")
+			th := reducer.NewThread("bench")
 			for i, ev := range c.events {
 				if res := th.Apply(uint64(i)+1, ev); res.Fatal != nil {
 					b.Fatal(res.Fatal)
@@ -28,7 +29,7 @@ func BenchmarkCompact(b *testing.B) {
 		b.ReportAllocs()
 		var out []*codec.Event
 		for b.Loop() {
-			out = Compact(c.events)
+			out = Events(c.events)
 			if len(out) == 0 || len(out) >= len(c.events) {
 				b.Fatalf("compacted %d events to %d", len(c.events), len(out))
 			}

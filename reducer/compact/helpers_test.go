@@ -1,4 +1,4 @@
-package reducer
+package compact
 
 import (
 	"bufio"
@@ -16,10 +16,11 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/reducer"
 )
 
-// compactCase is one stream to check the compaction invariant on.
-type compactCase struct {
+// testCase is one stream to check the compaction invariant on.
+type testCase struct {
 	name   string
 	input  *codec.RunInput // nil: an empty thread
 	events []*codec.Event  // owned (cloned) events, in order
@@ -66,10 +67,10 @@ func jsonlLines(data []byte) [][]byte {
 
 // loadConformance loads every case of cases/ and official/ with its starting
 // input.
-func loadConformance(tb testing.TB) []compactCase {
+func loadConformance(tb testing.TB) []testCase {
 	tb.Helper()
 	conformanceDir := testsupport.ConformanceDir(tb)
-	var out []compactCase
+	var out []testCase
 	for _, sub := range []string{"cases", "official"} {
 		files, err := filepath.Glob(filepath.Join(conformanceDir, sub, "*.json"))
 		if err != nil || len(files) == 0 {
@@ -101,7 +102,7 @@ func loadConformance(tb testing.TB) []compactCase {
 			for i, r := range raws {
 				rb[i] = r
 			}
-			c := compactCase{name: sub + "/" + strings.TrimSuffix(filepath.Base(f), ".json"), events: decodeEvents(tb, rb)}
+			c := testCase{name: sub + "/" + strings.TrimSuffix(filepath.Base(f), ".json"), events: decodeEvents(tb, rb)}
 			var inRaw []byte
 			switch {
 			case doc.Initial != nil:
@@ -135,7 +136,7 @@ func loadConformance(tb testing.TB) []compactCase {
 }
 
 // loadFixture reads a gzipped JSONL stream from testdata/compact.
-func loadFixture(tb testing.TB, name string) compactCase {
+func loadFixture(tb testing.TB, name string) testCase {
 	tb.Helper()
 	f, err := os.Open(filepath.Join("testdata", "compact", name))
 	if err != nil {
@@ -150,7 +151,7 @@ func loadFixture(tb testing.TB, name string) compactCase {
 	if _, err := buf.ReadFrom(zr); err != nil {
 		tb.Fatal(err)
 	}
-	return compactCase{name: name, events: decodeEvents(tb, jsonlLines(buf.Bytes()))}
+	return testCase{name: name, events: decodeEvents(tb, jsonlLines(buf.Bytes()))}
 }
 
 // foldView applies events to a thread started from input and returns the
@@ -159,7 +160,7 @@ func loadFixture(tb testing.TB, name string) compactCase {
 // that were not applied cleanly.
 func foldView(tb testing.TB, input *codec.RunInput, events []*codec.Event) (map[string]any, int) {
 	tb.Helper()
-	th := NewThread("compact-test")
+	th := reducer.NewThread("compact-test")
 	if input != nil {
 		if err := th.SetInput(input); err != nil {
 			tb.Fatalf("SetInput: %v", err)

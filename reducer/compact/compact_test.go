@@ -1,4 +1,4 @@
-package reducer
+package compact
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/jsondoc"
+	"github.com/threadcast/threadcast/reducer"
 )
 
 const (
@@ -251,7 +252,7 @@ func TestCompactRules(t *testing.T) {
 			if len(give) != len(tt.give) {
 				t.Fatalf("test input: %d of %d events decode", len(give), len(tt.give))
 			}
-			got := Compact(give)
+			got := Events(give)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d events, want %d:\n%s", len(got), len(tt.want), encodeJSONL(got, 100))
 			}
@@ -275,17 +276,17 @@ func TestCompactConformancePrefixes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for k := 0; k <= len(c.events); k++ {
 				prefix := c.events[:k]
-				checkEquivalent(t, fmt.Sprintf("prefix %d", k), c.input, prefix, CompactFrom(c.input, prefix))
+				checkEquivalent(t, fmt.Sprintf("prefix %d", k), c.input, prefix, EventsFrom(c.input, prefix))
 			}
 		})
 	}
 }
 
-// compactFixtures are the streams of testdata/compact, with the largest
+// fixtures are the streams of testdata/compact, with the largest
 // share of their events compaction may leave (a regression guard, set a
 // little above what it achieves; short runs leave the least to fold, since
 // every run boundary seals the window).
-var compactFixtures = []struct {
+var fixtures = []struct {
 	name     string
 	maxShare float64
 }{
@@ -300,14 +301,14 @@ var compactFixtures = []struct {
 // testdata/compact/README.md): whole stream, many prefixes, and compaction
 // frame by frame with flushes at random points, as the pipeline does it.
 func TestCompactStreamgen(t *testing.T) {
-	for _, fx := range compactFixtures {
+	for _, fx := range fixtures {
 		name := fx.name
 		t.Run(name, func(t *testing.T) {
 			c := loadFixture(t, name)
 			if len(c.events) < 1000 {
 				t.Fatalf("fixture decodes to %d events", len(c.events))
 			}
-			out := Compact(c.events)
+			out := Events(c.events)
 			checkEquivalent(t, "whole stream", nil, c.events, out)
 			// Random valid streams are mostly deltas: compaction must
 			// remove most events, not merely keep the view.
@@ -319,31 +320,31 @@ func TestCompactStreamgen(t *testing.T) {
 			// Compacting the output again keeps the view and never grows
 			// it. (It may shrink it a little: in the folded stream an
 			// id-less chunk that kept a triad explicit is gone.)
-			again := Compact(out)
+			again := Events(out)
 			checkEquivalent(t, "compacted twice", nil, c.events, again)
 			if len(again) > len(out) {
-				t.Errorf("a second Compact went from %d to %d events", len(out), len(again))
+				t.Errorf("a second Events went from %d to %d events", len(out), len(again))
 			}
 
 			rng := rand.New(rand.NewPCG(uint64(len(name)), 7))
 			for i := 0; i < 40; i++ {
 				k := rng.IntN(len(c.events) + 1)
-				checkEquivalent(t, fmt.Sprintf("prefix %d", k), nil, c.events[:k], Compact(c.events[:k]))
+				checkEquivalent(t, fmt.Sprintf("prefix %d", k), nil, c.events[:k], Events(c.events[:k]))
 			}
 
 			for round := 0; round < 5; round++ {
-				framed := compactFramed(c.events, rng, 1+round*7)
+				framed := inFrames(c.events, rng, 1+round*7)
 				checkEquivalent(t, fmt.Sprintf("frames of up to %d", 1+round*7), nil, c.events, framed)
 			}
 		})
 	}
 }
 
-// compactFramed compacts events the way the pipeline does: one Compactor,
+// inFrames compacts events the way the pipeline does: one Compactor,
 // fed the reducer's verdicts, flushed after frames of random size.
-func compactFramed(events []*codec.Event, rng *rand.Rand, maxFrame int) []*codec.Event {
-	th := NewThread("framed")
-	c := NewCompactor()
+func inFrames(events []*codec.Event, rng *rand.Rand, maxFrame int) []*codec.Event {
+	th := reducer.NewThread("framed")
+	c := New()
 	var out []*codec.Event
 	left := 1 + rng.IntN(maxFrame)
 	for i, ev := range events {
@@ -362,9 +363,9 @@ func compactFramed(events []*codec.Event, rng *rand.Rand, maxFrame int) []*codec
 // TestCompactOutputOwnsMemory poisons the input events after compaction; the
 // output must not change.
 func TestCompactOutputOwnsMemory(t *testing.T) {
-	c := loadFixture(t, compactFixtures[0].name)
+	c := loadFixture(t, fixtures[0].name)
 	events := c.events[:600]
-	out := Compact(events)
+	out := Events(events)
 	before := encodeJSONL(out, len(out))
 	for _, ev := range events {
 		poisonEvent(ev)
@@ -405,8 +406,8 @@ func TestCompactorDropsStaleRedelivery(t *testing.T) {
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"a"}`,
 		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"b"}`,
 		`{"type":"TEXT_MESSAGE_END","messageId":"m"}`, rf))
-	th := NewThread("stale")
-	c := NewCompactor()
+	th := reducer.NewThread("stale")
+	c := New()
 	seqs := []uint64{1, 2, 3, 4, 5, 6}
 	var fed []*codec.Event
 	for i, ev := range events {
@@ -414,7 +415,7 @@ func TestCompactorDropsStaleRedelivery(t *testing.T) {
 		fed = append(fed, ev)
 		if i == 2 { // redeliver seq 3 (CONTENT "a") after it was applied
 			res := th.Apply(2, events[2])
-			if !errors.Is(res.Fatal, ErrStaleSeq) {
+			if !errors.Is(res.Fatal, reducer.ErrStaleSeq) {
 				t.Fatalf("redelivery: want ErrStaleSeq, got %v", res.Fatal)
 			}
 			c.Add(events[2], res)
@@ -431,12 +432,12 @@ func TestCompactorDropsStaleRedelivery(t *testing.T) {
 // reuse ev, and the bytes its strings view, once Add returns, as the
 // pipeline's shards and threadcast compact do with one Decoder and one read
 // buffer. Fed that way, from a buffer overwritten with '#' after every
-// event, the Compactor must give what Compact gives on events that own
+// event, the Compactor must give what Events gives on events that own
 // their memory. Until 2026-12-01 an ACTIVITY_DELTA folded into a held
 // activity kept views of its activityType and subagentRunId (found by a
 // differential run of threadcast compact on streamgen streams).
 func TestCompactorCopiesWhatItKeeps(t *testing.T) {
-	activity := compactCase{name: "activity folds", events: decodeEvents(t, lines(rs,
+	activity := testCase{name: "activity folds", events: decodeEvents(t, lines(rs,
 		`{"type":"SUBAGENT_STARTED","subagentRunId":"sa-1","name":"summarizer"}`,
 		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-1","activityType":"plan","content":{"a":1},"subagentRunId":"sa-1"}`,
 		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-1","activityType":"plan","content":{"z":0},"replace":false,"subagentRunId":"sa-1"}`,
@@ -445,15 +446,15 @@ func TestCompactorCopiesWhatItKeeps(t *testing.T) {
 		`{"type":"ACTIVITY_SNAPSHOT","messageId":"act-2","activityType":"draft","content":{"a":1}}`,
 		`{"type":"ACTIVITY_DELTA","messageId":"act-2","activityType":"final","patch":[{"op":"add","path":"/b","value":2}]}`,
 		`{"type":"SUBAGENT_FINISHED","subagentRunId":"sa-1"}`, rf))}
-	cases := []compactCase{activity}
-	for _, fx := range compactFixtures {
+	cases := []testCase{activity}
+	for _, fx := range fixtures {
 		cases = append(cases, loadFixture(t, fx.name))
 	}
 	for _, cc := range cases {
 		t.Run(cc.name, func(t *testing.T) {
-			want := encodeJSONL(Compact(cc.events), -1)
-			th := NewThread("t")
-			c := NewCompactor()
+			want := encodeJSONL(Events(cc.events), -1)
+			th := reducer.NewThread("t")
+			c := New()
 			var dec codec.Decoder
 			var ev codec.Event
 			var buf []byte
@@ -468,8 +469,41 @@ func TestCompactorCopiesWhatItKeeps(t *testing.T) {
 				}
 			}
 			if got := encodeJSONL(c.Flush(nil), -1); got != want {
-				t.Fatalf("streamed Compactor output differs from Compact's\n got %.2000s\nwant %.2000s", got, want)
+				t.Fatalf("streamed Compactor output differs from Events's\n got %.2000s\nwant %.2000s", got, want)
 			}
 		})
+	}
+}
+
+// TestCompactKeepsMintedIDs: the ids the reducer mints for the retired
+// THINKING_* events are part of the events Events returns, so its output
+// applies again to the same messages, now with no translation warning.
+func TestCompactKeepsMintedIDs(t *testing.T) {
+	stream := decodeEvents(t, lines(rs,
+		`{"type":"THINKING_START","title":"plan"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_START"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"hmm"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":" more"}`,
+		`{"type":"THINKING_TEXT_MESSAGE_END"}`,
+		`{"type":"THINKING_END"}`,
+		rf))
+	if len(stream) != 8 {
+		t.Fatalf("the codec kept %d of 8 events", len(stream))
+	}
+	thr := reducer.NewThread("t")
+	for i, ev := range stream {
+		if res := thr.Apply(uint64(i+1), ev); res.Fatal != nil {
+			t.Fatal(res.Fatal)
+		}
+	}
+	again := reducer.NewThread("t")
+	for i, ev := range Events(stream) {
+		if res := again.Apply(uint64(i+1), ev); res.Fatal != nil || len(res.Warnings) != 0 {
+			t.Fatalf("compacted event %d: %v %v", i, res.Fatal, res.Warnings)
+		}
+	}
+	got, want := again.AppendMessages(nil), thr.AppendMessages(nil)
+	if eq, err := jsondoc.Equal(got, want); err != nil || !eq {
+		t.Errorf("messages differ (err %v)\n got %s\nwant %s", err, got, want)
 	}
 }

@@ -1,14 +1,13 @@
-package reducer
+package codec
 
 import (
 	"testing"
-
-	"github.com/threadcast/threadcast/codec"
 )
 
-// TestAppendString pins the bytes the view encoders write for a held string
-// (the WTF-8 rules of envelope.md §7 note 4 included).
-func TestAppendString(t *testing.T) {
+// TestAppendViewString pins the bytes the view encoders write for a held
+// string (the WTF-8 rules of envelope.md §7 note 4 included), for both
+// forms of the argument.
+func TestAppendViewString(t *testing.T) {
 	tests := []struct {
 		name, give, want string
 	}{
@@ -33,18 +32,19 @@ func TestAppendString(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(appendString(nil, tt.give)); got != tt.want {
-				t.Errorf("appendString(%q) = %s, want %s", tt.give, got, tt.want)
+			if got := string(AppendViewString(nil, tt.give)); got != tt.want {
+				t.Errorf("AppendViewString(%q) = %s, want %s", tt.give, got, tt.want)
 			}
-			if got := string(appendStringBytes([]byte("x"), []byte(tt.give))); got != "x"+tt.want {
-				t.Errorf("appendStringBytes(%q) = %s, want x%s", tt.give, got, tt.want)
+			if got := string(AppendViewString([]byte("x"), []byte(tt.give))); got != "x"+tt.want {
+				t.Errorf("AppendViewString([]byte(%q)) = %s, want x%s", tt.give, got, tt.want)
 			}
 		})
 	}
 }
 
-// TestAppendUnquoted decodes validated literals as the codec's Decoder does.
-func TestAppendUnquoted(t *testing.T) {
+// TestAppendUnquotedRaw decodes validated literals as AppendUnquoted (and
+// so the Decoder) does.
+func TestAppendUnquotedRaw(t *testing.T) {
 	tests := []struct {
 		name, give, want string
 	}{
@@ -59,45 +59,46 @@ func TestAppendUnquoted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(appendUnquoted([]byte("x"), []byte(tt.give))); got != "x"+tt.want {
-				t.Errorf("appendUnquoted(%s) = %q, want %q", tt.give, got, "x"+tt.want)
+			if got := string(AppendUnquotedRaw([]byte("x"), []byte(tt.give))); got != "x"+tt.want {
+				t.Errorf("AppendUnquotedRaw(%s) = %q, want %q", tt.give, got, "x"+tt.want)
 			}
-			want, err := codec.AppendUnquoted(nil, []byte(tt.give))
+			want, err := AppendUnquoted(nil, []byte(tt.give))
 			if err != nil || string(want) != tt.want {
-				t.Errorf("codec.AppendUnquoted(%s) = %q, %v; the copies disagree", tt.give, want, err)
+				t.Errorf("AppendUnquoted(%s) = %q, %v; it disagrees with AppendUnquotedRaw", tt.give, want, err)
 			}
 		})
 	}
 }
 
-// FuzzJSONHelpersMatchCodec: reducer's copies of the codec's string
-// helpers (kept for speed; see json.go) mean the same as the codec's: a
-// literal either one writes decodes to the same text, and appendUnquoted
-// decodes what codec.AppendString writes exactly as codec.AppendUnquoted does.
-func FuzzJSONHelpersMatchCodec(f *testing.F) {
+// FuzzStringForms: the two escaping forms mean the same text (a literal
+// either one writes decodes, by AppendUnquoted, to the same bytes); the string
+// and []byte forms of AppendViewString write the same bytes; and
+// AppendUnquotedRaw decodes what AppendString writes exactly as AppendUnquoted
+// does.
+func FuzzStringForms(f *testing.F) {
 	for _, s := range []string{"", "plain", "a\"\\\n\r\t\b\f\x00\x1f", "é😀", "\xed\xa0\xbd\xed\xb8\x80",
 		"\xed\xa0\xbd", "\xed\xb8\x80\xed\xa0\xbd", "x\xffy", "\xc0\xaf", "\xf4\x90\x80\x80", "a\xe2\x82"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ours := appendString(nil, s)
-		theirs := codec.AppendString(nil, s)
-		gotText, err := codec.AppendUnquoted(nil, ours)
+		view := AppendViewString(nil, s)
+		js := AppendString(nil, s)
+		gotText, err := AppendUnquoted(nil, view)
 		if err != nil {
-			t.Fatalf("appendString(%q) = %s: not a JSON string: %v", s, ours, err)
+			t.Fatalf("AppendViewString(%q) = %s: not a JSON string: %v", s, view, err)
 		}
-		wantText, err := codec.AppendUnquoted(nil, theirs)
+		wantText, err := AppendUnquoted(nil, js)
 		if err != nil {
-			t.Fatalf("codec.AppendString(%q) = %s: %v", s, theirs, err)
+			t.Fatalf("AppendString(%q) = %s: %v", s, js, err)
 		}
 		if string(gotText) != string(wantText) {
-			t.Fatalf("%q: appendString %s means %q, codec.AppendString %s means %q", s, ours, gotText, theirs, wantText)
+			t.Fatalf("%q: AppendViewString %s means %q, AppendString %s means %q", s, view, gotText, js, wantText)
 		}
-		if got := appendUnquoted(nil, theirs); string(got) != string(wantText) {
-			t.Fatalf("%s: appendUnquoted %q, codec.AppendUnquoted %q", theirs, got, wantText)
+		if got := AppendUnquotedRaw(nil, js); string(got) != string(wantText) {
+			t.Fatalf("%s: AppendUnquotedRaw %q, AppendUnquoted %q", js, got, wantText)
 		}
-		if got := appendStringBytes(nil, []byte(s)); string(got) != string(ours) {
-			t.Fatalf("%q: appendStringBytes %s, appendString %s", s, got, ours)
+		if got := AppendViewString(nil, []byte(s)); string(got) != string(view) {
+			t.Fatalf("%q: AppendViewString of the bytes %s, of the string %s", s, got, view)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package reducer
+package compact
 
 import (
 	"bytes"
@@ -42,6 +42,6 @@ func FuzzCompact(f *testing.F) {
 		if len(events) > 200 {
 			events = events[:200]
 		}
-		checkEquivalent(t, "fuzz", nil, events, Compact(events))
+		checkEquivalent(t, "fuzz", nil, events, Events(events))
 	})
 }

@@ -1,4 +1,4 @@
-package reducer
+package compact
 
 // The triad-to-chunk conversion of the Compactor (see compact.go): an
 // explicit START, CONTENT*, END becomes one *_CHUNK when nothing in the
@@ -6,7 +6,7 @@ package reducer
 
 import "github.com/threadcast/threadcast/codec"
 
-// compactConv is an explicitly streamed item (START, CONTENT*, END) on its
+// triad is an explicitly streamed item (START, CONTENT*, END) on its
 // way to becoming one *_CHUNK at the START's place. The chunk opens a chunk
 // stream the original did not have, which stays open in the output until
 // the next event there that closes its lane; the conversion is committed
@@ -14,36 +14,36 @@ import "github.com/threadcast/threadcast/codec"
 // have seen the difference (see watch). Until then it can be aborted, and
 // the item is emitted explicitly: START, the joined CONTENT right after it,
 // the END where it was.
-type compactConv struct {
-	key                  compactKey
+type triad struct {
+	key                  itemKey
 	lane                 string
 	contentType, endType codec.Type
 	chunkType            codec.Type // what the triad becomes
 	start                *codec.Event
-	content              *compactEntry // the joined CONTENT, nil if none
-	end                  *codec.Event  // the absorbed END
+	content              *entry       // the joined CONTENT, nil if none
+	end                  *codec.Event // the absorbed END
 	ended, laneClosed    bool
 	committed, aborted   bool
 }
 
-func (cv *compactConv) done() bool { return cv.committed || cv.aborted }
+func (cv *triad) done() bool { return cv.committed || cv.aborted }
 
 // addStart handles TEXT_MESSAGE_START, REASONING_MESSAGE_START and
 // TOOL_CALL_START: the START is kept, and becomes the candidate for
 // turning the whole triad into one chunk.
-func (c *Compactor) addStart(ev *codec.Event, k compactKey, contentType, endType codec.Type) {
+func (c *Compactor) addStart(ev *codec.Event, k itemKey, contentType, endType codec.Type) {
 	c.drop(k)
-	lane := compactLaneOf(ev)
+	lane := laneOf(ev)
 	delete(c.lanes, lane)
-	c.laneClosedInOutput(compactStartKey(ev))
+	c.laneClosedInOutput(startKey(ev))
 	i := c.appendEntry(ev, 0)
 	if c.lanesUnknown {
 		return
 	}
 	start := c.entries[i].ev
-	cv := &compactConv{
-		key: compactKey{k.kind, compactID(start, k.kind)}, lane: lane,
-		contentType: contentType, endType: endType, start: start, chunkType: compactChunkTypeOf(ev.Type),
+	cv := &triad{
+		key: itemKey{k.kind, itemID(start, k.kind)}, lane: lane,
+		contentType: contentType, endType: endType, start: start, chunkType: chunkTypeOf(ev.Type),
 	}
 	c.entries[i].conv = cv
 	c.active = append(c.active, cv)
@@ -54,8 +54,8 @@ func (c *Compactor) addStart(ev *codec.Event, k compactKey, contentType, endType
 // candidate and the END's lane has no chunk stream open (so the END closes
 // nothing else), the triad absorbs it; the END stays in the window, to be
 // emitted only if the conversion is aborted.
-func (c *Compactor) addEnd(ev *codec.Event, k compactKey) {
-	lane := compactLaneOf(ev)
+func (c *Compactor) addEnd(ev *codec.Event, k itemKey) {
+	lane := laneOf(ev)
 	if h := c.head(k); h != nil && h.conv != nil {
 		cv := h.conv
 		if !cv.done() && !cv.ended && cv.endType == ev.Type && !c.laneOpen(lane) {
@@ -93,16 +93,16 @@ func (c *Compactor) watch(ev *codec.Event) {
 		// These are always emitted and close their lane before they act
 		// (patterns.md §3.3), so a triad waiting for that lane to close
 		// is committed before the event can name it.
-		c.laneClosedInOutput(compactStartKey(ev))
+		c.laneClosedInOutput(startKey(ev))
 	}
-	if compactIsChunk(ev.Type) && !ev.Has(codec.FieldSubagentRunID) && !compactHasID(ev) {
+	if isChunk(ev.Type) && !ev.Has(codec.FieldSubagentRunID) && !namesItem(ev) {
 		for _, cv := range c.active {
 			if !cv.laneClosed {
 				c.abort(cv)
 			}
 		}
 	}
-	compactNames(ev, func(k compactKey) {
+	itemsNamed(ev, func(k itemKey) {
 		for _, cv := range c.active {
 			if cv.key == k && ev.Type != cv.contentType && ev.Type != cv.endType {
 				c.abort(cv)
@@ -112,7 +112,7 @@ func (c *Compactor) watch(ev *codec.Event) {
 	c.prune()
 }
 
-func (c *Compactor) abort(cv *compactConv) {
+func (c *Compactor) abort(cv *triad) {
 	if cv.done() {
 		return
 	}
@@ -143,19 +143,19 @@ func (c *Compactor) prune() {
 	c.active = c.active[:n]
 }
 
-// compactStartKey is what an opener closes its lane with: the lane, and the item
+// startKey is what an opener closes its lane with: the lane, and the item
 // and chunk kind it may itself become (see laneClosedInOutput).
-func compactStartKey(ev *codec.Event) (string, compactKey, codec.Type) {
+func startKey(ev *codec.Event) (string, itemKey, codec.Type) {
 	switch ev.Type {
 	case codec.TypeToolCallStart:
-		return compactLaneOf(ev), compactKey{'t', ev.ToolCallID}, codec.TypeToolCallChunk
+		return laneOf(ev), itemKey{'t', ev.ToolCallID}, codec.TypeToolCallChunk
 	case codec.TypeTextMessageStart, codec.TypeReasoningMessageStart:
-		return compactLaneOf(ev), compactKey{'m', ev.MessageID}, compactChunkTypeOf(ev.Type)
+		return laneOf(ev), itemKey{'m', ev.MessageID}, chunkTypeOf(ev.Type)
 	}
-	return compactLaneOf(ev), compactKey{}, 0
+	return laneOf(ev), itemKey{}, 0
 }
 
-func compactChunkTypeOf(start codec.Type) codec.Type {
+func chunkTypeOf(start codec.Type) codec.Type {
 	switch start {
 	case codec.TypeTextMessageStart:
 		return codec.TypeTextMessageChunk
@@ -167,47 +167,47 @@ func compactChunkTypeOf(start codec.Type) codec.Type {
 	return 0
 }
 
-// compactHasID reports whether a chunk names its item (an id that is
+// namesItem reports whether a chunk names its item (an id that is
 // present, even empty, names one; only absence means "continue").
-func compactHasID(ev *codec.Event) bool {
+func namesItem(ev *codec.Event) bool {
 	if ev.Type == codec.TypeToolCallChunk {
 		return ev.Has(codec.FieldToolCallID)
 	}
 	return ev.Has(codec.FieldMessageID)
 }
 
-// compactNames calls fn with every message and tool call an event names
+// itemsNamed calls fn with every message and tool call an event names
 // and could act on. REASONING_ENCRYPTED_VALUE is left out: it sets a field
 // whether or not its item is open.
-func compactNames(ev *codec.Event, fn func(compactKey)) {
+func itemsNamed(ev *codec.Event, fn func(itemKey)) {
 	switch ev.Type {
 	case codec.TypeTextMessageStart, codec.TypeTextMessageContent, codec.TypeTextMessageEnd, codec.TypeTextMessageChunk,
 		codec.TypeReasoningMessageStart, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd,
 		codec.TypeReasoningMessageChunk, codec.TypeActivitySnapshot, codec.TypeActivityDelta:
 		if ev.Has(codec.FieldMessageID) {
-			fn(compactKey{'m', ev.MessageID})
+			fn(itemKey{'m', ev.MessageID})
 		}
 	case codec.TypeToolCallStart, codec.TypeToolCallArgs, codec.TypeToolCallEnd, codec.TypeToolCallChunk:
 		if ev.Has(codec.FieldToolCallID) {
-			fn(compactKey{'t', ev.ToolCallID})
+			fn(itemKey{'t', ev.ToolCallID})
 		}
 		if ev.Type == codec.TypeToolCallStart || ev.Type == codec.TypeToolCallChunk {
 			if ev.Has(codec.FieldParentMessageID) {
-				fn(compactKey{'m', ev.ParentMessageID})
+				fn(itemKey{'m', ev.ParentMessageID})
 			} else if ev.Has(codec.FieldToolCallID) {
-				fn(compactKey{'m', ev.ToolCallID}) // may create a message of that id
+				fn(itemKey{'m', ev.ToolCallID}) // may create a message of that id
 			}
 		}
 	case codec.TypeToolCallResult:
-		fn(compactKey{'m', ev.MessageID})
-		fn(compactKey{'t', ev.ToolCallID})
+		fn(itemKey{'m', ev.MessageID})
+		fn(itemKey{'t', ev.ToolCallID})
 	}
 }
 
 // emit appends the entry's output events to dst: normally its one event; for
 // a triad's START, the chunk it became or the START and its joined CONTENT;
 // nothing for the END of a triad that became a chunk.
-func (e *compactEntry) emit(dst []*codec.Event) []*codec.Event {
+func (e *entry) emit(dst []*codec.Event) []*codec.Event {
 	switch {
 	case e.endOf != nil:
 		if e.endOf.committed {
@@ -230,7 +230,7 @@ func (e *compactEntry) emit(dst []*codec.Event) []*codec.Event {
 // fields, the joined delta, and the metadata of START, CONTENTs and END
 // merged in that order (a chunk's metadata applies to the START and the
 // CONTENT it expands into; applying it twice changes nothing).
-func (cv *compactConv) chunk() *codec.Event {
+func (cv *triad) chunk() *codec.Event {
 	st := cv.start
 	ch := &codec.Event{SubagentRunID: st.SubagentRunID}
 	set := func(f codec.Field) { ch.Fields = ch.Fields.With(f) }
@@ -272,7 +272,7 @@ func (cv *compactConv) chunk() *codec.Event {
 		ch.Delta = content.Delta
 		set(codec.FieldDelta)
 	}
-	meta := compactEntry{ev: &codec.Event{}}
+	meta := entry{ev: &codec.Event{}}
 	for _, ev := range []*codec.Event{st, content, cv.end} {
 		if ev != nil {
 			meta.mergeMeta(ev)

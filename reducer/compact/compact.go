@@ -1,16 +1,16 @@
-package reducer
+package compact
 
 // NOTE: structure of this file. A Compactor keeps a pending output window
 // (entries) and, per item the window may still extend, the index of the
 // entry later events can be folded into (heads). Add classifies one event:
 // it either folds into a head, or is appended and becomes (or removes)
 // heads. Explicit triads are candidates for becoming one chunk (active,
-// compactConv), committed or aborted as later events arrive. Flush aborts
+// triad), committed or aborted as later events arrive. Flush aborts
 // what is undecided and finalises the window (emit). A light model of the
 // input's chunk lanes (lanes) runs beside it, because whether an event may
 // move depends on whether its lane has a chunk stream open. The rules, and
 // why each is safe, are on Compactor. This file holds the window, the folds
-// and the lane model; compact_triad.go the triad-to-chunk conversion.
+// and the lane model; triad.go the triad-to-chunk conversion.
 
 import (
 	"errors"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/jsondoc"
+	"github.com/threadcast/threadcast/reducer"
 )
 
 // Compactor shortens an AG-UI event stream without changing the view it
@@ -38,7 +39,7 @@ import (
 //     the START's place, carrying the opener's fields, the joined delta and
 //     the merged metadata — when its lane is closed again inside the window
 //     by an event the output keeps, and nothing before that could see the
-//     chunk stream the output now has (see compactConv and watch);
+//     chunk stream the output now has (see triad and watch);
 //     otherwise it stays START, one CONTENT, END.
 //   - State events are folded: a STATE_DELTA into the preceding STATE_SNAPSHOT
 //     (applied with jsondoc) or STATE_DELTA (patches concatenated); a
@@ -76,34 +77,34 @@ import (
 // (the caller may reuse them once Add returns); the events Flush returns own
 // their memory and are never touched by the Compactor again.
 type Compactor struct {
-	entries []compactEntry
-	heads   map[compactKey]int // item -> index into entries it may still fold into
+	entries []entry
+	heads   map[itemKey]int // item -> index into entries it may still fold into
 
-	active []*compactConv // explicit triads that may still become one chunk
+	active []*triad // explicit triads that may still become one chunk
 
-	lanes        map[string]*compactStream // lane key (see compactLaneOf) -> open chunk stream
-	lanesUnknown bool                      // a non-clean event made the lane model unreliable
-	serial       uint64                    // chunk stream counter
+	lanes        map[string]*chunkStream // lane key (see laneOf) -> open chunk stream
+	lanesUnknown bool                    // a non-clean event made the lane model unreliable
+	serial       uint64                  // chunk stream counter
 }
 
-// compactKey names what an event builds: a message ('m'), a tool call ('t') or
+// itemKey names what an event builds: a message ('m'), a tool call ('t') or
 // the state ('s').
-type compactKey struct {
+type itemKey struct {
 	kind byte
 	id   string
 }
 
-var compactStateKey = compactKey{kind: 's'}
+var stateKey = itemKey{kind: 's'}
 
-// compactStream is the chunk stream a lane is assembling.
-type compactStream struct {
+// chunkStream is the chunk stream a lane is assembling.
+type chunkStream struct {
 	kind   codec.Type // the *_CHUNK type
 	id     string
 	serial uint64
 }
 
-// compactEntry is one pending output event and what has been folded into it.
-type compactEntry struct {
+// entry is one pending output event and what has been folded into it.
+type entry struct {
 	ev     *codec.Event
 	stream uint64 // chunk stream serial for chunk entries, 0 otherwise
 
@@ -112,39 +113,39 @@ type compactEntry struct {
 	doc   *jsondoc.Doc    // folded state snapshot / activity content
 	patch []codec.PatchOp // concatenated patch, once a second one arrived
 
-	conv  *compactConv // on a *_START entry: the triad it may turn into a chunk
-	endOf *compactConv // on an *_END entry: the triad that absorbed it
+	conv  *triad // on a *_START entry: the triad it may turn into a chunk
+	endOf *triad // on an *_END entry: the triad that absorbed it
 }
 
-// NewCompactor returns an empty Compactor.
-func NewCompactor() *Compactor {
+// New returns an empty Compactor.
+func New() *Compactor {
 	return &Compactor{
-		heads: make(map[compactKey]int),
-		lanes: make(map[string]*compactStream),
+		heads: make(map[itemKey]int),
+		lanes: make(map[string]*chunkStream),
 	}
 }
 
-// Compact returns events compacted for a thread that starts empty (as
-// NewThread makes it): folding the result into a new Thread gives the same
+// Events returns events compacted for a thread that starts empty (as
+// reducer.NewThread makes it): folding the result into a new Thread gives the same
 // view as folding events. To compact for another starting point, use
-// CompactFrom. The returned events own their memory; events are only read.
-func Compact(events []*codec.Event) []*codec.Event {
-	return CompactFrom(nil, events)
+// EventsFrom. The returned events own their memory; events are only read.
+func Events(events []*codec.Event) []*codec.Event {
+	return EventsFrom(nil, events)
 }
 
-// CompactFrom is Compact for a thread that starts from input (as SetInput
+// EventsFrom is Events for a thread that starts from input (as Thread.SetInput
 // sets it); nil means an empty thread. The compacted stream is equivalent to
 // events for that starting point: whether a patch applies, or an event is
 // rejected, depends on it.
-func CompactFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
-	t := NewThread("compact")
+func EventsFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
+	t := reducer.NewThread("compact")
 	if input != nil {
 		// SetInput fails only on state that is not JSON, which a decoded
 		// RunInput never holds; the thread is then left as it was, which is
 		// what the view would start from too.
 		_ = t.SetInput(input)
 	}
-	c := NewCompactor()
+	c := New()
 	for i, ev := range events {
 		c.Add(ev, t.Apply(uint64(i)+1, ev))
 	}
@@ -153,24 +154,24 @@ func CompactFrom(input *codec.RunInput, events []*codec.Event) []*codec.Event {
 
 // Add takes the next event of the stream and the Result the reducer gave it
 // on the view the compacted output will be folded into (the pipeline passes
-// what its Thread.Apply returned; Add reads res before returning, so the
+// what its reducer.Thread.Apply returned; Add reads res before returning, so the
 // Thread's reuse of Result.Warnings on its next call does not matter). Only
 // events applied cleanly — no warning, no fatal error — are folded. ev is
 // copied; the caller may reuse it when Add returns. Events the caller does
 // not hand to Apply (the codec dropped or rejected them) are not given to
 // Add either, and do not appear in the output.
 //
-// An event the Thread refused as stale (ErrStaleSeq: a redelivery of an
+// An event the Thread refused as stale (reducer.ErrStaleSeq: a redelivery of an
 // event already applied) is dropped: it changed nothing, and a consumer of
 // the output, which has no sequence numbers, would apply it again.
-func (c *Compactor) Add(ev *codec.Event, res Result) {
-	if errors.Is(res.Fatal, ErrStaleSeq) {
+func (c *Compactor) Add(ev *codec.Event, res reducer.Result) {
+	if errors.Is(res.Fatal, reducer.ErrStaleSeq) {
 		return
 	}
 	if res.Fatal != nil || len(res.Warnings) > 0 {
 		c.barrier()
 		c.appendEntry(ev, 0)
-		if res.Fatal != nil || compactIsChunk(ev.Type) {
+		if res.Fatal != nil || isChunk(ev.Type) {
 			// What a refused event, or a chunk that warned, did to the
 			// chunk lanes is not modelled; until a clean run-level event
 			// resets them, every lane counts as possibly open, which
@@ -191,35 +192,35 @@ func (c *Compactor) Add(ev *codec.Event, res Result) {
 		c.appendEntry(ev, 0)
 
 	case codec.TypeTextMessageContent, codec.TypeReasoningMessageContent:
-		c.addContent(ev, compactKey{'m', ev.MessageID})
+		c.addContent(ev, itemKey{'m', ev.MessageID})
 	case codec.TypeToolCallArgs:
-		c.addContent(ev, compactKey{'t', ev.ToolCallID})
+		c.addContent(ev, itemKey{'t', ev.ToolCallID})
 
 	case codec.TypeTextMessageStart:
-		c.addStart(ev, compactKey{'m', ev.MessageID}, codec.TypeTextMessageContent, codec.TypeTextMessageEnd)
+		c.addStart(ev, itemKey{'m', ev.MessageID}, codec.TypeTextMessageContent, codec.TypeTextMessageEnd)
 	case codec.TypeReasoningMessageStart:
-		c.addStart(ev, compactKey{'m', ev.MessageID}, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd)
+		c.addStart(ev, itemKey{'m', ev.MessageID}, codec.TypeReasoningMessageContent, codec.TypeReasoningMessageEnd)
 	case codec.TypeToolCallStart:
 		// A TOOL_CALL_START may create or extend its parent message, but
 		// only its toolCalls list, which no foldable event of that message
 		// touches; so message heads survive it.
-		c.addStart(ev, compactKey{'t', ev.ToolCallID}, codec.TypeToolCallArgs, codec.TypeToolCallEnd)
+		c.addStart(ev, itemKey{'t', ev.ToolCallID}, codec.TypeToolCallArgs, codec.TypeToolCallEnd)
 	case codec.TypeTextMessageEnd, codec.TypeReasoningMessageEnd:
-		c.addEnd(ev, compactKey{'m', ev.MessageID})
+		c.addEnd(ev, itemKey{'m', ev.MessageID})
 	case codec.TypeToolCallEnd:
-		c.addEnd(ev, compactKey{'t', ev.ToolCallID})
+		c.addEnd(ev, itemKey{'t', ev.ToolCallID})
 	case codec.TypeToolCallResult:
-		c.drop(compactKey{'m', ev.MessageID})
-		c.drop(compactKey{'t', ev.ToolCallID})
-		c.closeLane(compactLaneOf(ev))
+		c.drop(itemKey{'m', ev.MessageID})
+		c.drop(itemKey{'t', ev.ToolCallID})
+		c.closeLane(laneOf(ev))
 		c.appendEntry(ev, 0)
 
 	case codec.TypeReasoningStart, codec.TypeReasoningEnd,
 		codec.TypeStepStarted, codec.TypeStepFinished, codec.TypeCustom:
-		c.closeLane(compactLaneOf(ev))
+		c.closeLane(laneOf(ev))
 		c.appendEntry(ev, 0)
 	case codec.TypeSubagentFinished, codec.TypeSubagentError:
-		c.closeLane(compactLaneKey(ev.SubagentRunID))
+		c.closeLane(laneKey(ev.SubagentRunID))
 		c.appendEntry(ev, 0)
 	case codec.TypeRaw, codec.TypeSubagentStarted, codec.TypeReasoningEncryptedValue:
 		// Close nothing and build nothing a fold could reorder against:
@@ -250,7 +251,7 @@ func (c *Compactor) Flush(dst []*codec.Event) []*codec.Event {
 	c.abortAll()
 	for i := range c.entries {
 		dst = c.entries[i].emit(dst)
-		c.entries[i] = compactEntry{}
+		c.entries[i] = entry{}
 	}
 	c.entries = c.entries[:0]
 	clear(c.heads)
@@ -266,36 +267,36 @@ func (c *Compactor) barrier() {
 	clear(c.heads)
 }
 
-func (c *Compactor) drop(k compactKey) { delete(c.heads, k) }
+func (c *Compactor) drop(k itemKey) { delete(c.heads, k) }
 
 func (c *Compactor) appendEntry(ev *codec.Event, stream uint64) int {
-	c.entries = append(c.entries, compactEntry{ev: ev.Clone(), stream: stream})
+	c.entries = append(c.entries, entry{ev: ev.Clone(), stream: stream})
 	return len(c.entries) - 1
 }
 
-// head returns the compactEntry k may fold into, or nil.
-func (c *Compactor) head(k compactKey) *compactEntry {
+// head returns the entry k may fold into, or nil.
+func (c *Compactor) head(k itemKey) *entry {
 	if i, ok := c.heads[k]; ok {
 		return &c.entries[i]
 	}
 	return nil
 }
 
-func (c *Compactor) setHead(k compactKey, i int) {
-	// Keys are stored with the compactEntry's own (copied) id.
+func (c *Compactor) setHead(k itemKey, i int) {
+	// Keys are stored with the entry's own (copied) id.
 	c.heads[k] = i
 }
 
 // addContent handles an explicit content event of item k.
-func (c *Compactor) addContent(ev *codec.Event, k compactKey) {
-	lane := compactLaneOf(ev)
+func (c *Compactor) addContent(ev *codec.Event, k itemKey) {
+	lane := laneOf(ev)
 	if h := c.head(k); h != nil && h.conv != nil {
 		cv := h.conv
 		if !cv.done() && !cv.ended && cv.contentType == ev.Type && !c.laneOpen(lane) {
 			// Joined into the triad's content, which goes right after its
 			// START (or into the chunk); the tag rule is the one below.
 			if cv.content == nil {
-				cv.content = &compactEntry{ev: ev.Clone()}
+				cv.content = &entry{ev: ev.Clone()}
 			} else {
 				cv.content.appendDelta(ev)
 				cv.content.mergeMeta(ev)
@@ -315,36 +316,36 @@ func (c *Compactor) addContent(ev *codec.Event, k compactKey) {
 	}
 	c.closeLane(lane)
 	i := c.appendEntry(ev, 0)
-	c.setHead(compactKey{k.kind, compactID(c.entries[i].ev, k.kind)}, i)
+	c.setHead(itemKey{k.kind, itemID(c.entries[i].ev, k.kind)}, i)
 }
 
 // addChunk handles a *_CHUNK event: it is resolved to its lane's stream the
 // way chunk expansion does (patterns.md §3.4), and a continuation is folded
-// into the compactEntry that last extended the same stream.
+// into the entry that last extended the same stream.
 func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
 	if c.lanesUnknown {
 		c.barrier()
 		c.appendEntry(ev, 0)
 		return
 	}
-	lane, s := c.resolveChunk(ev, id, compactHasID(ev))
+	lane, s := c.resolveChunk(ev, id, namesItem(ev))
 	if s != nil { // continuation
-		if h := c.head(compactKey{kind, s.id}); h != nil && h.stream == s.serial {
+		if h := c.head(itemKey{kind, s.id}); h != nil && h.stream == s.serial {
 			h.appendChunkDelta(ev)
 			h.mergeMeta(ev)
 			return
 		}
 		i := c.appendEntry(ev, s.serial)
-		c.setHead(compactKey{kind, s.id}, i)
+		c.setHead(itemKey{kind, s.id}, i)
 		return
 	}
 	// Opener: it closes whatever the lane had open and starts a stream.
-	c.laneClosedInOutput(lane, compactKey{kind, id}, ev.Type)
+	c.laneClosedInOutput(lane, itemKey{kind, id}, ev.Type)
 	c.serial++
 	i := c.appendEntry(ev, c.serial)
-	owned := compactID(c.entries[i].ev, kind)
-	c.lanes[lane] = &compactStream{kind: ev.Type, id: owned, serial: c.serial}
-	c.setHead(compactKey{kind, owned}, i)
+	owned := itemID(c.entries[i].ev, kind)
+	c.lanes[lane] = &chunkStream{kind: ev.Type, id: owned, serial: c.serial}
+	c.setHead(itemKey{kind, owned}, i)
 }
 
 // resolveChunk returns the lane a chunk belongs to and, when it continues
@@ -352,12 +353,12 @@ func (c *Compactor) addChunk(ev *codec.Event, kind byte, id string) {
 // id continues wherever it is open; a tag names its lane; an untagged
 // id-less chunk continues the parent's stream of its kind, else the sole
 // open stream of its kind.
-func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string, *compactStream) {
+func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string, *chunkStream) {
 	var lane string
 	tagged := ev.Has(codec.FieldSubagentRunID)
 	switch {
 	case hasID: // a present id, "" included, names an item
-		lane = compactLaneOf(ev)
+		lane = laneOf(ev)
 		for k, s := range c.lanes {
 			if s.kind == ev.Type && s.id == id {
 				lane = k
@@ -365,10 +366,10 @@ func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string
 			}
 		}
 	case tagged:
-		lane = compactLaneOf(ev)
+		lane = laneOf(ev)
 	default:
-		lane = compactParentLane
-		if s := c.lanes[compactParentLane]; s == nil || s.kind != ev.Type {
+		lane = parentLane
+		if s := c.lanes[parentLane]; s == nil || s.kind != ev.Type {
 			n := 0
 			for k, s := range c.lanes {
 				if s.kind == ev.Type {
@@ -377,7 +378,7 @@ func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string
 				}
 			}
 			if n != 1 {
-				lane = compactParentLane
+				lane = parentLane
 			}
 		}
 	}
@@ -389,8 +390,8 @@ func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string
 
 // addState folds STATE_SNAPSHOT and STATE_DELTA.
 func (c *Compactor) addState(ev *codec.Event) {
-	lane := compactLaneOf(ev)
-	if h := c.head(compactStateKey); h != nil && !c.laneOpen(lane) {
+	lane := laneOf(ev)
+	if h := c.head(stateKey); h != nil && !c.laneOpen(lane) {
 		// On state events the tag is provenance only (subagents.md §5):
 		// its one effect is closing its lane, a no-op here. The head keeps
 		// its own tag, so the lane closing at the head's place stays.
@@ -419,13 +420,13 @@ func (c *Compactor) addState(ev *codec.Event) {
 		}
 	}
 	c.closeLane(lane)
-	c.setHead(compactStateKey, c.appendEntry(ev, 0))
+	c.setHead(stateKey, c.appendEntry(ev, 0))
 }
 
 // addActivity folds ACTIVITY_SNAPSHOT and ACTIVITY_DELTA of one activity
 // message. Neither closes a chunk lane.
 func (c *Compactor) addActivity(ev *codec.Event) {
-	k := compactKey{'m', ev.MessageID}
+	k := itemKey{'m', ev.MessageID}
 	replacing := ev.Type == codec.TypeActivityDelta || ev.Replace || !ev.Has(codec.FieldReplace)
 	if !replacing {
 		// replace:false leaves an existing activity alone but creates a
@@ -445,17 +446,17 @@ func (c *Compactor) addActivity(ev *codec.Event) {
 			if h.applyToDoc(h.ev.Content, ev.Patch, true) {
 				// ev's strings are the caller's to reuse (Add's contract):
 				// what the entry keeps of them is copied.
-				h.ev.ActivityType = retain(ev.ActivityType)
+				h.ev.ActivityType = strings.Clone(ev.ActivityType)
 				h.mergeMeta(ev)
 				return
 			}
 		case h.ev.Type == codec.TypeActivityDelta:
 			h.appendPatch(ev)
-			h.ev.ActivityType = retain(ev.ActivityType)
+			h.ev.ActivityType = strings.Clone(ev.ActivityType)
 			if !h.ev.Has(codec.FieldSubagentRunID) && ev.Has(codec.FieldSubagentRunID) {
 				// Both agreed with the owner (they were clean), so either
 				// tag is the owner's.
-				h.ev.SubagentRunID = retain(ev.SubagentRunID)
+				h.ev.SubagentRunID = strings.Clone(ev.SubagentRunID)
 				h.ev.Fields = h.ev.Fields.With(codec.FieldSubagentRunID)
 			}
 			h.mergeMeta(ev)
@@ -463,24 +464,24 @@ func (c *Compactor) addActivity(ev *codec.Event) {
 		}
 	}
 	i := c.appendEntry(ev, 0)
-	c.setHead(compactKey{'m', c.entries[i].ev.MessageID}, i)
+	c.setHead(itemKey{'m', c.entries[i].ev.MessageID}, i)
 }
 
 // Lanes.
 
-const compactParentLane = ""
+const parentLane = ""
 
-// compactLaneOf is the lane an event's attribution names: the parent agent when it
+// laneOf is the lane an event's attribution names: the parent agent when it
 // carries no subagentRunId.
-func compactLaneOf(ev *codec.Event) string {
+func laneOf(ev *codec.Event) string {
 	if !ev.Has(codec.FieldSubagentRunID) {
-		return compactParentLane
+		return parentLane
 	}
-	return compactLaneKey(ev.SubagentRunID)
+	return laneKey(ev.SubagentRunID)
 }
 
-// compactLaneKey keeps a present-but-empty subagentRunId apart from the parent lane.
-func compactLaneKey(tag string) string { return "#" + tag }
+// laneKey keeps a present-but-empty subagentRunId apart from the parent lane.
+func laneKey(tag string) string { return "#" + tag }
 
 func (c *Compactor) laneOpen(lane string) bool {
 	return c.lanesUnknown || c.lanes[lane] != nil
@@ -491,14 +492,14 @@ func (c *Compactor) laneOpen(lane string) bool {
 // be open there in the output. Only events certain to be emitted may call it.
 func (c *Compactor) closeLane(lane string) {
 	delete(c.lanes, lane)
-	c.laneClosedInOutput(lane, compactKey{}, 0)
+	c.laneClosedInOutput(lane, itemKey{}, 0)
 }
 
 // laneClosedInOutput marks the triads of lane as closed in the output,
 // except one whose item (key) and chunk kind match an opener's: a chunk
 // naming the item its lane is assembling continues it instead of closing
 // it, and the opener may itself become such a chunk.
-func (c *Compactor) laneClosedInOutput(lane string, key compactKey, chunkType codec.Type) {
+func (c *Compactor) laneClosedInOutput(lane string, key itemKey, chunkType codec.Type) {
 	for _, cv := range c.active {
 		if cv.key == key && cv.chunkType == chunkType {
 			continue
@@ -520,15 +521,15 @@ func (c *Compactor) closeLanesOf(ev *codec.Event) {
 	case codec.TypeRunStarted, codec.TypeRunFinished, codec.TypeRunError, codec.TypeMessagesSnapshot:
 		c.closeAllLanes()
 	case codec.TypeSubagentFinished, codec.TypeSubagentError:
-		c.closeLane(compactLaneKey(ev.SubagentRunID))
+		c.closeLane(laneKey(ev.SubagentRunID))
 	case codec.TypeRaw, codec.TypeActivitySnapshot, codec.TypeActivityDelta,
 		codec.TypeReasoningEncryptedValue, codec.TypeSubagentStarted, codec.TypeUnknown:
 	default:
-		c.closeLane(compactLaneOf(ev))
+		c.closeLane(laneOf(ev))
 	}
 }
 
-func compactIsChunk(t codec.Type) bool {
+func isChunk(t codec.Type) bool {
 	return t == codec.TypeTextMessageChunk || t == codec.TypeToolCallChunk || t == codec.TypeReasoningMessageChunk
 }
 
@@ -544,7 +545,7 @@ func (c *Compactor) closeAllLanes() {
 	c.prune()
 }
 
-func compactID(ev *codec.Event, kind byte) string {
+func itemID(ev *codec.Event, kind byte) string {
 	if kind == 't' {
 		return ev.ToolCallID
 	}
@@ -553,7 +554,7 @@ func compactID(ev *codec.Event, kind byte) string {
 
 // Entries.
 
-func (e *compactEntry) appendDelta(ev *codec.Event) {
+func (e *entry) appendDelta(ev *codec.Event) {
 	if e.delta == nil {
 		e.delta = append(make([]byte, 0, 2*(len(e.ev.Delta)+len(ev.Delta))), e.ev.Delta...)
 	}
@@ -562,7 +563,7 @@ func (e *compactEntry) appendDelta(ev *codec.Event) {
 
 // appendChunkDelta joins a continuation chunk's delta. A chunk without delta
 // adds no content (a metadata-only continuation yields an empty delta).
-func (e *compactEntry) appendChunkDelta(ev *codec.Event) {
+func (e *entry) appendChunkDelta(ev *codec.Event) {
 	if !ev.Has(codec.FieldDelta) {
 		return
 	}
@@ -572,8 +573,8 @@ func (e *compactEntry) appendChunkDelta(ev *codec.Event) {
 	e.appendDelta(ev)
 }
 
-// mergeMeta merges ev's metadata over the compactEntry's, per key, last write wins.
-func (e *compactEntry) mergeMeta(ev *codec.Event) {
+// mergeMeta merges ev's metadata over the entry's, per key, last write wins.
+func (e *entry) mergeMeta(ev *codec.Event) {
 	if !ev.Has(codec.FieldMetadata) {
 		return
 	}
@@ -594,10 +595,10 @@ func (e *compactEntry) mergeMeta(ev *codec.Event) {
 	}
 }
 
-// applyToDoc applies a patch to the compactEntry's folded document (started from
+// applyToDoc applies a patch to the entry's folded document (started from
 // base), reporting whether it applied. On failure nothing changed. object
 // holds an activity's content to being an object, as the reducer does.
-func (e *compactEntry) applyToDoc(base codec.Raw, ops []codec.PatchOp, object bool) bool {
+func (e *entry) applyToDoc(base codec.Raw, ops []codec.PatchOp, object bool) bool {
 	if e.doc == nil {
 		d, err := jsondoc.Parse(base)
 		if err != nil {
@@ -611,21 +612,21 @@ func (e *compactEntry) applyToDoc(base codec.Raw, ops []codec.PatchOp, object bo
 	return e.doc.Apply(ops) == nil
 }
 
-func (e *compactEntry) appendPatch(ev *codec.Event) {
+func (e *entry) appendPatch(ev *codec.Event) {
 	if e.patch == nil {
 		e.patch = append(make([]codec.PatchOp, 0, len(e.ev.Patch)+len(ev.Patch)), e.ev.Patch...)
 	}
 	for i := range ev.Patch {
-		e.patch = append(e.patch, compactClonePatchOp(&ev.Patch[i]))
+		e.patch = append(e.patch, clonePatchOp(&ev.Patch[i]))
 	}
 }
 
-// replaceWith makes the compactEntry ev, keeping the metadata merged so far and
+// replaceWith makes the entry ev, keeping the metadata merged so far and
 // merging ev's over it.
-func (e *compactEntry) replaceWith(ev *codec.Event) {
+func (e *entry) replaceWith(ev *codec.Event) {
 	old := e.finishMeta()
 	oldHas := e.ev.Has(codec.FieldMetadata)
-	*e = compactEntry{ev: ev.Clone()}
+	*e = entry{ev: ev.Clone()}
 	if !oldHas {
 		return
 	}
@@ -638,15 +639,15 @@ func (e *compactEntry) replaceWith(ev *codec.Event) {
 	}
 }
 
-func (e *compactEntry) finishMeta() codec.Raw {
+func (e *entry) finishMeta() codec.Raw {
 	if e.meta != nil {
 		return e.meta.AppendJSON(nil)
 	}
 	return e.ev.Metadata
 }
 
-// finish writes what was folded into the compactEntry into its event.
-func (e *compactEntry) finish() *codec.Event {
+// finish writes what was folded into the entry into its event.
+func (e *entry) finish() *codec.Event {
 	ev := e.ev
 	if e.delta != nil {
 		ev.Delta = string(e.delta)
@@ -677,9 +678,9 @@ func (e *compactEntry) finish() *codec.Event {
 	return ev
 }
 
-// compactClonePatchOp copies one operation of an event's patch so that it outlives
+// clonePatchOp copies one operation of an event's patch so that it outlives
 // the event.
-func compactClonePatchOp(op *codec.PatchOp) codec.PatchOp {
+func clonePatchOp(op *codec.PatchOp) codec.PatchOp {
 	c := *op
 	c.Path = strings.Clone(op.Path)
 	c.From = strings.Clone(op.From)
