@@ -46,22 +46,43 @@ type Config struct {
 	// every thread. Required when NatsURL is empty.
 	DataDir string
 
-	// Ingest runs the reducers and serves the ingest HTTP bridge; Fanout
-	// serves the /v1 API and the dashboard.
+	// Ingest runs the reducers (and, with Bridge, serves the ingest HTTP
+	// bridge); Fanout serves the /v1 API and the dashboard.
 	Ingest, Fanout bool
+	// Bridge serves POST /v1/ingest/{tenant}/{thread} beside ingest, its
+	// requests authorized by the node's token Verifier, or by nobody with
+	// BridgeNoAuth (development only).
+	Bridge       bool
+	BridgeNoAuth bool
+	// Lease: ingest claims its partitions with TTL'd leases in KV
+	// (pipeline.LeasedIngest with LeaseConfig; its Partitions, Replicas
+	// and Domain are set from Pipeline), rebalanced among the instances and
+	// taken over after a crash. Off: static assignment, the partitions
+	// p % Pipeline.Instances == Pipeline.Instance.
+	Lease       bool
+	LeaseConfig pipeline.LeaseConfig
+	// Name names the node's main NATS connection (that of ingest and the
+	// bridge, or the fanout's when ingest is off) and prefixes the others
+	// ("-auth": the callout's; the fanout's beside ingest is
+	// "threadcast-fanout"). Empty: "threadcast".
+	Name string
 	// Demo runs demo agents with DemoConfig until Stop.
 	Demo       bool
 	DemoConfig demo.Config
 
 	// AuthKey signs the HS256 bearer tokens (package auth) that the fanout
 	// and the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
-	// Ingest or Fanout is set, unless Tokens names a JWKS source.
+	// Fanout or an authorized Bridge is on, unless Tokens names a JWKS
+	// source. With neither, an embedded server admits anonymous clients (an
+	// ingest-only node, for development).
 	AuthKey []byte
 	// Tokens configures the node's one token Verifier (Node.Verifier),
 	// shared by the fanout and the bridge: JWKS sources, audience, clock
 	// skew, refresh throttle. AuthKey is added to its SharedKeys. With a
 	// JWKS source, Start fetches it and fails when it cannot.
 	Tokens auth.VerifierConfig
+	// Dashboard serves the dashboard (package web) at / beside the fanout.
+	Dashboard bool
 	// DashboardTenants are offered by the dashboard's tenant picker with
 	// their tokens, only to requests from a loopback address whose Host is
 	// a loopback name (web.Config.TenantsLocalOnly): set them only on a
@@ -117,6 +138,9 @@ func DefaultConfig() Config {
 		NatsListen:   "127.0.0.1:4222",
 		Ingest:       true,
 		Fanout:       true,
+		Bridge:       true,
+		Dashboard:    true,
+		LeaseConfig:  pipeline.DefaultLeaseConfig(),
 		Tokens:       auth.DefaultVerifierConfig(),
 		Pipeline:     pipeline.DefaultConfig(),
 		FanoutConfig: fanout.DefaultConfig(),
@@ -137,14 +161,20 @@ var (
 	ErrNatsListen = errors.New("node: cannot listen for NATS clients")
 	ErrHTTPListen = errors.New("node: cannot listen for HTTP")
 	ErrNats       = errors.New("node: NATS")
+	// ErrNkey: Config.NatsNkey unreadable or not a user seed;
+	// ErrCalloutSeed: Config.CalloutSeed unreadable or not an account seed.
+	ErrNkey        = errors.New("node: NATS nkey seed")
+	ErrCalloutSeed = errors.New("node: auth callout seed")
 )
 
 func (c *Config) validate() error {
 	switch {
 	case !c.Ingest && !c.Fanout && !c.Demo:
 		return fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
-	case (c.Ingest || c.Fanout) && len(c.AuthKey) < auth.MinKeyLen && (len(c.AuthKey) > 0 || len(c.Tokens.JWKS) == 0):
-		return fmt.Errorf("%w: auth key shorter than %d bytes (and no JWKS source)", ErrConfig, auth.MinKeyLen)
+	case len(c.AuthKey) > 0 && len(c.AuthKey) < auth.MinKeyLen:
+		return fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case c.needsTokens() && !c.hasTokens():
+		return fmt.Errorf("%w: no auth key of at least %d bytes and no JWKS source", ErrConfig, auth.MinKeyLen)
 	case c.NatsURL == "" && c.DataDir == "":
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
@@ -172,5 +202,25 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	if c.Ingest && c.Lease {
+		lc := &c.LeaseConfig
+		lc.Partitions, lc.Replicas, lc.Domain = c.Pipeline.Partitions, c.Pipeline.Replicas, c.Pipeline.Domain
+		if err := lc.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Name == "" {
+		c.Name = "threadcast"
+	}
 	return nil
 }
+
+// needsTokens: a part that verifies bearer tokens runs.
+func (c *Config) needsTokens() bool {
+	return c.Fanout || (c.Ingest && c.Bridge && !c.BridgeNoAuth)
+}
+
+// hasTokens: the node has a way to verify tokens (an auth key or a JWKS
+// source); an embedded server is then locked, agents authorized by the
+// callout.
+func (c *Config) hasTokens() bool { return len(c.AuthKey) > 0 || len(c.Tokens.JWKS) > 0 }

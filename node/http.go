@@ -24,6 +24,10 @@ func (n *Node) startHTTP(h http.Handler) error {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
 		Help: "HTTP connections refused because the node held --max-conns connections."})
 	capped.OnRefuse = refused.Inc
+	if n.fs != nil { // the fanout's refusals count it too, by reason
+		fr := n.fs.Metrics().Rejected.WithLabelValues("too_many_connections")
+		capped.OnRefuse = func() { refused.Inc(); fr.Inc() }
+	}
 	n.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_http_connections_open",
 		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))
 	n.ln = capped

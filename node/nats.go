@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -21,6 +22,10 @@ func (n *Node) startNats() error {
 	var issuer nkeys.KeyPair
 	var sauth *pipeline.ServerAuth
 	switch {
+	case url == "" && !n.cfg.hasTokens():
+		// Nothing could authorize an agent: the embedded server admits
+		// anonymous clients (validate allows this for ingest alone).
+		n.log.Warn("embedded NATS server open to anonymous clients: give an auth key or a JWKS source to lock it (agents then connect with publish tokens)")
 	case url == "":
 		// The embedded server is locked: the node's connections are the
 		// only service identity (a key that lives in this process only),
@@ -39,7 +44,7 @@ func (n *Node) startNats() error {
 	case n.cfg.NatsNkey != "":
 		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)
 		if err != nil {
-			return fmt.Errorf("%w: nkey seed %s: %w", ErrNats, n.cfg.NatsNkey, err)
+			return fmt.Errorf("%w: %s: %w", ErrNkey, n.cfg.NatsNkey, err)
 		}
 		n.svcAuth = opt
 	case n.cfg.NatsCreds != "":
@@ -48,7 +53,7 @@ func (n *Node) startNats() error {
 	if n.cfg.CalloutSeed != "" {
 		var err error
 		if issuer, err = busauth.ReadIssuerSeed(n.cfg.CalloutSeed); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
+			return fmt.Errorf("%w: %w", ErrCalloutSeed, err)
 		}
 	}
 	// The storage watch reads the embedded store's free space and hears
@@ -79,7 +84,7 @@ func (n *Node) startNats() error {
 		n.log.Info("embedded NATS server started", "url", url, "data", n.cfg.DataDir)
 	}
 	n.natsURL = url
-	nc, closed, err := n.connect("threadcast")
+	nc, closed, err := n.connect(n.cfg.Name)
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func (n *Node) startNats() error {
 // authorizing agents by the node's token Verifier.
 func (n *Node) startCallout() error {
 	var err error
-	if n.anc, n.ancClosed, err = n.connect("threadcast-auth"); err != nil {
+	if n.anc, n.ancClosed, err = n.connect(n.cfg.Name + "-auth"); err != nil {
 		return err
 	}
 	n.callout, err = busauth.Start(n.anc, busauth.Config{
@@ -134,7 +139,10 @@ func (n *Node) dial(name string, auth ...nats.Option) (*nats.Conn, chan struct{}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
+		// Exponential backoff with jitter, so that a restarted cluster is
+		// not hit by every client at once; a URL list (several servers,
+		// comma-separated) is tried in random order.
+		nats.CustomReconnectDelay(reconnectDelay),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !n.stopping.Load() {
@@ -210,4 +218,11 @@ func listenAddr(addr string) (string, int, error) {
 	}
 	_ = ln.Close()
 	return host, port, nil
+}
+
+// reconnectDelay is the wait before reconnect attempt n (1, 2, …): 250 ms
+// doubling to 4 s, plus up to 25 % jitter.
+func reconnectDelay(attempts int) time.Duration {
+	d := 250 * time.Millisecond << min(max(attempts-1, 0), 4)
+	return d + time.Duration(rand.Int64N(int64(d/4)+1))
 }

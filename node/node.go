@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -59,8 +60,8 @@ type Node struct {
 	fncClosed chan struct{}
 	demoConns []demoConn
 	reg       *prometheus.Registry
-	verifier  *auth.Verifier // nil when neither ingest, fanout nor the callout runs
-	in        *pipeline.Restarting
+	verifier  *auth.Verifier         // nil when neither ingest, fanout nor the callout runs
+	in        ingester               // nil when ingest is off
 	storage   *pipeline.StorageWatch // with ingest
 	fs        *fanout.Server
 	bridge    *agent.Publisher // the bridge's publisher, or nil
@@ -79,10 +80,38 @@ type Node struct {
 	demoStats demo.Stats // set before demo.done is closed
 }
 
+// ingester is ingest in either partition mode: *pipeline.Restarting
+// (static) or *pipeline.LeasedIngest (lease).
+type ingester interface {
+	Run(ctx context.Context, drain time.Duration) error
+	Ready() bool
+	Lag() uint64
+}
+
 type part struct {
 	cancel context.CancelFunc // nil: not started
 	done   chan struct{}
 	err    error // set before done is closed
+}
+
+// Run starts a node with cfg, calls started (when not nil) once it is up,
+// and runs it until ctx ends or a part fails; it then stops the node and
+// returns only after everything it started has stopped. The error is the
+// start-up error, or the failure joined with what Stop reported; nil after
+// a clean stop on ctx.
+func Run(ctx context.Context, cfg Config, started func(*Node)) error {
+	n, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	if started != nil {
+		started(n)
+	}
+	select {
+	case <-ctx.Done():
+	case <-n.Failed():
+	}
+	return errors.Join(n.Err(), n.Stop())
 }
 
 // Start starts a node; see the package documentation. On error nothing it
@@ -107,7 +136,7 @@ func (n *Node) start() error {
 		return err
 	}
 	n.reg = prometheus.NewRegistry()
-	if n.cfg.Ingest || n.cfg.Fanout || n.issuer != nil {
+	if n.cfg.hasTokens() && (n.cfg.Ingest || n.cfg.Fanout || n.issuer != nil) {
 		if err := n.startVerifier(); err != nil {
 			return err
 		}
@@ -128,11 +157,18 @@ func (n *Node) start() error {
 		fc.Hub.EventStream = n.cfg.Pipeline.Stream
 		fc.DeadLetters = n.cfg.Pipeline.DeadLetters
 		fc.Quota = n.cfg.Quota
-		var err error
-		if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
-			return err
+		// Beside ingest the fanout has a connection of its own (see
+		// connect); alone it uses the node's.
+		fconn := n.nc
+		if n.cfg.Ingest {
+			var err error
+			if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
+				return err
+			}
+			fconn = n.fnc
 		}
-		if fs, err = fanout.New(n.fnc, fc, n.log.With("part", "fanout")); err != nil {
+		var err error
+		if fs, err = fanout.New(fconn, fc, n.log.With("part", "fanout")); err != nil {
 			return err
 		}
 		// One registry for every part: the fanout's (which already holds
@@ -161,9 +197,14 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		mux.Handle("/v1/ingest/", bridge)
+		if bridge != nil {
+			mux.Handle("/v1/ingest/", bridge)
+		}
 	}
 	if fs != nil {
+		mux.Handle("/v1/", fs.Handler())
+	}
+	if fs != nil && n.cfg.Dashboard {
 		// Development tokens go only to visitors on this machine (a
 		// loopback peer naming a loopback Host): --http may listen on
 		// every interface, and a page rebinding its DNS name to 127.0.0.1
@@ -172,7 +213,6 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		mux.Handle("/v1/", fs.Handler())
 		mux.Handle("/", dash)
 	}
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
