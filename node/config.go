@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
@@ -32,6 +34,11 @@ type Config struct {
 	// NatsURL).
 	NatsCreds string
 	NatsNkey  string
+	// NatsIdentity is the identity of another node in the same process
+	// (its Node.ServiceIdentity), for a node that joins that node's
+	// embedded server at NatsURL: a test or tool assembling several
+	// nodes, never a command. At most one of the three is set.
+	NatsIdentity nats.Option
 	// CalloutSeed is an nkey seed file of the account key (A...) that is
 	// the issuer of the server's auth_callout: set, the node runs the auth
 	// callout service (package busauth) on NatsURL, authorizing agents by
@@ -179,9 +186,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
 		return fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
-	case c.NatsCreds != "" && c.NatsNkey != "":
-		return fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
-	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.CalloutSeed != ""):
+	case c.NatsCreds != "" && c.NatsNkey != "", c.NatsIdentity != nil && (c.NatsCreds != "" || c.NatsNkey != ""):
+		return fmt.Errorf("%w: NATS credentials, an nkey seed and an identity are each an identity; give one", ErrConfig)
+	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.NatsIdentity != nil || c.CalloutSeed != ""):
 		return fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
 	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen && len(c.Tokens.JWKS) == 0:
 		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)

@@ -41,6 +41,8 @@ func (n *Node) startNats() error {
 		n.svcAuth = nats.Nkey(pub, svc.Sign)
 		sauth = &pipeline.ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
 		sauth.CalloutIssuer, _ = issuer.PublicKey()
+	case n.cfg.NatsIdentity != nil:
+		n.svcAuth = n.cfg.NatsIdentity
 	case n.cfg.NatsNkey != "":
 		opt, err := nats.NkeyOptionFromSeed(n.cfg.NatsNkey)
 		if err != nil {

@@ -304,6 +304,11 @@ func (n *Node) NatsURL() string { return n.natsURL }
 // process. It is closed by Stop.
 func (n *Node) Conn() *nats.Conn { return n.nc }
 
+// ServiceIdentity returns the node's own identity on its NATS (nil: none,
+// an open server or a user and password in the URL), for another node in
+// the same process to join with (Config.NatsIdentity).
+func (n *Node) ServiceIdentity() nats.Option { return n.svcAuth }
+
 // Connect opens a new connection to the node's NATS with the node's own
 // service identity (every subject, JetStream and KV), for tools in the same
 // process (the load generator, tests); opts are added to it. The caller
