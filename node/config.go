@@ -186,8 +186,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
 	case c.Drain <= 0:
 		return fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
-	case c.NatsCreds != "" && c.NatsNkey != "", c.NatsIdentity != nil && (c.NatsCreds != "" || c.NatsNkey != ""):
-		return fmt.Errorf("%w: NATS credentials, an nkey seed and an identity are each an identity; give one", ErrConfig)
+	case c.NatsCreds != "" && c.NatsNkey != "":
+		return fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
+	case c.NatsIdentity != nil && (c.NatsCreds != "" || c.NatsNkey != ""):
+		return fmt.Errorf("%w: a NATS identity and credentials or an nkey seed are two identities; give one", ErrConfig)
 	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.NatsIdentity != nil || c.CalloutSeed != ""):
 		return fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
 	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen && len(c.Tokens.JWKS) == 0:
