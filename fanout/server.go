@@ -257,9 +257,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	s.Drain()
-	if serr := hs.Shutdown(sctx); serr != nil && err == nil {
-		err = serr
+	// Shutdown stops accepting and waits for idle connections; past the
+	// bound, Close ends the rest (their handlers' contexts end), whether
+	// or not Serve had already failed, so that wait returns.
+	if serr := hs.Shutdown(sctx); serr != nil {
 		_ = hs.Close()
+		if err == nil {
+			err = serr
+		}
 	}
 	if werr := s.wait(sctx); werr != nil && err == nil {
 		err = werr

@@ -51,7 +51,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
-	fs.StringVar(&authKey, "auth-key", "", "HS256 token signing key (at least 16 bytes); required unless --jwks-url or --jwks-file is given")
+	fs.StringVar(&authKey, "auth-key", "", fmt.Sprintf("HS256 token signing key (at least %d bytes); required unless --jwks-url or --jwks-file is given", auth.MinKeyLen))
 	tokens := tokenflags.Register(fs)
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")

@@ -195,7 +195,7 @@ func TestRunEmbedded(t *testing.T) {
 		anon.Close()
 		t.Error("an anonymous client connected to the locked embedded server")
 	}
-	nc, err := nats.Connect(url, a.svcAuth)
+	nc, err := a.node.Connect("ingest-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if c.AuthKey != "" && len(c.AuthKey) < auth.MinKeyLen {
-		return c, errors.New("--auth-key must be at least 16 bytes")
+		return c, fmt.Errorf("--auth-key must be at least %d bytes", auth.MinKeyLen)
 	}
 	if err := tokens.Apply(&c.Tokens); err != nil {
 		return c, err

@@ -68,26 +68,6 @@ func TestParseConfigPartitionMode(t *testing.T) {
 	}
 }
 
-func TestReconnectDelay(t *testing.T) {
-	tests := []struct {
-		give     int
-		min, max time.Duration
-	}{
-		{1, 250 * time.Millisecond, 312500 * time.Microsecond},
-		{2, 500 * time.Millisecond, 625 * time.Millisecond},
-		{5, 4 * time.Second, 5 * time.Second},
-		{50, 4 * time.Second, 5 * time.Second},
-		{0, 250 * time.Millisecond, 312500 * time.Microsecond},
-	}
-	for _, tt := range tests {
-		for range 20 {
-			if d := reconnectDelay(tt.give); d < tt.min || d > tt.max {
-				t.Errorf("reconnectDelay(%d) = %v, want in [%v, %v]", tt.give, d, tt.min, tt.max)
-			}
-		}
-	}
-}
-
 // TestRunLeaseMode runs the command in lease mode against its embedded
 // server: it becomes ready, holds every partition's lease in
 // THREADCAST_LEASES, reduces a thread, and releases its leases on drain.

@@ -165,7 +165,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.IntVar(&n.DemoConfig.Agents, "demo-agents", 0, "concurrent demo agents, spread over the tenants (0: two per tenant)")
 	fs.StringVar(&tenants, "demo-tenants", strings.Join(demo.DefaultTenants(), ","), "comma-separated demo `tenants`; also the dashboard's tenants with development tokens")
 	fs.Uint64Var(&seed, "demo-seed", 0, "seed of the demo traffic (0: a fresh one per start, so thread ids never repeat)")
-	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
+	fs.StringVar(&authKey, "auth-key", "", fmt.Sprintf("`key` signing the bearer tokens (at least %d bytes); empty with the embedded NATS server: generated and kept in --data", auth.MinKeyLen))
 	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
 	fs.DurationVar(&n.Pipeline.DeadLetterMaxAge, "dead-letter-max-age", n.Pipeline.DeadLetterMaxAge, "dead letters (GET /v1/deadletters) are kept this long at most")
