@@ -34,6 +34,9 @@ func NoJetStream(o *server.Options) { o.JetStream = false }
 // MaxPayload sets the largest message the server accepts.
 func MaxPayload(n int32) Option { return func(o *server.Options) { o.MaxPayload = n } }
 
+// MaxPending sets how many bytes the server buffers for a slow client.
+func MaxPending(n int64) Option { return func(o *server.Options) { o.MaxPending = n } }
+
 // StoreDir keeps the JetStream store in dir rather than in a new temporary
 // directory.
 func StoreDir(dir string) Option { return func(o *server.Options) { o.StoreDir = dir } }
