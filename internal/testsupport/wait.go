@@ -1,6 +1,7 @@
 package testsupport
 
 import (
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -50,8 +51,9 @@ type Goroutines int
 // CountGoroutines returns the number of goroutines running now.
 func CountGoroutines() Goroutines { return Goroutines(runtime.NumGoroutine()) }
 
-// Exited waits up to LeakTimeout until no more goroutines run than base,
-// and fails t otherwise with the stacks of all of them.
+// Exited waits up to LeakTimeout until no more goroutines run than base
+// (nats.go's and net/http's end asynchronously), and fails t otherwise with
+// the stacks of all of them.
 func (base Goroutines) Exited(t testing.TB) {
 	t.Helper()
 	if n, ok := base.settle(LeakTimeout); !ok {
@@ -60,8 +62,11 @@ func (base Goroutines) Exited(t testing.TB) {
 }
 
 // settle waits up to timeout for the count to fall to base; it returns the
-// last count and whether it did.
+// last count and whether it did. It first closes the idle keep-alive
+// connections of http.DefaultClient: their goroutines are the test's
+// client's, which would otherwise keep them until the server closes them.
 func (base Goroutines) settle(timeout time.Duration) (int, bool) {
+	http.DefaultClient.CloseIdleConnections()
 	deadline := time.Now().Add(timeout)
 	for {
 		n := runtime.NumGoroutine()
