@@ -17,6 +17,17 @@ import (
 	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
+// storeOne creates the stream S (subjects s.>) and stores data on s.1.
+func storeOne(t *testing.T, ctx context.Context, js jetstream.JetStream, data string) {
+	t.Helper()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.1", []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The default server has JetStream with its store in a temporary directory
 // and the default max payload.
 func TestStartJetStream(t *testing.T) {
@@ -30,12 +41,7 @@ func TestStartJetStream(t *testing.T) {
 	js := natstest.JetStream(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, "s.1", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
+	storeOne(t, ctx, js, "x")
 	if got := nc.MaxPayload(); got != 1<<20 {
 		t.Fatalf("max payload %d, want the server's default 1 MiB", got)
 	}
@@ -75,12 +81,7 @@ func TestRestart(t *testing.T) {
 	js := natstest.JetStream(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, "s.1", []byte("kept")); err != nil {
-		t.Fatal(err)
-	}
+	storeOne(t, ctx, js, "kept")
 	s.Restart()
 	if s.Port() != port || s.ClientURL() != url || filepath.Dir(s.JetStreamConfig().StoreDir) != dir {
 		t.Fatalf("restarted at %s with store %s, was %s with %s", s.ClientURL(), s.JetStreamConfig().StoreDir, url, dir)
