@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -597,7 +597,7 @@ func TestOverflow(t *testing.T) {
 			_, err := p.Publish(ctx, "acme", "t", contentEvent("m", 2))
 			done <- err
 		}()
-		waitFor(t, 5*time.Second, "the second Publish to wait", func() bool { return p.Stats().OverflowWaits == 2 })
+		testsupport.WaitFor(t, 5*time.Second, "the second Publish to wait", func() bool { return p.Stats().OverflowWaits == 2 })
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -689,7 +689,7 @@ func TestCloseAbandonsAtDeadline(t *testing.T) {
 // TestNoGoroutineLeak: after Close and closing the connection, nothing the
 // Publisher started is left running.
 func TestNoGoroutineLeak(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	func() {
 		env := startJS(t, false)
 		p, err := agent.New(env.nc, withLinger(time.Millisecond))
@@ -706,10 +706,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.nc.Close()
-		env.srv.Shutdown()
-		env.srv.WaitForShutdown()
+		env.srv.Stop()
 	}()
-	waitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
+	base.Exited(t)
 }
 
 // TestRetriedBatchIsStoredOnce: a whole batch whose ack is lost is re-sent as

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,16 +174,10 @@ func (e *bridgeEnv) storedCount(t *testing.T) int {
 	return n
 }
 
-// bridgeWaitFor polls cond until it holds or the timeout expires.
+// bridgeWaitFor is testsupport.WaitFor.
 func bridgeWaitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // the poll interval, not a synchronisation
-	}
+	testsupport.WaitFor(t, timeout, what, cond)
 }
 
 // bridgeCase loads the events of one conformance case.
@@ -461,12 +454,12 @@ func TestNewBridgeNeedsPublisherAndVerify(t *testing.T) {
 // TestBridgeNoGoroutineLeak: after the HTTP server, the publisher, the
 // connection and the NATS server stop, nothing is left.
 func TestBridgeNoGoroutineLeak(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	t.Run("run", func(t *testing.T) {
 		env := startBridge(t, nil)
 		env.post(t, "acme", "t", "", strings.NewReader(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`))
 	})
-	bridgeWaitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
+	base.Exited(t)
 }
 
 // TestBridgeEventSizes: with the defaults (an embedded server and a stream

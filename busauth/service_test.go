@@ -19,6 +19,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
@@ -76,11 +77,7 @@ func startLockedStream(t testing.TB, stream bool) *locked {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	svc, err := nats.Connect(srv.ClientURL(), nats.Nkey(upub, user.Sign))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	svc := natstest.Connect(t, srv.ClientURL(), nats.Nkey(upub, user.Sign))
 	s, err := busauth.Start(svc, busauth.Config{Issuer: issuer, Verify: verifier(t), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

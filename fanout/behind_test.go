@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -62,7 +64,7 @@ func TestSnapshotBehindCursorHeldBack(t *testing.T) {
 	// the first thing the client reads.
 	srv, hs := newServer(t, connect(t, ns), nil)
 	c := openSSE(t, hs.URL+"/v1/threads/behind/events", token(t, "acme"), map[string][]string{"Last-Event-Id": {uitoa(last)}})
-	waitFor(t, 10*time.Second, "the owner to be asked past its stale answers", func() bool { return asked.Load() > stale })
+	testsupport.WaitFor(t, 10*time.Second, "the owner to be asked past its stale answers", func() bool { return asked.Load() > stale })
 	th.publish(t, "four;")
 	done := time.AfterFunc(10*time.Second, c.cancel)
 	defer done.Stop()
@@ -135,7 +137,7 @@ func TestCursorAheadOfThreadAnsweredAtOnce(t *testing.T) {
 	if err := counter.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the thread's view", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the thread's view", func() bool {
 		code, body := do(t, "GET", hs.URL+"/v1/threads/ahead", token(t, "acme"), "", nil)
 		return code == 200 && strings.Contains(body, "hello")
 	})

@@ -15,41 +15,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/wire"
 )
 
 var testKey = []byte("fanout-test-key-0123456789")
 
-// startNATS runs an embedded nats-server with JetStream on a random port.
-func startNATS(t testing.TB) *server.Server {
+// startNATS runs an embedded nats-server with JetStream (natstest.Start).
+func startNATS(t testing.TB) *natstest.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return natstest.Start(t)
 }
 
-func connect(t testing.TB, ns *server.Server) *nats.Conn {
+func connect(t testing.TB, ns *natstest.Server) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, ns.ClientURL())
 }
 
 func token(t testing.TB, tenant string, threads ...string) string {
@@ -228,28 +214,18 @@ func openSSE(t testing.TB, url, tok string, hdr http.Header) *sseClient {
 
 func tryOpenSSE(t testing.TB, url, tok string, hdr http.Header) (*sseClient, int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req, _ := http.NewRequest("GET", url, nil)
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	s, status := testsupport.OpenSSE(t, req)
+	if s == nil {
+		return nil, status
 	}
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		cancel()
-		return nil, resp.StatusCode
-	}
-	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
-	t.Cleanup(c.close)
-	return c, resp.StatusCode
+	return &sseClient{resp: s.Resp, br: s.BR, cancel: s.Close}, status
 }
 
 func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }
@@ -257,31 +233,14 @@ func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }
 // next returns the next SSE message (data or, for comment-only or id-only
 // blocks, the comment / id).
 func (c *sseClient) next() (sseMsg, error) {
-	var m sseMsg
-	var data []string
-	for {
-		line, err := c.br.ReadString('\n')
-		if err != nil {
-			return m, err
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if len(data) > 0 || m.hasID || m.comment != "" {
-				m.data = strings.Join(data, "\n")
-				if m.hasID {
-					c.lastID = m.id
-				}
-				return m, nil
-			}
-		case strings.HasPrefix(line, ":"):
-			m.comment = strings.TrimSpace(line[1:])
-		case strings.HasPrefix(line, "id:"):
-			m.id, m.hasID = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " "), true
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-		}
+	ev, err := testsupport.ReadSSE(c.br)
+	if err != nil {
+		return sseMsg{}, err
 	}
+	if ev.HasID {
+		c.lastID = ev.ID
+	}
+	return sseMsg{id: ev.ID, data: ev.Data, hasID: ev.HasID, comment: ev.Comment}, nil
 }
 
 // aguiModel applies the AG-UI events a subscriber receives to the one
@@ -346,18 +305,6 @@ func shorten(s string) string {
 	return s
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // counterValue reads a counter or gauge.
 func counterValue(c prometheus.Metric) float64 {
 	var m dto.Metric
@@ -381,12 +328,7 @@ func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
 func connectURL(t testing.TB, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, url)
 }
 
 // followReconnecting follows c like follow, but when the stream ends it

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -364,7 +366,7 @@ func TestIdleBoundResume(t *testing.T) {
 		c.close()
 		// The handler leaves (and the feed starts lingering) after the
 		// client hung up, in its own time.
-		waitFor(t, 5*time.Second, th.id+" lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 && counterValue(s.m.Feeds) == 1 })
+		testsupport.WaitFor(t, 5*time.Second, th.id+" lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 && counterValue(s.m.Feeds) == 1 })
 	}
 	if got := counterValue(s.m.IdleEnded.WithLabelValues(BoundTenant)); got != 1 {
 		t.Fatalf("ended by the tenant bound: %v, want 1", got)
@@ -410,7 +412,7 @@ func TestIdleRingTrimmed(t *testing.T) {
 	f := func() *feed { return s.hub.lookup("acme", "busy") }
 	lingering := func() {
 		t.Helper()
-		waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+		testsupport.WaitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
 	}
 	state := func() (n, bytes, encoded int, snap bool) {
 		fd := f()
@@ -469,7 +471,7 @@ func TestIdleRingTrimmed(t *testing.T) {
 	checkTrimmed("after IdleTrimAfter")
 	th.publish(t, "f13;")
 	last := th.publish(t, "f14;")
-	waitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
 		fd := f()
 		fd.mu.Lock()
 		defer fd.mu.Unlock()
@@ -531,7 +533,7 @@ func TestIdleRingBytesConfig(t *testing.T) {
 // cuts it with a Sweep past IdleTrimAfter (tests set Linger to an hour).
 func lingerAndTrim(t *testing.T, s *Server, thread string) *feed {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
 	s.hub.Sweep(time.Now().Add(s.hub.cfg.IdleTrimAfter + time.Second))
 	f := s.hub.lookup("acme", thread)
 	f.mu.Lock()
@@ -571,7 +573,7 @@ func TestReconcileLingeringFeed(t *testing.T) {
 	th.mu.Unlock()
 	done := make(chan int, 1)
 	go func() { done <- s.hub.Reconcile(t.Context()) }()
-	waitFor(t, 5*time.Second, "Reconcile holding its reply", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "Reconcile holding its reply", func() bool {
 		th.mu.Lock()
 		n := th.snapshots
 		th.mu.Unlock()
@@ -619,7 +621,7 @@ func TestIdleRingEmptied(t *testing.T) {
 	c.close()
 	f := lingerAndTrim(t, s, "big")
 	last := th.publish(t, strings.Repeat("b", 2000)+";")
-	waitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.hi == last

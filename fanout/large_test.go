@@ -65,14 +65,14 @@ func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)
 		imod(&cfg)
 	}
 	startIngestWith(t, ns, cfg)
-	_, hs := newServer(t, connect(t, ns), func(c *Config) {
+	_, hs := newServer(t, connectURL(t, ns.ClientURL()), func(c *Config) {
 		c.Hub.Partitions = parts
 		c.Hub.SnapshotTimeout = 30 * time.Second
 		if mod != nil {
 			mod(c)
 		}
 	})
-	js, err := jetstream.New(connect(t, ns))
+	js, err := jetstream.New(connectURL(t, ns.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -169,7 +170,7 @@ func TestTapInParts(t *testing.T) {
 			t.Fatalf("tap line %d: %.60q, want %.60q", i, got[i], want[i])
 		}
 	}
-	waitFor(t, 5*time.Second, "the lost message counted", func() bool { return counterValue(srv.m.BadTap) >= 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the lost message counted", func() bool { return counterValue(srv.m.BadTap) >= 1 })
 }
 
 // recordingPub keeps what it is asked to publish.

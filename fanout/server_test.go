@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -703,7 +704,7 @@ func TestTapTypesBounded(t *testing.T) {
 		}
 		cancel()
 		resp.Body.Close()
-		waitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
+		testsupport.WaitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
 	}
 }
 
@@ -770,7 +771,7 @@ func TestTapSlowReaderCut(t *testing.T) {
 	if got >= 3*tapPending {
 		t.Fatalf("slow reader read all %d messages: nothing was dropped", got)
 	}
-	waitFor(t, 5*time.Second, "the cut to be counted", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the cut to be counted", func() bool {
 		return counterValue(srv.Metrics().Ended.WithLabelValues(EndSlow)) == 1 && counterValue(srv.Metrics().TapDropped) > 0
 	})
 	if !nc.IsConnected() {
@@ -803,7 +804,7 @@ func TestTenantConnectionLimit(t *testing.T) {
 	}
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "zeta"), nil)
 	c.close()
-	waitFor(t, 5*time.Second, "slot released", func() bool { return srv.quota.Usage("acme").Streams == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "slot released", func() bool { return srv.quota.Usage("acme").Streams == 0 })
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
 }
 
@@ -909,7 +910,7 @@ func TestDeadLetters(t *testing.T) {
 		return p
 	}
 	acme := token(t, "acme")
-	waitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
+	testsupport.WaitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
 	// Shards publish dead letters of different threads in any order: each
 	// is found by what it says.
 	all := get(acme, "").DeadLetters

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -38,7 +39,7 @@ func startIngestWith(t testing.TB, ns interface{ ClientURL() string }, cfg pipel
 			t.Errorf("ingest: %v", err)
 		}
 	})
-	waitFor(t, 20*time.Second, "ingest ready", in.Ready)
+	testsupport.WaitFor(t, 20*time.Second, "ingest ready", in.Ready)
 }
 
 // TestJoinStorm: many subscribers over many threads join at once against
@@ -95,7 +96,7 @@ func TestJoinStorm(t *testing.T) {
 	// Every thread is applied before the storm (a direct request, retried
 	// while busy, tells).
 	nc := connect(t, ns)
-	waitFor(t, 30*time.Second, "every thread applied", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "every thread applied", func() bool {
 		for i := range threads {
 			tok := wire.EncodeThread(id(i))
 			m, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tok, parts), "acme", tok), nil, 5*time.Second)
@@ -294,7 +295,7 @@ func TestThreadListStatus(t *testing.T) {
 	pub("other", "theirs", `{"type":"RUN_STARTED","threadId":"theirs","runId":"r1"}`)
 	tok := token(t, "acme")
 	var got map[string]ThreadInfo
-	waitFor(t, 20*time.Second, "both threads checkpointed", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "both threads checkpointed", func() bool {
 		code, body := do(t, "GET", node.URL+"/v1/threads", tok, "", nil)
 		var out struct{ Threads []ThreadInfo }
 		if code != 200 || json.Unmarshal([]byte(body), &out) != nil {

@@ -19,32 +19,21 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/longthread"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
 
 // startNATSMaxPayload is startNATS with another max payload.
-func startNATSMaxPayload(t testing.TB, maxPayload int32) *server.Server {
+func startNATSMaxPayload(t testing.TB, maxPayload int32) *natstest.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		MaxPayload: maxPayload, MaxPending: 4 * int64(maxPayload)}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return natstest.Start(t, natstest.MaxPayload(maxPayload), natstest.MaxPending(4*int64(maxPayload)))
 }
 
 // storedThread is a thread published to JetStream for the real ingest, with
@@ -138,7 +127,7 @@ func reduceEvents(t testing.TB, id string, events []json.RawMessage, seqs []uint
 func waitApplied(t testing.TB, hsURL, tok string, lt *storedThread) {
 	t.Helper()
 	want := strconv.FormatUint(lt.lastSeq(), 10)
-	waitFor(t, 60*time.Second, "the pipeline at seq "+want, func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "the pipeline at seq "+want, func() bool {
 		resp, err := authGet(hsURL+"/v1/threads/"+url.PathEscape(lt.id)+"?window=1", tok)
 		if err != nil {
 			return false

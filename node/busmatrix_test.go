@@ -29,6 +29,7 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -86,7 +87,7 @@ func (l *errLog) has(op, subj string) bool {
 
 func waitErr(t *testing.T, l *errLog, op, subj string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "permissions violation for "+op+" to "+subj, func() bool { return l.has(op, subj) })
+	testsupport.WaitFor(t, 5*time.Second, "permissions violation for "+op+" to "+subj, func() bool { return l.has(op, subj) })
 }
 
 // agentConn connects with tenant's token as an agent does.
@@ -232,7 +233,7 @@ func runBusMatrix(t *testing.T, env busEnv) {
 	}
 	defer m.ncA.Close()
 	publishAll(t, m.ncA, tenantA, m.threadA, runEvents(m.threadA, "r1", m.secret))
-	waitFor(t, 20*time.Second, "tenant A's view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "tenant A's view", func() bool {
 		code, b := httpDo(t, "GET", m.viewURL, m.tokA, "", 5*time.Second)
 		return code == 200 && strings.Contains(b, m.secret) && strings.Contains(b, `"status":"finished"`)
 	})
@@ -260,7 +261,7 @@ func runBusMatrix(t *testing.T, env busEnv) {
 	if msgs < msgsBefore || last < lastBefore {
 		t.Errorf("stream state %d msgs (last %d), before the attacks %d (last %d)", msgs, last, msgsBefore, lastBefore)
 	}
-	waitFor(t, 20*time.Second, "tenant A's view with its bridged run", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "tenant A's view with its bridged run", func() bool {
 		_, b := httpDo(t, "GET", m.viewURL, m.tokA, "", 5*time.Second)
 		return strings.Contains(b, "bridged")
 	})

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,38 +21,12 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
 var testKey = []byte("node-test-key-0123456789")
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
-	}
-}
-
-// noLeaks fails if goroutines stay above base (nats.go and net/http
-// goroutines end asynchronously, hence the polling).
-func noLeaks(t *testing.T, base int) {
-	t.Helper()
-	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func testConfig(t *testing.T) Config {
 	c := DefaultConfig()
@@ -96,13 +69,13 @@ func do(t *testing.T, method, url, tok, body string) (int, string) {
 // (tokens checked), ingest reduces them, the fanout serves the view and the
 // dashboard, /metrics has every part — and Stop leaves no goroutine.
 func TestNodeEmbedded(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	n, err := Start(testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := n.URL()
-	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", u+"/readyz", "", ""); return c == 200 })
+	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", u+"/readyz", "", ""); return c == 200 })
 	if !strings.HasPrefix(n.NatsURL(), "nats://127.0.0.1:") || n.Conn() == nil || !n.Conn().IsConnected() {
 		t.Errorf("NATS %q", n.NatsURL())
 	}
@@ -129,7 +102,7 @@ func TestNodeEmbedded(t *testing.T) {
 			t.Errorf("bridge, %s: %d %s, want %d", tt.name, code, b, tt.want)
 		}
 	}
-	waitFor(t, 20*time.Second, "the view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the view", func() bool {
 		code, b := do(t, "GET", u+"/v1/threads/th.1", acme, "")
 		return code == 200 && strings.Contains(b, `"status":"finished"`) && strings.Contains(b, `"hello"`)
 	})
@@ -160,14 +133,14 @@ func TestNodeEmbedded(t *testing.T) {
 		t.Errorf("failed: %v", n.Err())
 	default:
 	}
-	noLeaks(t, base)
+	base.Exited(t)
 }
 
 // TestNodeParts: three nodes on one external NATS, one part each — demo
 // agents, ingest, fanout — work together as the single node does, and
 // each serves only its own routes.
 func TestNodeParts(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
 	srv, err := natsembed.Start(sc)
@@ -175,7 +148,7 @@ func TestNodeParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cleanups run last-in first-out: this one after every node stopped.
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown(); noLeaks(t, base) })
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown(); base.Exited(t) })
 
 	start := func(ingest, fanout, demoOn bool) *Node {
 		c := testConfig(t)
@@ -219,7 +192,7 @@ func TestNodeParts(t *testing.T) {
 		}
 	}
 	acme := token(t, "acme")
-	waitFor(t, 30*time.Second, "a demo thread listed by the fanout node", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "a demo thread listed by the fanout node", func() bool {
 		code, b := do(t, "GET", fo.URL()+"/v1/threads", acme, "")
 		var l struct{ Threads []json.RawMessage }
 		return code == 200 && json.Unmarshal([]byte(b), &l) == nil && len(l.Threads) > 0
@@ -254,7 +227,7 @@ func TestNodeFailed(t *testing.T) {
 }
 
 func TestStartErrors(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +270,7 @@ func TestStartErrors(t *testing.T) {
 			}
 		})
 	}
-	noLeaks(t, base)
+	base.Exited(t)
 }
 
 func TestLoadOrCreateKey(t *testing.T) {
@@ -347,7 +320,7 @@ func TestNodeEmbeddedDemoOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "stored demo events", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "stored demo events", func() bool {
 		s, err := js.Stream(t.Context(), c.Pipeline.Stream)
 		return err == nil && s.CachedInfo().State.Msgs > 0
 	})
@@ -371,7 +344,7 @@ func TestNodeConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Stop() }()
-	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
+	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
 	cz, err := n.srv.Connz(&server.ConnzOptions{Subscriptions: true})
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +419,7 @@ func TestNodeConnectionCap(t *testing.T) {
 		t.Fatalf("past the cap: %s", got)
 	}
 	capped := n.ln.(*connlimit.Listener)
-	waitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
+	testsupport.WaitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
 	if capped.Refused() != 1 {
 		t.Errorf("%d refused, want 1", capped.Refused())
 	}

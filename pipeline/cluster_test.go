@@ -34,6 +34,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
@@ -502,7 +503,7 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 	}
 	last := st.CachedInfo().State.LastSeq
 	var cons jetstream.Consumer
-	waitFor(t, 20*time.Second, "a reader consumer", func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "a reader consumer", func() error {
 		var err error
 		cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
 			DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute})
@@ -595,7 +596,7 @@ func TestClusterFaults(t *testing.T) {
 	ingestBin := buildIngest(t)
 	a := startIngestNode(t, c, 0, "ingest-a")
 	b := startIngestProc(t, ingestBin, c, 1, "ingest-b")
-	waitFor(t, 30*time.Second, "both ingest instances ready with 4 partitions each", func() error {
+	testsupport.WaitForErr(t, 30*time.Second, "both ingest instances ready with 4 partitions each", func() error {
 		select {
 		case err := <-a.done:
 			a.done <- err
@@ -675,7 +676,7 @@ func TestClusterFaults(t *testing.T) {
 	t.Logf("ingest-b (pid %d) killed: %v", b.cmd.Process.Pid, b.waitErr)
 	ingestFault := pr.served(t1, 30*time.Second)
 	t.Logf("fault 2, ingest-b killed at %s: full service after %v (target < lease TTL %v + 2s)", t1.Format(clock), ingestFault, clusterTTL)
-	waitFor(t, 10*time.Second, "ingest-a holds every partition", func() error {
+	testsupport.WaitForErr(t, 10*time.Second, "ingest-a holds every partition", func() error {
 		if h := a.li.Held(); len(h) != clusterParts {
 			return fmt.Errorf("a holds %v", h)
 		}
@@ -687,7 +688,7 @@ func TestClusterFaults(t *testing.T) {
 	t2 := time.Now()
 	c.start(0)
 	b2 := startIngestProc(t, ingestBin, c, 1, "ingest-b")
-	waitFor(t, 30*time.Second, "rebalanced after the restarts", func() error {
+	testsupport.WaitForErr(t, 30*time.Second, "rebalanced after the restarts", func() error {
 		if err := b2.exited(); err != nil {
 			t.Fatal(err)
 		}
@@ -724,7 +725,7 @@ func TestClusterFaults(t *testing.T) {
 	for _, s := range subs {
 		if s.nodes[0] == f1 {
 			subj, _ := wire.EventSubject("acme", s.thread)
-			waitFor(t, 10*time.Second, "nudge "+s.thread, func() error {
+			testsupport.WaitForErr(t, 10*time.Second, "nudge "+s.thread, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				_, err := pr.js.Publish(ctx, subj, []byte(`{"type":"CUSTOM","name":"nudge","value":1}`),
@@ -733,7 +734,7 @@ func TestClusterFaults(t *testing.T) {
 			})
 		}
 	}
-	waitFor(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
 		for i, s := range subs {
 			if s.nodes[0] != f1 {
 				continue
@@ -774,7 +775,7 @@ func TestClusterFaults(t *testing.T) {
 		tokn := wire.EncodeThread(id)
 		part := wire.Partition("acme", tokn, clusterParts)
 		var snap wire.Snapshot
-		waitFor(t, 30*time.Second, id+" caught up", func() error {
+		testsupport.WaitForErr(t, 30*time.Second, id+" caught up", func() error {
 			msg, err := admin.Request(wire.SnapSubject(part, "acme", tokn), nil, time.Second)
 			if err != nil {
 				return err
@@ -799,7 +800,7 @@ func TestClusterFaults(t *testing.T) {
 	// Subscribers: caught up to the final seq, no silent gap.
 	for _, s := range subs {
 		want := stored[s.thread][len(stored[s.thread])-1].seq
-		waitFor(t, 20*time.Second, s.thread+" subscriber caught up", func() error {
+		testsupport.WaitForErr(t, 20*time.Second, s.thread+" subscriber caught up", func() error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.last != want {
@@ -826,20 +827,5 @@ func TestClusterFaults(t *testing.T) {
 	}
 	if ingestFault > clusterTTL+2*time.Second {
 		t.Errorf("ingest fault: full service after %v, target < %v", ingestFault, clusterTTL+2*time.Second)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
@@ -130,7 +130,7 @@ func get(url string) (int, string, error) {
 // ready, takes events through the HTTP bridge, reduces them, serves metrics,
 // and on cancel drains and returns with every goroutine stopped.
 func TestRunEmbedded(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	key := "test-key-0123456789abcdef"
 	cfg, err := parseConfig([]string{
 		"--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
@@ -230,13 +230,5 @@ func TestRunEmbedded(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	http.DefaultClient.CloseIdleConnections()
-	deadline = time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	base.Exited(t)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -92,7 +93,7 @@ func TestRunLeaseMode(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 
-	waitUntil(t, 20*time.Second, func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "/readyz", func() error {
 		if code, body, err := get(addr + "/readyz"); err != nil || code != 200 {
 			return fmt.Errorf("readyz %d %q %v", code, body, err)
 		}
@@ -123,7 +124,7 @@ func TestRunLeaseMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 20*time.Second, func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "the snapshot of lease-thread", func() error {
 		tok := wire.EncodeThread("lease-thread")
 		msg, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tok, 4), "acme", tok), nil, 2*time.Second)
 		if err != nil {
@@ -160,20 +161,5 @@ func TestRunLeaseMode(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -22,24 +22,13 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/node"
 )
 
 // The serve tests run the binary TestMain built with `go build` from this
 // checkout, as real processes on free ports, and talk to them over real
 // HTTP.
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a synchronisation
-	}
-}
 
 // syncBuf is a bytes.Buffer safe for one writer and concurrent readers.
 type syncBuf struct {
@@ -115,7 +104,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 			<-s.exited
 		}
 	})
-	waitFor(t, 60*time.Second, "the listening line", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "the listening line", func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("exited with %d before listening\nstdout:\n%s\nstderr:\n%s", s.code, s.stdout, s.stderr)
@@ -124,7 +113,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		return strings.Contains(s.stdout.String(), "listening on ")
 	})
 	// The dashboard and token lines are printed right after the URL.
-	waitFor(t, 10*time.Second, "the printed lines", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the printed lines", func() bool {
 		return strings.Contains(s.stdout.String(), "dashboard:")
 	})
 	for _, l := range strings.Split(s.stdout.String(), "\n") {
@@ -215,7 +204,7 @@ func freeFlags(t *testing.T) (string, []string) {
 func TestServeFirstCommand(t *testing.T) {
 	dir, flags := freeFlags(t)
 	s := startServer(t, nil, flags...)
-	waitFor(t, 60*time.Second, "/readyz", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "/readyz", func() bool {
 		code, _ := s.get(t, "/readyz", "")
 		return code == http.StatusOK
 	})
@@ -255,7 +244,7 @@ func TestServeFirstCommand(t *testing.T) {
 	// A demo thread appears in acme's list; its stream delivers frames.
 	tok := s.tokens["acme"]
 	var thread string
-	waitFor(t, 60*time.Second, "a demo thread", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "a demo thread", func() bool {
 		if ids := s.threads(t, tok); len(ids) > 0 {
 			thread = ids[0]
 		}
@@ -350,7 +339,7 @@ func TestServeRestartKeepsViewsAndKey(t *testing.T) {
 	s := startServer(t, nil, append(flags, "--demo-time-scale", "0.3")...)
 	tok := s.tokens["acme"]
 	views := map[string]int{} // thread → messages seen in the first run
-	waitFor(t, 60*time.Second, "two acme threads with messages", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "two acme threads with messages", func() bool {
 		for _, id := range s.threads(t, tok) {
 			if n := s.messages(t, tok, id); n > 0 {
 				views[id] = n
@@ -367,7 +356,7 @@ func TestServeRestartKeepsViewsAndKey(t *testing.T) {
 	}
 
 	s2 := startServer(t, nil, append(flags, "--demo=false")...)
-	waitFor(t, 60*time.Second, "/readyz", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "/readyz", func() bool {
 		code, _ := s2.get(t, "/readyz", "")
 		return code == http.StatusOK
 	})
