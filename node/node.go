@@ -122,6 +122,13 @@ type Config struct {
 	// It must leave connlimit.Reserve descriptors of the process's limit
 	// (checked at Start); 0: min(16384, half of what the reserve leaves).
 	MaxConns int
+	// MaxConnsPerSource caps the HTTP connections open at once from one
+	// source (an IPv4 address, an IPv6 /64), refused as MaxConns refuses,
+	// so that one client cannot hold the whole of MaxConns: 0 none,
+	// connlimit.AutoPerSource (DefaultConfig) a quarter of MaxConns, at
+	// most MaxConns. Behind a load balancer or proxy every client has its
+	// address: set it to 0 (or MaxConns) there.
+	MaxConnsPerSource int
 	// HTTPHeaderTimeout bounds the reading of a request's headers, and so
 	// how long a connection that sends nothing is kept; HTTPIdleTimeout
 	// how long a keep-alive connection may wait for its next request.
@@ -148,6 +155,7 @@ func DefaultConfig() Config {
 		Drain:        20 * time.Second,
 		ReadyMaxLag:  100000,
 
+		MaxConnsPerSource: connlimit.AutoPerSource,
 		HTTPHeaderTimeout: 10 * time.Second,
 		HTTPIdleTimeout:   2 * time.Minute,
 	}
@@ -259,6 +267,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
 		return fmt.Errorf("%w: max connections: %w", ErrConfig, err)
+	}
+	if c.MaxConnsPerSource, err = connlimit.CheckPerSource(c.MaxConnsPerSource, c.MaxConns); err != nil {
+		return fmt.Errorf("%w: max connections per source: %w", ErrConfig, err)
 	}
 	if c.Ingest {
 		if err := c.Pipeline.Validate(); err != nil {
@@ -654,10 +665,12 @@ func (n *Node) startHTTP(h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHTTPListen, err)
 	}
-	capped := connlimit.New(ln, n.cfg.MaxConns)
-	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
-		Help: "HTTP connections refused because the node held --max-conns connections."})
-	capped.OnRefuse = refused.Inc
+	capped := connlimit.New(ln, n.cfg.MaxConns).CapPerSource(n.cfg.MaxConnsPerSource)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
+		Help: "HTTP connections refused at accept, by reason: node (the node held --max-conns connections) or source (their source held --max-conns-per-source)."},
+		[]string{"reason"})
+	capped.OnRefuse = refused.WithLabelValues(connlimit.ByNode.String()).Inc
+	capped.OnRefuseSource = refused.WithLabelValues(connlimit.BySource.String()).Inc
 	n.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_http_connections_open",
 		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))
 	n.ln = capped
