@@ -14,7 +14,7 @@ package node
 //
 // The abuse, at -soak.pace 1: 400 idle connections attempted at once (the
 // node's cap is 512, the cap per source 128: the ones past it are refused
-// with the 503 and retried 200 ms later; of those held, half idle on
+// with the 503 and retried after its Retry-After, 1 s; of those held, half idle on
 // keep-alive after one request, half send nothing, each reopened when the
 // server times it out); 16 taps held that never read (8
 // within the tap quota, the rest refused), half with a ?types= list of 60
@@ -43,6 +43,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,9 +117,7 @@ func TestSoak(t *testing.T) {
 	// The quiet and the abuse runs alternate, each on a node of its own,
 	// the abuse first every other round: the machine's moments (other
 	// processes, a warming cache) fall on both alike.
-	a := &attack{t: t, counts: map[string]int{},
-		idleFrom: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}},
-		from:     &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}}
+	a := &attack{t: t, counts: map[string]int{}, idleFrom: dialerFrom(net.IPv4(127, 0, 0, 2)), from: dialerFrom(net.IPv4(127, 0, 0, 3))}
 	var quietLat, abuseLat []time.Duration
 	var quietRSS, abuseRSS int64 // peaks
 	for round := range rounds {
@@ -185,6 +184,18 @@ func TestSoak(t *testing.T) {
 		t.Errorf("connections refused by the cap per source %d, by the node's cap %d; want some, none", a.bySource.Load(), a.byNode.Load())
 	}
 	t.Logf("connections refused by the cap per source %d, by the node's cap %d", a.bySource.Load(), a.byNode.Load())
+}
+
+// dialerFrom dials TCP from ip. The port is chosen at connect, not at
+// bind (IP_BIND_ADDRESS_NO_PORT): a bind to port 0 searches the whole
+// ephemeral range, and at the hundreds of connects a second noisy makes
+// that search was the attacker's largest cost, taken from the same cores
+// as the node's.
+func dialerFrom(ip net.IP) *net.Dialer {
+	const ipBindAddressNoPort = 0x18 // IP_BIND_ADDRESS_NO_PORT, linux/in.h
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1) })
+	}}
 }
 
 // checkRSS fails if r's peak is over the bound the soak's limits allow.
@@ -505,7 +516,11 @@ func (a *attack) run(n *Node, stop <-chan struct{}) {
 }
 
 // idle holds one connection until the server closes it or ctx ends:
-// speak sends one request first (then it idles on keep-alive).
+// speak sends one request first (then it idles on keep-alive). A
+// connection refused (the 503, or a reset when the request crossed the
+// refusal's close) is retried after the refusal's Retry-After, 1 s: the
+// idle kind holds connections; churning connects is http-churn's, at its
+// own pace.
 func (a *attack) idle(ctx context.Context, addr string, speak bool) {
 	c, err := a.idleFrom.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -521,10 +536,15 @@ func (a *attack) idle(ctx context.Context, addr string, speak bool) {
 	br := bufio.NewReader(c)
 	if speak {
 		if _, err := io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			a.refusedReset(ctx)
 			return
 		}
 	}
 	res, err := http.ReadResponse(br, nil)
+	if err != nil && errors.Is(err, syscall.ECONNRESET) {
+		a.refusedReset(ctx)
+		return
+	}
 	if err == nil {
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
 		res.Body.Close()
@@ -534,7 +554,7 @@ func (a *attack) idle(ctx context.Context, addr string, speak bool) {
 				a.add(fmt.Sprintf("idle refused 503 undocumented: %q, Retry-After %q, close %v", body, res.Header.Get("Retry-After"), res.Close))
 			}
 			a.add("idle refused 503")
-			time.Sleep(200 * time.Millisecond)
+			pause(ctx, time.Second)
 			return
 		}
 		a.add("idle held")
@@ -543,6 +563,25 @@ func (a *attack) idle(ctx context.Context, addr string, speak bool) {
 	}
 	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		a.add("idle timed out by the server")
+	}
+}
+
+// refusedReset counts an idle connection reset before its answer (refused
+// while its request was on the way) and waits the refusal's Retry-After.
+func (a *attack) refusedReset(ctx context.Context) {
+	if ctx.Err() == nil {
+		a.add("idle refused reset")
+		pause(ctx, time.Second)
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
