@@ -181,7 +181,7 @@ func TestSoak(t *testing.T) {
 	}
 	// Every refusal was the cap per source's: the node's cap, which would
 	// refuse quiet too, was never reached.
-	if a.bySource.Load() == 0 || a.byNode.Load() != 0 {
+	if (a.bySource.Load() == 0 && a.count("idle held") > 0) || a.byNode.Load() != 0 {
 		t.Errorf("connections refused by the cap per source %d, by the node's cap %d; want some, none", a.bySource.Load(), a.byNode.Load())
 	}
 	t.Logf("connections refused by the cap per source %d, by the node's cap %d", a.bySource.Load(), a.byNode.Load())
