@@ -126,6 +126,13 @@ type Config struct {
 	// It must leave connlimit.Reserve descriptors of the process's limit
 	// (checked at Start); 0: min(16384, half of what the reserve leaves).
 	MaxConns int
+	// MaxConnsPerSource caps the HTTP connections open at once from one
+	// source (an IPv4 address, an IPv6 /64), refused as MaxConns refuses,
+	// so that one client cannot hold the whole of MaxConns: 0 none,
+	// connlimit.AutoPerSource (DefaultConfig) a quarter of MaxConns, at
+	// most MaxConns. Behind a load balancer or proxy every client has its
+	// address: set it to 0 (or MaxConns) there.
+	MaxConnsPerSource int
 	// HTTPHeaderTimeout bounds the reading of a request's headers, and so
 	// how long a connection that sends nothing is kept; HTTPIdleTimeout
 	// how long a keep-alive connection may wait for its next request.
@@ -155,6 +162,7 @@ func DefaultConfig() Config {
 		Drain:        20 * time.Second,
 		ReadyMaxLag:  100000,
 
+		MaxConnsPerSource: connlimit.AutoPerSource,
 		HTTPHeaderTimeout: 10 * time.Second,
 		HTTPIdleTimeout:   2 * time.Minute,
 	}
@@ -205,6 +213,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
 		return fmt.Errorf("%w: max connections: %w", ErrConfig, err)
+	}
+	if c.MaxConnsPerSource, err = connlimit.CheckPerSource(c.MaxConnsPerSource, c.MaxConns); err != nil {
+		return fmt.Errorf("%w: max connections per source: %w", ErrConfig, err)
 	}
 	if c.Ingest {
 		if err := c.Pipeline.Validate(); err != nil {

@@ -20,13 +20,16 @@ func (n *Node) startHTTP(h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHTTPListen, err)
 	}
-	capped := connlimit.New(ln, n.cfg.MaxConns)
-	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
-		Help: "HTTP connections refused because the node held --max-conns connections."})
-	capped.OnRefuse = refused.Inc
-	if n.fs != nil { // the fanout's refusals count it too, by reason
+	capped := connlimit.New(ln, n.cfg.MaxConns).CapPerSource(n.cfg.MaxConnsPerSource)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
+		Help: "HTTP connections refused at accept, by reason: node (the node held --max-conns connections) or source (their source held --max-conns-per-source)."},
+		[]string{"reason"})
+	byNode, bySource := refused.WithLabelValues(connlimit.ByNode.String()), refused.WithLabelValues(connlimit.BySource.String())
+	capped.OnRefuse, capped.OnRefuseSource = byNode.Inc, bySource.Inc
+	if n.fs != nil { // the fanout's refusals count them too
 		fr := n.fs.Metrics().Rejected.WithLabelValues("too_many_connections")
-		capped.OnRefuse = func() { refused.Inc(); fr.Inc() }
+		capped.OnRefuse = func() { byNode.Inc(); fr.Inc() }
+		capped.OnRefuseSource = func() { bySource.Inc(); fr.Inc() }
 	}
 	n.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_http_connections_open",
 		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))

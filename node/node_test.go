@@ -249,6 +249,8 @@ func TestStartErrors(t *testing.T) {
 		{"no idle timeout", func(c *Config) { c.HTTPIdleTimeout = 0 }, ErrConfig},
 		{"no header timeout", func(c *Config) { c.HTTPHeaderTimeout = -1 }, ErrConfig},
 		{"connection cap over the fd limit", func(c *Config) { c.MaxConns = int(fdLimit(t)) }, connlimit.ErrTooMany},
+		{"per-source cap over the node cap", func(c *Config) { c.MaxConns, c.MaxConnsPerSource = 10, 11 }, ErrConfig},
+		{"negative per-source cap", func(c *Config) { c.MaxConnsPerSource = -2 }, ErrConfig},
 		{"bad pipeline", func(c *Config) { c.Pipeline.Partitions = 0 }, pipeline.ErrConfig},
 		{"data dir under a file", func(c *Config) { c.DataDir = filepath.Join(file, "d") }, ErrDataDir},
 		{"NATS port taken", func(c *Config) { c.NatsListen = taken.Addr().String() }, ErrNatsListen},
@@ -382,7 +384,7 @@ func fdLimit(t *testing.T) uint64 {
 // answers again.
 func TestNodeConnectionCap(t *testing.T) {
 	c := testConfig(t)
-	c.MaxConns = 4
+	c.MaxConns, c.MaxConnsPerSource = 4, 0 // one source fills the node's cap
 	c.HTTPIdleTimeout = 500 * time.Millisecond
 	n, err := Start(c)
 	if err != nil {
@@ -423,13 +425,93 @@ func TestNodeConnectionCap(t *testing.T) {
 	if capped.Refused() != 1 {
 		t.Errorf("%d refused, want 1", capped.Refused())
 	}
-	code, body := do(t, "GET", n.URL()+"/metrics", "", "")
-	if code != 200 || !strings.Contains(body, "threadcast_http_connections_refused_total") {
-		t.Fatalf("/metrics %d without the refusal counter", code)
+	if got := refusedMetric(t, n); got != `node 1 source 0` {
+		t.Errorf("refusals counted by reason: %s, want node 1 source 0", got)
 	}
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, "threadcast_http_connections_refused_total ") && strings.TrimPrefix(line, "threadcast_http_connections_refused_total ") == "0" {
-			t.Errorf("refusals not counted: %s", line)
+}
+
+// refusedMetric is threadcast_http_connections_refused_total by reason on
+// n's /metrics: "node N source M".
+func refusedMetric(t *testing.T, n *Node) string {
+	t.Helper()
+	code, body := do(t, "GET", n.URL()+"/metrics", "", "")
+	if code != 200 {
+		t.Fatalf("/metrics %d", code)
+	}
+	var out []string
+	for _, reason := range []string{"node", "source"} {
+		v := "missing"
+		for _, line := range strings.Split(body, "\n") {
+			if rest, ok := strings.CutPrefix(line, `threadcast_http_connections_refused_total{reason="`+reason+`"} `); ok {
+				v = rest
+			}
 		}
+		out = append(out, reason+" "+v)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestNodeConnectionCapPerSource: over real HTTP, one source's idle
+// connections at its per-source cap get the 503 refusal (counted as
+// reason source) while a second source still connects and is served.
+func TestNodeConnectionCapPerSource(t *testing.T) {
+	c := testConfig(t)
+	c.MaxConns, c.MaxConnsPerSource = 8, 2
+	n, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+	status := func(conn net.Conn) string {
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(conn, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return "write: " + err.Error()
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return "read: " + err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Status + " " + strings.TrimSpace(string(body))
+	}
+	// The first source, 127.0.0.2 (loopback on Linux, as all of
+	// 127.0.0.0/8), holds its cap in idle keep-alive connections.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	dial := func() net.Conn {
+		conn, err := d.Dial("tcp", n.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	for range 2 {
+		if got := status(dial()); !strings.HasPrefix(got, "200 OK") {
+			t.Fatalf("within the source's cap: %s", got)
+		}
+	}
+	if got := status(dial()); got != `503 Service Unavailable {"error":"too_many_connections"}` {
+		t.Fatalf("past the source's cap: %s", got)
+	}
+	// The second source, 127.0.0.1, is served: over new connections, well
+	// within the node's cap.
+	for range 3 {
+		tr := &http.Transport{DisableKeepAlives: true}
+		res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(n.URL() + "/livez")
+		if err != nil {
+			t.Fatalf("the second source, while the first is at its cap: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("the second source, while the first is at its cap: %s", res.Status)
+		}
+	}
+	capped := n.ln.(*connlimit.Listener)
+	if capped.RefusedBy(connlimit.BySource) != 1 || capped.RefusedBy(connlimit.ByNode) != 0 {
+		t.Errorf("refused by source %d, by node %d; want 1, 0", capped.RefusedBy(connlimit.BySource), capped.RefusedBy(connlimit.ByNode))
+	}
+	if got := refusedMetric(t, n); got != "node 0 source 1" {
+		t.Errorf("refusals counted by reason: %s, want node 0 source 1", got)
 	}
 }

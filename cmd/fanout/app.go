@@ -38,7 +38,7 @@ func (a *app) nodeConfig() node.Config {
 	nc.FanoutConfig, nc.Quota = f, f.Quota
 	// The node gives the fanout the pipeline's vocabulary from Pipeline.
 	nc.Pipeline.Partitions, nc.Pipeline.Stream, nc.Pipeline.DeadLetters = f.Hub.Partitions, f.Hub.EventStream, f.DeadLetters
-	nc.Drain, nc.MaxConns = c.Drain, c.MaxConns
+	nc.Drain, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.MaxConns, c.MaxConnsPerSource
 	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = f.ReadHeaderTimeout, f.IdleTimeout
 	nc.Logger = a.log
 	return nc

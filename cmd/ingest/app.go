@@ -42,7 +42,7 @@ func (a *app) nodeConfig() node.Config {
 	nc.BridgeNoAuth, nc.BridgeWindow = c.BridgeNoAuth, c.BridgeWindow
 	nc.Pipeline, nc.Quota = c.Pipeline, c.Pipeline.Quota
 	nc.Lease, nc.LeaseConfig = c.PartitionMode == "lease", c.Lease
-	nc.Drain, nc.ReadyMaxLag, nc.StoreMinFree, nc.MaxConns = c.Drain, c.ReadyMaxLag, c.StoreMinFree, c.MaxConns
+	nc.Drain, nc.ReadyMaxLag, nc.StoreMinFree, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.ReadyMaxLag, c.StoreMinFree, c.MaxConns, c.MaxConnsPerSource
 	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = c.HeaderTimeout, c.IdleTimeout
 	nc.Logger = a.log
 	return nc

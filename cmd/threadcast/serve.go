@@ -187,6 +187,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
 	fs.IntVar(&n.MaxConns, "max-conns", n.MaxConns, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.IntVar(&n.MaxConnsPerSource, "max-conns-per-source", n.MaxConnsPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&n.HTTPHeaderTimeout, "http-header-timeout", n.HTTPHeaderTimeout, "bound on reading a request's headers (a connection that sends nothing is closed after it)")
 	fs.DurationVar(&n.HTTPIdleTimeout, "http-idle-timeout", n.HTTPIdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/node"
 )
 
@@ -455,6 +456,8 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "bad memory limit ratio", give: []string{"--memory-limit-ratio", "2"}, wantCode: exitUsage, wantStderr: []string{"--memory-limit-ratio: memlimit: ratio 2 is not between 0 and 1"}},
 		{name: "connection cap over the fd limit", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--max-conns", "100000000"},
 			wantCode: exitRejected, wantStderr: []string{"connection cap does not fit the file descriptor limit", "100000000 connections", "--max-conns"}},
+		{name: "per-source cap over the connection cap", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--max-conns", "100", "--max-conns-per-source", "101"},
+			wantCode: exitRejected, wantStderr: []string{"max connections per source", "per-source cap of 101 exceeds the node's cap of 100"}},
 		{name: "bad partitions", give: []string{"--partitions", "0"}, wantCode: exitUsage, wantStderr: []string{"partitions 0"}},
 	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(file), node.KeyFile), []byte("not hex\n"), 0o600); err != nil {
@@ -564,6 +567,18 @@ func TestParseServe(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "per-source cap", env: map[string]string{"THREADCAST_MAX_CONNS_PER_SOURCE": "64"}, check: func(c serveConfig) error {
+			if c.node.MaxConnsPerSource != 64 {
+				return fmt.Errorf("per-source cap %d, want 64", c.node.MaxConnsPerSource)
+			}
+			return nil
+		}},
+		{name: "per-source cap by default", check: func(c serveConfig) error {
+			if c.node.MaxConnsPerSource != connlimit.AutoPerSource {
+				return fmt.Errorf("per-source cap %d, want %d", c.node.MaxConnsPerSource, connlimit.AutoPerSource)
+			}
+			return nil
+		}},
 		{name: "flag over env", give: []string{"--demo", "--http", ":10"}, env: map[string]string{"THREADCAST_DEMO": "false", "THREADCAST_HTTP": ":9"},
 			check: func(c serveConfig) error {
 				if !c.node.Demo || c.node.HTTP != ":10" {
