@@ -225,7 +225,7 @@ func tryOpenSSE(t testing.TB, url, tok string, hdr http.Header) (*sseClient, int
 	if s == nil {
 		return nil, status
 	}
-	return &sseClient{resp: s.Resp, br: s.BR, cancel: s.Close}, status
+	return &sseClient{resp: s.Resp, br: s.BR, cancel: s.Cancel}, status
 }
 
 func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }

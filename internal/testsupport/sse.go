@@ -85,7 +85,7 @@ type SSEStream struct {
 	cancel context.CancelFunc
 }
 
-// OpenSSE sends req (under a context it cancels on Close) with the default
+// OpenSSE sends req (under a context that Cancel and Close cancel) with the default
 // client. On 200 it returns the stream, closed by t.Cleanup too; otherwise
 // it reads and closes the body and returns nil with the status. It fails t
 // when the request cannot be sent.
@@ -108,8 +108,11 @@ func OpenSSE(t testing.TB, req *http.Request) (*SSEStream, int) {
 	return s, resp.StatusCode
 }
 
-// Close ends the request and closes the body; a Next blocked on it returns
-// an error.
+// Cancel cancels the request's context: a Next blocked on the body returns
+// the context's error.
+func (s *SSEStream) Cancel() { s.cancel() }
+
+// Close cancels the request and closes the body.
 func (s *SSEStream) Close() {
 	s.cancel()
 	s.Resp.Body.Close()

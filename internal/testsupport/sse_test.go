@@ -2,6 +2,7 @@ package testsupport
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ func TestSSEReaderLastID(t *testing.T) {
 }
 
 // OpenSSE against a real HTTP server: the stream is read as it is written,
-// Close ends a blocked Next, and a refusal is a status.
+// Cancel ends a blocked Next, and a refusal is a status.
 func TestOpenSSE(t *testing.T) {
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,13 +108,14 @@ func TestOpenSSE(t *testing.T) {
 		_, err := s.Next()
 		done <- err
 	}()
-	s.Close()
+	s.Cancel()
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Fatal("Next after Close returned no error")
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next after Cancel: %v, want context.Canceled", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end a blocked Next")
+		t.Fatal("Cancel did not end a blocked Next")
 	}
+	s.Close()
 }
