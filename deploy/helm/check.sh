@@ -4,8 +4,8 @@
 # (the bundled NATS chart), with ci/bus-values.yaml (the bundled NATS chart
 # locked down) and with ci/prod-values.yaml (an external cluster). Then, with
 # HELM_TEST=1 (default), the Go test (tag helm) decodes every rendered
-# manifest strictly into the Kubernetes types and checks what the Threadcast
-# pods are wired to.
+# manifest strictly into the Kubernetes types, checks what the Threadcast
+# pods are wired to, and has nats-server -t validate each rendered nats.conf.
 #
 #   HELM=/path/to/helm deploy/helm/check.sh
 #
@@ -70,7 +70,13 @@ fi
 "$HELM" template tc "$out/$chart" --kube-version 1.30.0 --set ingest.memoryLimitRatio=0.8 --set-json fanout.memoryLimitRatio=0.75 >/dev/null
 echo "== schema refuses bad values"
 if [ "${HELM_TEST:-1}" = 1 ]; then
-	echo "== strict decode into k8s.io/api types"
-	CHART_DIR="$out/$chart" HELM="$HELM" go test -count=1 -tags helm .
+	# The rendered nats.conf files are validated by the NATS server the
+	# repository pins (go.mod), unless THREADCAST_NATS_SERVER names one.
+	if [ -z "${THREADCAST_NATS_SERVER:-}" ]; then
+		(cd ../.. && go build -o "$out/nats-server" github.com/nats-io/nats-server/v2)
+		THREADCAST_NATS_SERVER="$out/nats-server"
+	fi
+	echo "== strict decode into k8s.io/api types, nats.conf validated by $("$THREADCAST_NATS_SERVER" --version)"
+	CHART_DIR="$out/$chart" HELM="$HELM" THREADCAST_NATS_SERVER="$THREADCAST_NATS_SERVER" go test -count=1 -tags helm .
 fi
 echo "chart ok"

@@ -461,6 +461,7 @@ func natsOf(t *testing.T, objs map[string][]any) natsServer {
 			if err := json.Unmarshal(confJSON(raw), &n.conf); err != nil {
 				t.Fatalf("nats.conf: %v\n%s", err, raw)
 			}
+			checkConf(t, raw)
 		}
 	}
 	if n.conf == nil {
@@ -470,6 +471,27 @@ func natsOf(t *testing.T, objs map[string][]any) natsServer {
 		n.pdb = o.(*policyv1.PodDisruptionBudget)
 	}
 	return n
+}
+
+// checkConf has the NATS server named by THREADCAST_NATS_SERVER (check.sh
+// builds the one go.mod pins) parse and validate the rendered nats.conf
+// (nats-server -t), as each server of the StatefulSet would read it.
+func checkConf(t *testing.T, raw string) {
+	t.Helper()
+	bin := os.Getenv("THREADCAST_NATS_SERVER")
+	if bin == "" {
+		t.Log("nats.conf not validated: THREADCAST_NATS_SERVER is not set")
+		return
+	}
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-t", "-c", path)
+	cmd.Env = append(os.Environ(), "SERVER_NAME=tc-nats-0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("nats-server -t refuses the rendered nats.conf: %v\n%s\n%s", err, out, raw)
+	}
 }
 
 // get walks nested maps of a decoded nats.conf.
