@@ -20,6 +20,9 @@ COPY passwd group /etc/
 COPY --chown=65532:65532 data /data
 COPY --chown=65532:65532 data /tmp
 COPY threadcast ingest fanout /
+# The environment is every binary's (flags are THREADCAST_<FLAG>): the
+# chart sets THREADCAST_HTTP for ingest (:8081) and fanout; run /ingest
+# from the image otherwise with --http.
 ENV PATH=/ \
     HOME=/data \
     THREADCAST_DATA=/data \
