@@ -213,8 +213,14 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 	return m
 }
 
+// TestRenderDefault: the default values but for an external NATS cluster
+// at externalNats.urls (TestRenderBundledNATS renders the bundled one).
 func TestRenderDefault(t *testing.T) {
-	objs := decodeAll(t, render(t, "--set", "nats.enabled=false"))
+	charts := decodeCharts(t, render(t, "--set", "nats.enabled=false"))
+	if len(charts["nats"]) != 0 {
+		t.Errorf("NATS chart rendered with nats.enabled=false: %v", charts["nats"])
+	}
+	objs := charts["threadcast"]
 	for kind, n := range map[string]int{"StatefulSet": 1, "Deployment": 1, "Service": 3, "Secret": 1,
 		"ServiceAccount": 1, "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 2} {
 		if len(objs[kind]) != n {
