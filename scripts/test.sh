@@ -82,3 +82,13 @@ if command -v chromium >/dev/null 2>&1 || [ -n "${THREADCAST_REQUIRE_BROWSER:-}"
 else
   echo "browser tests not run: chromium is not installed (apt-get install chromium)"
 fi
+
+# The image: built without a Docker daemon (podman, FROM scratch, static
+# binaries built here) and run: /readyz, the dashboard, SIGTERM, a volume
+# across a restart (scripts/image.sh). CI sets THREADCAST_REQUIRE_IMAGE=1 so
+# that a missing podman fails instead of skipping.
+if command -v podman >/dev/null 2>&1 || [ "${THREADCAST_REQUIRE_IMAGE:-}" = 1 ]; then
+  THREADCAST_REQUIRE_IMAGE=1 bash scripts/image.sh test
+else
+  echo "image test not run: podman is not installed (apt-get install podman runc)"
+fi
