@@ -22,7 +22,7 @@ type Config struct {
 	HTTP string
 
 	// NatsURL is an external NATS server (comma-separated URLs). Empty: the
-	// node embeds a nats-server with JetStream.
+	// node's IngestRole embeds a nats-server with JetStream.
 	NatsURL string
 	// NatsCreds is a credentials file (JWT and nkey seed, operator mode)
 	// for NatsURL; NatsNkey is an nkey seed file (a user key, U..., listed
@@ -59,7 +59,7 @@ type Config struct {
 
 	// AuthKey signs the HS256 bearer tokens (package auth) that the fanout
 	// and the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
-	// Fanout or an authorized Bridge is on, unless Tokens names a JWKS
+	// Fanout or an authorized bridge is on, unless Tokens names a JWKS
 	// source. With neither, an embedded server admits anonymous clients (an
 	// ingest-only node, for development).
 	AuthKey []byte
@@ -125,7 +125,8 @@ func DefaultConfig() Config {
 }
 
 // Start-up errors. Each is wrapped with the address or path at fault, so
-// that a command can name the flag to change.
+// that a command can name the flag to change. ErrDataDir and ErrNatsListen
+// are the embedded server's, reported by the ingest side (IngestRole).
 var (
 	ErrConfig     = errors.New("node: bad config")
 	ErrDataDir    = errors.New("node: data directory unusable")
