@@ -99,7 +99,8 @@ type Host interface {
 	Config() Config
 	// Logger is the node's logger.
 	Logger() *slog.Logger
-	// Conn is the node's main NATS connection (nil before StartIngest).
+	// Conn is the node's main NATS connection (nil until StartServer has
+	// returned and the node has connected).
 	Conn() *nats.Conn
 	// Dial opens another connection with the node's reconnect backoff and
 	// logging, named name, with auth as its identity; closeConn drains it
