@@ -15,7 +15,28 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 )
+
+// nodeConfig is a node's config and that of its ingest side (package
+// node/ingestrole), set side by side.
+type nodeConfig struct {
+	node.Config
+	roleConfig
+}
+
+type roleConfig = ingestrole.Config
+
+func defaultNodeConfig() nodeConfig {
+	return nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
+}
+
+// config is the node's Config with the ingest side plugged in.
+func (c nodeConfig) config() node.Config {
+	nc := c.Config
+	nc.IngestRole = c.roleConfig
+	return nc
+}
 
 // embedded is Threadcast as two nodes (package node) in this process: one
 // runs the embedded NATS server and the fanout's HTTP API, the other
@@ -31,7 +52,7 @@ type embedded struct {
 	dir  string
 	core *node.Node // NATS and the fanout
 	nc   *nats.Conn // a service connection of core's, for tests that publish
-	base node.Config
+	base nodeConfig
 
 	mu     sync.Mutex
 	ingest *node.Node // nil while stopped
@@ -48,7 +69,7 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	}
 	e := &embedded{log: log, dir: dir, Key: make([]byte, 32)}
 	_, _ = rand.Read(e.Key)
-	cfg := node.DefaultConfig()
+	cfg := defaultNodeConfig()
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
 	cfg.AuthKey = e.Key
 	cfg.Logger = log
@@ -59,7 +80,7 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	}
 	core := cfg
 	core.Ingest, core.Bridge, core.Dashboard = false, false, false
-	if e.core, err = node.Start(core); err != nil {
+	if e.core, err = node.Start(core.config()); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -84,7 +105,7 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 // StartIngest starts a fresh ingest node (new objects, as a restarted
 // process would have) and waits until its /readyz answers 200.
 func (e *embedded) StartIngest() error {
-	n, err := node.Start(e.base)
+	n, err := node.Start(e.base.config())
 	if err != nil {
 		return err
 	}
@@ -182,7 +203,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	cfg := node.DefaultConfig()
+	cfg := defaultNodeConfig()
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
 	cfg.AuthKey = key
 	cfg.Logger = log
@@ -190,7 +211,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
 	}
-	n, err := node.Start(cfg)
+	n, err := node.Start(cfg.config())
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err

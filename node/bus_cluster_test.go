@@ -1,6 +1,6 @@
 //go:build buscluster
 
-package node
+package node_test
 
 // TestBusMatrixCluster needs a nats-server binary: THREADCAST_NATS_SERVER,
 // else nats-server on PATH. scripts/test.sh installs the pinned version:

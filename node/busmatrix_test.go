@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // NOTE: the cross-tenant matrix, shared by the embedded default
 // (TestBusMatrixEmbedded) and the three-server cluster configured from

@@ -10,9 +10,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
-	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
 )
@@ -24,7 +22,7 @@ type Config struct {
 	HTTP string
 
 	// NatsURL is an external NATS server (comma-separated URLs). Empty: the
-	// node embeds a nats-server with JetStream.
+	// node's IngestRole embeds a nats-server with JetStream.
 	NatsURL string
 	// NatsCreds is a credentials file (JWT and nkey seed, operator mode)
 	// for NatsURL; NatsNkey is an nkey seed file (a user key, U..., listed
@@ -45,41 +43,23 @@ type Config struct {
 	// the tokens AuthKey signs. With the embedded server the node always
 	// runs it, with a key of its own.
 	CalloutSeed string
-	// NatsListen is the embedded server's client address "host:port"; port
-	// 0 (or -1) picks a free one (see Node.NatsURL).
-	NatsListen string
-	// DataDir holds the embedded server's JetStream store (the event log
-	// and the checkpoints): a node restarted on the same directory keeps
-	// every thread. Required when NatsURL is empty.
-	DataDir string
 
-	// Ingest runs the reducers (and, with Bridge, serves the ingest HTTP
-	// bridge); Fanout serves the /v1 API and the dashboard.
-	Ingest, Fanout bool
-	// Bridge serves POST /v1/ingest/{tenant}/{thread} beside ingest, its
-	// requests authorized by the node's token Verifier, or by nobody with
-	// BridgeNoAuth (development only).
-	Bridge       bool
-	BridgeNoAuth bool
-	// Lease: ingest claims its partitions with TTL'd leases in KV
-	// (pipeline.LeasedIngest with LeaseConfig; its Partitions, Replicas
-	// and Domain are set from Pipeline), rebalanced among the instances and
-	// taken over after a crash. Off: static assignment, the partitions
-	// p % Pipeline.Instances == Pipeline.Instance.
-	Lease       bool
-	LeaseConfig pipeline.LeaseConfig
+	// Fanout serves the /v1 API and the dashboard.
+	Fanout bool
 	// Name names the node's main NATS connection (that of ingest and the
 	// bridge, or the fanout's when ingest is off) and prefixes the others
 	// ("-auth": the callout's; the fanout's beside ingest is
 	// "threadcast-fanout"). Empty: "threadcast".
 	Name string
-	// Demo runs demo agents with DemoConfig until Stop.
-	Demo       bool
-	DemoConfig demo.Config
+
+	// IngestRole is the ingest side: the reducers, the bridge, the demo
+	// agents and the embedded NATS server (package node/ingestrole). Nil:
+	// the node runs none of them (NatsURL is then required).
+	IngestRole IngestRole
 
 	// AuthKey signs the HS256 bearer tokens (package auth) that the fanout
 	// and the ingest bridge accept. Required (≥ auth.MinKeyLen bytes) when
-	// Fanout or an authorized Bridge is on, unless Tokens names a JWKS
+	// Fanout or an authorized bridge is on, unless Tokens names a JWKS
 	// source. With neither, an embedded server admits anonymous clients (an
 	// ingest-only node, for development).
 	AuthKey []byte
@@ -96,29 +76,19 @@ type Config struct {
 	// development node.
 	DashboardTenants []web.Tenant
 
-	// Pipeline configures ingest (its Logger and Metrics are set by the
-	// node). Fanout configures the fanout; its AuthKey is set from AuthKey
-	// and its Hub.Partitions from Pipeline.Partitions.
-	Pipeline     pipeline.Config
+	// FanoutConfig configures the fanout; its Verifier is the node's, and
+	// beside an IngestRole its Hub.Partitions, Hub.EventStream and
+	// DeadLetters are ingest's (IngestPlan).
 	FanoutConfig fanout.Config
 	// Quota is every door's per-tenant quotas: the node sets it as
-	// Pipeline.Quota and FanoutConfig.Quota, holds the bridge to it, and
-	// counts retained messages when a tenant has that quota.
+	// FanoutConfig.Quota, and the ingest side holds ingest and the bridge
+	// to it.
 	Quota quota.Config
 
 	// Drain bounds each phase of the shutdown (and the start-up of
 	// streams): HTTP drain, the publishers' acks, ingest's checkpoints, the
 	// NATS connection's drain.
 	Drain time.Duration
-	// ReadyMaxLag: /readyz fails while ingest has more messages waiting.
-	ReadyMaxLag uint64
-	// StoreMinFree is the free space under which the embedded server's
-	// store counts as full (pipeline.StorageConfig.MinFree; 0: 256 MiB):
-	// the bridge answers 507 and /readyz fails until there is room.
-	StoreMinFree uint64
-	// BridgeWindow bounds the bytes of one bridge request's events
-	// published and not yet acked (bridge.Config.Window; 0: 1 MiB).
-	BridgeWindow int
 
 	// MaxConns caps the HTTP connections open at once (streams included:
 	// each SSE or WebSocket stream holds one); a connection past it is
@@ -143,24 +113,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults: every part on, embedded NATS on
-// 127.0.0.1:4222, HTTP on :8080, no demo. DataDir and AuthKey are left for
-// the caller.
+// DefaultConfig returns the defaults: the fanout and the dashboard on,
+// HTTP on :8080, no ingest role. NatsURL (or an IngestRole) and AuthKey are
+// left for the caller.
 func DefaultConfig() Config {
 	return Config{
 		HTTP:         ":8080",
-		NatsListen:   "127.0.0.1:4222",
-		Ingest:       true,
 		Fanout:       true,
-		Bridge:       true,
 		Dashboard:    true,
-		LeaseConfig:  pipeline.DefaultLeaseConfig(),
 		Tokens:       auth.DefaultVerifierConfig(),
-		Pipeline:     pipeline.DefaultConfig(),
 		FanoutConfig: fanout.DefaultConfig(),
 		Quota:        fanout.DefaultConfig().Quota,
 		Drain:        20 * time.Second,
-		ReadyMaxLag:  100000,
 
 		MaxConnsPerSource: connlimit.AutoPerSource,
 		HTTPHeaderTimeout: 10 * time.Second,
@@ -169,7 +133,8 @@ func DefaultConfig() Config {
 }
 
 // Start-up errors. Each is wrapped with the address or path at fault, so
-// that a command can name the flag to change.
+// that a command can name the flag to change. ErrDataDir and ErrNatsListen
+// are the embedded server's, reported by the ingest side (IngestRole).
 var (
 	ErrConfig     = errors.New("node: bad config")
 	ErrDataDir    = errors.New("node: data directory unusable")
@@ -182,65 +147,53 @@ var (
 	ErrCalloutSeed = errors.New("node: auth callout seed")
 )
 
-func (c *Config) validate() error {
+func (c *Config) validate() (IngestPlan, error) {
+	var plan IngestPlan
+	if c.IngestRole != nil {
+		var err error
+		if plan, err = c.IngestRole.Plan(c); err != nil {
+			return plan, err
+		}
+	}
 	switch {
-	case !c.Ingest && !c.Fanout && !c.Demo:
-		return fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
+	case !plan.Ingest && !c.Fanout && !plan.Agents:
+		return plan, fmt.Errorf("%w: nothing to run (ingest, fanout and demo all off)", ErrConfig)
 	case len(c.AuthKey) > 0 && len(c.AuthKey) < auth.MinKeyLen:
-		return fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
-	case c.needsTokens() && !c.hasTokens():
-		return fmt.Errorf("%w: no auth key of at least %d bytes and no JWKS source", ErrConfig, auth.MinKeyLen)
-	case c.NatsURL == "" && c.DataDir == "":
-		return fmt.Errorf("%w: an embedded NATS server needs a data directory", ErrConfig)
+		return plan, fmt.Errorf("%w: auth key shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+	case (c.Fanout || plan.Tokens) && !c.HasTokens():
+		return plan, fmt.Errorf("%w: no auth key of at least %d bytes and no JWKS source", ErrConfig, auth.MinKeyLen)
+	case c.NatsURL == "" && c.IngestRole == nil:
+		return plan, fmt.Errorf("%w: no NATS URL and no ingest role to embed a NATS server", ErrConfig)
 	case c.Drain <= 0:
-		return fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
+		return plan, fmt.Errorf("%w: drain %v", ErrConfig, c.Drain)
 	case c.NatsCreds != "" && c.NatsNkey != "":
-		return fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
+		return plan, fmt.Errorf("%w: NATS credentials and an nkey seed are two identities; give one", ErrConfig)
 	case c.NatsIdentity != nil && (c.NatsCreds != "" || c.NatsNkey != ""):
-		return fmt.Errorf("%w: a NATS identity and credentials or an nkey seed are two identities; give one", ErrConfig)
+		return plan, fmt.Errorf("%w: a NATS identity and credentials or an nkey seed are two identities; give one", ErrConfig)
 	case c.NatsURL == "" && (c.NatsCreds != "" || c.NatsNkey != "" || c.NatsIdentity != nil || c.CalloutSeed != ""):
-		return fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
+		return plan, fmt.Errorf("%w: NATS credentials, nkey and callout seed are for an external NATS (NatsURL)", ErrConfig)
 	case c.CalloutSeed != "" && len(c.AuthKey) < auth.MinKeyLen && len(c.Tokens.JWKS) == 0:
-		return fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
-	case c.NatsURL == "" && c.Demo && len(c.AuthKey) < auth.MinKeyLen:
-		return fmt.Errorf("%w: demo agents connect with tokens the auth key signs, shorter than %d bytes", ErrConfig, auth.MinKeyLen)
+		return plan, fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
 	case c.HTTPHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
-		return fmt.Errorf("%w: HTTP header timeout %v, idle timeout %v: both must be positive", ErrConfig, c.HTTPHeaderTimeout, c.HTTPIdleTimeout)
+		return plan, fmt.Errorf("%w: HTTP header timeout %v, idle timeout %v: both must be positive", ErrConfig, c.HTTPHeaderTimeout, c.HTTPIdleTimeout)
 	}
 	fds, err := connlimit.FDLimit()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return plan, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if c.MaxConns, err = connlimit.Check(c.MaxConns, fds); err != nil {
-		return fmt.Errorf("%w: max connections: %w", ErrConfig, err)
+		return plan, fmt.Errorf("%w: max connections: %w", ErrConfig, err)
 	}
 	if c.MaxConnsPerSource, err = connlimit.CheckPerSource(c.MaxConnsPerSource, c.MaxConns); err != nil {
-		return fmt.Errorf("%w: max connections per source: %w", ErrConfig, err)
-	}
-	if c.Ingest {
-		if err := c.Pipeline.Validate(); err != nil {
-			return err
-		}
-	}
-	if c.Ingest && c.Lease {
-		lc := &c.LeaseConfig
-		lc.Partitions, lc.Replicas, lc.Domain = c.Pipeline.Partitions, c.Pipeline.Replicas, c.Pipeline.Domain
-		if err := lc.Validate(); err != nil {
-			return err
-		}
+		return plan, fmt.Errorf("%w: max connections per source: %w", ErrConfig, err)
 	}
 	if c.Name == "" {
 		c.Name = "threadcast"
 	}
-	return nil
+	return plan, nil
 }
 
-// needsTokens: a part that verifies bearer tokens runs.
-func (c *Config) needsTokens() bool {
-	return c.Fanout || (c.Ingest && c.Bridge && !c.BridgeNoAuth)
-}
-
-// hasTokens: the node has a way to verify tokens (an auth key or a JWKS
-// source); an embedded server is then locked, agents authorized by the
-// callout.
-func (c *Config) hasTokens() bool { return len(c.AuthKey) > 0 || len(c.Tokens.JWKS) > 0 }
+// HasTokens reports whether the node has a way to verify tokens (an auth
+// key or a JWKS source); an embedded server is then locked, agents
+// authorized by the callout.
+func (c *Config) HasTokens() bool { return len(c.AuthKey) > 0 || len(c.Tokens.JWKS) > 0 }

@@ -6,9 +6,10 @@
 //
 // A node has, as its Config asks:
 //
-//   - NATS: an embedded nats-server with JetStream (its store in
-//     Config.DataDir, its client port on Config.NatsListen, so that other
-//     processes on the machine can publish), or a connection to an external
+//   - NATS: an embedded nats-server with JetStream, which the ingest role
+//     runs (its store in its DataDir, its client port on its NatsListen,
+//     so that other processes on the machine can publish), or a connection
+//     to an external
 //     one (Config.NatsURL), with one connection each for ingest (and the
 //     bridge), the fanout and the demo publisher, so that a flood on one
 //     (a subscriber join storm) cannot head-of-line-block the others.
@@ -19,20 +20,25 @@
 //     (package busauth) from its tenant's publish token. With NatsURL the
 //     node's identity is NatsNkey or NatsCreds, and with CalloutSeed it
 //     runs the callout for that server;
-//   - ingest (package pipeline): the sharded reducers, owning their
-//     partitions statically (Pipeline.Instance of Instances) or by lease
-//     (Config.Lease), and optionally the HTTP bridge
-//     POST /v1/ingest/{tenant}/{thread} for agents without NATS;
 //   - fanout (package fanout): the /v1 API (SSE, WebSocket, REST, tap) and
 //     optionally the dashboard (package web) at /;
-//   - demo agents (package demo), publishing through the publisher SDK
-//     (package agent) as a real agent does;
+//   - an ingest side, plugged in as Config.IngestRole (package
+//     node/ingestrole): the embedded server, ingest (package pipeline: the
+//     sharded reducers, owning their partitions statically or by lease),
+//     optionally the HTTP bridge POST /v1/ingest/{tenant}/{thread} for
+//     agents without NATS, and demo agents (package demo) publishing
+//     through the publisher SDK (package agent) as a real agent does;
 //
 // and on the same port /livez, /readyz (every enabled part ready, or the
 // first part that is not, named) and /metrics (one Prometheus registry for
 // all parts). Every NATS connection reconnects with the same backoff, and
 // the HTTP server has one set of timeouts (Config.HTTPHeaderTimeout,
 // HTTPIdleTimeout).
+//
+// The node holds the ingest side only through the IngestRole interface,
+// whose documentation gives the contract (call order, who stops what,
+// readiness): a node without it, the fanout command's, links no
+// nats-server, reducer, JSON document engine, pipeline or agent SDK.
 //
 // Why a package and not cmd/threadcast: the assembly is more than flag
 // parsing — start-up order, one mux for several parts, readiness across

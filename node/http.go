@@ -72,9 +72,9 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout tim
 	return err
 }
 
-// readyz answers 200 when every enabled part can do its job: NATS
-// connected, ingest's consumers bound and its lag under ReadyMaxLag, and
-// the node not stopping (the fanout refuses new streams then).
+// readyz answers 200 when every enabled part can do its job: the node not
+// stopping (the fanout refuses new streams then), NATS connected, and the
+// ingest side ready (IngestSide.NotReady).
 func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 	var why string
 	switch {
@@ -84,12 +84,8 @@ func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
 		why = "nats: " + n.nc.Status().String()
 	case n.fnc != nil && !n.fnc.IsConnected():
 		why = "nats (fanout): " + n.fnc.Status().String()
-	case n.in != nil && !n.in.Ready():
-		why = "ingest: consumers not bound"
-	case n.in != nil && n.in.Lag() > n.cfg.ReadyMaxLag:
-		why = fmt.Sprintf("ingest: lag %d over %d", n.in.Lag(), n.cfg.ReadyMaxLag)
-	case n.storage != nil && n.storage.Check() != nil:
-		why = n.storage.Check().Error()
+	case n.side != nil:
+		why = n.side.NotReady()
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if why != "" {

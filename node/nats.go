@@ -3,27 +3,22 @@ package node
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/threadcast/threadcast/busauth"
-	"github.com/threadcast/threadcast/natsembed"
-	"github.com/threadcast/threadcast/pipeline"
 )
 
-// startNats starts the embedded server (unless NatsURL is set), connects,
-// and starts the auth callout when this node runs it.
+// startNats has the ingest side start the embedded server (unless NatsURL
+// is set), connects, and keeps the callout's issuer when this node runs it.
 func (n *Node) startNats() error {
 	url := n.cfg.NatsURL
 	var issuer nkeys.KeyPair
-	var sauth *natsembed.Auth
+	var sauth *ServerAuth
 	switch {
-	case url == "" && !n.cfg.hasTokens():
+	case url == "" && !n.cfg.HasTokens():
 		// Nothing could authorize an agent: the embedded server admits
 		// anonymous clients (validate allows this for ingest alone).
 		n.log.Warn("embedded NATS server open to anonymous clients: give an auth key or a JWKS source to lock it (agents then connect with publish tokens)")
@@ -40,7 +35,7 @@ func (n *Node) startNats() error {
 		}
 		pub, _ := svc.PublicKey()
 		n.svcAuth = nats.Nkey(pub, svc.Sign)
-		sauth = &natsembed.Auth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
+		sauth = &ServerAuth{Services: []string{pub}, AgentAccount: busauth.AgentAccount}
 		sauth.CalloutIssuer, _ = issuer.PublicKey()
 	case n.cfg.NatsIdentity != nil:
 		n.svcAuth = n.cfg.NatsIdentity
@@ -59,32 +54,11 @@ func (n *Node) startNats() error {
 			return fmt.Errorf("%w: %w", ErrCalloutSeed, err)
 		}
 	}
-	// The storage watch reads the embedded store's free space and hears
-	// the embedded server's critical write errors; with an external
-	// server, only JetStream's refusals count.
-	wc := pipeline.StorageConfig{MinFree: n.cfg.StoreMinFree, Logger: n.log.With("part", "storage")}
 	if url == "" {
-		wc.Dir = n.cfg.DataDir
-	}
-	n.storage = pipeline.NewStorageWatch(wc)
-	if url == "" {
-		if err := PrepareDataDir(n.cfg.DataDir); err != nil {
+		var err error
+		if url, err = n.side.StartServer(sauth); err != nil {
 			return err
 		}
-		host, port, err := listenAddr(n.cfg.NatsListen)
-		if err != nil {
-			return err
-		}
-		sc := natsembed.DefaultConfig()
-		sc.Host, sc.Port, sc.StoreDir = host, port, n.cfg.DataDir
-		sc.MaxPayload = max(n.cfg.Pipeline.MaxMsgSize, 1<<20)
-		sc.Auth = sauth
-		sc.OnWriteError = n.storage.ReportWriteError
-		if n.srv, err = natsembed.Start(sc); err != nil {
-			return err
-		}
-		url = n.srv.ClientURL()
-		n.log.Info("embedded NATS server started", "url", url, "data", n.cfg.DataDir)
 	}
 	n.natsURL = url
 	nc, closed, err := n.connect(n.cfg.Name)
@@ -180,47 +154,6 @@ func (n *Node) closeConn(nc *nats.Conn, closed chan struct{}) {
 		nc.Close()
 		<-closed
 	}
-}
-
-// PrepareDataDir creates dir (mode 0700) and proves it writable, so that an unusable
-// directory is reported as such rather than as a JetStream failure.
-func PrepareDataDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%w: %w", ErrDataDir, err)
-	}
-	f, err := os.CreateTemp(dir, ".write-test-*")
-	if err != nil {
-		return fmt.Errorf("%w: %s is not writable: %w", ErrDataDir, dir, err)
-	}
-	name := f.Name()
-	_ = f.Close()
-	_ = os.Remove(name)
-	return nil
-}
-
-// listenAddr parses the embedded server's address and, for a fixed port,
-// proves it free: nats-server reports a taken port only in its own log and
-// then lets the start-up time out, which would leave the user waiting for
-// an unrelated error. (The port could be taken between this check and the
-// server's listen; the start-up then fails with ErrServerStart.)
-func listenAddr(addr string) (string, int, error) {
-	host, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: %q: %w", ErrNatsListen, addr, err)
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil || port < -1 || port > 65535 {
-		return "", 0, fmt.Errorf("%w: %q: bad port", ErrNatsListen, addr)
-	}
-	if port <= 0 {
-		return host, -1, nil // a free port, as nats-server spells it
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: %w", ErrNatsListen, err)
-	}
-	_ = ln.Close()
-	return host, port, nil
 }
 
 // reconnectDelay is the wait before reconnect attempt n (1, 2, …): 250 ms

@@ -16,21 +16,16 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
-	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
 )
 
@@ -39,7 +34,9 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	srv     *server.Server // embedded server, or nil
+	// side is the ingest side (nil: no IngestRole), plan what it runs.
+	side    IngestSide
+	plan    IngestPlan
 	natsURL string
 	// svcAuth is the node's own identity on NATS (an option of every
 	// service connection): the embedded server's generated nkey, or
@@ -58,34 +55,21 @@ type Node struct {
 	// per tenant, each authorized like any agent by its tenant's token.
 	fnc       *nats.Conn
 	fncClosed chan struct{}
-	demoConns []demoConn
 	reg       *prometheus.Registry
-	verifier  *auth.Verifier         // nil when neither ingest, fanout nor the callout runs
-	in        ingester               // nil when ingest is off
-	storage   *pipeline.StorageWatch // with ingest
+	verifier  *auth.Verifier // nil when neither ingest, fanout nor the callout runs
 	fs        *fanout.Server
-	bridge    *agent.Publisher // the bridge's publisher, or nil
 	ln        net.Listener
 
-	// The running parts: each is stopped by its cancel and has returned
+	// http is the running HTTP server: stopped by its cancel, returned
 	// when its done is closed.
-	demo, http, ingest part
+	http part
 
-	stopping  atomic.Bool
-	failOnce  sync.Once
-	failed    chan struct{}
-	failErr   error // set before failed is closed
-	stopOnce  sync.Once
-	stopErr   error
-	demoStats demo.Stats // set before demo.done is closed
-}
-
-// ingester is ingest in either partition mode: *pipeline.Restarting
-// (static) or *pipeline.LeasedIngest (lease).
-type ingester interface {
-	Run(ctx context.Context, drain time.Duration) error
-	Ready() bool
-	Lag() uint64
+	stopping atomic.Bool
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error // set before failed is closed
+	stopOnce sync.Once
+	stopErr  error
 }
 
 type part struct {
@@ -117,12 +101,16 @@ func Run(ctx context.Context, cfg Config, started func(*Node)) error {
 // Start starts a node; see the package documentation. On error nothing it
 // started is left running.
 func Start(cfg Config) (*Node, error) {
-	if err := cfg.validate(); err != nil {
+	plan, err := cfg.validate()
+	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{})}
+	n := &Node{cfg: cfg, plan: plan, log: cfg.Logger, failed: make(chan struct{})}
 	if n.log == nil {
 		n.log = slog.Default()
+	}
+	if cfg.IngestRole != nil {
+		n.side = cfg.IngestRole.Open(host{n})
 	}
 	if err := n.start(); err != nil {
 		_ = n.shutdown()
@@ -136,7 +124,7 @@ func (n *Node) start() error {
 		return err
 	}
 	n.reg = prometheus.NewRegistry()
-	if n.cfg.hasTokens() && (n.cfg.Ingest || n.cfg.Fanout || n.issuer != nil) {
+	if n.cfg.HasTokens() && (n.plan.Ingest || n.cfg.Fanout || n.issuer != nil) {
 		if err := n.startVerifier(); err != nil {
 			return err
 		}
@@ -153,14 +141,16 @@ func (n *Node) start() error {
 		fc := n.cfg.FanoutConfig
 		fc.Verifier = n.verifier
 		fc.ReadHeaderTimeout, fc.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
-		fc.Hub.Partitions = n.cfg.Pipeline.Partitions
-		fc.Hub.EventStream = n.cfg.Pipeline.Stream
-		fc.DeadLetters = n.cfg.Pipeline.DeadLetters
+		if n.side != nil {
+			fc.Hub.Partitions = n.plan.Partitions
+			fc.Hub.EventStream = n.plan.Stream
+			fc.DeadLetters = n.plan.DeadLetters
+		}
 		fc.Quota = n.cfg.Quota
 		// Beside ingest the fanout has a connection of its own (see
 		// connect); alone it uses the node's.
 		fconn := n.nc
-		if n.cfg.Ingest {
+		if n.plan.Ingest {
 			var err error
 			if n.fnc, n.fncClosed, err = n.connect("threadcast-fanout"); err != nil {
 				return err
@@ -181,19 +171,9 @@ func (n *Node) start() error {
 		}
 	}
 
-	// The stream and bucket exist before anything publishes (the demo, the
-	// bridge, agents once the ports are open). A node creates them when it
-	// runs ingest, or when it owns the NATS server; a node that only serves
-	// or only plays the demo on an external NATS leaves them to the
-	// deployment's ingest.
-	if n.cfg.Ingest || n.srv != nil {
-		if err := n.ensureStreams(); err != nil {
-			return err
-		}
-	}
 	mux := http.NewServeMux()
-	if n.cfg.Ingest {
-		bridge, err := n.startIngest()
+	if n.side != nil {
+		bridge, err := n.side.StartIngest()
 		if err != nil {
 			return err
 		}
@@ -223,8 +203,8 @@ func (n *Node) start() error {
 	if err := n.startHTTP(mux); err != nil {
 		return err
 	}
-	if n.cfg.Demo {
-		return n.startDemo()
+	if n.side != nil {
+		return n.side.StartAgents()
 	}
 	return nil
 }
@@ -251,11 +231,10 @@ func (p *part) stop() error {
 }
 
 // fail returns the end handler of the named part: a part that ends while
-// the node is not stopping has failed (demo agents, which end on their own
-// only with ThreadsPerAgent, are let go).
+// the node is not stopping has failed.
 func (n *Node) fail(name string) func(error) {
 	return func(err error) {
-		if n.stopping.Load() || (name == "demo" && err == nil) {
+		if n.stopping.Load() {
 			return
 		}
 		if err == nil {
@@ -327,6 +306,10 @@ func (n *Node) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 // other doors of the same node (the NATS auth callout) to share.
 func (n *Node) Verifier() *auth.Verifier { return n.verifier }
 
+// IngestSide returns the node's running ingest side (nil without an
+// IngestRole), for callers that know its type.
+func (n *Node) IngestSide() IngestSide { return n.side }
+
 // Registry returns the registry /metrics serves, for callers that add their
 // own collectors.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
@@ -347,28 +330,18 @@ func (n *Node) shutdown() error {
 			errs = append(errs, fmt.Errorf("node: %s: %w", what, err))
 		}
 	}
-	closePub := func(what string, p *agent.Publisher) {
-		if p == nil {
-			return
+	// side runs a stop step of the ingest side (none: nothing to do).
+	side := func(stop func(IngestSide) error) {
+		if n.side != nil {
+			if err := stop(n.side); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Drain)
-		defer cancel()
-		keep(what, p.Close(ctx))
 	}
 
 	// 1. Demo agents: each open run ends with RUN_ERROR, published and
 	// acknowledged before ingest stops reading.
-	if n.demo.cancel != nil {
-		keep("demo", n.demo.stop())
-	}
-	for _, d := range n.demoConns {
-		closePub("demo publisher "+d.tenant, d.pub)
-		n.closeConn(d.nc, d.closed)
-	}
-	if n.demo.cancel != nil {
-		s := n.demoStats
-		n.log.Info("demo agents stopped", "events", s.Events, "runs", s.Runs, "threads", s.Threads, "errors", s.Errors)
-	}
+	side(IngestSide.StopAgents)
 	// 2. HTTP: no new connections; streams end with their resume cursor;
 	// bridge requests finish, then the bridge's acks are awaited.
 	if n.http.cancel != nil {
@@ -382,17 +355,9 @@ func (n *Node) shutdown() error {
 		_ = n.ln.Close()
 	}
 	n.closeConn(n.fnc, n.fncClosed) // every stream has ended
-	closePub("bridge publisher", n.bridge)
+	side(IngestSide.StopBridge)
 	// 3. Ingest: stop fetching, finish, checkpoint, ack.
-	if n.ingest.cancel != nil {
-		err := n.ingest.stop()
-		keep("ingest", err)
-		if err != nil {
-			n.log.Error("ingest drained: views not all checkpointed", "err", err)
-		} else {
-			n.log.Info("ingest drained: views checkpointed")
-		}
-	}
+	side(IngestSide.StopIngest)
 	// 4. The auth callout (no agent of this node connects any more), then
 	// ingest's NATS connection: flush, then wait for its goroutines.
 	if n.callout != nil {
@@ -401,10 +366,8 @@ func (n *Node) shutdown() error {
 	n.closeConn(n.anc, n.ancClosed)
 	n.closeConn(n.nc, n.ncClosed)
 	// 5. The embedded server.
-	if n.srv != nil {
-		n.srv.Shutdown()
-		n.srv.WaitForShutdown()
-		n.log.Info("embedded NATS server stopped")
+	if n.side != nil {
+		n.side.StopServer()
 	}
 	return errors.Join(errs...)
 }

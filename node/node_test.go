@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bufio"
@@ -200,7 +200,7 @@ func TestNodeParts(t *testing.T) {
 	if err := dm.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s := dm.DemoStats(); s.Events == 0 || s.Threads == 0 {
+	if s := side(dm).DemoStats(); s.Events == 0 || s.Threads == 0 {
 		t.Errorf("demo stats %+v", s)
 	}
 }
@@ -215,7 +215,7 @@ func TestNodeFailed(t *testing.T) {
 	if n.Err() != nil {
 		t.Fatal(n.Err())
 	}
-	_ = n.ln.Close() // the HTTP server's listener goes away under it
+	_ = n.Listener().Close() // the HTTP server's listener goes away under it
 	select {
 	case <-n.Failed():
 	case <-time.After(10 * time.Second):
@@ -329,7 +329,7 @@ func TestNodeEmbeddedDemoOnly(t *testing.T) {
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s := n.DemoStats(); s.Events == 0 || s.Errors != 0 {
+	if s := side(n).DemoStats(); s.Events == 0 || s.Errors != 0 {
 		t.Errorf("demo stats %+v", s)
 	}
 }
@@ -347,7 +347,7 @@ func TestNodeConnections(t *testing.T) {
 	}
 	defer func() { _ = n.Stop() }()
 	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
-	cz, err := n.srv.Connz(&server.ConnzOptions{Subscriptions: true})
+	cz, err := side(n).Server().Connz(&server.ConnzOptions{Subscriptions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestNodeConnectionCap(t *testing.T) {
 	if got := get(dial(), "/livez"); got != "503 Service Unavailable" {
 		t.Fatalf("past the cap: %s", got)
 	}
-	capped := n.ln.(*connlimit.Listener)
+	capped := n.Listener().(*connlimit.Listener)
 	testsupport.WaitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
 	if capped.Refused() != 1 {
 		t.Errorf("%d refused, want 1", capped.Refused())
@@ -507,7 +507,7 @@ func TestNodeConnectionCapPerSource(t *testing.T) {
 			t.Fatalf("the second source, while the first is at its cap: %s", res.Status)
 		}
 	}
-	capped := n.ln.(*connlimit.Listener)
+	capped := n.Listener().(*connlimit.Listener)
 	if capped.RefusedBy(connlimit.BySource) != 1 || capped.RefusedBy(connlimit.ByNode) != 0 {
 		t.Errorf("refused by source %d, by node %d; want 1, 0", capped.RefusedBy(connlimit.BySource), capped.RefusedBy(connlimit.ByNode))
 	}

@@ -1,6 +1,6 @@
 //go:build soak
 
-package node
+package node_test
 
 // NOTE: the abuse soak. The noisy-neighbour harness (runNoisy) runs tenant
 // quiet's load — SDK publishes over NATS and bridge POSTs, read back over
@@ -320,7 +320,7 @@ func (a *attack) run(n *Node, stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-stop; cancel() }()
 	defer func() {
-		capped := n.ln.(*connlimit.Listener)
+		capped := n.Listener().(*connlimit.Listener)
 		a.bySource.Add(capped.RefusedBy(connlimit.BySource))
 		a.byNode.Add(capped.RefusedBy(connlimit.ByNode))
 	}()
@@ -504,7 +504,7 @@ func (a *attack) run(n *Node, stop <-chan struct{}) {
 	})
 	// Oversized: a declared body over the bridge's 64 MiB (raw TCP: the
 	// client sends only the headers), and one event over the event limit.
-	big := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("y", n.cfg.Pipeline.MaxEventBytes()+1) + `"}` + "\n"
+	big := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("y", maxEventBytes(n)+1) + `"}` + "\n"
 	spawn("bridge-big", func() {
 		every(1000*time.Millisecond, stop, func() {
 			a.add("bridge oversized declared " + rawStatus(ctx, a.from, addr, "POST /v1/ingest/noisy/b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tok+

@@ -33,11 +33,9 @@ func (a *app) nodeConfig() node.Config {
 	nc.Name = "threadcast-fanout"
 	nc.HTTP = c.HTTP
 	nc.NatsURL, nc.NatsCreds, nc.NatsNkey = c.NatsURL, c.NatsCreds, c.NatsNkey
-	nc.Ingest, nc.Bridge, nc.Fanout, nc.Dashboard = false, false, true, false
+	nc.Fanout, nc.Dashboard = true, false
 	nc.AuthKey, nc.Tokens = f.AuthKey, c.Tokens
 	nc.FanoutConfig, nc.Quota = f, f.Quota
-	// The node gives the fanout the pipeline's vocabulary from Pipeline.
-	nc.Pipeline.Partitions, nc.Pipeline.Stream, nc.Pipeline.DeadLetters = f.Hub.Partitions, f.Hub.EventStream, f.DeadLetters
 	nc.Drain, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.MaxConns, c.MaxConnsPerSource
 	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = f.ReadHeaderTimeout, f.IdleTimeout
 	nc.Logger = a.log

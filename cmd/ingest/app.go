@@ -7,6 +7,7 @@ import (
 
 	"github.com/threadcast/threadcast/cmd/internal/startup"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 )
 
 // app maps the command's config onto an ingest-only node (package node,
@@ -35,14 +36,19 @@ func (a *app) nodeConfig() node.Config {
 	nc.Name = "threadcast-ingest"
 	nc.HTTP = c.HTTP
 	nc.NatsURL, nc.NatsCreds, nc.NatsNkey, nc.CalloutSeed = c.NatsURL, c.NatsCreds, c.NatsNkey, c.CalloutSeed
-	nc.NatsListen, nc.DataDir = c.NatsListen, c.DataDir
-	nc.Ingest, nc.Fanout, nc.Dashboard = true, false, false
+	nc.Fanout, nc.Dashboard = false, false
 	nc.AuthKey, nc.Tokens = []byte(c.AuthKey), c.Tokens
-	nc.Bridge = c.AuthKey != "" || len(c.Tokens.JWKS) > 0 || c.BridgeNoAuth
-	nc.BridgeNoAuth, nc.BridgeWindow = c.BridgeNoAuth, c.BridgeWindow
-	nc.Pipeline, nc.Quota = c.Pipeline, c.Pipeline.Quota
-	nc.Lease, nc.LeaseConfig = c.PartitionMode == "lease", c.Lease
-	nc.Drain, nc.ReadyMaxLag, nc.StoreMinFree, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.ReadyMaxLag, c.StoreMinFree, c.MaxConns, c.MaxConnsPerSource
+	nc.Quota = c.Pipeline.Quota
+	nc.Drain, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.MaxConns, c.MaxConnsPerSource
+	ic := ingestrole.DefaultConfig()
+	ic.NatsListen, ic.DataDir = c.NatsListen, c.DataDir
+	ic.Ingest = true
+	ic.Bridge = c.AuthKey != "" || len(c.Tokens.JWKS) > 0 || c.BridgeNoAuth
+	ic.BridgeNoAuth, ic.BridgeWindow = c.BridgeNoAuth, c.BridgeWindow
+	ic.Pipeline = c.Pipeline
+	ic.Lease, ic.LeaseConfig = c.PartitionMode == "lease", c.Lease
+	ic.ReadyMaxLag, ic.StoreMinFree = c.ReadyMaxLag, c.StoreMinFree
+	nc.IngestRole = ic
 	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = c.HeaderTimeout, c.IdleTimeout
 	nc.Logger = a.log
 	return nc

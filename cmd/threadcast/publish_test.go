@@ -14,6 +14,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -147,11 +148,11 @@ func TestPublishCommandNoServer(t *testing.T) {
 // read-only token and another tenant's token store nothing.
 func TestPublishCommandToken(t *testing.T) {
 	key := []byte("publish-token-test-key-0123")
-	cfg := node.DefaultConfig()
+	cfg := nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir, cfg.AuthKey = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), key
 	cfg.Pipeline.Partitions = 2
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := node.Start(cfg)
+	n, err := node.Start(cfg.config())
 	if err != nil {
 		t.Fatal(err)
 	}

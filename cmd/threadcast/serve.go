@@ -29,6 +29,7 @@ import (
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
@@ -90,13 +91,29 @@ flags:
 
 // serveConfig is what runServe reads from flags and the environment.
 type serveConfig struct {
-	node        node.Config
+	node        nodeConfig
 	authKeySet  bool          // --auth-key given; else the key lives in --data
 	devTokenTTL time.Duration // lifetime of the printed development tokens
 	tenants     []string      // demo tenants, also the dashboard's (development)
 	logLevel    slog.Level
 	logJSON     bool
 	memRatio    float64 // --memory-limit-ratio (package memlimit)
+}
+
+// nodeConfig is the node serve runs: its own config and that of its ingest
+// side, whose fields the flags set side by side.
+type nodeConfig struct {
+	node.Config
+	roleConfig
+}
+
+type roleConfig = ingestrole.Config
+
+// config is the node's Config with the ingest side plugged in.
+func (c nodeConfig) config() node.Config {
+	nc := c.Config
+	nc.IngestRole = c.roleConfig
+	return nc
 }
 
 // optBool is a boolean flag that knows whether it was set, for defaults
@@ -145,7 +162,7 @@ func defaultDataDir(getenv func(string) string) string {
 // serveFlags declares the flags on c; fs is returned for usage output.
 func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func() error) {
 	n := &c.node
-	*n = node.DefaultConfig()
+	*n = nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var authKey, logLevel, logFormat, tenants, httpAddr string
 	var demoOn optBool
@@ -304,7 +321,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
 		return exitRejected
 	}
-	n, err := node.Start(c.node)
+	n, err := node.Start(c.node.config())
 	if err != nil {
 		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
 		return exitRejected
@@ -360,7 +377,7 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 		return nil, fmt.Errorf("%w: %w", node.ErrDataDir, err)
 	}
 	n.DataDir = dir
-	if err := node.PrepareDataDir(dir); err != nil {
+	if err := ingestrole.PrepareDataDir(dir); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stdout, "data:       %s\n", dir)

@@ -1,11 +1,9 @@
-package node
+package ingestrole
 
 import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
@@ -15,8 +13,7 @@ import (
 // demoConn is one demo tenant's connection and publisher.
 type demoConn struct {
 	tenant string
-	nc     *nats.Conn
-	closed chan struct{}
+	close  func() // drains the connection and waits for it
 	pub    *agent.Publisher
 }
 
@@ -25,8 +22,13 @@ type demoConn struct {
 // server closes at its token's expiry reconnects at once.
 const DemoTokenTTL = 24 * time.Hour
 
-func (n *Node) startDemo() error {
-	dc := n.cfg.DemoConfig
+// StartAgents starts the demo agents (when Demo is on), one connection and
+// publisher per tenant.
+func (s *Side) StartAgents() error {
+	if !s.cfg.Demo {
+		return nil
+	}
+	dc := s.cfg.DemoConfig
 	tenants := dc.Tenants
 	if len(tenants) == 0 {
 		tenants = demo.DefaultTenants()
@@ -38,20 +40,20 @@ func (n *Node) startDemo() error {
 		if _, ok := pubs[t]; ok {
 			continue
 		}
-		opts, err := agent.TokenAuth(t, func() string { return n.demoToken(t) })
+		opts, err := agent.TokenAuth(t, func() string { return s.demoToken(t) })
 		if err != nil {
 			return fmt.Errorf("node: demo tenant: %w", err)
 		}
-		nc, closed, err := n.dial("threadcast-demo-"+t, opts...)
+		nc, closeConn, err := s.h.Dial("threadcast-demo-"+t, opts...)
 		if err != nil {
 			return err
 		}
-		d := demoConn{tenant: t, nc: nc, closed: closed}
-		n.demoConns = append(n.demoConns, d)
+		d := demoConn{tenant: t, close: closeConn}
+		s.demoConns = append(s.demoConns, d)
 		if d.pub, err = agent.New(nc, agent.DefaultConfig()); err != nil {
 			return fmt.Errorf("node: demo publisher: %w", err)
 		}
-		n.demoConns[len(n.demoConns)-1] = d
+		s.demoConns[len(s.demoConns)-1] = d
 		pubs[t] = demo.AgentPublisher(d.pub)
 	}
 	pub := demo.PublisherFunc(func(ctx context.Context, tenant, thread string, event []byte) error {
@@ -63,44 +65,50 @@ func (n *Node) startDemo() error {
 	})
 	if dc.OnError == nil {
 		dc.OnError = func(tenant, thread string, err error) {
-			n.log.Warn("demo agent abandoned a thread", "tenant", tenant, "thread", thread, "err", err)
+			s.log.Warn("demo agent abandoned a thread", "tenant", tenant, "thread", thread, "err", err)
 		}
 	}
-	n.demo.run(func(ctx context.Context) error {
+	s.demo.run(func(ctx context.Context) error {
 		var err error
-		n.demoStats, err = demo.Run(ctx, pub, dc)
+		s.demoStats, err = demo.Run(ctx, pub, dc)
 		return err
-	}, n.fail("demo"))
+	}, func(err error) {
+		// Demo agents end on their own only with ThreadsPerAgent: only an
+		// error is a failure.
+		if err != nil {
+			s.h.Fail("demo", err)
+		}
+	})
 	agents := dc.Agents
 	if agents == 0 {
 		agents = 2 * max(len(dc.Tenants), len(demo.DefaultTenants())) // demo.Run's default
 	}
-	n.log.Info("demo agents started", "tenants", dc.Tenants, "agents", agents, "rate", dc.Rate, "seed", dc.Seed)
+	s.log.Info("demo agents started", "tenants", dc.Tenants, "agents", agents, "rate", dc.Rate, "seed", dc.Seed)
 	return nil
 }
 
 // DemoStats returns what the demo agents did; valid after Stop.
-func (n *Node) DemoStats() demo.Stats {
-	if n.demo.done == nil {
+func (s *Side) DemoStats() demo.Stats {
+	if s.demo.done == nil {
 		return demo.Stats{}
 	}
 	select {
-	case <-n.demo.done:
-		return n.demoStats
+	case <-s.demo.done:
+		return s.demoStats
 	default:
 		return demo.Stats{}
 	}
 }
 
 // demoToken mints the token a demo agent of tenant connects with.
-func (n *Node) demoToken(tenant string) string {
+func (s *Side) demoToken(tenant string) string {
 	c := auth.Claims{Tenant: tenant, Scope: auth.ScopePublish, Expiry: time.Now().Add(DemoTokenTTL).Unix()}
-	if aud := n.cfg.Tokens.Audience; aud != "" {
+	if aud := s.node.Tokens.Audience; aud != "" {
 		c.Audience = auth.Audience{aud} // the verifier requires it
 	}
-	tok, err := auth.Mint(n.cfg.AuthKey, c)
+	tok, err := auth.Mint(s.node.AuthKey, c)
 	if err != nil {
-		n.log.Error("demo token", "tenant", tenant, "err", err)
+		s.log.Error("demo token", "tenant", tenant, "err", err)
 	}
 	return tok
 }
