@@ -128,10 +128,6 @@ type Server struct {
 	quota    *quota.Limiter
 	stopMu   sync.Mutex // orders Drain against beginStream's streams.Add
 	stopped  atomic.Bool
-
-	// listingHook, set by tests only, runs between a listing's consumer
-	// creation and its first fetch: where a key deleted concurrently races it.
-	listingHook atomic.Pointer[func()]
 }
 
 // New returns a Server reading from nc. The caller keeps owning nc.
