@@ -23,11 +23,11 @@ type item struct {
 	ts int64 // event timestamp (Unix ms) for the latency metric, 0 if none
 }
 
-// Subscriber is one connection's view of a thread: a bounded queue of wire
+// subscriber is one connection's view of a thread: a bounded queue of wire
 // messages filled by the hub and drained by exactly one goroutine (the
 // connection's writer) through Ready, Take and CatchUp. Close may be called
 // from any goroutine.
-type Subscriber struct {
+type subscriber struct {
 	feed    *feed
 	variant Variant
 	window  int // > 0: joins and resyncs take the windowed snapshot of the newest window messages
@@ -59,24 +59,24 @@ const (
 )
 
 // raise sets a control bit and wakes the writer.
-func (s *Subscriber) raise(bit uint32) {
+func (s *subscriber) raise(bit uint32) {
 	s.ctl.Or(bit)
 	s.notify()
 }
 
 // Ready returns the channel that receives a value whenever Take or CatchUp
 // has something to do.
-func (s *Subscriber) Ready() <-chan struct{} { return s.signal }
+func (s *subscriber) Ready() <-chan struct{} { return s.signal }
 
 // Variant returns the wire variant the subscriber receives.
-func (s *Subscriber) Variant() Variant { return s.variant }
+func (s *subscriber) Variant() Variant { return s.variant }
 
 // Take appends everything queued to dst[:0] and returns it, with the cursor
 // (seq) the client holds once it is written, and — when the queue was dropped
 // — the reason, in which case the caller must call CatchUp before taking
 // more. The returned byte slices are shared: the caller writes them and must
 // not modify or retain them.
-func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync string) {
+func (s *subscriber) Take(dst []item) (items []item, cursor uint64, resync string) {
 	s.mu.Lock()
 	items, s.queue = s.queue, dst[:0]
 	s.queued = 0
@@ -90,7 +90,7 @@ func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync strin
 // with a snapshot (or from the ring when it still covers its position). An
 // agui subscriber cannot be (runs.go): CatchUp returns ErrRunSplice and the
 // caller ends the stream.
-func (s *Subscriber) CatchUp(ctx context.Context) error {
+func (s *subscriber) CatchUp(ctx context.Context) error {
 	if !s.variant.ViewMode() {
 		return ErrRunSplice
 	}
@@ -102,7 +102,7 @@ func (s *Subscriber) CatchUp(ctx context.Context) error {
 
 // Close removes the subscriber from its thread; the last subscriber of a
 // thread on this node ends the NATS subscription. Idempotent.
-func (s *Subscriber) Close() {
+func (s *subscriber) Close() {
 	s.once.Do(func() {
 		f := s.feed
 		f.mu.Lock()
@@ -125,7 +125,7 @@ func (s *Subscriber) Close() {
 // it is being written are not dropped for its size; and a frame is always
 // taken into an empty backlog, so that a frame larger than the limit (one
 // large event) reaches a subscriber that keeps up.
-func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
+func (s *subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	n := 0
 	for _, b := range msgs {
 		n += len(b)
@@ -165,7 +165,7 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 }
 
 // dropLocked drops the queue and flags a resync (feed.mu held).
-func (s *Subscriber) dropLocked(reason string) {
+func (s *subscriber) dropLocked(reason string) {
 	s.state = stResync
 	s.mu.Lock()
 	clear(s.queue)
@@ -175,7 +175,7 @@ func (s *Subscriber) dropLocked(reason string) {
 	s.notify()
 }
 
-func (s *Subscriber) notify() {
+func (s *subscriber) notify() {
 	select {
 	case s.signal <- struct{}{}:
 	default:
@@ -198,9 +198,9 @@ func (s *Subscriber) notify() {
 // for at most HubConfig.SnapshotRetry; past that the older snapshot is sent
 // after all (the thread's log was reset): a fresh start, never a silent
 // gap. A client's cursor is first checked against the event stream
-// (Hub.storedSeq, one request): one past the thread's last stored event was
+// (hub.storedSeq, one request): one past the thread's last stored event was
 // never real, and the snapshot is sent at once, with no retry.
-func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
+func (s *subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
 	c := catchUpRun{s: s, after: after, reason: reason, backoff: snapBackoffMin}
 	for attempt := 0; attempt < 4; {
 		step, waitCh, err := c.look()
@@ -235,7 +235,7 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 
 // catchUpRun is the state of one catchUp across its looks at the feed.
 type catchUpRun struct {
-	s      *Subscriber
+	s      *subscriber
 	after  Cursor // the client's cursor (not Valid: none)
 	reason string // the Resyncs label of a catch-up from a snapshot
 
@@ -390,7 +390,7 @@ func (c *catchUpRun) retryBehind(ctx context.Context) error {
 }
 
 // resumeLocked continues s from the client's cursor when the feed has it.
-func (f *feed) resumeLocked(s *Subscriber, after Cursor) bool {
+func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 	if after.Index >= 0 {
 		if s.variant != AguiSSE {
 			return false
