@@ -18,19 +18,19 @@ import (
 
 // newIdleHub returns a hub on a real NATS connection whose feeds linger
 // for an hour (only the idle bounds, Sweep and Close end them here).
-func newIdleHub(t testing.TB, perTenant, total int) (*Hub, *nats.Conn) {
+func newIdleHub(t testing.TB, perTenant, total int) (*hub, *nats.Conn) {
 	t.Helper()
 	nc := connect(t, startNATS(t))
 	cfg := DefaultHubConfig()
 	cfg.Linger = time.Hour
 	cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds = perTenant, total
-	h := NewHub(nc, cfg, nil, nil)
+	h := newHub(nc, cfg, nil, nil)
 	t.Cleanup(h.Close)
 	return h, nc
 }
 
 // lookup returns the hub's feed of tenant's thread, or nil.
-func (h *Hub) lookup(tenant, thread string) *feed {
+func (h *hub) lookup(tenant, thread string) *feed {
 	k := feedKey{tenant: tenant, token: wire.EncodeThread(thread)}
 	sh := h.shard(k)
 	sh.mu.Lock()
@@ -40,7 +40,7 @@ func (h *Hub) lookup(tenant, thread string) *feed {
 
 // visit subscribes to and leaves each thread of tenant in turn, leaving
 // each one lingering.
-func visit(t testing.TB, h *Hub, tenant string, threads ...string) {
+func visit(t testing.TB, h *hub, tenant string, threads ...string) {
 	t.Helper()
 	for _, id := range threads {
 		f, err := h.acquire(context.Background(), tenant, id)
@@ -54,7 +54,7 @@ func visit(t testing.TB, h *Hub, tenant string, threads ...string) {
 // checkIdle verifies the idle lists against the shards' maps and the
 // gauges, and returns the lingering feeds' count per tenant. The hub must
 // be quiescent.
-func checkIdle(t testing.TB, h *Hub) map[string]int {
+func checkIdle(t testing.TB, h *hub) map[string]int {
 	t.Helper()
 	feeds, idle := 0, map[string]int{}
 	for i := range h.shards {
@@ -109,7 +109,7 @@ func checkIdle(t testing.TB, h *Hub) map[string]int {
 // checkNoFeeds checks that h holds no feed at all any more (when says at
 // what point): nothing lingering, the feeds gauge at zero and no NATS
 // subscription left on nc.
-func checkNoFeeds(t testing.TB, h *Hub, nc *nats.Conn, when string) {
+func checkNoFeeds(t testing.TB, h *hub, nc *nats.Conn, when string) {
 	t.Helper()
 	if idle := checkIdle(t, h); len(idle) != 0 {
 		t.Fatalf("lingering %s: %v", when, idle)
@@ -520,7 +520,7 @@ func TestIdleRingBytesConfig(t *testing.T) {
 	} {
 		cfg := DefaultHubConfig()
 		cfg.RingBytes, cfg.IdleRingBytes, cfg.IdleTrimAfter = tt.ring, tt.idle, tt.after
-		h := NewHub(nc, cfg, nil, nil)
+		h := newHub(nc, cfg, nil, nil)
 		if h.cfg.IdleRingBytes != tt.want || h.cfg.IdleTrimAfter != tt.wantAfter {
 			t.Errorf("RingBytes %d, IdleRingBytes %d, IdleTrimAfter %v: got %d, %v; want %d, %v",
 				tt.ring, tt.idle, tt.after, h.cfg.IdleRingBytes, h.cfg.IdleTrimAfter, tt.want, tt.wantAfter)

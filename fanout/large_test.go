@@ -280,9 +280,9 @@ func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte
 	}
 }
 
-// sseJoin opens an SSE stream and reads the join: for agui, every event up
-// to the one whose id is a plain seq (the snapshot's last, or a resumed
-// frame's); for view, the first payload. It returns the client.
+// sse opens an SSE stream on path of the environment's server, with the
+// environment's token and the extra headers hdr. The caller reads the join
+// (aguiUntil for agui).
 func (e *largeEnv) sse(t *testing.T, path string, hdr http.Header) *sseClient {
 	t.Helper()
 	return openSSE(t, e.url+path, e.tok, hdr)
@@ -312,7 +312,8 @@ func aguiUntil(t *testing.T, c *sseClient, m *msgModel, seq uint64) {
 	}
 }
 
-// wsRead reads WebSocket messages into m until done reports true.
+// wsDial opens a WebSocket on path of the environment's server, with the
+// environment's token and no read limit to speak of; the test closes it.
 func wsDial(t *testing.T, e *largeEnv, path string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

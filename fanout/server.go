@@ -116,7 +116,7 @@ var ErrConfig = errors.New("fanout: bad config")
 type Server struct {
 	cfg      Config
 	nc       *nats.Conn
-	hub      *Hub
+	hub      *hub
 	m        *Metrics
 	reg      *prometheus.Registry
 	log      *slog.Logger
@@ -128,10 +128,6 @@ type Server struct {
 	quota    *quota.Limiter
 	stopMu   sync.Mutex // orders Drain against beginStream's streams.Add
 	stopped  atomic.Bool
-
-	// listingHook, set by tests only, runs between a listing's consumer
-	// creation and its first fetch: where a key deleted concurrently races it.
-	listingHook atomic.Pointer[func()]
 }
 
 // New returns a Server reading from nc. The caller keeps owning nc.
@@ -201,7 +197,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(VerifierCollectors(cfg.Verifier)...)
-	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log), quota: lim}
+	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: newHub(nc, cfg.Hub, m, log), quota: lim}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", s.livez)
@@ -280,7 +276,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	return err
 }
 
-// sweepLoop ends lingering feeds (Hub.Sweep) and reconciles feeds that
+// sweepLoop ends lingering feeds (hub.Sweep) and reconciles feeds that
 // may have lost frames (reconcile.go): every feed after a NATS reconnect,
 // a feed whose subscription dropped messages — until ctx ends.
 func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {

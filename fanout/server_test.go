@@ -392,24 +392,32 @@ func TestThreadListRacingDelete(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			hook := func() {
-				for _, k := range tt.removed {
-					if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+wire.DefaultViewsKV+".acme."+k)); err != nil {
-						t.Error(err)
-					}
+			// The listing's own steps, with the keys purged between the
+			// consumer counting them and the first fetch.
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			cons, del, err := srv.openListing(lctx, js, "acme")
+			if err != nil || cons == nil {
+				t.Fatalf("openListing: %v %v", cons, err)
+			}
+			defer del()
+			if got := cons.CachedInfo().NumPending; got != uint64(len(tt.keys)) {
+				t.Fatalf("consumer counted %d keys, want %d", got, len(tt.keys))
+			}
+			for _, k := range tt.removed {
+				if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+wire.DefaultViewsKV+".acme."+k)); err != nil {
+					t.Fatal(err)
 				}
 			}
-			srv.listingHook.Store(&hook)
-			defer srv.listingHook.Store(nil)
+			page := pageOf{limit: 100, out: []ThreadInfo{}}
 			t0 := time.Now()
-			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
-			took := time.Since(t0)
-			var out struct{ Threads []ThreadInfo }
-			if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
-				t.Fatalf("%d %s", code, body)
+			if err := srv.readListing(lctx, cons, func(string) bool { return true }, &page); err != nil {
+				t.Fatal(err)
 			}
+			took := time.Since(t0)
+			out, _ := page.result()
 			var ids []string
-			for _, ti := range out.Threads {
+			for _, ti := range out {
 				ids = append(ids, ti.Thread)
 			}
 			if !slices.Equal(ids, tt.want) {
@@ -419,6 +427,12 @@ func TestThreadListRacingDelete(t *testing.T) {
 			// would take the whole deadline.
 			if took >= timeout/2 {
 				t.Fatalf("listing took %v: it waited for keys that were gone (deadline %v)", took, timeout)
+			}
+			// The same listing through the endpoint: what is left.
+			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
+			var got struct{ Threads []ThreadInfo }
+			if code != 200 || json.Unmarshal([]byte(body), &got) != nil || len(got.Threads) != len(tt.want) {
+				t.Fatalf("endpoint: %d %s, want %v", code, body, tt.want)
 			}
 		})
 	}

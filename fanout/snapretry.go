@@ -22,7 +22,7 @@ var ErrSnapshotBusy = errors.New("fanout: the pipeline is busy; retry later")
 const (
 	RetryBusy    = "busy"    // the shard's snapshot queue was full
 	RetryTimeout = "timeout" // no reply within SnapshotTimeout (a shard busy answering others)
-	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (Subscriber.catchUp)
+	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (subscriber.catchUp)
 	RetryLost    = "lost"    // a reply in parts lost a part, its responder went away between windows, or it could not be sent ("unsent")
 )
 
@@ -40,7 +40,7 @@ const (
 // ctx ends or the hub is closed. Every other failure is returned at once.
 // The callers' single flight (feed.requestSnapshot) makes this one request
 // per thread and window per node, however many subscribers join.
-func (h *Hub) snapshot(ctx context.Context, tenant, token string, window int) (*snapshot, error) {
+func (h *hub) snapshot(ctx context.Context, tenant, token string, window int) (*snapshot, error) {
 	var sn *snapshot
 	err := h.ask(ctx, tenant, token, wire.SnapRequest{Window: window}, func(msg *nats.Msg) (err error) {
 		sn, err = decodeSnapshot(msg)
@@ -54,7 +54,7 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string, window int) (*
 
 // page requests the limit messages before the message before (the newest
 // limit when before is "") of tenant/token, retrying as snapshot does.
-func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int) (wire.Page, error) {
+func (h *hub) page(ctx context.Context, tenant, token, before string, limit int) (wire.Page, error) {
 	var p wire.Page
 	err := h.ask(ctx, tenant, token, wire.SnapRequest{Page: &wire.PageRequest{Before: before, Limit: limit}}, func(msg *nats.Msg) error {
 		switch kind := msg.Header.Get(wire.HeaderErrorKind); kind {
@@ -75,7 +75,7 @@ func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int)
 
 // ask sends req on tenant/token's snapshot subject and hands the reply to
 // decode, retrying the transient failures as snapshot documents.
-func (h *Hub) ask(ctx context.Context, tenant, token string, req wire.SnapRequest, decode func(*nats.Msg) error) error {
+func (h *hub) ask(ctx context.Context, tenant, token string, req wire.SnapRequest, decode func(*nats.Msg) error) error {
 	subj := wire.SnapSubject(wire.Partition(tenant, token, h.cfg.Partitions), tenant, token)
 	reqBody := req.Encode()
 	deadline := time.Now().Add(h.cfg.SnapshotRetry)
@@ -148,7 +148,7 @@ func retryReason(hdr nats.Header, err error) string {
 // caller to read. Errors: nats.ErrNoResponders, ctx's, the connection's,
 // and wire.ErrPartLost, wire.ErrBadPart or wire.ErrTooLarge for a reply
 // that could not be assembled (counted in BadReplies).
-func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
+func (h *hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
 	m, err := wire.Request(ctx, h.nc, subject, reqBody, h.cfg.MaxMessageBytes)
 	if err != nil {
 		if errors.Is(err, wire.ErrPartLost) || errors.Is(err, wire.ErrBadPart) || errors.Is(err, wire.ErrTooLarge) {
@@ -166,7 +166,7 @@ func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) 
 // tell a real cursor from a bogus one. One request to the JetStream API,
 // bounded by SnapshotTimeout; the reply carries that event too, which is
 // why it is asked only for a cursor ahead of the thread's snapshot.
-func (h *Hub) storedSeq(ctx context.Context, tenant, token string) (uint64, error) {
+func (h *hub) storedSeq(ctx context.Context, tenant, token string) (uint64, error) {
 	stream := h.cfg.EventStream
 	if stream == "" {
 		stream = wire.DefaultStream

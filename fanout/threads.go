@@ -186,20 +186,48 @@ func (p *pageOf) result() ([]ThreadInfo, bool) {
 // page of at most limit threads after the cursor (nil: from the first), in
 // thread id order, and whether more follow. The bucket's keys are in no
 // order, so each page reads them all; what it keeps is bounded by limit.
+//
+// The bucket's stream is read directly, not through a KV watcher: the
+// watcher hides message headers, which is where the pipeline puts the
+// thread summary. One ephemeral pull consumer (openListing), headers only
+// (no record is sent), the last message of every key of the tenant: what a
+// KV watcher with MetaOnly does, plus the headers. Not an ordered consumer:
+// that one replaces its server-side consumer on every Fetch and deletes the
+// old one from a goroutine of its own, so a listing made two and left one
+// behind for a moment after it returned.
 func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool, after *string, limit int) ([]ThreadInfo, bool, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, false, err
 	}
-	// The bucket's stream read directly, not through a KV watcher: the
-	// watcher hides message headers, which is where the pipeline puts the
-	// thread summary. One ephemeral pull consumer, headers only (no record
-	// is sent), the last message of every key of the tenant: what a KV
-	// watcher with MetaOnly does, plus the headers. Not an ordered
-	// consumer: that one replaces its server-side consumer on every Fetch
-	// and deletes the old one from a goroutine of its own, so a listing
-	// made two and left one behind for a moment after it returned.
-	prefix := "$KV." + s.cfg.ViewsBucket + "."
+	cons, del, err := s.openListing(ctx, js, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	if cons == nil { // no bucket yet: no threads
+		return []ThreadInfo{}, false, nil
+	}
+	// A pull consumer outlives its reader on the server (a KV watcher's
+	// push consumer goes with its subscription): delete it, or every
+	// listing would leave one behind for InactiveThreshold.
+	defer del()
+	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
+	if err := s.readListing(ctx, cons, allow, &page); err != nil {
+		return nil, false, err
+	}
+	out, more := page.result()
+	return out, more, nil
+}
+
+// listingPrefix is the subject prefix of the views bucket's keys.
+func (s *Server) listingPrefix() string { return "$KV." + s.cfg.ViewsBucket + "." }
+
+// openListing creates the listing's consumer over the tenant's keys and
+// returns it with the function that deletes it. With no views bucket it
+// returns a nil consumer and no error. When the create fails it returns the
+// error, having deleted a consumer the server may have made before its reply
+// was lost.
+func (s *Server) openListing(ctx context.Context, js jetstream.JetStream, tenant string) (jetstream.Consumer, func(), error) {
 	stream := "KV_" + s.cfg.ViewsBucket
 	// Named here, not by the library, so that a create whose reply timed
 	// out after the server made the consumer can still be deleted.
@@ -213,44 +241,44 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	}
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Name:           name,
-		FilterSubjects: []string{prefix + tenant + ".*"},
+		FilterSubjects: []string{s.listingPrefix() + tenant + ".*"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:      jetstream.AckNonePolicy,
 		HeadersOnly:    true,
 		MemoryStorage:  true,
 		Replicas:       1,
-		// A backstop: the consumer is deleted below when the listing ends.
+		// A backstop: listThreads deletes the consumer when the listing ends.
 		InactiveThreshold: 30 * time.Second,
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return []ThreadInfo{}, false, nil
+		return nil, nil, nil
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			del() // the server may have made it before the reply was lost
 		}
-		return nil, false, err
+		return nil, nil, err
 	}
-	// A pull consumer outlives its reader on the server (a KV watcher's
-	// push consumer goes with its subscription): delete it, or every
-	// listing would leave one behind for InactiveThreshold.
-	defer del()
-	if h := s.listingHook.Load(); h != nil {
-		(*h)()
-	}
-	// No-wait fetches: the server sends what the consumer has and ends the
-	// request at once, where a waiting Fetch for the pending count would
-	// sit out its whole deadline whenever a key went away after the
-	// consumer counted it. The listing is of what is there when it is made.
-	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
+	return cons, del, nil
+}
+
+// readListing fetches every message cons counted at its creation and adds
+// the threads allow admits to page.
+//
+// The fetches are no-wait: the server sends what the consumer has and ends
+// the request at once, where a waiting Fetch for the pending count would sit
+// out its whole deadline whenever a key went away after the consumer counted
+// it. The listing is of what is there when it is made.
+func (s *Server) readListing(ctx context.Context, cons jetstream.Consumer, allow func(string) bool, page *pageOf) error {
+	prefix := s.listingPrefix()
 	left := cons.CachedInfo().NumPending
 	for left > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return err
 		}
 		batch, err := cons.FetchNoWait(int(min(left, 1000)))
 		if err != nil {
-			return nil, false, err
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -265,29 +293,36 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, false, err
+			return err
 		}
 		if n == 0 {
-			// A no-wait fetch that brought nothing: either the keys counted
-			// at creation are gone, or the server was slow to send them
-			// (the fetch also ends after a second of silence). Only the
-			// consumer's own count tells the two apart.
-			info, err := cons.Info(ctx)
-			if err != nil {
-				return nil, false, err
-			}
-			if left = info.NumPending; left == 0 {
-				break
-			}
-			select { // pending but not sent yet: ask again shortly, within the deadline
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
+			if left, err = stillPending(ctx, cons); err != nil {
+				return err
 			}
 		}
 	}
-	out, more := page.result()
-	return out, more, nil
+	return nil
+}
+
+// stillPending is what readListing asks after a no-wait fetch that brought
+// nothing: either the keys counted at creation are gone, or the server was
+// slow to send them (the fetch also ends after a second of silence). Only
+// the consumer's own count tells the two apart. It returns that count, after
+// a short pause (within ctx's deadline) when it is not zero.
+func stillPending(ctx context.Context, cons jetstream.Consumer) (uint64, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if info.NumPending == 0 {
+		return 0, nil
+	}
+	select { // pending but not sent yet: ask again shortly, within the deadline
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(20 * time.Millisecond):
+	}
+	return info.NumPending, nil
 }
 
 // threadInfo is the listing entry of the views bucket's key (with its
