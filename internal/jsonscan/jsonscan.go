@@ -29,43 +29,47 @@ import (
 //
 // Inside a string a backslash escapes the byte after it.
 func End(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			j, ok := stringTail(b, i+1)
-			if !ok {
-				return -1
-			}
-			return j
-		case '{', '[':
-			return containerEnd(b, i+1)
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
+	for i < len(b) && class[b[i]] == plain {
 		i++
 	}
-	return i
+	if i >= len(b) {
+		return i
+	}
+	switch class[b[i]] {
+	case quote:
+		j, ok := stringTail(b, i+1)
+		if !ok {
+			return -1
+		}
+		return j
+	case open:
+		j, d, _ := nestedTail(b, i+1, 1)
+		if d > 0 {
+			return -1
+		}
+		return j
+	}
+	return i // a delimiter
 }
 
-// containerEnd returns the index just past the container whose opening
-// bracket is b[i-1], or -1 when b ends first.
-func containerEnd(b []byte, i int) int {
-	depth := 1
-	for {
-		j, d, str := nestedTail(b, i, depth)
-		if d == 0 {
-			return j
-		}
-		if !str {
-			return -1
-		}
-		var ok bool
-		if i, ok = stringTail(b, j); !ok {
-			return -1
-		}
-		depth = d
+// class sorts bytes for the scalar scan; it is never written after init.
+var class = func() (t [256]byte) {
+	for _, c := range []byte(", \t\n\r") {
+		t[c] = delim
 	}
-}
+	t['}'], t[']'] = closer, closer
+	t['"'] = quote
+	t['{'], t['['] = open, open
+	return t
+}()
+
+const (
+	plain = iota
+	delim
+	closer
+	quote
+	open
+)
 
 // Status is how a Scanner's call ended.
 type Status uint8
@@ -95,48 +99,44 @@ type Scanner struct {
 // first byte (so that the returned index counts from there) and i is where
 // the previous call stopped (0 on the first call).
 func (s *Scanner) Scan(b []byte, i int) (int, Status) {
-	for {
-		if s.inStr {
-			j, ok := stringTail(b, i)
-			if !ok {
-				return j, More
-			}
-			s.inStr, i = false, j
-			if s.depth == 0 {
-				return i, Done
-			}
+	if s.inStr {
+		j, ok := stringTail(b, i)
+		if !ok {
+			return j, More
 		}
-		if s.depth > 0 {
-			j, d, str := nestedTail(b, i, s.depth)
-			s.depth, s.inStr, i = d, str, j
-			if d == 0 {
-				return i, Done
-			}
-			if !str {
-				return i, More
-			}
-			continue
-		}
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				s.inStr = true
-			case '{', '[':
-				s.depth = 1
-			case ',', ' ', '\t', '\n', '\r':
-				return i, Done
-			case '}', ']':
-				return i, Closer
-			default:
-				continue
-			}
-			i++
-			break
-		}
-		if !s.inStr && s.depth == 0 {
-			return i, More
+		s.inStr, i = false, j
+		if s.depth == 0 {
+			return i, Done
 		}
 	}
+	if s.depth == 0 {
+		for i < len(b) && class[b[i]] == plain {
+			i++
+		}
+		if i >= len(b) {
+			return i, More
+		}
+		switch class[b[i]] {
+		case delim:
+			return i, Done
+		case closer:
+			return i, Closer
+		case quote:
+			j, ok := stringTail(b, i+1)
+			if !ok {
+				s.inStr = true
+				return j, More
+			}
+			return j, Done
+		}
+		s.depth, i = 1, i+1 // open
+	}
+	j, d, str := nestedTail(b, i, s.depth)
+	s.depth, s.inStr = d, str
+	if d == 0 {
+		return j, Done
+	}
+	return j, More
 }
 
 // Complete reports whether the value is complete if the input ends where
@@ -172,11 +172,12 @@ func stringTail(b []byte, i int) (int, bool) {
 	}
 }
 
-// nestedTail scans from b[i], outside strings, depth containers deep
-// (depth > 0). It stops past the bracket that closes the outermost of them
-// (depth 0), past the quote that opens a string (str true), or at the end
-// of b; it returns where it stopped and the depth there.
-func nestedTail(b []byte, i, depth int) (j, d int, str bool) {
+// nestedTail scans from b[i], depth containers deep (depth > 0) and
+// outside any string, to just past the bracket that closes the outermost
+// of them; it returns that index and depth 0. When b ends first it
+// returns where to resume, the depth there, and whether that is inside a
+// string (see stringTail for the index).
+func nestedTail(b []byte, i, depth int) (j, d int, inStr bool) {
 	for {
 		// Jump to the next quote or bracket: b|0x20 maps '[' to '{' and
 		// ']' to '}', and no other byte onto either.
@@ -197,7 +198,11 @@ func nestedTail(b []byte, i, depth int) (j, d int, str bool) {
 		}
 		switch b[i] {
 		case '"':
-			return i + 1, depth, true
+			var ok bool
+			if i, ok = stringTail(b, i+1); !ok {
+				return i, depth, true
+			}
+			continue
 		case '{', '[':
 			depth++
 		default: // '}', ']'
