@@ -76,3 +76,24 @@ func TestStreamReaderValueEnds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStreamReaderReadSizes: how JSONL or array input is split into
+// reads changes nothing the reader returns, so the value scanner resumes
+// exactly. (SSE lines are bounded per read and are left out.)
+func FuzzStreamReaderReadSizes(f *testing.F) {
+	f.Add([]byte(`[{"a":"b\\"},1,"x\"y"]`))
+	f.Add([]byte(`{"a":{"b":[1,2]}}` + "\n" + `{"c":"\u00e9"}`))
+	f.Add([]byte(`[tru"e,"]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if lead := bytes.TrimLeft(data, " \t\r\n"); len(lead) == 0 || (lead[0] != '{' && lead[0] != '[') {
+			return
+		}
+		whole := streamTrace(bytes.NewReader(data), DefaultMaxEventSize)
+		if one := streamTrace(iotest.OneByteReader(bytes.NewReader(data)), DefaultMaxEventSize); one != whole {
+			t.Fatalf("%q:\n whole %s\n bytes %s", data, whole, one)
+		}
+		if half := streamTrace(iotestHalf(data), DefaultMaxEventSize); half != whole {
+			t.Fatalf("%q:\n whole %s\n 7s    %s", data, whole, half)
+		}
+	})
+}
