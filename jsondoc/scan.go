@@ -14,7 +14,7 @@ import (
 // NOTE: byte-level JSON scanning, in two groups. ingest, AppendCompact, compactInPlace
 // (and its cleanPrefix), checkString and validJSON see untrusted input:
 // they validate (with sonic.Valid for structure) and never index out of
-// bounds on any input. skipString, scanString, skipValue, kindOf and
+// bounds on any input. skipString, scanString, jsonscan.End, kindOf and
 // decodeString run only on validated
 // text and rely on that (whitespace between tokens is fine for them; the
 // node splitter that calls them assumes compact text, which ingest makes). appendQuoted encodes
@@ -339,60 +339,6 @@ func scanString(b []byte, i int) (end int, escaped bool) {
 		}
 	}
 	return len(b), escaped // unreachable on validated input
-}
-
-// skipValue returns the index just past the compact, valid JSON value that
-// starts at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			// Jump to the next quote or bracket: b|0x20 maps '[' to '{' and
-			// ']' to '}', and no other byte onto either.
-			for i+8 <= len(b) {
-				x := binary.LittleEndian.Uint64(b[i:])
-				y := x | swarLo*0x20
-				if m := equalTo(y, '{') | equalTo(y, '}') | equalTo(x, '"'); m != 0 {
-					i += bits.TrailingZeros64(m) >> 3
-					break
-				}
-				i += 8
-			}
-			if i >= len(b) {
-				break
-			}
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	case 't', 'n':
-		return i + 4
-	case 'f':
-		return i + 5
-	default: // number
-		for i < len(b) && isNumberByte(b[i]) {
-			i++
-		}
-		return i
-	}
-}
-
-func isNumberByte(c byte) bool {
-	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
 // kindOf classifies a valid JSON value by its first byte.
