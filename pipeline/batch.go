@@ -20,7 +20,7 @@ import (
 // without scanning it (JSON text holds no raw newline, so such a line can
 // only be a whole object, or invalid — which the decoder reports). This is
 // every line the SDK sends; only multi-line (pretty-printed) objects are
-// scanned. The fast path cost a tenth of the shard's CPU before.
+// scanned: scanning every line costs a tenth of the shard's CPU.
 func nextEvent(data []byte) (event, rest []byte, ok bool) {
 	i := 0
 	for i < len(data) && isSpace(data[i]) {
