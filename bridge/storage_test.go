@@ -256,6 +256,20 @@ func TestBridgeDiskFullInFlight(t *testing.T) {
 	if a.status != http.StatusInsufficientStorage || a.resp.Accepted != 8 || !strings.Contains(a.resp.Error, "storage full") {
 		t.Fatalf("%d %+v; want 507 with the 8 stored events counted and the cause named", a.status, a.resp)
 	}
+	// The watch may have refused the second half of the body before any of
+	// it reached the server; a publish straight to the stream makes the
+	// server meet ENOSPC either way (128 KiB: more than a partly written
+	// page of its block file can take).
+	subj, err := wire.EventSubject("acme", "t-inflight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, perr := se.env.js.Publish(pctx, subj, bigEvents(8, 16<<10))
+	pcancel()
+	if perr == nil {
+		t.Fatal("a publish to the full disk was acked")
+	}
 	// The server hit ENOSPC: it will not write the stream again before a
 	// restart, and the watch keeps saying so after the disk has room.
 	if err := os.Remove(filler); err != nil {
