@@ -1,28 +1,36 @@
-# syntax=docker/dockerfile:1
-# Threadcast image: the three binaries (ingest, fanout, threadcast), static,
-# on distroless/static as a non-root user. The Helm chart
-# (deploy/helm/threadcast) runs /ingest and /fanout from this image.
+# Threadcast image: the static binaries on an empty base (FROM scratch), run
+# as the non-root user 65532 with the CA certificates for TLS to NATS. The
+# entrypoint is `threadcast` (no arguments: `threadcast serve`, the embedded
+# NATS server keeping its data and the generated signing key in the volume
+# /data); the Helm chart (deploy/helm/threadcast) runs /ingest and /fanout
+# from the same image.
 #
-#   docker build -t ghcr.io/threadcast/threadcast:0.1.0 .
-
-# --- build: pinned Go toolchain (go.mod says go 1.26.8) ---
-FROM golang:1.26.8-bookworm AS build
-WORKDIR /src
-# Modules first, so a source change does not re-download them.
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-# CGO_ENABLED=0: fully static binaries (distroless/static has no libc);
-# -trimpath and -s -w: reproducible and smaller.
-ARG VERSION=dev
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/ingest ./cmd/ingest \
- && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/fanout ./cmd/fanout \
- && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/threadcast ./cmd/threadcast
-
-# --- run: no shell, no package manager, uid 65532 ---
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/ingest /out/fanout /out/threadcast /
+# The build context is not the repository: scripts/image.sh builds the
+# binaries on the host (CGO_ENABLED=0) and stages them with this file, the
+# host's CA bundle and the passwd/group entries, so that the build needs no
+# base image from a registry:
+#
+#   scripts/image.sh build            # podman (or IMAGE_TOOL=docker)
+#
+# Context layout: threadcast, ingest, fanout, ca-certificates.crt, passwd,
+# group, data/ (empty: the volume's mount point, owned by 65532).
+FROM scratch
+COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY passwd group /etc/
+COPY --chown=65532:65532 data /data
+COPY --chown=65532:65532 data /tmp
+COPY threadcast ingest fanout /
+# The environment is every binary's (flags are THREADCAST_<FLAG>): the
+# chart sets THREADCAST_HTTP for ingest (:8081) and fanout; run /ingest
+# from the image otherwise with --http.
+ENV PATH=/ \
+    HOME=/data \
+    THREADCAST_DATA=/data \
+    THREADCAST_HTTP=:8080
 USER 65532:65532
-# fanout HTTP (public), ingest HTTP (health, metrics, bridge)
+VOLUME /data
+# threadcast serve and fanout: the public HTTP; ingest: health, metrics and
+# the bridge.
 EXPOSE 8080 8081
-ENTRYPOINT ["/threadcast"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["threadcast"]

@@ -7,47 +7,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // testEnv is an embedded nats-server with JetStream and the event stream as
 // the pipeline configures it.
 type testEnv struct {
-	srv *server.Server
+	srv *natstest.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
 }
 
-// startJS starts an embedded server (random port, t.TempDir() store), creates
-// the AGUI_EVENTS stream with pipeline.StreamConfig (unless noStream), and
+// startJS starts an embedded server (natstest.Start), creates the
+// AGUI_EVENTS stream with pipeline.StreamConfig (unless noStream), and
 // shuts everything down in t.Cleanup.
 func startJS(t testing.TB, noStream bool) *testEnv {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	js := natstest.JetStream(t, nc)
 	if !noStream {
 		cfg := pipeline.DefaultConfig()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -74,7 +57,7 @@ func readStream(t testing.TB, js jetstream.JetStream) []storedMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.DefaultStream)
+	s, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +71,11 @@ func readStream(t testing.TB, js jetstream.JetStream) []storedMsg {
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		_, tenant, token, err := pipeline.ParseStoredSubject(m.Subject)
+		_, tenant, token, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		thread, err := pipeline.DecodeThread(token)
+		thread, err := wire.DecodeThread(token)
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
@@ -107,7 +90,7 @@ func streamCount(t testing.TB, js jetstream.JetStream) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.DefaultStream)
+	s, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,18 +99,6 @@ func streamCount(t testing.TB, js jetstream.JetStream) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
-}
-
-// waitFor polls cond until it holds or the timeout expires.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval of the wait helper, not a synchronisation
-	}
 }
 
 // contentEvent returns a valid TEXT_MESSAGE_CONTENT event whose delta is i.

@@ -41,7 +41,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 )
 
-// Header names shared with pipeline (pipeline.HeaderBatch, HeaderMsgID).
+// Header names shared with pipeline (wire.HeaderBatch, HeaderMsgID).
 const (
 	headerBatch = "Threadcast-Batch"
 	headerMsgID = jetstream.MsgIDHeader // "Nats-Msg-Id"
@@ -52,6 +52,13 @@ const headerRoom = 512
 
 // maxRetryWait caps the doubling retry backoff.
 const maxRetryWait = 2 * time.Second
+
+// JetStream API error codes (nats-server's JSStreamDuplicateMessageConflict
+// and JSClusterNotAvailErr) that mean "not now" rather than "no".
+const (
+	jsErrDuplicateInProcess  jetstream.ErrorCode = 10158
+	jsErrClusterNotAvailable jetstream.ErrorCode = 10008
+)
 
 // Publisher publishes AG-UI events of many threads to JetStream. See the
 // package documentation for the ordering, ack and concurrency contracts.
@@ -657,10 +664,19 @@ func (p *Publisher) pendingUpTo(gen uint64) bool {
 // message that was stored after all is not stored twice. A socket error
 // (broken pipe, connection reset: the server went away while nats.go was
 // flushing the write buffer) is one of them; the client reconnects and the
-// retry goes on the new connection.
+// retry goes on the new connection. Two JetStream answers are retried too:
+// "duplicate message id is in process" (a clustered stream is still
+// replicating an earlier attempt of this very message: the retry is answered
+// as a duplicate once that attempt is stored, or stores it if it was lost)
+// and "JetStream system temporarily unavailable" (no stream leader, as during
+// an election after a server failed).
 func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false // the caller's own deadline, not the network's (both are net.Errors)
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode == jsErrDuplicateInProcess || api.ErrorCode == jsErrClusterNotAvailable
 	}
 	var op *net.OpError
 	return errors.As(err, &op) ||

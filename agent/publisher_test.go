@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,7 +19,9 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func newPublisher(t testing.TB, env *testEnv, cfg agent.Config) *agent.Publisher {
@@ -95,7 +96,7 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 					if err != nil {
 						t.Fatalf("thread %d event %d: %v", th, i, err)
 					}
-					if ack.Stream != pipeline.DefaultStream || ack.Seq == 0 || ack.Duplicate && tt.dropAcks == 0 {
+					if ack.Stream != wire.DefaultStream || ack.Seq == 0 || ack.Duplicate && tt.dropAcks == 0 {
 						t.Fatalf("thread %d event %d: ack %+v", th, i, ack)
 					}
 					acks[fmt.Sprintf("%d/%d", ack.Seq, ack.Index)] = agent.Ack{Seq: uint64(th), Index: i}
@@ -115,14 +116,14 @@ func TestPublishKeepsThreadOrder(t *testing.T) {
 				}
 				if n := len(m.events); n > 1 {
 					batched = true
-					if h := m.header.Get(pipeline.HeaderBatch); h != strconv.Itoa(n) {
-						t.Fatalf("seq %d: %d events, %s header %q", m.seq, n, pipeline.HeaderBatch, h)
+					if h := m.header.Get(wire.HeaderBatch); h != strconv.Itoa(n) {
+						t.Fatalf("seq %d: %d events, %s header %q", m.seq, n, wire.HeaderBatch, h)
 					}
-				} else if h := m.header.Get(pipeline.HeaderBatch); h != "" {
-					t.Fatalf("seq %d: single event with %s %q", m.seq, pipeline.HeaderBatch, h)
+				} else if h := m.header.Get(wire.HeaderBatch); h != "" {
+					t.Fatalf("seq %d: single event with %s %q", m.seq, wire.HeaderBatch, h)
 				}
-				if m.header.Get(pipeline.HeaderMsgID) == "" {
-					t.Fatalf("seq %d: no %s", m.seq, pipeline.HeaderMsgID)
+				if m.header.Get(wire.HeaderMsgID) == "" {
+					t.Fatalf("seq %d: no %s", m.seq, wire.HeaderMsgID)
 				}
 				for idx, ev := range m.events {
 					want := string(contentEvent("m", next[th]))
@@ -370,7 +371,7 @@ func TestRefusedThreadIDs(t *testing.T) {
 	}
 }
 
-// TestSubjectMatchesPipeline pins agent.Subject to pipeline.EventSubject.
+// TestSubjectMatchesPipeline pins agent.Subject to wire.EventSubject.
 func TestSubjectMatchesPipeline(t *testing.T) {
 	tests := []struct{ tenant, thread string }{
 		{"acme", "thread-1"}, {"acme", "a.b"}, {"acme", "*"}, {"acme", ">"}, {"acme", ""},
@@ -380,7 +381,7 @@ func TestSubjectMatchesPipeline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, gerr := agent.Subject(tt.tenant, tt.thread)
-		want, werr := pipeline.EventSubject(tt.tenant, tt.thread)
+		want, werr := wire.EventSubject(tt.tenant, tt.thread)
 		if got != want || (gerr == nil) != (werr == nil) {
 			t.Errorf("Subject(%q, %.20q) = %q, %v; pipeline says %q, %v", tt.tenant, tt.thread, got, gerr, want, werr)
 		}
@@ -530,6 +531,13 @@ func TestRetryable(t *testing.T) {
 		{nats.ErrBadSubject, false},
 		{nats.ErrConnectionClosed, false}, // closed by us: no reconnect is coming
 		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
+		// A clustered stream still replicating an earlier attempt of the same
+		// Nats-Msg-Id: the resend is answered as a duplicate once it is stored.
+		{&jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}, true},
+		{fmt.Errorf("ack: %w", &jetstream.APIError{Code: 409, ErrorCode: 10158}), true},
+		// No stream leader, as during an election.
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "write failed: no space left on device"}, false},
 		{context.Canceled, false},
 		{context.DeadlineExceeded, false}, // a net.Error, but the caller's deadline
 		{fmt.Errorf("publish: %w", context.DeadlineExceeded), false},
@@ -589,7 +597,7 @@ func TestOverflow(t *testing.T) {
 			_, err := p.Publish(ctx, "acme", "t", contentEvent("m", 2))
 			done <- err
 		}()
-		waitFor(t, 5*time.Second, "the second Publish to wait", func() bool { return p.Stats().OverflowWaits == 2 })
+		testsupport.WaitFor(t, 5*time.Second, "the second Publish to wait", func() bool { return p.Stats().OverflowWaits == 2 })
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -681,7 +689,7 @@ func TestCloseAbandonsAtDeadline(t *testing.T) {
 // TestNoGoroutineLeak: after Close and closing the connection, nothing the
 // Publisher started is left running.
 func TestNoGoroutineLeak(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	func() {
 		env := startJS(t, false)
 		p, err := agent.New(env.nc, withLinger(time.Millisecond))
@@ -698,10 +706,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.nc.Close()
-		env.srv.Shutdown()
-		env.srv.WaitForShutdown()
+		env.srv.Stop()
 	}()
-	waitFor(t, 10*time.Second, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
+	base.Exited(t)
 }
 
 // TestRetriedBatchIsStoredOnce: a whole batch whose ack is lost is re-sent as

@@ -1,17 +1,16 @@
 package agent_test
 
 import (
-	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -20,31 +19,8 @@ import (
 // are retried with their Nats-Msg-Id after the client reconnects; every event
 // must end up stored exactly once and in order.
 func TestServerRestartMidStream(t *testing.T) {
-	dir := t.TempDir()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true}
-	start := func(port int) *server.Server {
-		o := *opts
-		o.Port = port
-		srv, err := server.NewServer(&o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		if !srv.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		return srv
-	}
-	srv := start(-1)
-	url := srv.ClientURL()
-	port := srv.Addr().(*net.TCPAddr).Port
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-
-	nc, err := nats.Connect(url, nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv.ClientURL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +60,7 @@ func TestServerRestartMidStream(t *testing.T) {
 		<-half
 	}
 	// Restart on the same port, with the same store.
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	srv = start(port)
+	srv.Restart()
 	wg.Wait()
 
 	for th := range threads {

@@ -4,10 +4,10 @@ import (
 	"testing"
 
 	"github.com/threadcast/threadcast/agent"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
-// FuzzSubject pins agent.Subject to pipeline.EventSubject on arbitrary
+// FuzzSubject pins agent.Subject to wire.EventSubject on arbitrary
 // tenants and thread ids, and checks that the token decodes back to the id.
 func FuzzSubject(f *testing.F) {
 	for _, s := range [][2]string{{"acme", "t"}, {"acme", "a.b"}, {"x", "*"}, {"A", ">"}, {"a-", "=QQ"}, {"acme", "ünï"}} {
@@ -15,18 +15,18 @@ func FuzzSubject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, tenant, thread string) {
 		got, gerr := agent.Subject(tenant, thread)
-		want, werr := pipeline.EventSubject(tenant, thread)
+		want, werr := wire.EventSubject(tenant, thread)
 		if got != want || (gerr == nil) != (werr == nil) {
 			t.Fatalf("Subject(%q, %q) = %q, %v; pipeline: %q, %v", tenant, thread, got, gerr, want, werr)
 		}
 		if gerr != nil {
 			return
 		}
-		gotTenant, tok, err := pipeline.ParseEventSubject(got)
+		gotTenant, tok, err := wire.ParseEventSubject(got)
 		if err != nil || gotTenant != tenant {
 			t.Fatalf("%q does not parse back: %q, %v", got, gotTenant, err)
 		}
-		if id, err := pipeline.DecodeThread(tok); err != nil || id != thread {
+		if id, err := wire.DecodeThread(tok); err != nil || id != thread {
 			t.Fatalf("token %q decodes to %q, %v; want %q", tok, id, err, thread)
 		}
 	})

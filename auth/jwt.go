@@ -21,6 +21,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/jsonscan"
 )
 
 // The algorithms a token may be signed with (its header's "alg"). A key
@@ -184,34 +186,15 @@ func skipString(b []byte, i int) (end int, escaped bool) {
 
 // skipValue returns the index after the JSON value starting at b[i], or
 // -1. It finds where the value ends, not whether it is valid JSON:
-// json.Unmarshal, which reads the same bytes, checks that.
+// json.Unmarshal, which reads the same bytes, checks that. A scalar runs
+// to the next ',', '}', ']' or white space, whatever it holds.
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
-	case '"':
-		end, _ := skipString(b, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, _ := skipString(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
+	case '"', '{', '[':
+		return jsonscan.End(b, i)
 	}
 	j := i
 	for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // The tokens these tests verify are minted by golang-jwt and the JWKS
@@ -387,7 +388,7 @@ func TestVerifierUnknownKidThrottle(t *testing.T) {
 	c.advance(DefaultVerifierConfig().MinRefreshInterval)
 	done := make(chan struct{})
 	go func() { defer close(done); flood(50) }()
-	waitUntil(t, func() bool { return srv.fetches.Load() == 5 })
+	testsupport.WaitFor(t, 10*time.Second, "5 fetches", func() bool { return srv.fetches.Load() == 5 })
 	// A waiter whose context ends stops waiting.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -399,17 +400,6 @@ func TestVerifierUnknownKidThrottle(t *testing.T) {
 	<-done
 	if n := srv.fetches.Load(); n != 5 {
 		t.Fatalf("%d fetches for 50 concurrent unknown kids, want 1 more", n)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -781,7 +771,7 @@ func TestVerifierStaleKeyDoesNotWait(t *testing.T) {
 	defer open()
 	first := make(chan error, 1)
 	go func() { _, err := v.Verify(context.Background(), tok); first <- err }()
-	waitUntil(t, func() bool { return srv.fetches.Load() == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "2 fetches", func() bool { return srv.fetches.Load() == 2 })
 	other := make(chan error, 1)
 	go func() { _, err := v.Verify(context.Background(), tok); other <- err }()
 	select {

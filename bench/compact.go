@@ -18,6 +18,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/reducer/compact"
 )
 
 func init() {
@@ -101,7 +102,7 @@ func compactWorkload(threads [][]*codec.Event) compactStats {
 	outs := make([][]*codec.Event, len(threads))
 	t0 := time.Now()
 	for i, th := range threads {
-		outs[i] = reducer.Compact(th)
+		outs[i] = compact.Events(th)
 	}
 	s.seconds = time.Since(t0).Seconds()
 	var buf []byte
@@ -134,7 +135,7 @@ func compactorOnly(threads [][]*codec.Event, runs int) float64 {
 		t0 := time.Now()
 		n := 0
 		for i, th := range threads {
-			c := reducer.NewCompactor()
+			c := compact.New()
 			for j, ev := range th {
 				c.Add(ev, results[i][j])
 			}

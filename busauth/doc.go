@@ -12,7 +12,7 @@
 //
 //	publish:   agui.<tenant>.*.events (or, for a token limited to threads,
 //	           the event subject of each thread it names)
-//	subscribe: _INBOX_<tenant>.> (subject.InboxPrefix: its JetStream acks)
+//	subscribe: _INBOX_<tenant>.> (wire.InboxPrefix: its JetStream acks)
 //
 // in the agents' account (Config.Account, AgentAccount by default), and
 // whose expiry is the token's, so the server closes the connection when

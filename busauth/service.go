@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/subject"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // AuthSubject is where a NATS server sends its authorization requests
@@ -32,7 +32,7 @@ const (
 // placed in, apart from the services' (which holds the event stream). It
 // must import the events subjects (agui.*.*.events) as a service from the
 // services' account, and nothing else; see docs/production.md and
-// pipeline.ServerAuth for why.
+// natsembed.Auth for why.
 const AgentAccount = "AGENTS"
 
 // The result label values of threadcast_bus_auth_total.
@@ -205,19 +205,19 @@ func Authorize(ctx context.Context, req *jwt.AuthorizationRequestClaims, verify 
 // '*' other than "*" itself has no NATS subject form: ErrThreads.
 func Permissions(c *auth.Claims) (jwt.Permissions, error) {
 	var p jwt.Permissions
-	inbox, err := subject.InboxPrefix(c.Tenant)
+	inbox, err := wire.InboxPrefix(c.Tenant)
 	if err != nil {
 		return p, fmt.Errorf("%w: %w", ErrThreads, err)
 	}
 	patterns := threadPatterns(c)
 	if patterns == nil {
-		p.Pub.Allow.Add(subject.EventsPrefix + "." + c.Tenant + ".*." + subject.EventsSuffix)
+		p.Pub.Allow.Add(wire.EventsPrefix + "." + c.Tenant + ".*." + wire.EventsSuffix)
 	}
 	for _, t := range patterns {
 		if strings.IndexByte(t, '*') >= 0 {
 			return p, fmt.Errorf("%w: %q", ErrThreads, truncate(t))
 		}
-		s, err := subject.EventSubject(c.Tenant, t)
+		s, err := wire.EventSubject(c.Tenant, t)
 		if err != nil {
 			return p, fmt.Errorf("%w: %w", ErrThreads, err)
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -67,19 +69,15 @@ func startLockedStream(t testing.TB, stream bool) *locked {
 	issuer, _ := nkeys.CreateAccount()
 	upub, _ := user.PublicKey()
 	ipub, _ := issuer.PublicKey()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	sc.Auth = &pipeline.ServerAuth{Services: []string{upub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}
-	srv, err := pipeline.StartServer(sc)
+	sc.Auth = &natsembed.Auth{Services: []string{upub}, CalloutIssuer: ipub, AgentAccount: busauth.AgentAccount}
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	svc, err := nats.Connect(srv.ClientURL(), nats.Nkey(upub, user.Sign))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	svc := natstest.Connect(t, srv.ClientURL(), nats.Nkey(upub, user.Sign))
 	s, err := busauth.Start(svc, busauth.Config{Issuer: issuer, Verify: verifier(t), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

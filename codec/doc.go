@@ -39,6 +39,13 @@
 // written as null. StreamReader splits a byte stream (JSONL, a JSON array or
 // SSE) into events.
 //
+// It holds the module's one JSON string escaper and unescaper
+// (jsontext.go): AppendString writes a string as JSON.stringify does,
+// AppendViewString in the form the reducer's views are pinned to (same JSON
+// value, different bytes for U+0008, U+000C and invalid UTF-8), and
+// AppendUnquoted and AppendUnquotedRaw decode a literal as Decode does,
+// with and without validating it first.
+//
 // # What it does not do
 //
 // It knows nothing of runs, threads, NATS or time: sequence rules (an event

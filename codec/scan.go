@@ -263,67 +263,6 @@ func (d *Decoder) strSlow(i, j int) (string, int, *Error) {
 	return b2s(d.scratch[start:]), end, nil
 }
 
-// appendUnescaped appends the unescaped form of a validated JSON string body.
-//
-// Surrogates: a \uD8xx\uDCxx pair becomes the 4-byte UTF-8 sequence of its
-// code point. A lone surrogate escape (legal JSON, produced when a producer
-// splits an astral character across two deltas) becomes the 3-byte WTF-8
-// encoding of the surrogate itself, not U+FFFD: concatenating the two deltas
-// then yields the two halves side by side, which AppendString re-joins into
-// the right character exactly as JavaScript string concatenation does
-// (envelope.md §7 note 4). sonic's unquote would replace each half with
-// U+FFFD, which is why it is not used here.
-func appendUnescaped(dst, s []byte) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
-			}
-			dst = append(dst, s[i:j]...)
-			i = j
-			continue
-		}
-		switch s[i+1] {
-		case '"':
-			dst = append(dst, '"')
-		case '\\':
-			dst = append(dst, '\\')
-		case '/':
-			dst = append(dst, '/')
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hexVal(s[i+2:])
-			i += 6
-			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if r2 := hexVal(s[i+2:]); r2 >= 0xDC00 && r2 < 0xE000 {
-					dst = utf8.AppendRune(dst, 0x10000+(r-0xD800)<<10+(r2-0xDC00))
-					i += 6
-					continue
-				}
-			}
-			if r >= 0xD800 && r < 0xE000 {
-				dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
-			} else {
-				dst = utf8.AppendRune(dst, r)
-			}
-			continue
-		}
-		i += 2
-	}
-	return dst
-}
-
 // skip validates the JSON value at i (after optional whitespace) and returns
 // the offset just after it.
 func (d *Decoder) skip(i, depth int) (int, *Error) {

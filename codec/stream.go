@@ -12,6 +12,8 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+
+	"github.com/threadcast/threadcast/internal/jsonscan"
 )
 
 // DefaultMaxEventSize is the default bound on one event (JSON value, or the
@@ -237,51 +239,26 @@ func (s *StreamReader) detect() error {
 }
 
 // scanValue finds the end of the JSON value at the window start; it returns
-// its length. It tracks only strings and nesting: Decode validates the rest.
+// its length. It tracks only strings and nesting (jsonscan's rules, across
+// reads): Decode validates the rest.
 func (s *StreamReader) scanValue() (int, error) {
+	var sc jsonscan.Scanner
 	rel := 0
-	depth := 0
-	inStr, esc := false, false
-	first := true
 	for {
-		for s.start+rel < s.end {
-			c := s.buf[s.start+rel]
-			rel++
-			switch {
-			case inStr:
-				if esc {
-					esc = false
-				} else if c == '\\' {
-					esc = true
-				} else if c == '"' {
-					inStr = false
-					if depth == 0 {
-						return rel, nil
-					}
-				}
-			case c == '"':
-				inStr = true
-			case c == '{' || c == '[':
-				depth++
-			case c == '}' || c == ']':
-				depth--
-				if depth <= 0 {
-					if depth < 0 {
-						return 0, s.streamErr(KindStream, rel-1, "unbalanced '"+string(c)+"'")
-					}
-					return rel, nil
-				}
-			case depth == 0 && !first && (c == ',' || c == ']' || c == '}' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-				return rel - 1, nil // end of a scalar element
-			}
-			first = false
+		end, st := sc.Scan(s.buf[s.start:s.end], rel)
+		switch st {
+		case jsonscan.Done:
+			return end, nil
+		case jsonscan.Closer:
+			return 0, s.streamErr(KindStream, end, "unbalanced '"+string(s.buf[s.start+end])+"'")
 		}
-		if rel > s.max {
+		rel = end
+		if n := s.end - s.start; n > s.max {
 			return 0, s.streamErr(KindTooLarge, 0, "event larger than "+strconv.Itoa(s.max)+" bytes (SetMaxEventSize)")
 		}
 		if !s.fill() {
-			if depth == 0 && !inStr && rel > 0 {
-				return rel, nil // a scalar at the very end
+			if n := s.end - s.start; sc.Complete() && n > 0 {
+				return n, nil // a scalar at the very end
 			}
 			if s.rerr != nil {
 				return 0, s.rerr

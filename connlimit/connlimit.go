@@ -4,6 +4,15 @@
 // process of descriptors: a process out of descriptors can no longer answer
 // /livez, open a data file or accept a NATS client.
 //
+// A listener may also cap the connections of one source (CapPerSource):
+// idle connections carry no token, so no per-tenant cap can apply to them,
+// and without a per-source cap one client holding the node's cap refuses
+// every other client's new connections. A source is the peer's IPv4
+// address, or the /64 prefix of its IPv6 address (one host's usual
+// allocation, in which it may pick any address). Connections whose peer is
+// not an IP address (Unix sockets, or a wrapped listener's own address
+// type) have no source: only the node-wide cap applies to them.
+//
 // It does not time connections out; that is the http.Server's job
 // (ReadHeaderTimeout, IdleTimeout), which every Threadcast listener sets.
 //
@@ -17,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -66,6 +76,47 @@ func Check(max int, fds uint64) (int, error) {
 	return max, nil
 }
 
+// AutoPerSource, as a per-source cap, asks CheckPerSource for the default:
+// a quarter of the node-wide cap.
+const AutoPerSource = -1
+
+// CheckPerSource returns the per-source cap to use for perSource, given the
+// node-wide cap nodeMax (as Check returned it): 0 (no per-source cap) and 1
+// to nodeMax as they are, AutoPerSource a quarter of nodeMax (at least 1), any other
+// value an error. A quarter leaves three quarters of the node to every
+// other source however many connections one source opens, and still lets
+// one address (a NAT gateway, a load generator) hold thousands at the
+// default node cap.
+func CheckPerSource(perSource, nodeMax int) (int, error) {
+	switch {
+	case perSource == AutoPerSource:
+		return max(1, nodeMax/4), nil
+	case perSource < 0:
+		return 0, fmt.Errorf("connlimit: a negative per-source cap (%d); 0 is none, %d a quarter of the node's", perSource, AutoPerSource)
+	case perSource > nodeMax:
+		return 0, fmt.Errorf("connlimit: a per-source cap of %d exceeds the node's cap of %d", perSource, nodeMax)
+	}
+	return perSource, nil
+}
+
+// Reason says which cap refused a connection.
+type Reason int
+
+const (
+	// ByNode: the listener held its Max connections.
+	ByNode Reason = iota
+	// BySource: the connection's source held its PerSource connections.
+	BySource
+)
+
+// String is the reason's metric label: "node" or "source".
+func (r Reason) String() string {
+	if r == BySource {
+		return "source"
+	}
+	return "node"
+}
+
 // refusal is what a connection past the cap reads before it is closed.
 const refusal = "HTTP/1.1 503 Service Unavailable\r\n" +
 	"Content-Type: application/json\r\n" +
@@ -78,17 +129,30 @@ const refusal = "HTTP/1.1 503 Service Unavailable\r\n" +
 // buffer empty, so the write does not block unless something is very wrong.
 const refuseTimeout = 100 * time.Millisecond
 
-// Listener is a net.Listener holding at most Max connections open. Accept
-// answers a connection past the cap with an HTTP 503 ("too_many_connections",
-// Retry-After: 1), closes it, counts it, and waits for the next one.
+// Listener is a net.Listener holding at most Max connections open, and at
+// most PerSource of one source when that cap is set. Accept answers a
+// connection past either cap with the same HTTP 503
+// ("too_many_connections", Retry-After: 1), closes it, counts it by
+// Reason, and waits for the next one.
 type Listener struct {
 	net.Listener
 	max     int64
 	open    atomic.Int64
-	refused atomic.Uint64
+	refused [2]atomic.Uint64 // by Reason
 	// OnRefuse, when set before the first Accept, is called for every
-	// refused connection (a metric's Inc).
-	OnRefuse func()
+	// connection refused by the node-wide cap (a metric's Inc);
+	// OnRefuseSource for every one refused by the per-source cap. Both are
+	// called on the accepting goroutine and must not block.
+	OnRefuse       func()
+	OnRefuseSource func()
+
+	// perSource is the per-source cap (0: none); mu guards sources, the
+	// open connections of each source that has any (an entry is deleted
+	// when its last connection closes, so the table's size is bounded by
+	// the connections open).
+	perSource int
+	mu        sync.Mutex
+	sources   map[netip.Addr]int
 }
 
 // New caps ln at max open connections (max ≥ 1).
@@ -96,45 +160,142 @@ func New(ln net.Listener, max int) *Listener {
 	return &Listener{Listener: ln, max: int64(max)}
 }
 
+// CapPerSource caps the connections open from one source at n (0: no
+// per-source cap; 1 ≤ n ≤ Max, see CheckPerSource) and returns l. It must
+// be called before the first Accept.
+func (l *Listener) CapPerSource(n int) *Listener {
+	l.perSource = n
+	if n > 0 {
+		l.sources = make(map[netip.Addr]int)
+	}
+	return l
+}
+
 // Max returns the cap.
 func (l *Listener) Max() int { return int(l.max) }
+
+// PerSource returns the per-source cap (0: none).
+func (l *Listener) PerSource() int { return l.perSource }
 
 // Open returns the number of connections open now.
 func (l *Listener) Open() int { return int(l.open.Load()) }
 
-// Refused returns how many connections were refused so far.
-func (l *Listener) Refused() uint64 { return l.refused.Load() }
+// Sources returns the number of sources with connections open now (0
+// without a per-source cap).
+func (l *Listener) Sources() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sources)
+}
 
-// Accept returns the next connection within the cap.
+// Refused returns how many connections were refused so far, by either cap.
+func (l *Listener) Refused() uint64 { return l.refused[ByNode].Load() + l.refused[BySource].Load() }
+
+// RefusedBy returns how many connections the cap named by r refused so far.
+func (l *Listener) RefusedBy(r Reason) uint64 { return l.refused[r].Load() }
+
+// Accept returns the next connection within the caps.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		src, ok := l.takeSource(c)
+		if !ok {
+			l.refuse(c, BySource, l.OnRefuseSource)
+			continue
+		}
 		if l.open.Add(1) <= l.max {
-			return &conn{Conn: c, l: l}, nil
+			return &conn{Conn: c, l: l, src: src}, nil
 		}
 		l.open.Add(-1)
-		l.refused.Add(1)
-		if l.OnRefuse != nil {
-			l.OnRefuse()
-		}
-		_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
-		_, _ = c.Write([]byte(refusal))
-		_ = c.Close()
+		l.releaseSource(src)
+		l.refuse(c, ByNode, l.OnRefuse)
 	}
 }
 
-// conn gives its slot back on the first Close.
+// refuse counts c as refused for r and answers it the refusal.
+func (l *Listener) refuse(c net.Conn, r Reason, hook func()) {
+	l.refused[r].Add(1)
+	if hook != nil {
+		hook()
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
+	_, _ = c.Write([]byte(refusal))
+	_ = c.Close()
+}
+
+// takeSource counts c against its source's cap: the source (invalid when
+// there is no per-source cap or c's peer has no source), and false when
+// the source holds its cap already.
+func (l *Listener) takeSource(c net.Conn) (netip.Addr, bool) {
+	if l.perSource <= 0 {
+		return netip.Addr{}, true
+	}
+	src := Source(c.RemoteAddr())
+	if !src.IsValid() {
+		return src, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sources[src] >= l.perSource {
+		return netip.Addr{}, false
+	}
+	l.sources[src]++
+	return src, true
+}
+
+// releaseSource gives back a connection taken by takeSource.
+func (l *Listener) releaseSource(src netip.Addr) {
+	if !src.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	if l.sources[src]--; l.sources[src] <= 0 {
+		delete(l.sources, src)
+	}
+	l.mu.Unlock()
+}
+
+// Source returns the source a connection from addr counts against: its
+// IPv4 address (an IPv4-mapped IPv6 address as IPv4), or its IPv6
+// address's /64 prefix (the address with the low 64 bits zeroed, the zone
+// dropped); the zero Addr when addr is not a TCP or UDP address.
+func Source(addr net.Addr) netip.Addr {
+	var ap netip.AddrPort
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	default:
+		return netip.Addr{}
+	}
+	ip := ap.Addr().Unmap()
+	if !ip.IsValid() || ip.Is4() {
+		return ip
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return p.Addr()
+}
+
+// conn gives its slots back on the first Close.
 type conn struct {
 	net.Conn
 	l    *Listener
+	src  netip.Addr // invalid: not counted against a source
 	once sync.Once
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.l.releaseSource(c.src)
+	})
 	return err
 }

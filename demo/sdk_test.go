@@ -9,37 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/agent"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
-// startJetStream starts an embedded nats-server with JetStream (random port,
-// t.TempDir() store) and the event stream as the pipeline configures it,
+// startJetStream starts an embedded nats-server with JetStream
+// (natstest.Start) and the event stream as the pipeline configures it,
 // with maxMsg as its message size limit.
 func startJetStream(t *testing.T, maxMsg int32) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := natstest.Connect(t, natstest.Start(t).ClientURL())
+	js := natstest.JetStream(t, nc)
 	cfg := pipeline.DefaultConfig()
 	sc := pipeline.StreamConfig(&cfg)
 	sc.MaxMsgSize = maxMsg
@@ -53,7 +38,7 @@ func startJetStream(t *testing.T, maxMsg int32) (*nats.Conn, jetstream.JetStream
 // stream order.
 func storedEvents(t *testing.T, js jetstream.JetStream) map[string][][]byte {
 	t.Helper()
-	s, err := js.Stream(t.Context(), pipeline.DefaultStream)
+	s, err := js.Stream(t.Context(), wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +52,11 @@ func storedEvents(t *testing.T, js jetstream.JetStream) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, tenant, token, err := pipeline.ParseStoredSubject(m.Subject)
+		_, tenant, token, err := wire.ParseStoredSubject(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		thread, err := pipeline.DecodeThread(token)
+		thread, err := wire.DecodeThread(token)
 		if err != nil {
 			t.Fatal(err)
 		}

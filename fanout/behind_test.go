@@ -10,7 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // A client that already has seq S never receives a snapshot older than S:
@@ -63,7 +64,7 @@ func TestSnapshotBehindCursorHeldBack(t *testing.T) {
 	// the first thing the client reads.
 	srv, hs := newServer(t, connect(t, ns), nil)
 	c := openSSE(t, hs.URL+"/v1/threads/behind/events", token(t, "acme"), map[string][]string{"Last-Event-Id": {uitoa(last)}})
-	waitFor(t, 10*time.Second, "the owner to be asked past its stale answers", func() bool { return asked.Load() > stale })
+	testsupport.WaitFor(t, 10*time.Second, "the owner to be asked past its stale answers", func() bool { return asked.Load() > stale })
 	th.publish(t, "four;")
 	done := time.AfterFunc(10*time.Second, c.cancel)
 	defer done.Stop()
@@ -114,7 +115,7 @@ func TestCursorAheadOfThreadAnsweredAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := pipeline.EventSubject("acme", "ahead")
+	subj, _ := wire.EventSubject("acme", "ahead")
 	var last uint64
 	for _, ev := range []string{
 		`{"type":"RUN_STARTED","threadId":"ahead","runId":"r1"}`,
@@ -130,13 +131,13 @@ func TestCursorAheadOfThreadAnsweredAtOnce(t *testing.T) {
 	// sees every request; it does not answer).
 	counter := connect(t, ns)
 	var requests atomic.Int32
-	if _, err := counter.Subscribe(pipeline.SnapPrefix+".>", func(*nats.Msg) { requests.Add(1) }); err != nil {
+	if _, err := counter.Subscribe(wire.SnapPrefix+".>", func(*nats.Msg) { requests.Add(1) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := counter.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the thread's view", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the thread's view", func() bool {
 		code, body := do(t, "GET", hs.URL+"/v1/threads/ahead", token(t, "acme"), "", nil)
 		return code == 200 && strings.Contains(body, "hello")
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Bounds of GET /v1/deadletters: a page holds ?limit= dead letters
@@ -42,7 +42,7 @@ type DeadLetter struct {
 }
 
 // deadLetters serves GET /v1/deadletters: the token's tenant's dead letters,
-// oldest first, from the dead-letter stream (pipeline.DeadLetterStreamConfig),
+// oldest first, from the dead-letter stream (wire.DefaultDeadLetters, dlq.>),
 // ?limit= at a time after ?after= (the previous page's next). A token
 // limited to some threads sees theirs only.
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +96,7 @@ func (s *Server) readDeadLetters(ctx context.Context, c auth.Claims, after uint6
 	}
 	cc := jetstream.ConsumerConfig{
 		Name:              "tcdlq_" + nuid.Next(),
-		FilterSubject:     pipeline.DLQPrefix + "." + c.Tenant + ".>",
+		FilterSubject:     wire.DLQPrefix + "." + c.Tenant + ".>",
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
@@ -134,16 +134,16 @@ func (s *Server) readDeadLetters(ctx context.Context, c auth.Claims, after uint6
 			}
 			left = meta.NumPending
 			dl := DeadLetter{Seq: meta.Sequence.Stream, Time: meta.Timestamp.UTC(), Bytes: len(m.Data()),
-				Kind: m.Headers().Get(pipeline.HeaderErrorKind), Error: m.Headers().Get(pipeline.HeaderError)}
+				Kind: m.Headers().Get(wire.HeaderErrorKind), Error: m.Headers().Get(wire.HeaderError)}
 			tok := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
-			if id, err := pipeline.DecodeThread(tok); err == nil && tok != "_" {
+			if id, err := wire.DecodeThread(tok); err == nil && tok != "_" {
 				dl.Thread = id
 			}
 			if !all && (dl.Thread == "" || !c.AllowsThread(dl.Thread)) {
 				continue
 			}
-			dl.EventSeq, _ = strconv.ParseUint(m.Headers().Get(pipeline.HeaderSeq), 10, 64)
-			if v := m.Headers().Get(pipeline.HeaderEventIndex); v != "" {
+			dl.EventSeq, _ = strconv.ParseUint(m.Headers().Get(wire.HeaderSeq), 10, 64)
+			if v := m.Headers().Get(wire.HeaderEventIndex); v != "" {
 				if i, err := strconv.Atoi(v); err == nil {
 					dl.Index = &i
 				}

@@ -10,8 +10,8 @@
 // is encoded once per Variant (SSE or WebSocket framing, agui or view mode)
 // and the same []byte goes into every subscriber's queue. That is HTTP
 // knowledge, which pipeline/ deliberately does not have. The hub's NATS side
-// uses only the subject vocabulary (package subject, via pipeline) and the
-// frame format (pipeline/frame.go), which fanout/frame.go decodes.
+// uses only the wire contract (package wire: subjects, headers and the frame
+// format), which fanout/frame.go decodes; fanout does not import pipeline.
 //
 // # Guarantees
 //
@@ -31,7 +31,7 @@
 //     as a slow consumer) is otherwise only noticed at the thread's next
 //     frame. After every reconnect, and when a feed's subscription dropped
 //     messages, Server.Run asks the pipeline where those threads are
-//     (Hub.Reconcile) and resynchronises the subscribers of the feeds that
+//     (hub.Reconcile) and resynchronises the subscribers of the feeds that
 //     are behind (reconcile.go).
 //   - Resume: a cursor (Last-Event-ID or ?after=) the node's ring of recent
 //     frames still covers continues with no gap and no duplicate; otherwise a
@@ -43,7 +43,7 @@
 //     are windowed (window.go), and older messages are read page by page
 //     (GET .../messages). What it costs follows N, not the thread.
 //   - Tenants: the tenant comes only from the verified token; thread ids from
-//     URLs become subject tokens through pipeline.EncodeThread, never
+//     URLs become subject tokens through wire.EncodeThread, never
 //     wildcards.
 //   - Quotas (Config.Quota, package quota): a tenant's open streams,
 //     distinct threads subscribed and tap streams are bounded; a stream
@@ -53,16 +53,16 @@
 //
 // # Concurrency contract
 //
-// Hub and Server are safe for concurrent use. A Subscriber is drained by one
-// goroutine (Ready/Take/CatchUp); Close may be called from any. The hub
-// starts no goroutines (except Reconcile's snapshot requests, which it waits
-// for before returning): frames are handled on the NATS subscription's
-// callback goroutine, which only takes locks and appends to queues (it never
-// blocks on a client). Each stream is written by its own HTTP handler
-// goroutine. Server.Run returns after every goroutine it started returned.
-// Byte slices handed out by Take are shared and read-only, valid as long as
-// the caller holds them (they are never recycled).
+// Server is safe for concurrent use, and so is its hub. A subscriber is
+// drained by one goroutine (Ready/Take/CatchUp); Close may be called from
+// any. The hub starts no goroutines (except Reconcile's snapshot requests,
+// which it waits for before returning): frames are handled on the NATS
+// subscription's callback goroutine, which only takes locks and appends to
+// queues (it never blocks on a client). Each stream is written by its own
+// HTTP handler goroutine. Server.Run returns after every goroutine it
+// started returned. Byte slices handed out by Take are shared and read-only,
+// valid as long as the caller holds them (they are never recycled).
 //
 // Lock order: hubShard.mu and feed.mu are never held together; feed.mu →
-// Subscriber.mu.
+// subscriber.mu.
 package fanout

@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // expiringToken returns a token of tenant that, on a server whose clock is
@@ -145,7 +145,7 @@ func TestTapEndsAtTokenExpiry(t *testing.T) {
 		want    string // in a data line delivered before the end
 	}{
 		{"/v1/tap", func() {
-			_ = nc.Publish(pipeline.TapSubject("acme", "RUN_STARTED", "tx"), []byte(`{"n":"before-expiry"}`))
+			_ = nc.Publish(wire.TapSubject("acme", "RUN_STARTED", "tx"), []byte(`{"n":"before-expiry"}`))
 		}, "before-expiry"},
 		{"/v1/threads?live=1", func() { th.publish(t, "b;") }, `"tx"`},
 	} {

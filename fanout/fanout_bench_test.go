@@ -17,8 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: the fan-out benchmark. One busy thread, n SSE subscribers on
@@ -394,7 +393,7 @@ func runThreadcast(b *testing.B, n, frames int, pace time.Duration) benchResult 
 	pub := connect(b, ns)
 	const tenant, thread = "bench", "busy"
 	var seq atomic.Uint64
-	snapSubj := pipeline.SnapSubject(pipeline.Partition(tenant, thread, pipeline.DefaultParts), tenant, thread)
+	snapSubj := wire.SnapSubject(wire.Partition(tenant, thread, wire.DefaultParts), tenant, thread)
 	sub, err := pub.Subscribe(snapSubj, func(m *nats.Msg) {
 		s := seq.Load()
 		_ = m.Respond([]byte(fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":true,"view":{},"events":[]}`, tenant, thread, s)))
@@ -417,7 +416,7 @@ func runThreadcast(b *testing.B, n, frames int, pace time.Duration) benchResult 
 	waitCond(b, "threadcast subscribers", func() bool {
 		return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) == float64(n)
 	})
-	subj := pipeline.ViewSubject(tenant, thread)
+	subj := wire.ViewSubject(tenant, thread)
 	b.ResetTimer()
 	return drive(b, c, n, frames, pace, func(i int) {
 		// Stream seqs: frame i brings the thread to i+1 (seq 0 = empty).
@@ -427,7 +426,7 @@ func runThreadcast(b *testing.B, n, frames int, pace time.Duration) benchResult 
 		ev := benchEvent(i, time.Now().UnixNano())
 		body := append(append([]byte(`{"events":[`), ev...), "]}"...)
 		m := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{
-			pipeline.HeaderSeq: {strconv.FormatUint(s, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(s-1, 10)}}}
+			wire.HeaderSeq: {strconv.FormatUint(s, 10)}, wire.HeaderPrev: {strconv.FormatUint(s-1, 10)}}}
 		if err := pub.PublishMsg(m); err != nil {
 			b.Fatal(err)
 		}

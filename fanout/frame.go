@@ -7,13 +7,12 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: this file turns what the pipeline publishes (view frames) and
 // answers (snapshot replies) into the hub's immutable frame and snapshot
-// values. The wire format is pipeline's (pipeline/frame.go: Frame,
+// values. The wire format is package wire's (wire/frame.go: Frame,
 // Snapshot, ParseFrame, ParseSnapshot); what the hub adds is the position
 // from the Tc-Seq/Tc-Prev headers, checked, and the per-variant encodings.
 
@@ -45,18 +44,18 @@ type frame struct {
 // decodeFrame parses a view frame. The message data belongs to the frame
 // afterwards (nats.go hands every callback its own copy of the payload).
 func decodeFrame(m *nats.Msg) (*frame, error) {
-	seq, err := headerUint(m, pipeline.HeaderSeq)
+	seq, err := headerUint(m, wire.HeaderSeq)
 	if err != nil {
 		return nil, err
 	}
-	prev, err := headerUint(m, pipeline.HeaderPrev)
+	prev, err := headerUint(m, wire.HeaderPrev)
 	if err != nil {
 		return nil, err
 	}
 	if prev >= seq {
-		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, pipeline.HeaderSeq, seq, pipeline.HeaderPrev, prev)
+		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, wire.HeaderSeq, seq, wire.HeaderPrev, prev)
 	}
-	body, err := pipeline.ParseFrame(m.Data)
+	body, err := wire.ParseFrame(m.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
@@ -95,8 +94,8 @@ type snapshot struct {
 }
 
 func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
-	if kind := m.Header.Get(pipeline.HeaderErrorKind); kind != "" {
-		return nil, fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(m.Header.Get(pipeline.HeaderError)))
+	if kind := m.Header.Get(wire.HeaderErrorKind); kind != "" {
+		return nil, fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(m.Header.Get(wire.HeaderError)))
 	}
 	// The members are found by structure (scan.go), not decoded with
 	// encoding/json: a long thread's reply is hundreds of megabytes, and
@@ -136,8 +135,8 @@ func decodeSnapshot(m *nats.Msg) (*snapshot, error) {
 	}
 	// The header, when present, must agree with the body: a disagreement
 	// means a producer bug, and guessing would risk a silent gap.
-	if h := m.Header.Get(pipeline.HeaderSeq); h != "" && h != strconv.FormatUint(sn.seq, 10) {
-		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, pipeline.HeaderSeq, trunc(h), sn.seq)
+	if h := m.Header.Get(wire.HeaderSeq); h != "" && h != strconv.FormatUint(sn.seq, 10) {
+		return nil, fmt.Errorf("%w: %s %q but seq %d", ErrBadSnapshot, wire.HeaderSeq, trunc(h), sn.seq)
 	}
 	return &sn, nil
 }

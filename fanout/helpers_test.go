@@ -15,42 +15,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/wire"
 )
 
 var testKey = []byte("fanout-test-key-0123456789")
 
-// startNATS runs an embedded nats-server with JetStream on a random port.
-func startNATS(t testing.TB) *server.Server {
+// startNATS runs an embedded nats-server with JetStream (natstest.Start).
+func startNATS(t testing.TB) *natstest.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return natstest.Start(t)
 }
 
-func connect(t testing.TB, ns *server.Server) *nats.Conn {
+func connect(t testing.TB, ns *natstest.Server) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, ns.ClientURL())
 }
 
 func token(t testing.TB, tenant string, threads ...string) string {
@@ -63,7 +48,7 @@ func token(t testing.TB, tenant string, threads ...string) string {
 }
 
 // testThread plays the pipeline for one thread on a real NATS server: it
-// publishes frames in the documented format (pipeline/frame.go) and
+// publishes frames in the documented format (wire/frame.go) and
 // answers snapshot requests on the thread's partition subject, both under
 // one lock so that a snapshot's seq is always the last published frame's,
 // as the pipeline guarantees. Its view is the text of one assistant
@@ -116,8 +101,8 @@ func (p *lossyPub) PublishMsg(m *nats.Msg) error {
 
 func newTestThread(t testing.TB, nc *nats.Conn, tenant, id string) *testThread {
 	t.Helper()
-	th := &testThread{nc: nc, tenant: tenant, id: id, token: pipeline.EncodeThread(id)}
-	subj := pipeline.SnapSubject(pipeline.Partition(tenant, th.token, pipeline.DefaultParts), tenant, th.token)
+	th := &testThread{nc: nc, tenant: tenant, id: id, token: wire.EncodeThread(id)}
+	subj := wire.SnapSubject(wire.Partition(tenant, th.token, wire.DefaultParts), tenant, th.token)
 	sub, err := nc.Subscribe(subj, th.answer)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +119,7 @@ func (th *testThread) answer(m *nats.Msg) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.snapshots++
-	req, _ := pipeline.ParseSnapRequest(m.Data)
+	req, _ := wire.ParseSnapRequest(m.Data)
 	th.windows = append(th.windows, req.Window)
 	window := ""
 	if req.Window > 0 { // the view holds one message: any window holds it all
@@ -152,7 +137,7 @@ func (th *testThread) answer(m *nats.Msg) {
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,%s"view":%s,"events":[%s]}`,
 		th.tenant, th.id, th.seq, th.seq > 0, window, view, strings.Join(evs, ","))
-	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
+	_ = th.send(&nats.Msg{Subject: m.Reply, Data: []byte(body), Header: nats.Header{wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}}})
 }
 
 func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
@@ -172,8 +157,8 @@ func (th *testThread) publish(t testing.TB, chunks ...string) uint64 {
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"status":"running","events":[%s],"changes":{"append":%s}}`,
 		th.tenant, th.id, th.seq, prev, strings.Join(evs, ","), mustJSON(strings.Join(chunks, "")))
-	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
-		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	m := &nats.Msg{Subject: wire.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
 	if err := th.send(m); err != nil {
 		t.Error(err)
 	}
@@ -229,28 +214,18 @@ func openSSE(t testing.TB, url, tok string, hdr http.Header) *sseClient {
 
 func tryOpenSSE(t testing.TB, url, tok string, hdr http.Header) (*sseClient, int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req, _ := http.NewRequest("GET", url, nil)
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	s, status := testsupport.OpenSSE(t, req)
+	if s == nil {
+		return nil, status
 	}
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		cancel()
-		return nil, resp.StatusCode
-	}
-	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
-	t.Cleanup(c.close)
-	return c, resp.StatusCode
+	return &sseClient{resp: s.Resp, br: s.BR, cancel: s.Cancel}, status
 }
 
 func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }
@@ -258,31 +233,14 @@ func (c *sseClient) close() { c.cancel(); c.resp.Body.Close() }
 // next returns the next SSE message (data or, for comment-only or id-only
 // blocks, the comment / id).
 func (c *sseClient) next() (sseMsg, error) {
-	var m sseMsg
-	var data []string
-	for {
-		line, err := c.br.ReadString('\n')
-		if err != nil {
-			return m, err
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if len(data) > 0 || m.hasID || m.comment != "" {
-				m.data = strings.Join(data, "\n")
-				if m.hasID {
-					c.lastID = m.id
-				}
-				return m, nil
-			}
-		case strings.HasPrefix(line, ":"):
-			m.comment = strings.TrimSpace(line[1:])
-		case strings.HasPrefix(line, "id:"):
-			m.id, m.hasID = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " "), true
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-		}
+	ev, err := testsupport.ReadSSE(c.br)
+	if err != nil {
+		return sseMsg{}, err
 	}
+	if ev.HasID {
+		c.lastID = ev.ID
+	}
+	return sseMsg{id: ev.ID, data: ev.Data, hasID: ev.HasID, comment: ev.Comment}, nil
 }
 
 // aguiModel applies the AG-UI events a subscriber receives to the one
@@ -347,18 +305,6 @@ func shorten(s string) string {
 	return s
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // counterValue reads a counter or gauge.
 func counterValue(c prometheus.Metric) float64 {
 	var m dto.Metric
@@ -382,12 +328,7 @@ func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
 func connectURL(t testing.TB, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, url)
 }
 
 // followReconnecting follows c like follow, but when the stream ends it
@@ -425,8 +366,8 @@ func (th *testThread) publishEvents(t testing.TB, evs ...string) uint64 {
 	prev := th.seq
 	th.seq += uint64(len(evs))
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"events":[%s]}`, th.tenant, th.id, th.seq, prev, strings.Join(evs, ","))
-	m := &nats.Msg{Subject: pipeline.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
-		pipeline.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, pipeline.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+	m := &nats.Msg{Subject: wire.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
+		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
 	if err := th.send(m); err != nil {
 		t.Error(err)
 	}

@@ -11,17 +11,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: structure of the hub.
 //
-//	Hub ─ 64 hubShards (mutex + map feedKey → *feed), padded
+//	hub ─ 64 hubShards (mutex + map feedKey → *feed), padded
 //	        feed: one NATS subscription on view.<tenant>.<thread>,
 //	              the ring of recent frames, the latest snapshot,
 //	              the set of local Subscribers            (feed.mu)
-//	                Subscriber: bounded byte queue of shared []byte (Subscriber.mu)
+//	                subscriber: bounded byte queue of shared []byte (subscriber.mu)
 //
 //	      idle: the lingering feeds (refs == 0), oldest first, overall and
 //	            per tenant, bounded by MaxIdleFeeds(PerTenant) (idleSet.mu);
@@ -33,8 +32,8 @@ import (
 // ended after both locks are released (endIdle). hubShard.mu is never held
 // while taking feed.mu (acquire and release take only the shard lock; Sweep
 // takes feed.mu after letting go of it, to trim lingering rings);
-// feed.mu → Subscriber.mu. Nothing takes feed.mu while holding a
-// Subscriber.mu.
+// feed.mu → subscriber.mu. Nothing takes feed.mu while holding a
+// subscriber.mu.
 //
 // Seq bookkeeping of a feed (all under feed.mu): once known, the feed can
 // serve every position p with lo ≤ p ≤ hi that is a frame boundary: lo (the
@@ -45,7 +44,8 @@ import (
 // still to arrive, in order; a frame whose prev ≠ hi means the feed itself
 // missed something, and the ring restarts at that frame.
 
-// HubConfig configures a Hub. DefaultHubConfig returns the defaults.
+// HubConfig configures the Server's subscriber hub (Config.Hub).
+// DefaultHubConfig returns the defaults.
 type HubConfig struct {
 	// Partitions is the pipeline's partition count P, which addresses
 	// snapshot requests (tc.snap.<p>.<tenant>.<thread>).
@@ -109,7 +109,7 @@ type HubConfig struct {
 	// cursor ahead of a thread's snapshot is checked against the last
 	// event the stream holds for the thread (one request): a cursor past
 	// it was never real and the snapshot is sent at once; only a cursor
-	// the stream holds is waited for (Subscriber.catchUp). Empty: the
+	// the stream holds is waited for (subscriber.catchUp). Empty: the
 	// pipeline's default stream.
 	EventStream string
 }
@@ -117,7 +117,7 @@ type HubConfig struct {
 // DefaultHubConfig returns the defaults.
 func DefaultHubConfig() HubConfig {
 	return HubConfig{
-		Partitions:      pipeline.DefaultParts,
+		Partitions:      wire.DefaultParts,
 		SnapshotTimeout: 5 * time.Second,
 		SnapshotRetry:   15 * time.Second,
 		RingFrames:      1024,
@@ -151,7 +151,7 @@ func DefaultHubConfig() HubConfig {
 		// Twice the pipeline's default largest view (256 MiB), and its
 		// snapshot events.
 		MaxMessageBytes: 1 << 30,
-		EventStream:     pipeline.DefaultStream,
+		EventStream:     wire.DefaultStream,
 	}
 }
 
@@ -168,13 +168,13 @@ const numShards = 64
 // woken (onMsg).
 const maxHeld = 8
 
-// Hub keeps, per thread, one NATS subscription for all local subscribers
+// hub keeps, per thread, one NATS subscription for all local subscribers
 // and shares each frame's encoded bytes among them. Safe for concurrent use.
 // It starts no goroutines of its own (Reconcile's have returned when it
 // returns): frames are handled in the NATS subscription callbacks (owned by
-// the nats.Conn, stopped by Close's unsubscribes), and each Subscriber is
+// the nats.Conn, stopped by Close's unsubscribes), and each subscriber is
 // drained by its caller's goroutine.
-type Hub struct {
+type hub struct {
 	nc     *nats.Conn
 	cfg    HubConfig
 	m      *Metrics
@@ -195,8 +195,8 @@ type hubShard struct {
 
 type feedKey struct{ tenant, token string }
 
-// NewHub returns a Hub reading frames from nc. m and log may be nil.
-func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
+// newHub returns a hub reading frames from nc. m and log may be nil.
+func newHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *hub {
 	d := DefaultHubConfig()
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = d.Partitions
@@ -241,7 +241,7 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{nc: nc, cfg: cfg, m: m, log: log, closing: make(chan struct{})}
+	h := &hub{nc: nc, cfg: cfg, m: m, log: log, closing: make(chan struct{})}
 	h.idle.init(cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds, m)
 	for i := range h.shards {
 		h.shards[i].feeds = make(map[feedKey]*feed)
@@ -249,7 +249,7 @@ func NewHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *Hub {
 	return h
 }
 
-func (h *Hub) shard(k feedKey) *hubShard {
+func (h *hub) shard(k feedKey) *hubShard {
 	// FNV-1a over tenant and token, inlined to avoid allocating.
 	x := uint32(2166136261)
 	for i := 0; i < len(k.tenant); i++ {
@@ -267,23 +267,23 @@ func (h *Hub) shard(k feedKey) *hubShard {
 // a position the node still has (no gap, no duplicate), else with a snapshot
 // (nothing at all when the snapshot is exactly at after). The caller must
 // drain it (Ready, Take, CatchUp) and Close it. tenant must already be
-// validated (pipeline.ValidTenant); thread is the raw id, never trusted to
+// validated (wire.ValidTenant); thread is the raw id, never trusted to
 // name a tenant.
-func (h *Hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, after Cursor) (*Subscriber, error) {
+func (h *hub) Subscribe(ctx context.Context, tenant, thread string, v Variant, after Cursor) (*subscriber, error) {
 	return h.SubscribeWindow(ctx, tenant, thread, v, after, 0)
 }
 
 // SubscribeWindow is Subscribe with a window: when window > 0, every
 // snapshot the subscriber gets (at the join, and at each resync) is the
-// windowed snapshot of the newest window messages (pipeline/frame.go), and
+// windowed snapshot of the newest window messages (wire/frame.go), and
 // in view mode the frames' restatements (allMessages, view) are windowed to
 // it too (windowChanges). window 0 is Subscribe.
-func (h *Hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Variant, after Cursor, window int) (*Subscriber, error) {
+func (h *hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Variant, after Cursor, window int) (*subscriber, error) {
 	f, err := h.acquire(ctx, tenant, thread)
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
+	s := &subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
@@ -298,7 +298,7 @@ func (h *Hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Vari
 // Close unsubscribes every feed and refuses new subscribers. Subscribers
 // still open keep their queues; their writers end them (Server does so
 // first). Idempotent.
-func (h *Hub) Close() {
+func (h *hub) Close() {
 	h.closeOnce.Do(func() { close(h.closing) })
 	for i := range h.shards {
 		sh := &h.shards[i]
@@ -321,8 +321,8 @@ func (h *Hub) Close() {
 // acquire returns the thread's feed, creating it (and its NATS subscription)
 // on first use. Creation happens outside the shard lock; other acquirers of
 // the same thread wait on ready.
-func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error) {
-	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+func (h *hub) acquire(ctx context.Context, tenant, thread string) (*feed, error) {
+	k := feedKey{tenant: tenant, token: wire.EncodeThread(thread)}
 	sh := h.shard(k)
 	sh.mu.Lock()
 	if sh.closed {
@@ -332,7 +332,7 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 	f := sh.feeds[k]
 	creator := f == nil
 	if creator {
-		f = &feed{hub: h, key: k, thread: thread, subs: make(map[*Subscriber]struct{}), ready: make(chan struct{}),
+		f = &feed{hub: h, key: k, thread: thread, subs: make(map[*subscriber]struct{}), ready: make(chan struct{}),
 			ring: newRing(h.cfg.RingFrames), parts: wire.Assembler{Max: h.cfg.MaxMessageBytes, MaxOpen: 1}}
 		sh.feeds[k] = f
 		h.m.Feeds.Inc()
@@ -365,7 +365,7 @@ func (h *Hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 // IdleRingBytes after IdleTrimAfter) until Sweep ends it, unless it failed
 // to start or Linger is zero; if that makes one idle bound overflow, the
 // oldest lingering feed it applies to ends now.
-func (h *Hub) release(f *feed) {
+func (h *hub) release(f *feed) {
 	sh := h.shard(f.key)
 	sh.mu.Lock()
 	f.refs--
@@ -428,7 +428,7 @@ func (f *feed) cutLocked() {
 // released): re-acquired (refs > 0), ended by Sweep or Close (gone from its
 // shard), or re-acquired and released again (back in the idle lists, a new
 // idle period that the bound did not count against).
-func (h *Hub) endIdle(v *feed, bound string) {
+func (h *hub) endIdle(v *feed, bound string) {
 	sh := h.shard(v.key)
 	sh.mu.Lock()
 	end := v.refs == 0 && sh.feeds[v.key] == v && !h.idle.linked(v)
@@ -449,7 +449,7 @@ func (h *Hub) endIdle(v *feed, bound string) {
 // before now, cuts the rings of those idle for longer than IdleTrimAfter
 // (trimIdle), and returns how many it ended. Server.Run calls it
 // periodically.
-func (h *Hub) Sweep(now time.Time) int {
+func (h *hub) Sweep(now time.Time) int {
 	n := 0
 	var subs []*nats.Subscription
 	var trim []*feed
@@ -488,7 +488,7 @@ func (h *Hub) Sweep(now time.Time) int {
 // feed is one thread on this node. Its fields after ready are guarded by mu
 // except the immutable ones (hub, key, thread, sub, err).
 type feed struct {
-	hub       *Hub
+	hub       *hub
 	key       feedKey
 	thread    string
 	sub       *nats.Subscription
@@ -509,7 +509,7 @@ type feed struct {
 	parts wire.Assembler
 
 	mu       sync.Mutex
-	subs     map[*Subscriber]struct{}
+	subs     map[*subscriber]struct{}
 	ring     ring
 	known    bool              // lo and hi are meaningful
 	lo, hi   uint64            // see the NOTE at the top of the file
@@ -519,7 +519,7 @@ type feed struct {
 	advanced chan struct{}     // closed when hi moves; made on demand by waiters
 	holding  bool              // onMsg is delivering: enqueue defers wake-ups to dirty
 	held     int               // frames delivered since the last wake-up pass
-	dirty    []*Subscriber     // subscribers with items whose writer is not yet woken
+	dirty    []*subscriber     // subscribers with items whose writer is not yet woken
 }
 
 type snapCall struct {
@@ -530,7 +530,7 @@ type snapCall struct {
 
 func (f *feed) start(ctx context.Context) error {
 	h := f.hub
-	sub, err := h.nc.Subscribe(pipeline.ViewSubject(f.key.tenant, f.key.token), f.onMsg)
+	sub, err := h.nc.Subscribe(wire.ViewSubject(f.key.tenant, f.key.token), f.onMsg)
 	if err != nil {
 		return fmt.Errorf("fanout: subscribe: %w", err)
 	}
@@ -620,7 +620,7 @@ func (f *feed) onMsg(part *nats.Msg) {
 
 // deliverLocked enqueues fr to the live subscriber s, or flags a resync
 // when fr does not follow what s has.
-func (f *feed) deliverLocked(s *Subscriber, fr *frame) {
+func (f *feed) deliverLocked(s *subscriber, fr *frame) {
 	if fr.seq <= s.last {
 		return
 	}
@@ -664,7 +664,7 @@ func (f *feed) fitLocked(seq uint64) fit {
 }
 
 // replayLocked delivers every ring frame after seq to s.
-func (f *feed) replayLocked(s *Subscriber, seq uint64) {
+func (f *feed) replayLocked(s *subscriber, seq uint64) {
 	f.ring.each(func(fr *frame) {
 		if fr.seq > seq {
 			f.deliverLocked(s, fr)

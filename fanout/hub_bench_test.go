@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // BenchmarkHubDeliver measures the hub's per-frame work — enqueue one frame
@@ -22,11 +21,11 @@ func BenchmarkHubDeliver(b *testing.B) {
 		for _, shared := range []bool{true, false} {
 			name := fmt.Sprintf("subs=%d/shared=%v", n, shared)
 			b.Run(name, func(b *testing.B) {
-				h := NewHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
-				f := &feed{hub: h, subs: make(map[*Subscriber]struct{}), ring: newRing(16)}
-				subs := make([]*Subscriber, n)
+				h := newHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
+				f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(16)}
+				subs := make([]*subscriber, n)
 				for i := range subs {
-					s := &Subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
+					s := &subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
 					subs[i] = s
 					f.subs[s] = struct{}{}
 				}
@@ -81,16 +80,16 @@ func BenchmarkRingPush(b *testing.B) {
 // it arrives from NATS — parts check, decode, ring, delivery to one live
 // subscriber, its Take — the path every frame takes.
 func BenchmarkOnMsg(b *testing.B) {
-	h := NewHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
-	f := &feed{hub: h, subs: make(map[*Subscriber]struct{}), ring: newRing(1024)}
-	s := &Subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
+	h := newHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
+	f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(1024)}
+	s := &subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
 	f.subs[s] = struct{}{}
 	const n = 4096
 	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
 		seq, prev := strconv.Itoa(i+1), strconv.Itoa(i)
 		msgs[i] = &nats.Msg{Subject: "view.acme.t1",
-			Header: nats.Header{pipeline.HeaderSeq: {seq}, pipeline.HeaderPrev: {prev}},
+			Header: nats.Header{wire.HeaderSeq: {seq}, wire.HeaderPrev: {prev}},
 			Data: []byte(`{"tenant":"acme","thread":"t1","seq":` + seq + `,"prev":` + prev +
 				`,"status":"running","events":[{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hello, world — a typical streamed token run"}],"changes":{"append":"hello, world — a typical streamed token run"}}`)}
 	}

@@ -48,7 +48,7 @@ func idleBound(n, def int) int {
 // lists or in neither; all.n is the sum of the tenants' n; a tenant with
 // no lingering feed has no entry. A feed leaves the lists when it is
 // re-acquired, swept, closed, or pushed out by add (then ended by
-// Hub.endIdle).
+// hub.endIdle).
 type idleSet struct {
 	mu        sync.Mutex
 	all       idleList
@@ -117,7 +117,7 @@ func (s *idleSet) init(perTenant, total int, m *Metrics) {
 
 // add links f as the newest lingering feed. If that overflows a bound, it
 // unlinks the oldest feed the bound applies to and returns it with the
-// bound's name: the caller ends it (Hub.endIdle) after releasing its
+// bound's name: the caller ends it (hub.endIdle) after releasing its
 // locks. Since add links one feed and unlinks at most one, the lists never
 // exceed the bounds. Called with f's shard lock held.
 func (s *idleSet) add(f *feed) (victim *feed, bound string) {

@@ -12,25 +12,26 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // newIdleHub returns a hub on a real NATS connection whose feeds linger
 // for an hour (only the idle bounds, Sweep and Close end them here).
-func newIdleHub(t testing.TB, perTenant, total int) (*Hub, *nats.Conn) {
+func newIdleHub(t testing.TB, perTenant, total int) (*hub, *nats.Conn) {
 	t.Helper()
 	nc := connect(t, startNATS(t))
 	cfg := DefaultHubConfig()
 	cfg.Linger = time.Hour
 	cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds = perTenant, total
-	h := NewHub(nc, cfg, nil, nil)
+	h := newHub(nc, cfg, nil, nil)
 	t.Cleanup(h.Close)
 	return h, nc
 }
 
 // lookup returns the hub's feed of tenant's thread, or nil.
-func (h *Hub) lookup(tenant, thread string) *feed {
-	k := feedKey{tenant: tenant, token: pipeline.EncodeThread(thread)}
+func (h *hub) lookup(tenant, thread string) *feed {
+	k := feedKey{tenant: tenant, token: wire.EncodeThread(thread)}
 	sh := h.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -39,7 +40,7 @@ func (h *Hub) lookup(tenant, thread string) *feed {
 
 // visit subscribes to and leaves each thread of tenant in turn, leaving
 // each one lingering.
-func visit(t testing.TB, h *Hub, tenant string, threads ...string) {
+func visit(t testing.TB, h *hub, tenant string, threads ...string) {
 	t.Helper()
 	for _, id := range threads {
 		f, err := h.acquire(context.Background(), tenant, id)
@@ -53,7 +54,7 @@ func visit(t testing.TB, h *Hub, tenant string, threads ...string) {
 // checkIdle verifies the idle lists against the shards' maps and the
 // gauges, and returns the lingering feeds' count per tenant. The hub must
 // be quiescent.
-func checkIdle(t testing.TB, h *Hub) map[string]int {
+func checkIdle(t testing.TB, h *hub) map[string]int {
 	t.Helper()
 	feeds, idle := 0, map[string]int{}
 	for i := range h.shards {
@@ -108,7 +109,7 @@ func checkIdle(t testing.TB, h *Hub) map[string]int {
 // checkNoFeeds checks that h holds no feed at all any more (when says at
 // what point): nothing lingering, the feeds gauge at zero and no NATS
 // subscription left on nc.
-func checkNoFeeds(t testing.TB, h *Hub, nc *nats.Conn, when string) {
+func checkNoFeeds(t testing.TB, h *hub, nc *nats.Conn, when string) {
 	t.Helper()
 	if idle := checkIdle(t, h); len(idle) != 0 {
 		t.Fatalf("lingering %s: %v", when, idle)
@@ -365,7 +366,7 @@ func TestIdleBoundResume(t *testing.T) {
 		c.close()
 		// The handler leaves (and the feed starts lingering) after the
 		// client hung up, in its own time.
-		waitFor(t, 5*time.Second, th.id+" lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 && counterValue(s.m.Feeds) == 1 })
+		testsupport.WaitFor(t, 5*time.Second, th.id+" lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 && counterValue(s.m.Feeds) == 1 })
 	}
 	if got := counterValue(s.m.IdleEnded.WithLabelValues(BoundTenant)); got != 1 {
 		t.Fatalf("ended by the tenant bound: %v, want 1", got)
@@ -411,7 +412,7 @@ func TestIdleRingTrimmed(t *testing.T) {
 	f := func() *feed { return s.hub.lookup("acme", "busy") }
 	lingering := func() {
 		t.Helper()
-		waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+		testsupport.WaitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
 	}
 	state := func() (n, bytes, encoded int, snap bool) {
 		fd := f()
@@ -470,7 +471,7 @@ func TestIdleRingTrimmed(t *testing.T) {
 	checkTrimmed("after IdleTrimAfter")
 	th.publish(t, "f13;")
 	last := th.publish(t, "f14;")
-	waitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "frames reaching the lingering feed", func() bool {
 		fd := f()
 		fd.mu.Lock()
 		defer fd.mu.Unlock()
@@ -519,7 +520,7 @@ func TestIdleRingBytesConfig(t *testing.T) {
 	} {
 		cfg := DefaultHubConfig()
 		cfg.RingBytes, cfg.IdleRingBytes, cfg.IdleTrimAfter = tt.ring, tt.idle, tt.after
-		h := NewHub(nc, cfg, nil, nil)
+		h := newHub(nc, cfg, nil, nil)
 		if h.cfg.IdleRingBytes != tt.want || h.cfg.IdleTrimAfter != tt.wantAfter {
 			t.Errorf("RingBytes %d, IdleRingBytes %d, IdleTrimAfter %v: got %d, %v; want %d, %v",
 				tt.ring, tt.idle, tt.after, h.cfg.IdleRingBytes, h.cfg.IdleTrimAfter, tt.want, tt.wantAfter)
@@ -532,7 +533,7 @@ func TestIdleRingBytesConfig(t *testing.T) {
 // cuts it with a Sweep past IdleTrimAfter (tests set Linger to an hour).
 func lingerAndTrim(t *testing.T, s *Server, thread string) *feed {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the feed lingering", func() bool { return counterValue(s.m.IdleFeeds) == 1 })
 	s.hub.Sweep(time.Now().Add(s.hub.cfg.IdleTrimAfter + time.Second))
 	f := s.hub.lookup("acme", thread)
 	f.mu.Lock()
@@ -572,7 +573,7 @@ func TestReconcileLingeringFeed(t *testing.T) {
 	th.mu.Unlock()
 	done := make(chan int, 1)
 	go func() { done <- s.hub.Reconcile(t.Context()) }()
-	waitFor(t, 5*time.Second, "Reconcile holding its reply", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "Reconcile holding its reply", func() bool {
 		th.mu.Lock()
 		n := th.snapshots
 		th.mu.Unlock()
@@ -580,8 +581,8 @@ func TestReconcileLingeringFeed(t *testing.T) {
 		defer f.mu.Unlock()
 		return n > answered && len(f.calls) == 0
 	})
-	late := &nats.Msg{Subject: pipeline.ViewSubject("acme", th.token), Header: nats.Header{
-		pipeline.HeaderSeq: {"4"}, pipeline.HeaderPrev: {"2"}},
+	late := &nats.Msg{Subject: wire.ViewSubject("acme", th.token), Header: nats.Header{
+		wire.HeaderSeq: {"4"}, wire.HeaderPrev: {"2"}},
 		Data: []byte(`{"tenant":"acme","thread":"quiet","seq":4,"prev":2,"status":"running","events":[` +
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"b;"}],"changes":{"append":"b;"}}`)}
 	if err := pub.PublishMsg(late); err != nil {
@@ -620,7 +621,7 @@ func TestIdleRingEmptied(t *testing.T) {
 	c.close()
 	f := lingerAndTrim(t, s, "big")
 	last := th.publish(t, strings.Repeat("b", 2000)+";")
-	waitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the big frame reaching the feed", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.hi == last

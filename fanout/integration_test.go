@@ -15,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startIngest runs the real pipeline (package pipeline) on ns until the
@@ -41,7 +43,7 @@ func startIngest(t testing.TB, ns interface{ ClientURL() string }, parts int) {
 			t.Errorf("ingest: %v", err)
 		}
 	})
-	waitFor(t, 20*time.Second, "ingest ready", in.Ready)
+	testsupport.WaitFor(t, 20*time.Second, "ingest ready", in.Ready)
 }
 
 // aguiMsgModel follows one assistant message ("m1") through AG-UI events
@@ -98,7 +100,7 @@ func TestEndToEndWithIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := pipeline.EventSubject("acme", "e2e thread") // a space: escaped token
+	subj, _ := wire.EventSubject("acme", "e2e thread") // a space: escaped token
 	ctx := context.Background()
 	pub := func(ev string) {
 		if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
@@ -149,7 +151,7 @@ func TestEndToEndWithIngest(t *testing.T) {
 	// The REST view (from the pipeline's snapshot) has the same message.
 	var code int
 	var body string
-	waitFor(t, 10*time.Second, "the run to finish in the view", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the run to finish in the view", func() bool {
 		code, body = do(t, "GET", node2.URL+"/v1/threads/e2e%20thread", tok, "", nil)
 		return strings.Contains(body, `"status":"finished"`)
 	})

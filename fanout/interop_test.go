@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/internal/testsupport"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 type agentResult struct {
@@ -44,7 +44,7 @@ func TestInteropHttpAgent(t *testing.T) {
 	js, _ := jetstream.New(connect(t, ns))
 	ctx := context.Background()
 	pub := func(t *testing.T, thread string, evs ...string) {
-		subj, _ := pipeline.EventSubject("acme", thread)
+		subj, _ := wire.EventSubject("acme", thread)
 		for _, ev := range evs {
 			if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
 				t.Fatal(err)
@@ -119,7 +119,7 @@ func TestInteropHttpAgent(t *testing.T) {
 			`{"type":"TEXT_MESSAGE_END","messageId":"m1"}`,
 			`{"type":"STATE_SNAPSHOT","snapshot":{"plan":["a","b"],"n":1}}`,
 			`{"type":"RUN_FINISHED","threadId":"idle-1","runId":"r1"}`)
-		waitFor(t, 10*time.Second, "run finished", func() bool { s, _ := restView(t, "idle-1"); return s == "finished" })
+		testsupport.WaitFor(t, 10*time.Second, "run finished", func() bool { s, _ := restView(t, "idle-1"); return s == "finished" })
 		check(t, "idle-1", runAgent(t, "idle-1"))
 	})
 
@@ -129,10 +129,10 @@ func TestInteropHttpAgent(t *testing.T) {
 			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"part one"}`,
 			`{"type":"STATE_SNAPSHOT","snapshot":{"step":1}}`)
-		waitFor(t, 10*time.Second, "run started", func() bool { s, _ := restView(t, "mid-1"); return s == "running" })
+		testsupport.WaitFor(t, 10*time.Second, "run started", func() bool { s, _ := restView(t, "mid-1"); return s == "running" })
 		before := counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String()))
 		cmd := runAgent(t, "mid-1")
-		waitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
 			return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) > before
 		})
 		pub(t, "mid-1",
@@ -156,10 +156,10 @@ func TestInteropHttpAgent(t *testing.T) {
 			`{"type":"RUN_STARTED","threadId":"two-1","runId":"r2"}`,
 			`{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}`,
 			`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"second"}`)
-		waitFor(t, 10*time.Second, "second run started", func() bool { s, _ := restView(t, "two-1"); return s == "running" })
+		testsupport.WaitFor(t, 10*time.Second, "second run started", func() bool { s, _ := restView(t, "two-1"); return s == "running" })
 		before := counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String()))
 		cmd := runAgent(t, "two-1")
-		waitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, "the agent to subscribe", func() bool {
 			return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) > before
 		})
 		pub(t, "two-1",

@@ -19,8 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // NOTE: long threads and large views end to end: the real ingest on an
@@ -46,9 +48,9 @@ func startLarge(t testing.TB, mod func(*Config)) *largeEnv {
 // startLargeWith is startLarge with the ingest's config changed by imod.
 func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)) *largeEnv {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	ns, err := pipeline.StartServer(sc)
+	ns, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +65,14 @@ func startLargeWith(t testing.TB, mod func(*Config), imod func(*pipeline.Config)
 		imod(&cfg)
 	}
 	startIngestWith(t, ns, cfg)
-	_, hs := newServer(t, connect(t, ns), func(c *Config) {
+	_, hs := newServer(t, connectURL(t, ns.ClientURL()), func(c *Config) {
 		c.Hub.Partitions = parts
 		c.Hub.SnapshotTimeout = 30 * time.Second
 		if mod != nil {
 			mod(c)
 		}
 	})
-	js, err := jetstream.New(connect(t, ns))
+	js, err := jetstream.New(connectURL(t, ns.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func longThread(thread string, first, n, size int) []json.RawMessage {
 // event's stream seq.
 func (e *largeEnv) publish(t testing.TB, thread string, events []json.RawMessage) []uint64 {
 	t.Helper()
-	subj, err := pipeline.EventSubject("acme", thread)
+	subj, err := wire.EventSubject("acme", thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.StatusCode == http.StatusOK && resp.Header.Get(pipeline.HeaderSeq) == strconv.FormatUint(seq, 10) {
+		if resp.StatusCode == http.StatusOK && resp.Header.Get(wire.HeaderSeq) == strconv.FormatUint(seq, 10) {
 			var body struct{ View json.RawMessage }
 			if err := json.Unmarshal(b, &body); err != nil {
 				t.Fatal(err)
@@ -272,15 +274,15 @@ func (e *largeEnv) waitSeq(t testing.TB, thread string, seq uint64) (view []byte
 			return body.View
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("REST view: status %d, seq %s, want %d", resp.StatusCode, resp.Header.Get(pipeline.HeaderSeq), seq)
+			t.Fatalf("REST view: status %d, seq %s, want %d", resp.StatusCode, resp.Header.Get(wire.HeaderSeq), seq)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// sseJoin opens an SSE stream and reads the join: for agui, every event up
-// to the one whose id is a plain seq (the snapshot's last, or a resumed
-// frame's); for view, the first payload. It returns the client.
+// sse opens an SSE stream on path of the environment's server, with the
+// environment's token and the extra headers hdr. The caller reads the join
+// (aguiUntil for agui).
 func (e *largeEnv) sse(t *testing.T, path string, hdr http.Header) *sseClient {
 	t.Helper()
 	return openSSE(t, e.url+path, e.tok, hdr)
@@ -310,7 +312,8 @@ func aguiUntil(t *testing.T, c *sseClient, m *msgModel, seq uint64) {
 	}
 }
 
-// wsRead reads WebSocket messages into m until done reports true.
+// wsDial opens a WebSocket on path of the environment's server, with the
+// environment's token and no read limit to speak of; the test closes it.
 func wsDial(t *testing.T, e *largeEnv, path string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -479,7 +482,7 @@ func offlineAt(t *testing.T, thread string, events []json.RawMessage, seqs []uin
 // publishQuiet publishes from a goroutine that may not call t.Fatal; it
 // returns what it could publish.
 func (e *largeEnv) publishQuiet(thread string, events []json.RawMessage) []uint64 {
-	subj, _ := pipeline.EventSubject("acme", thread)
+	subj, _ := wire.EventSubject("acme", thread)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b []byte

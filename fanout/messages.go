@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrNoMessage is returned (wrapped) by a page request whose before names
@@ -57,7 +57,7 @@ func (s *Server) threadMessages(w http.ResponseWriter, r *http.Request) {
 		s.denyDetail(w, http.StatusBadRequest, "bad_before", "before must be a message id of at most "+strconv.Itoa(maxMessageIDLen)+" bytes of UTF-8")
 		return
 	}
-	p, err := s.hub.page(r.Context(), c.Tenant, pipeline.EncodeThread(thread), before, limit)
+	p, err := s.hub.page(r.Context(), c.Tenant, wire.EncodeThread(thread), before, limit)
 	switch {
 	case errors.Is(err, ErrNoMessage):
 		s.deny(w, http.StatusNotFound, "message_not_found")
@@ -86,7 +86,7 @@ func (s *Server) threadMessages(w http.ResponseWriter, r *http.Request) {
 		b = append(b, mustJSON(p.Before)...)
 	}
 	b = append(b, "}\n"...)
-	w.Header().Set(pipeline.HeaderSeq, strconv.FormatUint(p.Seq, 10))
+	w.Header().Set(wire.HeaderSeq, strconv.FormatUint(p.Seq, 10))
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -139,7 +139,7 @@ func TestTapInParts(t *testing.T) {
 	}
 	split := func(subject string, data []byte) []*nats.Msg {
 		var r recordingPub
-		if err := wire.Publish(&r, &nats.Msg{Subject: subject, Header: nats.Header{pipeline.HeaderSeq: {"1"}}, Data: data}, 1000); err != nil {
+		if err := wire.Publish(&r, &nats.Msg{Subject: subject, Header: nats.Header{wire.HeaderSeq: {"1"}}, Data: data}, 1000); err != nil {
 			t.Fatal(err)
 		}
 		return r.msgs
@@ -170,7 +170,7 @@ func TestTapInParts(t *testing.T) {
 			t.Fatalf("tap line %d: %.60q, want %.60q", i, got[i], want[i])
 		}
 	}
-	waitFor(t, 5*time.Second, "the lost message counted", func() bool { return counterValue(srv.m.BadTap) >= 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the lost message counted", func() bool { return counterValue(srv.m.BadTap) >= 1 })
 }
 
 // recordingPub keeps what it is asked to publish.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/quota"
 )
 
@@ -95,7 +96,7 @@ func TestQuotaStreamsThreadsTaps(t *testing.T) {
 
 	// Given back: one of t1's two streams ends; t1 is still subscribed.
 	a1.close()
-	waitFor(t, 5*time.Second, "a stream given back", func() bool { return srv.quota.Usage("acme").Streams == 4 })
+	testsupport.WaitFor(t, 5*time.Second, "a stream given back", func() bool { return srv.quota.Usage("acme").Streams == 4 })
 	if u := srv.quota.Usage("acme"); u.Threads != 2 {
 		t.Fatalf("threads %d after one of t1's streams ended, want 2", u.Threads)
 	}

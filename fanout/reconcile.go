@@ -24,12 +24,12 @@ const reconcileParallel = 8
 // SnapshotTimeout; the goroutines it starts have returned when it returns)
 // and stops starting checks when ctx ends. Server.Run calls it after NATS
 // reconnects.
-func (h *Hub) Reconcile(ctx context.Context) int { return h.reconcile(ctx, true) }
+func (h *hub) Reconcile(ctx context.Context) int { return h.reconcile(ctx, true) }
 
 // reconcile checks every feed (all) or only those whose subscription
 // dropped messages since the last check, or whose last check could not
 // reach the pipeline (suspect).
-func (h *Hub) reconcile(ctx context.Context, all bool) int {
+func (h *hub) reconcile(ctx context.Context, all bool) int {
 	var feeds []*feed
 	for i := range h.shards {
 		sh := &h.shards[i]

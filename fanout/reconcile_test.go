@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 // nextData returns the next SSE message with data, skipping comments.
@@ -100,22 +100,7 @@ func TestReconcileFindsLostLastFrame(t *testing.T) {
 // Server.Run reconciles on its own and the view subscriber gets the view
 // with the lost change.
 func TestServerReconcilesAfterReconnect(t *testing.T) {
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	port := ns.Addr().(*net.TCPAddr).Port
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			ns.Shutdown()
-		}
-	})
+	ns := natstest.Start(t, natstest.NoJetStream)
 	dial := func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 		if err != nil {
@@ -142,20 +127,9 @@ func TestServerReconcilesAfterReconnect(t *testing.T) {
 		t.Fatalf("first view: %s", d)
 	}
 
-	ns.Shutdown()
-	ns.WaitForShutdown()
-	stopped = true
+	ns.Stop()
 	th.loseFrame("lost;")
-	opts2 := &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true}
-	ns2, err := server.NewServer(opts2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns2.Start()
-	t.Cleanup(ns2.Shutdown)
-	if !ns2.ReadyForConnections(10 * time.Second) {
-		t.Fatal("restarted nats-server not ready")
-	}
+	ns.Restart()
 	got := make(chan string, 1)
 	go func() {
 		m, err := v.next()

@@ -26,7 +26,7 @@ import (
 // The hub also tracks the run each agui client has open, from the run
 // events it was sent, so that a POSTed stream (an AG-UI HttpAgent, which
 // waits for the response to end) can end once no run is open and
-// everything was written (Subscriber.idle).
+// everything was written (subscriber.idle).
 
 // runState is what a sequence of events leaves of the run lifecycle.
 type runState struct {
@@ -114,7 +114,7 @@ func frameRun(fr *frame) runState {
 // snapshotFor returns the wire messages that bring s to sn, and false when
 // no valid splice exists (an agui resync: see the NOTE). Called with
 // feed.mu held.
-func snapshotFor(s *Subscriber, sn *snapshot, join bool) ([][]byte, bool) {
+func snapshotFor(s *subscriber, sn *snapshot, join bool) ([][]byte, bool) {
 	v := s.variant
 	if sn.enc[v] == nil {
 		sn.enc[v] = encodeSnapshot(sn, v)
@@ -134,7 +134,7 @@ func snapshotFor(s *Subscriber, sn *snapshot, join bool) ([][]byte, bool) {
 
 // idle reports whether the subscriber's client has no run open and nothing
 // is queued for it: where a POSTed AG-UI stream ends.
-func (s *Subscriber) idle() bool {
+func (s *subscriber) idle() bool {
 	f := s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()

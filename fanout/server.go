@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -94,8 +93,8 @@ func DefaultConfig() Config {
 		IdleTimeout:       2 * time.Minute,
 		Retry:             2 * time.Second,
 		Quota:             defaultQuota(),
-		ViewsBucket:       pipeline.DefaultViewsKV,
-		DeadLetters:       pipeline.DefaultDeadLetters,
+		ViewsBucket:       wire.DefaultViewsKV,
+		DeadLetters:       wire.DefaultDeadLetters,
 		MaxWindow:         1000,
 		MaxPageLimit:      1000,
 		DefaultPageLimit:  50,
@@ -117,7 +116,7 @@ var ErrConfig = errors.New("fanout: bad config")
 type Server struct {
 	cfg      Config
 	nc       *nats.Conn
-	hub      *Hub
+	hub      *hub
 	m        *Metrics
 	reg      *prometheus.Registry
 	log      *slog.Logger
@@ -129,10 +128,6 @@ type Server struct {
 	quota    *quota.Limiter
 	stopMu   sync.Mutex // orders Drain against beginStream's streams.Add
 	stopped  atomic.Bool
-
-	// listingHook, set by tests only, runs between a listing's consumer
-	// creation and its first fetch: where a key deleted concurrently races it.
-	listingHook atomic.Pointer[func()]
 }
 
 // New returns a Server reading from nc. The caller keeps owning nc.
@@ -202,7 +197,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(VerifierCollectors(cfg.Verifier)...)
-	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: NewHub(nc, cfg.Hub, m, log), quota: lim}
+	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: newHub(nc, cfg.Hub, m, log), quota: lim}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", s.livez)
@@ -258,9 +253,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	s.Drain()
-	if serr := hs.Shutdown(sctx); serr != nil && err == nil {
-		err = serr
+	// Shutdown stops accepting and waits for idle connections; past the
+	// bound, Close ends the rest (their handlers' contexts end), whether
+	// or not Serve had already failed, so that wait returns.
+	if serr := hs.Shutdown(sctx); serr != nil {
 		_ = hs.Close()
+		if err == nil {
+			err = serr
+		}
 	}
 	if werr := s.wait(sctx); werr != nil && err == nil {
 		err = werr
@@ -276,7 +276,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	return err
 }
 
-// sweepLoop ends lingering feeds (Hub.Sweep) and reconciles feeds that
+// sweepLoop ends lingering feeds (hub.Sweep) and reconciles feeds that
 // may have lost frames (reconcile.go): every feed after a NATS reconnect,
 // a feed whose subscription dropped messages — until ctx ends.
 func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {
@@ -367,7 +367,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (auth.Claims,
 		return auth.Claims{}, false
 	}
 	c, err := s.cfg.Verifier.Verify(r.Context(), tok)
-	if err == nil && pipeline.ValidTenant(c.Tenant) != nil {
+	if err == nil && wire.ValidTenant(c.Tenant) != nil {
 		err = auth.ErrMalformed
 	}
 	if err != nil {
@@ -391,7 +391,7 @@ func (s *Server) authorizeThread(w http.ResponseWriter, r *http.Request) (auth.C
 		return c, "", false
 	}
 	thread := r.PathValue("thread")
-	if thread == "" || len(thread) > pipeline.MaxThreadIDLen || !utf8.ValidString(thread) {
+	if thread == "" || len(thread) > wire.MaxThreadIDLen || !utf8.ValidString(thread) {
 		s.deny(w, http.StatusBadRequest, "bad_thread")
 		return c, "", false
 	}

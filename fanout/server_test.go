@@ -18,7 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func do(t *testing.T, method, u, tok string, body string, hdr http.Header) (int, string) {
@@ -170,7 +171,7 @@ func TestHostileThreadIDs(t *testing.T) {
 		name, path string
 		want       int
 	}{
-		{"too long", "/v1/threads/" + strings.Repeat("x", pipeline.MaxThreadIDLen+1) + "/events", http.StatusBadRequest},
+		{"too long", "/v1/threads/" + strings.Repeat("x", wire.MaxThreadIDLen+1) + "/events", http.StatusBadRequest},
 		{"invalid utf-8", "/v1/threads/%FF%FE/events", http.StatusBadRequest},
 		{"bad mode", "/v1/threads/t1/events?mode=raw", http.StatusBadRequest},
 	} {
@@ -364,11 +365,11 @@ func TestThreadListRacingDelete(t *testing.T) {
 	tok := token(t, "acme")
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, "KV_"+pipeline.DefaultViewsKV)
+	st, err := js.Stream(ctx, "KV_"+wire.DefaultViewsKV)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,24 +392,32 @@ func TestThreadListRacingDelete(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			hook := func() {
-				for _, k := range tt.removed {
-					if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+pipeline.DefaultViewsKV+".acme."+k)); err != nil {
-						t.Error(err)
-					}
+			// The listing's own steps, with the keys purged between the
+			// consumer counting them and the first fetch.
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			cons, del, err := srv.openListing(lctx, js, "acme")
+			if err != nil || cons == nil {
+				t.Fatalf("openListing: %v %v", cons, err)
+			}
+			defer del()
+			if got := cons.CachedInfo().NumPending; got != uint64(len(tt.keys)) {
+				t.Fatalf("consumer counted %d keys, want %d", got, len(tt.keys))
+			}
+			for _, k := range tt.removed {
+				if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+wire.DefaultViewsKV+".acme."+k)); err != nil {
+					t.Fatal(err)
 				}
 			}
-			srv.listingHook.Store(&hook)
-			defer srv.listingHook.Store(nil)
+			page := pageOf{limit: 100, out: []ThreadInfo{}}
 			t0 := time.Now()
-			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
-			took := time.Since(t0)
-			var out struct{ Threads []ThreadInfo }
-			if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
-				t.Fatalf("%d %s", code, body)
+			if err := srv.readListing(lctx, cons, func(string) bool { return true }, &page); err != nil {
+				t.Fatal(err)
 			}
+			took := time.Since(t0)
+			out, _ := page.result()
 			var ids []string
-			for _, ti := range out.Threads {
+			for _, ti := range out {
 				ids = append(ids, ti.Thread)
 			}
 			if !slices.Equal(ids, tt.want) {
@@ -418,6 +427,12 @@ func TestThreadListRacingDelete(t *testing.T) {
 			// would take the whole deadline.
 			if took >= timeout/2 {
 				t.Fatalf("listing took %v: it waited for keys that were gone (deadline %v)", took, timeout)
+			}
+			// The same listing through the endpoint: what is left.
+			code, body := do(t, "GET", hs.URL+"/v1/threads", tok, "", nil)
+			var got struct{ Threads []ThreadInfo }
+			if code != 200 || json.Unmarshal([]byte(body), &got) != nil || len(got.Threads) != len(tt.want) {
+				t.Fatalf("endpoint: %d %s, want %v", code, body, tt.want)
 			}
 		})
 	}
@@ -433,11 +448,11 @@ func TestThreadList(t *testing.T) {
 	}
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"acme.t1", "acme." + pipeline.EncodeThread("a.b*"), "other.t9", "acme.x2", "acme.gone"} {
+	for _, k := range []string{"acme.t1", "acme." + wire.EncodeThread("a.b*"), "other.t9", "acme.x2", "acme.gone"} {
 		if _, err := kv.Put(ctx, k, []byte("ckpt")); err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +522,7 @@ func TestThreadListPages(t *testing.T) {
 	tok := token(t, "acme")
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: pipeline.DefaultViewsKV})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.DefaultViewsKV})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,11 +538,11 @@ func TestThreadListPages(t *testing.T) {
 	// Keys put in an order unrelated to the ids.
 	for i := range n {
 		id := want[(i*7919)%n]
-		if _, err := kv.Put(ctx, pipeline.CheckpointKey("acme", pipeline.EncodeThread(id)), []byte("ckpt")); err != nil {
+		if _, err := kv.Put(ctx, wire.CheckpointKey("acme", wire.EncodeThread(id)), []byte("ckpt")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kv.Put(ctx, pipeline.CheckpointKey("other", "t00001"), []byte("ckpt")); err != nil {
+	if _, err := kv.Put(ctx, wire.CheckpointKey("other", "t00001"), []byte("ckpt")); err != nil {
 		t.Fatal(err)
 	}
 	page := func(query string) (ids []string, next string) {
@@ -571,7 +586,7 @@ func TestThreadListPages(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged %d threads (first %q, last %q), want %d in id order", len(got), got[0], got[len(got)-1], n)
 	}
-	if ids, next := page("?limit=10000&after=" + url.QueryEscape(pipeline.EncodeThread(want[n-2]))); len(ids) != 1 || ids[0] != want[n-1] || next != "" {
+	if ids, next := page("?limit=10000&after=" + url.QueryEscape(wire.EncodeThread(want[n-2]))); len(ids) != 1 || ids[0] != want[n-1] || next != "" {
 		t.Fatalf("last page: %v, next %q", ids, next)
 	}
 	for _, q := range []struct{ query, reason string }{
@@ -592,11 +607,11 @@ func TestTap(t *testing.T) {
 	_, hs := newServer(t, nc, nil)
 	publish := func() {
 		for _, m := range []struct{ subj, data string }{
-			{pipeline.TapSubject("other", "RUN_STARTED", "t1"), `{"tenant":"other"}`},
-			{pipeline.TapSubject("acme", "RUN_STARTED", "t1"), `{"n":1}`},
-			{pipeline.TapSubject("acme", "RUN_STARTED", "x1"), `{"n":2}`},
-			{pipeline.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t1"), `{"n":3}`},
-			{pipeline.TapSubject("acme", pipeline.RunSummaryType, "t1"), `{"n":4}`},
+			{wire.TapSubject("other", "RUN_STARTED", "t1"), `{"tenant":"other"}`},
+			{wire.TapSubject("acme", "RUN_STARTED", "t1"), `{"n":1}`},
+			{wire.TapSubject("acme", "RUN_STARTED", "x1"), `{"n":2}`},
+			{wire.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t1"), `{"n":3}`},
+			{wire.TapSubject("acme", wire.RunSummaryType, "t1"), `{"n":4}`},
 		} {
 			if err := pub.Publish(m.subj, []byte(m.data)); err != nil {
 				t.Fatal(err)
@@ -703,7 +718,7 @@ func TestTapTypesBounded(t *testing.T) {
 		}
 		cancel()
 		resp.Body.Close()
-		waitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
+		testsupport.WaitFor(t, 5*time.Second, "the tap's subscriptions to go", func() bool { return ns.NumSubscriptions() == before })
 	}
 }
 
@@ -741,11 +756,11 @@ func TestTapSlowReaderCut(t *testing.T) {
 	}()
 	big := `{"pad":"` + strings.Repeat("x", 16<<10) + `"}`
 	for i := 0; i < 3*tapPending; i++ {
-		if err := pub.Publish(pipeline.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
+		if err := pub.Publish(wire.TapSubject("slow", "CUSTOM", "t"), []byte(big)); err != nil {
 			t.Fatal(err)
 		}
 		if i < 200 {
-			if err := pub.Publish(pipeline.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
+			if err := pub.Publish(wire.TapSubject("fast", "CUSTOM", "t"), []byte(`{"i":1}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -770,7 +785,7 @@ func TestTapSlowReaderCut(t *testing.T) {
 	if got >= 3*tapPending {
 		t.Fatalf("slow reader read all %d messages: nothing was dropped", got)
 	}
-	waitFor(t, 5*time.Second, "the cut to be counted", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the cut to be counted", func() bool {
 		return counterValue(srv.Metrics().Ended.WithLabelValues(EndSlow)) == 1 && counterValue(srv.Metrics().TapDropped) > 0
 	})
 	if !nc.IsConnected() {
@@ -803,7 +818,7 @@ func TestTenantConnectionLimit(t *testing.T) {
 	}
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "zeta"), nil)
 	c.close()
-	waitFor(t, 5*time.Second, "slot released", func() bool { return srv.quota.Usage("acme").Streams == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "slot released", func() bool { return srv.quota.Usage("acme").Streams == 0 })
 	openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
 }
 
@@ -886,7 +901,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := func(tenant, thread, data string) {
-		subj, _ := pipeline.EventSubject(tenant, thread)
+		subj, _ := wire.EventSubject(tenant, thread)
 		if _, err := js.Publish(context.Background(), subj, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -909,7 +924,7 @@ func TestDeadLetters(t *testing.T) {
 		return p
 	}
 	acme := token(t, "acme")
-	waitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
+	testsupport.WaitFor(t, 10*time.Second, "acme's three dead letters", func() bool { return len(get(acme, "").DeadLetters) == 3 })
 	// Shards publish dead letters of different threads in any order: each
 	// is found by what it says.
 	all := get(acme, "").DeadLetters
@@ -919,11 +934,11 @@ func TestDeadLetters(t *testing.T) {
 			t.Errorf("not oldest first: %d after %d", dl.Seq, all[i-1].Seq)
 		}
 		switch {
-		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindDecode && dl.Data == "not json" && dl.EventSeq != 0 && !dl.Truncated:
+		case dl.Thread == "t1" && dl.Kind == wire.ErrKindDecode && dl.Data == "not json" && dl.EventSeq != 0 && !dl.Truncated:
 			found++
-		case dl.Thread == "t2" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "L1"):
+		case dl.Thread == "t2" && dl.Kind == wire.ErrKindInvalid && strings.Contains(dl.Error, "L1"):
 			found++
-		case dl.Thread == "t1" && dl.Kind == pipeline.ErrKindInvalid && strings.Contains(dl.Error, "out of range") &&
+		case dl.Thread == "t1" && dl.Kind == wire.ErrKindInvalid && strings.Contains(dl.Error, "out of range") &&
 			dl.Truncated && dl.Bytes > 5000 && len(dl.Data) == deadLetterData:
 			found++
 		}

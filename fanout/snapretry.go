@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -23,7 +22,7 @@ var ErrSnapshotBusy = errors.New("fanout: the pipeline is busy; retry later")
 const (
 	RetryBusy    = "busy"    // the shard's snapshot queue was full
 	RetryTimeout = "timeout" // no reply within SnapshotTimeout (a shard busy answering others)
-	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (Subscriber.catchUp)
+	RetryBehind  = "behind"  // older than what the subscriber has: the owner is still replaying (subscriber.catchUp)
 	RetryLost    = "lost"    // a reply in parts lost a part, its responder went away between windows, or it could not be sent ("unsent")
 )
 
@@ -41,9 +40,9 @@ const (
 // ctx ends or the hub is closed. Every other failure is returned at once.
 // The callers' single flight (feed.requestSnapshot) makes this one request
 // per thread and window per node, however many subscribers join.
-func (h *Hub) snapshot(ctx context.Context, tenant, token string, window int) (*snapshot, error) {
+func (h *hub) snapshot(ctx context.Context, tenant, token string, window int) (*snapshot, error) {
 	var sn *snapshot
-	err := h.ask(ctx, tenant, token, pipeline.SnapRequest{Window: window}, func(msg *nats.Msg) (err error) {
+	err := h.ask(ctx, tenant, token, wire.SnapRequest{Window: window}, func(msg *nats.Msg) (err error) {
 		sn, err = decodeSnapshot(msg)
 		return err
 	})
@@ -55,18 +54,18 @@ func (h *Hub) snapshot(ctx context.Context, tenant, token string, window int) (*
 
 // page requests the limit messages before the message before (the newest
 // limit when before is "") of tenant/token, retrying as snapshot does.
-func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int) (pipeline.Page, error) {
-	var p pipeline.Page
-	err := h.ask(ctx, tenant, token, pipeline.SnapRequest{Page: &pipeline.PageRequest{Before: before, Limit: limit}}, func(msg *nats.Msg) error {
-		switch kind := msg.Header.Get(pipeline.HeaderErrorKind); kind {
+func (h *hub) page(ctx context.Context, tenant, token, before string, limit int) (wire.Page, error) {
+	var p wire.Page
+	err := h.ask(ctx, tenant, token, wire.SnapRequest{Page: &wire.PageRequest{Before: before, Limit: limit}}, func(msg *nats.Msg) error {
+		switch kind := msg.Header.Get(wire.HeaderErrorKind); kind {
 		case "":
-		case pipeline.SnapErrNoMessage:
-			return fmt.Errorf("%w: %s", ErrNoMessage, trunc(msg.Header.Get(pipeline.HeaderError)))
+		case wire.SnapErrNoMessage:
+			return fmt.Errorf("%w: %s", ErrNoMessage, trunc(msg.Header.Get(wire.HeaderError)))
 		default:
-			return fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(msg.Header.Get(pipeline.HeaderError)))
+			return fmt.Errorf("%w: %s: %s", ErrSnapshot, kind, trunc(msg.Header.Get(wire.HeaderError)))
 		}
 		var err error
-		if p, err = pipeline.ParsePage(msg); err != nil {
+		if p, err = wire.ParsePage(msg); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 		}
 		return nil
@@ -76,8 +75,8 @@ func (h *Hub) page(ctx context.Context, tenant, token, before string, limit int)
 
 // ask sends req on tenant/token's snapshot subject and hands the reply to
 // decode, retrying the transient failures as snapshot documents.
-func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRequest, decode func(*nats.Msg) error) error {
-	subj := pipeline.SnapSubject(pipeline.Partition(tenant, token, h.cfg.Partitions), tenant, token)
+func (h *hub) ask(ctx context.Context, tenant, token string, req wire.SnapRequest, decode func(*nats.Msg) error) error {
+	subj := wire.SnapSubject(wire.Partition(tenant, token, h.cfg.Partitions), tenant, token)
 	reqBody := req.Encode()
 	deadline := time.Now().Add(h.cfg.SnapshotRetry)
 	window := snapBackoffMin
@@ -131,11 +130,11 @@ func (h *Hub) ask(ctx context.Context, tenant, token string, req pipeline.SnapRe
 // client is better told at once than after SnapshotRetry.
 func retryReason(hdr nats.Header, err error) string {
 	switch {
-	case hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrBusy:
+	case hdr.Get(wire.HeaderErrorKind) == wire.SnapErrBusy:
 		return RetryBusy
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return RetryTimeout
-	case errors.Is(err, wire.ErrPartLost), hdr.Get(pipeline.HeaderErrorKind) == pipeline.SnapErrUnsent:
+	case errors.Is(err, wire.ErrPartLost), hdr.Get(wire.HeaderErrorKind) == wire.SnapErrUnsent:
 		return RetryLost
 	}
 	return ""
@@ -149,7 +148,7 @@ func retryReason(hdr nats.Header, err error) string {
 // caller to read. Errors: nats.ErrNoResponders, ctx's, the connection's,
 // and wire.ErrPartLost, wire.ErrBadPart or wire.ErrTooLarge for a reply
 // that could not be assembled (counted in BadReplies).
-func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
+func (h *hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
 	m, err := wire.Request(ctx, h.nc, subject, reqBody, h.cfg.MaxMessageBytes)
 	if err != nil {
 		if errors.Is(err, wire.ErrPartLost) || errors.Is(err, wire.ErrBadPart) || errors.Is(err, wire.ErrTooLarge) {
@@ -167,12 +166,12 @@ func (h *Hub) requestParts(ctx context.Context, subject string, reqBody []byte) 
 // tell a real cursor from a bogus one. One request to the JetStream API,
 // bounded by SnapshotTimeout; the reply carries that event too, which is
 // why it is asked only for a cursor ahead of the thread's snapshot.
-func (h *Hub) storedSeq(ctx context.Context, tenant, token string) (uint64, error) {
+func (h *hub) storedSeq(ctx context.Context, tenant, token string) (uint64, error) {
 	stream := h.cfg.EventStream
 	if stream == "" {
-		stream = pipeline.DefaultStream
+		stream = wire.DefaultStream
 	}
-	subj := pipeline.StoredSubject(pipeline.Partition(tenant, token, h.cfg.Partitions), tenant, token)
+	subj := wire.StoredSubject(wire.Partition(tenant, token, h.cfg.Partitions), tenant, token)
 	req, _ := json.Marshal(struct {
 		LastBySubj string `json:"last_by_subj"`
 	}{subj})

@@ -16,7 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startIngestWith runs the real pipeline on ns with cfg (Partitions set by
@@ -37,7 +39,7 @@ func startIngestWith(t testing.TB, ns interface{ ClientURL() string }, cfg pipel
 			t.Errorf("ingest: %v", err)
 		}
 	})
-	waitFor(t, 20*time.Second, "ingest ready", in.Ready)
+	testsupport.WaitFor(t, 20*time.Second, "ingest ready", in.Ready)
 }
 
 // TestJoinStorm: many subscribers over many threads join at once against
@@ -68,7 +70,7 @@ func TestJoinStorm(t *testing.T) {
 	id := func(i int) string { return fmt.Sprintf("storm-%d", i) }
 	var acks []jetstream.PubAckFuture
 	for i := range threads {
-		subj, _ := pipeline.EventSubject("acme", id(i))
+		subj, _ := wire.EventSubject("acme", id(i))
 		for _, ev := range []string{
 			fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":"r1"}`, id(i)),
 			`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
@@ -94,14 +96,14 @@ func TestJoinStorm(t *testing.T) {
 	// Every thread is applied before the storm (a direct request, retried
 	// while busy, tells).
 	nc := connect(t, ns)
-	waitFor(t, 30*time.Second, "every thread applied", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "every thread applied", func() bool {
 		for i := range threads {
-			tok := pipeline.EncodeThread(id(i))
-			m, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tok, parts), "acme", tok), nil, 5*time.Second)
+			tok := wire.EncodeThread(id(i))
+			m, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tok, parts), "acme", tok), nil, 5*time.Second)
 			if err != nil {
 				return false
 			}
-			if s, err := pipeline.ParseSnapshot(m); err != nil || s.Seq == 0 {
+			if s, err := wire.ParseSnapshot(m); err != nil || s.Seq == 0 {
 				return false
 			}
 		}
@@ -189,10 +191,10 @@ func busyPipeline(t *testing.T, nc *nats.Conn, tenant, id string, n int) *atomic
 	th := newTestThread(t, nc, tenant, id)
 	_ = th.sub.Unsubscribe()
 	var calls atomic.Int64
-	subj := pipeline.SnapSubject(pipeline.Partition(tenant, th.token, pipeline.DefaultParts), tenant, th.token)
+	subj := wire.SnapSubject(wire.Partition(tenant, th.token, wire.DefaultParts), tenant, th.token)
 	sub, err := nc.Subscribe(subj, func(m *nats.Msg) {
 		if c := calls.Add(1); n < 0 || c <= int64(n) {
-			_ = m.RespondMsg(&nats.Msg{Header: nats.Header{pipeline.HeaderErrorKind: {pipeline.SnapErrBusy}, pipeline.HeaderError: {"snapshot queue full"}}})
+			_ = m.RespondMsg(&nats.Msg{Header: nats.Header{wire.HeaderErrorKind: {wire.SnapErrBusy}, wire.HeaderError: {"snapshot queue full"}}})
 			return
 		}
 		th.answer(m)
@@ -280,7 +282,7 @@ func TestThreadListStatus(t *testing.T) {
 	ctx := context.Background()
 	const ts = 1767225600000 // 2026-01-01T00:00:00Z
 	pub := func(tenant, thread string, evs ...string) {
-		subj, _ := pipeline.EventSubject(tenant, thread)
+		subj, _ := wire.EventSubject(tenant, thread)
 		for _, ev := range evs {
 			if _, err := js.Publish(ctx, subj, []byte(ev)); err != nil {
 				t.Fatal(err)
@@ -293,7 +295,7 @@ func TestThreadListStatus(t *testing.T) {
 	pub("other", "theirs", `{"type":"RUN_STARTED","threadId":"theirs","runId":"r1"}`)
 	tok := token(t, "acme")
 	var got map[string]ThreadInfo
-	waitFor(t, 20*time.Second, "both threads checkpointed", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "both threads checkpointed", func() bool {
 		code, body := do(t, "GET", node.URL+"/v1/threads", tok, "", nil)
 		var out struct{ Threads []ThreadInfo }
 		if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
@@ -310,7 +312,7 @@ func TestThreadListStatus(t *testing.T) {
 	}
 	// Listings leave no consumer behind on the bucket's stream, not even
 	// for a moment after the response.
-	st, err := js.Stream(ctx, "KV_"+pipeline.DefaultViewsKV)
+	st, err := js.Stream(ctx, "KV_"+wire.DefaultViewsKV)
 	if err != nil {
 		t.Fatal(err)
 	}

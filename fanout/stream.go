@@ -147,7 +147,7 @@ type sink interface {
 // and a one-channel receive instead of a five-way select per batch, which
 // the fan-out benchmark showed in its profile). The stream ends at
 // expires, its token's deadline, whatever MaxLifetime says.
-func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle bool, expires time.Time) string {
+func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, endWhenIdle bool, expires time.Time) string {
 	hb := time.AfterFunc(s.cfg.Heartbeat, func() { sub.raise(ctlHeartbeat) })
 	defer hb.Stop()
 	if s.cfg.MaxLifetime > 0 {
@@ -217,7 +217,7 @@ func (s *Server) pump(ctx context.Context, sub *Subscriber, sk sink, endWhenIdle
 }
 
 // flushAndEnd writes what is still queued, then the end hint.
-func (s *Server) flushAndEnd(sub *Subscriber, sk sink, reason string, cursor uint64) {
+func (s *Server) flushAndEnd(sub *subscriber, sk sink, reason string, cursor uint64) {
 	items, cur, resync := sub.Take(nil)
 	if resync == "" && len(items) > 0 {
 		if _, err := sk.write(items); err == nil {

@@ -23,11 +23,11 @@ type item struct {
 	ts int64 // event timestamp (Unix ms) for the latency metric, 0 if none
 }
 
-// Subscriber is one connection's view of a thread: a bounded queue of wire
+// subscriber is one connection's view of a thread: a bounded queue of wire
 // messages filled by the hub and drained by exactly one goroutine (the
 // connection's writer) through Ready, Take and CatchUp. Close may be called
 // from any goroutine.
-type Subscriber struct {
+type subscriber struct {
 	feed    *feed
 	variant Variant
 	window  int // > 0: joins and resyncs take the windowed snapshot of the newest window messages
@@ -59,24 +59,24 @@ const (
 )
 
 // raise sets a control bit and wakes the writer.
-func (s *Subscriber) raise(bit uint32) {
+func (s *subscriber) raise(bit uint32) {
 	s.ctl.Or(bit)
 	s.notify()
 }
 
 // Ready returns the channel that receives a value whenever Take or CatchUp
 // has something to do.
-func (s *Subscriber) Ready() <-chan struct{} { return s.signal }
+func (s *subscriber) Ready() <-chan struct{} { return s.signal }
 
 // Variant returns the wire variant the subscriber receives.
-func (s *Subscriber) Variant() Variant { return s.variant }
+func (s *subscriber) Variant() Variant { return s.variant }
 
 // Take appends everything queued to dst[:0] and returns it, with the cursor
 // (seq) the client holds once it is written, and — when the queue was dropped
 // — the reason, in which case the caller must call CatchUp before taking
 // more. The returned byte slices are shared: the caller writes them and must
 // not modify or retain them.
-func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync string) {
+func (s *subscriber) Take(dst []item) (items []item, cursor uint64, resync string) {
 	s.mu.Lock()
 	items, s.queue = s.queue, dst[:0]
 	s.queued = 0
@@ -90,7 +90,7 @@ func (s *Subscriber) Take(dst []item) (items []item, cursor uint64, resync strin
 // with a snapshot (or from the ring when it still covers its position). An
 // agui subscriber cannot be (runs.go): CatchUp returns ErrRunSplice and the
 // caller ends the stream.
-func (s *Subscriber) CatchUp(ctx context.Context) error {
+func (s *subscriber) CatchUp(ctx context.Context) error {
 	if !s.variant.ViewMode() {
 		return ErrRunSplice
 	}
@@ -102,7 +102,7 @@ func (s *Subscriber) CatchUp(ctx context.Context) error {
 
 // Close removes the subscriber from its thread; the last subscriber of a
 // thread on this node ends the NATS subscription. Idempotent.
-func (s *Subscriber) Close() {
+func (s *subscriber) Close() {
 	s.once.Do(func() {
 		f := s.feed
 		f.mu.Lock()
@@ -125,7 +125,7 @@ func (s *Subscriber) Close() {
 // it is being written are not dropped for its size; and a frame is always
 // taken into an empty backlog, so that a frame larger than the limit (one
 // large event) reaches a subscriber that keeps up.
-func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
+func (s *subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	n := 0
 	for _, b := range msgs {
 		n += len(b)
@@ -165,7 +165,7 @@ func (s *Subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 }
 
 // dropLocked drops the queue and flags a resync (feed.mu held).
-func (s *Subscriber) dropLocked(reason string) {
+func (s *subscriber) dropLocked(reason string) {
 	s.state = stResync
 	s.mu.Lock()
 	clear(s.queue)
@@ -175,7 +175,7 @@ func (s *Subscriber) dropLocked(reason string) {
 	s.notify()
 }
 
-func (s *Subscriber) notify() {
+func (s *subscriber) notify() {
 	select {
 	case s.signal <- struct{}{}:
 	default:
@@ -198,116 +198,34 @@ func (s *Subscriber) notify() {
 // for at most HubConfig.SnapshotRetry; past that the older snapshot is sent
 // after all (the thread's log was reset): a fresh start, never a silent
 // gap. A client's cursor is first checked against the event stream
-// (Hub.storedSeq, one request): one past the thread's last stored event was
+// (hub.storedSeq, one request): one past the thread's last stored event was
 // never real, and the snapshot is sent at once, with no retry.
-func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
-	f := s.feed
-	h := f.hub
-	var waitUntil, behindUntil time.Time
-	backoff := snapBackoffMin
-	// checked: the stream was asked about the client's cursor; bogus: it
-	// holds nothing that far, so the cursor raises no floor.
-	checked, bogus := false, false
+func (s *subscriber) catchUp(ctx context.Context, after Cursor, reason string) error {
+	c := catchUpRun{s: s, after: after, reason: reason, backoff: snapBackoffMin}
 	for attempt := 0; attempt < 4; {
-		f.mu.Lock()
-		s.mu.Lock()
-		clear(s.queue)
-		s.queue, s.queued, s.resync = s.queue[:0], 0, ""
-		s.mu.Unlock()
-		if after.Valid && f.resumeLocked(s, after) {
-			f.mu.Unlock()
-			h.m.Resyncs.WithLabelValues(ReasonResume).Inc()
+		step, waitCh, err := c.look()
+		switch step {
+		case stepLive:
 			return nil
-		}
-		floor := s.last
-		if after.Valid && after.Index < 0 && after.Seq > floor && !bogus {
-			floor = after.Seq
-		}
-		var waitCh chan struct{}
-		behind := false
-		if sn := f.cachedLocked(s.window); sn != nil && sn.seq < floor && (behindUntil.IsZero() || time.Now().Before(behindUntil)) {
-			behind = true
-		} else if sn := f.cachedLocked(s.window); sn != nil {
-			switch f.fitLocked(sn.seq) {
-			case fitOK:
-				enc, ok := snapshotFor(s, sn, reason == ReasonJoin)
-				if !ok {
-					f.mu.Unlock()
-					return ErrRunSplice
-				}
-				s.last, s.state = sn.seq, stLive
-				s.enqueue(enc, sn.seq, 0, true)
-				f.replayLocked(s, sn.seq)
-				f.mu.Unlock()
-				h.m.Resyncs.WithLabelValues(reason).Inc()
-				return nil
-			case fitFuture:
-				// Frames up to the snapshot are in flight: wait for them a
-				// little, then adopt the snapshot as the position (which
-				// resynchronises the live subscribers behind it).
-				if waitUntil.IsZero() {
-					waitUntil = time.Now().Add(h.cfg.JoinWait)
-				}
-				if time.Now().Before(waitUntil) {
-					if f.advanced == nil {
-						f.advanced = make(chan struct{})
-					}
-					waitCh = f.advanced
-				} else {
-					f.adoptLocked(sn.seq)
-					f.mu.Unlock()
-					continue
-				}
-			}
-		}
-		f.mu.Unlock()
-		if waitCh != nil {
-			t := time.NewTimer(time.Until(waitUntil))
-			select {
-			case <-waitCh:
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-			t.Stop()
+		case stepFailed:
+			return err
+		case stepAgain:
 			continue
-		}
-		if behind && !checked && after.Valid && after.Seq > s.last {
-			// Only the client vouches for its cursor. The stream says
-			// whether it is real: past the thread's last stored event it
-			// never was, and the snapshot is the answer, now (a fresh
-			// start). If the stream cannot say, the cursor is waited for
-			// as one the owner is replaying to.
-			checked = true
-			if last, err := h.storedSeq(ctx, f.key.tenant, f.key.token); err == nil && last < after.Seq {
-				bogus = true
-				h.m.BogusCursors.Inc()
+		case stepWait:
+			if err := c.waitFrames(ctx, waitCh); err != nil {
+				return err
+			}
+			continue
+		case stepBehind:
+			if c.cursorBogus(ctx) {
 				continue
 			}
-		}
-		if behind {
-			if behindUntil.IsZero() {
-				behindUntil = time.Now().Add(h.cfg.SnapshotRetry)
-			}
-			h.m.SnapshotRetries.WithLabelValues(RetryBehind).Inc()
-			t := time.NewTimer(rand.N(backoff) + time.Millisecond)
-			select {
-			case <-t.C:
-			case <-h.closing:
-				t.Stop()
-				return ErrHubClosed
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-			backoff = min(2*backoff, snapBackoffMax)
-			if _, err := f.requestSnapshot(ctx, s.window); err != nil {
+			if err := c.retryBehind(ctx); err != nil {
 				return err
 			}
 			continue // not an attempt: the owner is catching up
 		}
-		if _, err := f.requestSnapshot(ctx, s.window); err != nil {
+		if _, err := s.feed.requestSnapshot(ctx, s.window); err != nil {
 			return err
 		}
 		attempt++
@@ -315,8 +233,164 @@ func (s *Subscriber) catchUp(ctx context.Context, after Cursor, reason string) e
 	return ErrCatchUp
 }
 
+// catchUpRun is the state of one catchUp across its looks at the feed.
+type catchUpRun struct {
+	s      *subscriber
+	after  Cursor // the client's cursor (not Valid: none)
+	reason string // the Resyncs label of a catch-up from a snapshot
+
+	waitUntil   time.Time     // when waiting for frames up to a cached snapshot ends
+	behindUntil time.Time     // when an older snapshot is sent after all
+	backoff     time.Duration // the next pause before asking for a snapshot again
+
+	// checked: the stream was asked about the client's cursor; bogus: it
+	// holds nothing that far, so the cursor raises no floor.
+	checked, bogus bool
+}
+
+// catchUpStep is what one look at the feed decided.
+type catchUpStep uint8
+
+const (
+	stepRequest catchUpStep = iota // no snapshot to use: ask for one (an attempt)
+	stepLive                       // s is live, from the ring or a snapshot
+	stepFailed                     // the cached snapshot cannot be sent: give up
+	stepAgain                      // a snapshot was adopted as the position: look again
+	stepWait                       // frames up to the cached snapshot are in flight
+	stepBehind                     // the cached snapshot is older than what the client has
+)
+
+// look empties s's queue and brings s live if the feed can, under the
+// feed's lock, and counts the resync when it did.
+func (c *catchUpRun) look() (catchUpStep, chan struct{}, error) {
+	f := c.s.feed
+	f.mu.Lock()
+	step, waitCh, resumed, err := c.lookLocked()
+	f.mu.Unlock()
+	if step == stepLive {
+		if resumed {
+			f.hub.m.Resyncs.WithLabelValues(ReasonResume).Inc()
+		} else {
+			f.hub.m.Resyncs.WithLabelValues(c.reason).Inc()
+		}
+	}
+	return step, waitCh, err
+}
+
+// lookLocked is look's work under f.mu: s resumed from the ring at the
+// client's cursor (resumed), or sent the feed's cached snapshot when the
+// ring continues from it, or told what to do instead.
+func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resumed bool, err error) {
+	s, f := c.s, c.s.feed
+	s.mu.Lock()
+	clear(s.queue)
+	s.queue, s.queued, s.resync = s.queue[:0], 0, ""
+	s.mu.Unlock()
+	if c.after.Valid && f.resumeLocked(s, c.after) {
+		return stepLive, nil, true, nil
+	}
+	floor := s.last
+	if c.after.Valid && c.after.Index < 0 && c.after.Seq > floor && !c.bogus {
+		floor = c.after.Seq
+	}
+	sn := f.cachedLocked(s.window)
+	if sn == nil {
+		return stepRequest, nil, false, nil
+	}
+	if sn.seq < floor && (c.behindUntil.IsZero() || time.Now().Before(c.behindUntil)) {
+		return stepBehind, nil, false, nil
+	}
+	switch f.fitLocked(sn.seq) {
+	case fitOK:
+		enc, ok := snapshotFor(s, sn, c.reason == ReasonJoin)
+		if !ok {
+			return stepFailed, nil, false, ErrRunSplice
+		}
+		s.last, s.state = sn.seq, stLive
+		s.enqueue(enc, sn.seq, 0, true)
+		f.replayLocked(s, sn.seq)
+		return stepLive, nil, false, nil
+	case fitFuture:
+		// Frames up to the snapshot are in flight: wait for them a
+		// little, then adopt the snapshot as the position (which
+		// resynchronises the live subscribers behind it).
+		if c.waitUntil.IsZero() {
+			c.waitUntil = time.Now().Add(f.hub.cfg.JoinWait)
+		}
+		if !time.Now().Before(c.waitUntil) {
+			f.adoptLocked(sn.seq)
+			return stepAgain, nil, false, nil
+		}
+		if f.advanced == nil {
+			f.advanced = make(chan struct{})
+		}
+		return stepWait, f.advanced, false, nil
+	}
+	return stepRequest, nil, false, nil
+}
+
+// waitFrames waits for the feed to advance (waitCh closed) or the frames
+// wait to end, whichever is first.
+func (c *catchUpRun) waitFrames(ctx context.Context, waitCh chan struct{}) error {
+	t := time.NewTimer(time.Until(c.waitUntil))
+	defer t.Stop()
+	select {
+	case <-waitCh:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// cursorBogus checks the client's cursor against the event stream, once,
+// when the cached snapshot is behind it, and reports whether the stream
+// holds nothing that far (the cursor was never real).
+//
+// Only the client vouches for its cursor. The stream says whether it is
+// real: past the thread's last stored event it never was, and the snapshot
+// is the answer, now (a fresh start). If the stream cannot say, the cursor
+// is waited for as one the owner is replaying to.
+func (c *catchUpRun) cursorBogus(ctx context.Context) bool {
+	s := c.s
+	if c.checked || !c.after.Valid || c.after.Seq <= s.last {
+		return false
+	}
+	c.checked = true
+	h := s.feed.hub
+	if last, err := h.storedSeq(ctx, s.feed.key.tenant, s.feed.key.token); err == nil && last < c.after.Seq {
+		c.bogus = true
+		h.m.BogusCursors.Inc()
+		return true
+	}
+	return false
+}
+
+// retryBehind pauses with backoff and asks for a new snapshot, for a cached
+// one older than what the client has.
+func (c *catchUpRun) retryBehind(ctx context.Context) error {
+	h := c.s.feed.hub
+	if c.behindUntil.IsZero() {
+		c.behindUntil = time.Now().Add(h.cfg.SnapshotRetry)
+	}
+	h.m.SnapshotRetries.WithLabelValues(RetryBehind).Inc()
+	t := time.NewTimer(rand.N(c.backoff) + time.Millisecond)
+	select {
+	case <-t.C:
+	case <-h.closing:
+		t.Stop()
+		return ErrHubClosed
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+	c.backoff = min(2*c.backoff, snapBackoffMax)
+	_, err := c.s.feed.requestSnapshot(ctx, c.s.window)
+	return err
+}
+
 // resumeLocked continues s from the client's cursor when the feed has it.
-func (f *feed) resumeLocked(s *Subscriber, after Cursor) bool {
+func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 	if after.Index >= 0 {
 		if s.variant != AguiSSE {
 			return false

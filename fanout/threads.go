@@ -17,14 +17,13 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/wire"
 )
 
 // threadView serves GET /v1/threads/{thread}: the current view, fetched
 // with a snapshot request (so it is exactly what a joining subscriber
 // would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
-// view is windowed to the newest N messages (pipeline/frame.go); the ETag
+// view is windowed to the newest N messages (wire/frame.go); the ETag
 // then names the window too.
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
@@ -35,7 +34,7 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	tok := pipeline.EncodeThread(thread)
+	tok := wire.EncodeThread(thread)
 	sn, err := s.hub.snapshot(r.Context(), c.Tenant, tok, window)
 	if err != nil {
 		s.log.Warn("fanout: view request failed", "tenant", c.Tenant, "err", err)
@@ -51,7 +50,7 @@ func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 		etag = `"` + strconv.FormatUint(sn.seq, 10) + "w" + strconv.Itoa(window) + `"`
 	}
 	w.Header().Set("ETag", etag)
-	w.Header().Set(pipeline.HeaderSeq, strconv.FormatUint(sn.seq, 10))
+	w.Header().Set(wire.HeaderSeq, strconv.FormatUint(sn.seq, 10))
 	w.Header().Set("Cache-Control", "no-cache")
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
@@ -82,7 +81,7 @@ func mustJSON(v string) []byte {
 // ThreadInfo is one entry of GET /v1/threads.
 //
 // In the listing, Seq, Status and LastEvent are the summary the pipeline
-// stored with the thread's last checkpoint (pipeline.HeaderStatus): as of
+// stored with the thread's last checkpoint (wire.HeaderStatus): as of
 // Updated, so at most a checkpoint interval (or a run's end) behind the
 // live view. They are absent for a checkpoint written before the pipeline
 // stored a summary, and LastEvent also when no event was applied since the
@@ -123,7 +122,7 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 	}
 	var after *string
 	if v, ok := q["after"]; ok {
-		id, err := pipeline.DecodeThread(v[0])
+		id, err := wire.DecodeThread(v[0])
 		if err != nil {
 			s.denyDetail(w, http.StatusBadRequest, "bad_cursor", "after must be the next cursor of an earlier page")
 			return
@@ -143,7 +142,7 @@ func (s *Server) threadList(w http.ResponseWriter, r *http.Request) {
 		Next    string       `json:"next,omitempty"`
 	}{Threads: out}
 	if more {
-		page.Next = pipeline.EncodeThread(out[len(out)-1].Thread)
+		page.Next = wire.EncodeThread(out[len(out)-1].Thread)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(page)
@@ -187,20 +186,48 @@ func (p *pageOf) result() ([]ThreadInfo, bool) {
 // page of at most limit threads after the cursor (nil: from the first), in
 // thread id order, and whether more follow. The bucket's keys are in no
 // order, so each page reads them all; what it keeps is bounded by limit.
+//
+// The bucket's stream is read directly, not through a KV watcher: the
+// watcher hides message headers, which is where the pipeline puts the
+// thread summary. One ephemeral pull consumer (openListing), headers only
+// (no record is sent), the last message of every key of the tenant: what a
+// KV watcher with MetaOnly does, plus the headers. Not an ordered consumer:
+// that one replaces its server-side consumer on every Fetch and deletes the
+// old one from a goroutine of its own, so a listing made two and left one
+// behind for a moment after it returned.
 func (s *Server) listThreads(ctx context.Context, tenant string, allow func(string) bool, after *string, limit int) ([]ThreadInfo, bool, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, false, err
 	}
-	// The bucket's stream read directly, not through a KV watcher: the
-	// watcher hides message headers, which is where the pipeline puts the
-	// thread summary. One ephemeral pull consumer, headers only (no record
-	// is sent), the last message of every key of the tenant: what a KV
-	// watcher with MetaOnly does, plus the headers. Not an ordered
-	// consumer: that one replaces its server-side consumer on every Fetch
-	// and deletes the old one from a goroutine of its own, so a listing
-	// made two and left one behind for a moment after it returned.
-	prefix := "$KV." + s.cfg.ViewsBucket + "."
+	cons, del, err := s.openListing(ctx, js, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	if cons == nil { // no bucket yet: no threads
+		return []ThreadInfo{}, false, nil
+	}
+	// A pull consumer outlives its reader on the server (a KV watcher's
+	// push consumer goes with its subscription): delete it, or every
+	// listing would leave one behind for InactiveThreshold.
+	defer del()
+	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
+	if err := s.readListing(ctx, cons, allow, &page); err != nil {
+		return nil, false, err
+	}
+	out, more := page.result()
+	return out, more, nil
+}
+
+// listingPrefix is the subject prefix of the views bucket's keys.
+func (s *Server) listingPrefix() string { return "$KV." + s.cfg.ViewsBucket + "." }
+
+// openListing creates the listing's consumer over the tenant's keys and
+// returns it with the function that deletes it. With no views bucket it
+// returns a nil consumer and no error. When the create fails it returns the
+// error, having deleted a consumer the server may have made before its reply
+// was lost.
+func (s *Server) openListing(ctx context.Context, js jetstream.JetStream, tenant string) (jetstream.Consumer, func(), error) {
 	stream := "KV_" + s.cfg.ViewsBucket
 	// Named here, not by the library, so that a create whose reply timed
 	// out after the server made the consumer can still be deleted.
@@ -214,44 +241,44 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 	}
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Name:           name,
-		FilterSubjects: []string{prefix + tenant + ".*"},
+		FilterSubjects: []string{s.listingPrefix() + tenant + ".*"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:      jetstream.AckNonePolicy,
 		HeadersOnly:    true,
 		MemoryStorage:  true,
 		Replicas:       1,
-		// A backstop: the consumer is deleted below when the listing ends.
+		// A backstop: listThreads deletes the consumer when the listing ends.
 		InactiveThreshold: 30 * time.Second,
 	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return []ThreadInfo{}, false, nil
+		return nil, nil, nil
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			del() // the server may have made it before the reply was lost
 		}
-		return nil, false, err
+		return nil, nil, err
 	}
-	// A pull consumer outlives its reader on the server (a KV watcher's
-	// push consumer goes with its subscription): delete it, or every
-	// listing would leave one behind for InactiveThreshold.
-	defer del()
-	if h := s.listingHook.Load(); h != nil {
-		(*h)()
-	}
-	// No-wait fetches: the server sends what the consumer has and ends the
-	// request at once, where a waiting Fetch for the pending count would
-	// sit out its whole deadline whenever a key went away after the
-	// consumer counted it. The listing is of what is there when it is made.
-	page := pageOf{after: after, limit: limit, out: []ThreadInfo{}}
+	return cons, del, nil
+}
+
+// readListing fetches every message cons counted at its creation and adds
+// the threads allow admits to page.
+//
+// The fetches are no-wait: the server sends what the consumer has and ends
+// the request at once, where a waiting Fetch for the pending count would sit
+// out its whole deadline whenever a key went away after the consumer counted
+// it. The listing is of what is there when it is made.
+func (s *Server) readListing(ctx context.Context, cons jetstream.Consumer, allow func(string) bool, page *pageOf) error {
+	prefix := s.listingPrefix()
 	left := cons.CachedInfo().NumPending
 	for left > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return err
 		}
 		batch, err := cons.FetchNoWait(int(min(left, 1000)))
 		if err != nil {
-			return nil, false, err
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -266,29 +293,36 @@ func (s *Server) listThreads(ctx context.Context, tenant string, allow func(stri
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, false, err
+			return err
 		}
 		if n == 0 {
-			// A no-wait fetch that brought nothing: either the keys counted
-			// at creation are gone, or the server was slow to send them
-			// (the fetch also ends after a second of silence). Only the
-			// consumer's own count tells the two apart.
-			info, err := cons.Info(ctx)
-			if err != nil {
-				return nil, false, err
-			}
-			if left = info.NumPending; left == 0 {
-				break
-			}
-			select { // pending but not sent yet: ask again shortly, within the deadline
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
+			if left, err = stillPending(ctx, cons); err != nil {
+				return err
 			}
 		}
 	}
-	out, more := page.result()
-	return out, more, nil
+	return nil
+}
+
+// stillPending is what readListing asks after a no-wait fetch that brought
+// nothing: either the keys counted at creation are gone, or the server was
+// slow to send them (the fetch also ends after a second of silence). Only
+// the consumer's own count tells the two apart. It returns that count, after
+// a short pause (within ctx's deadline) when it is not zero.
+func stillPending(ctx context.Context, cons jetstream.Consumer) (uint64, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if info.NumPending == 0 {
+		return 0, nil
+	}
+	select { // pending but not sent yet: ask again shortly, within the deadline
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(20 * time.Millisecond):
+	}
+	return info.NumPending, nil
 }
 
 // threadInfo is the listing entry of the views bucket's key (with its
@@ -298,17 +332,17 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 	if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return ThreadInfo{}, false
 	}
-	_, tok, err := pipeline.ParseCheckpointKey(key)
+	_, tok, err := wire.ParseCheckpointKey(key)
 	if err != nil {
 		return ThreadInfo{}, false
 	}
-	id, err := pipeline.DecodeThread(tok)
+	id, err := wire.DecodeThread(tok)
 	if err != nil || !allow(id) {
 		return ThreadInfo{}, false
 	}
-	info := ThreadInfo{Thread: id, Updated: at.UTC(), Status: h.Get(pipeline.HeaderStatus)}
-	info.Seq, _ = strconv.ParseUint(h.Get(pipeline.HeaderSeq), 10, 64)
-	if ms, err := strconv.ParseInt(h.Get(pipeline.HeaderLastEvent), 10, 64); err == nil && ms > 0 {
+	info := ThreadInfo{Thread: id, Updated: at.UTC(), Status: h.Get(wire.HeaderStatus)}
+	info.Seq, _ = strconv.ParseUint(h.Get(wire.HeaderSeq), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get(wire.HeaderLastEvent), 10, 64); err == nil && ms > 0 {
 		t := time.UnixMilli(ms).UTC()
 		info.LastEvent = &t
 	}
@@ -324,7 +358,7 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 	}
 	defer end()
 	ch := make(chan *nats.Msg, 1024) // bounded: a slow reader loses updates (counted), not memory
-	sub, err := s.nc.ChanSubscribe(pipeline.ViewPrefix+"."+tenant+".*", ch)
+	sub, err := s.nc.ChanSubscribe(wire.ViewPrefix+"."+tenant+".*", ch)
 	if err != nil {
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
@@ -376,13 +410,13 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	var only map[string]bool
 	switch {
 	case len(types) == 0:
-		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		subjects = []string{wire.TapPrefix + "." + c.Tenant + ".*.*"}
 	case len(types) <= tapSubsMax:
 		for _, t := range types {
-			subjects = append(subjects, pipeline.TapPrefix+"."+c.Tenant+"."+t+".*")
+			subjects = append(subjects, wire.TapPrefix+"."+c.Tenant+"."+t+".*")
 		}
 	default:
-		subjects = []string{pipeline.TapPrefix + "." + c.Tenant + ".*.*"}
+		subjects = []string{wire.TapPrefix + "." + c.Tenant + ".*.*"}
 		only = make(map[string]bool, len(types))
 		for _, t := range types {
 			only[t] = true
@@ -449,7 +483,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		}
 		if !all {
 			i := strings.LastIndexByte(m.Subject, '.')
-			id, err := pipeline.DecodeThread(m.Subject[i+1:])
+			id, err := wire.DecodeThread(m.Subject[i+1:])
 			if err != nil || !c.AllowsThread(id) {
 				return dst
 			}
@@ -486,12 +520,12 @@ func parseTapTypes(list string) ([]string, *tapTypeErr) {
 	}
 	var out []string
 	for t := range strings.SplitSeq(list, ",") {
-		if t != pipeline.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
+		if t != wire.RunSummaryType && codec.ParseType(t) == codec.TypeUnknown {
 			q := t
 			if len(q) > 40 {
 				q = q[:40] + "…"
 			}
-			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, pipeline.RunSummaryType)}
+			return nil, &tapTypeErr{"bad_type", fmt.Sprintf("types: %q is not an AG-UI event type or %s", q, wire.RunSummaryType)}
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)

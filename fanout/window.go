@@ -13,7 +13,7 @@ import (
 //
 // In agui mode that is all: the live AG-UI events are the same for every
 // joiner. In view mode, two members of a frame's changes restate the
-// messages (pipeline/frame.go): "allMessages" (after a structural change)
+// messages (wire/frame.go): "allMessages" (after a structural change)
 // and "view" (runs, steps or subagents changed). Sent as they are, they
 // would hand a windowed subscriber the whole thread at every run boundary.
 // For a windowed view-mode subscriber they are windowed to N

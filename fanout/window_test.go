@@ -19,32 +19,21 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/longthread"
 	"github.com/threadcast/threadcast/internal/testsupport"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // startNATSMaxPayload is startNATS with another max payload.
-func startNATSMaxPayload(t testing.TB, maxPayload int32) *server.Server {
+func startNATSMaxPayload(t testing.TB, maxPayload int32) *natstest.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		MaxPayload: maxPayload, MaxPending: 4 * int64(maxPayload)}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return natstest.Start(t, natstest.MaxPayload(maxPayload), natstest.MaxPending(4*int64(maxPayload)))
 }
 
 // storedThread is a thread published to JetStream for the real ingest, with
@@ -66,7 +55,7 @@ func newStoredThread(t testing.TB, js jetstream.JetStream, tenant, id string) *s
 // publish stores evs in JSONL batches of up to 500 events.
 func (lt *storedThread) publish(t testing.TB, evs []json.RawMessage) {
 	t.Helper()
-	subj, err := pipeline.EventSubject(lt.tenant, lt.id)
+	subj, err := wire.EventSubject(lt.tenant, lt.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +65,7 @@ func (lt *storedThread) publish(t testing.TB, evs []json.RawMessage) {
 		for _, e := range evs[i : i+n] {
 			body = append(body, e)
 		}
-		msg := &nats.Msg{Subject: subj, Data: bytes.Join(body, []byte("\n")), Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(n)}}}
+		msg := &nats.Msg{Subject: subj, Data: bytes.Join(body, []byte("\n")), Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(n)}}}
 		ack, err := lt.js.PublishMsg(context.Background(), msg)
 		if err != nil {
 			t.Fatalf("publish: %v", err)
@@ -138,14 +127,14 @@ func reduceEvents(t testing.TB, id string, events []json.RawMessage, seqs []uint
 func waitApplied(t testing.TB, hsURL, tok string, lt *storedThread) {
 	t.Helper()
 	want := strconv.FormatUint(lt.lastSeq(), 10)
-	waitFor(t, 60*time.Second, "the pipeline at seq "+want, func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "the pipeline at seq "+want, func() bool {
 		resp, err := authGet(hsURL+"/v1/threads/"+url.PathEscape(lt.id)+"?window=1", tok)
 		if err != nil {
 			return false
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.Header.Get(pipeline.HeaderSeq) == want
+		return resp.Header.Get(wire.HeaderSeq) == want
 	})
 }
 
@@ -537,7 +526,7 @@ func windowedJoins(t *testing.T, size int) {
 					if err != nil {
 						at := "?"
 						if resp, err := authGet(hs.URL+base+"?window=1", tok); err == nil {
-							at = resp.Header.Get(pipeline.HeaderSeq)
+							at = resp.Header.Get(wire.HeaderSeq)
 							resp.Body.Close()
 						}
 						t.Fatalf("%v (the pipeline at seq %s of %d; the fanout's NATS connection reconnected %d times; the last payload: %.300s)", err, at, lt.lastSeq(), fnc.Stats().Reconnects, last)
@@ -618,8 +607,8 @@ func checkREST(t *testing.T, hsURL, base, tok string, lt *storedThread) {
 			t.Fatalf("windowed REST view: %s is %.200s, the offline window's %.200s", k, doc[k], wantMap[k])
 		}
 	}
-	if v.Seq != want.Seq() || h.Get(pipeline.HeaderSeq) != strconv.FormatUint(want.Seq(), 10) || h.Get("ETag") != fmt.Sprintf(`"%dw50"`, want.Seq()) {
-		t.Fatalf("windowed REST view at seq %d (Tc-Seq %s, ETag %s); want %d", v.Seq, h.Get(pipeline.HeaderSeq), h.Get("ETag"), want.Seq())
+	if v.Seq != want.Seq() || h.Get(wire.HeaderSeq) != strconv.FormatUint(want.Seq(), 10) || h.Get("ETag") != fmt.Sprintf(`"%dw50"`, want.Seq()) {
+		t.Fatalf("windowed REST view at seq %d (Tc-Seq %s, ETag %s); want %d", v.Seq, h.Get(wire.HeaderSeq), h.Get("ETag"), want.Seq())
 	}
 
 	// Pages back to the first message.

@@ -32,7 +32,7 @@ func (v Variant) String() string {
 // messages; only the last carries "id: <seq>", the earlier ones
 // "id: <seq>.<i>" (i = the event's index in the frame). So a client whose
 // connection broke inside a frame resumes exactly after the last event it
-// got: no duplicate and no gap (Hub.Subscribe parses both forms). Snapshot
+// got: no duplicate and no gap (hub.Subscribe parses both forms). Snapshot
 // events before the last carry "id: <seq>.snap", which is not a resumable
 // cursor: a client cut off inside a snapshot gets a fresh one, because a
 // partial snapshot plus later frames would not be the view.

@@ -9,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func TestParseCursor(t *testing.T) {
@@ -144,10 +143,10 @@ func TestAppendData(t *testing.T) {
 func frameMsg(seq, prev, body string) *nats.Msg {
 	h := nats.Header{}
 	if seq != "" {
-		h.Set(pipeline.HeaderSeq, seq)
+		h.Set(wire.HeaderSeq, seq)
 	}
 	if prev != "" {
-		h.Set(pipeline.HeaderPrev, prev)
+		h.Set(wire.HeaderPrev, prev)
 	}
 	return &nats.Msg{Header: h, Data: []byte(body)}
 }
@@ -192,7 +191,7 @@ func TestDecodeSnapshot(t *testing.T) {
 	}{
 		{"ok", frameMsg("4", "", `{"seq":4,"status":"running","view":{},"events":[{"type":"X"}]}`), nil, 4},
 		{"no header", &nats.Msg{Data: []byte(`{"seq":0,"view":{},"events":[]}`)}, nil, 0},
-		{"error reply", &nats.Msg{Header: nats.Header{pipeline.HeaderErrorKind: {"busy"}, pipeline.HeaderError: {"queue full"}}}, ErrSnapshot, 0},
+		{"error reply", &nats.Msg{Header: nats.Header{wire.HeaderErrorKind: {"busy"}, wire.HeaderError: {"queue full"}}}, ErrSnapshot, 0},
 		{"not json", &nats.Msg{Data: []byte(`nope`)}, ErrBadSnapshot, 0},
 		{"no view", &nats.Msg{Data: []byte(`{"seq":3}`)}, ErrBadSnapshot, 0},
 		{"header disagrees", frameMsg("5", "", `{"seq":4,"view":{}}`), ErrBadSnapshot, 0},

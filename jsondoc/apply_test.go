@@ -492,3 +492,25 @@ func TestApplyObject(t *testing.T) {
 	}
 	assertJSON(t, d, `[1]`)
 }
+
+// TestLoneSurrogateName: a member whose name is a lone surrogate escape is
+// found by the path that names it as the codec decodes paths (WTF-8), as
+// JavaScript finds it, and keeps its name when its object is written again.
+func TestLoneSurrogateName(t *testing.T) {
+	d, err := Parse([]byte(`{"\ud800":1,"\udbff":2,"a":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []codec.PatchOp{
+		{Op: codec.OpTest, Path: "/\xed\xa0\x80", Value: codec.Raw(`1`)},
+		{Op: codec.OpReplace, Path: "/\xed\xa0\x80", Value: codec.Raw(`3`)},
+		{Op: codec.OpRemove, Path: "/a"},
+	}
+	if err := d.Apply(ops); err != nil {
+		t.Fatal(err)
+	}
+	got := d.AppendJSON(nil)
+	if eq, err := Equal(got, []byte(`{"\ud800":3,"\udbff":2}`)); err != nil || !eq {
+		t.Errorf("got %s (err %v), want {\"\\ud800\":3,\"\\udbff\":2}", got, err)
+	}
+}

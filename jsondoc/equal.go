@@ -1,5 +1,7 @@
 package jsondoc
 
+import "github.com/threadcast/threadcast/internal/jsonscan"
+
 // Equal reports whether a and b, each exactly one JSON value, denote the
 // same value: objects compare as unordered name sets (a duplicated name
 // counts once, with its last value, as JSON.parse reads it), arrays
@@ -83,7 +85,7 @@ func elements(b []byte) [][]byte {
 	var out [][]byte
 	i := skipWS(b, 1)
 	for b[i] != ']' {
-		j := skipValueWS(b, i)
+		j := jsonscan.End(b, i)
 		out = append(out, b[i:j])
 		i = skipWS(b, j)
 		if b[i] == ',' {
@@ -102,7 +104,7 @@ func members(b []byte) map[string][]byte {
 		key := decodeString(b[i:k])
 		i = skipWS(b, k)
 		i = skipWS(b, i+1) // ':'
-		j := skipValueWS(b, i)
+		j := jsonscan.End(b, i)
 		out[key] = b[i:j]
 		i = skipWS(b, j)
 		if b[i] == ',' {
@@ -111,10 +113,6 @@ func members(b []byte) map[string][]byte {
 	}
 	return out
 }
-
-// skipValueWS is skipValue for text that may hold whitespace: only
-// containers differ, and their depth scan ignores whitespace anyway.
-func skipValueWS(b []byte, i int) int { return skipValue(b, i) }
 
 // numEqual compares two valid JSON number literals by exact value.
 func numEqual(a, b string) bool {

@@ -41,6 +41,13 @@ func TestEqual(t *testing.T) {
 		{`{"a":1,"a":2}`, `{"a":2}`, true},
 		{`{"a":1,"a":2}`, `{"a":1}`, false},
 		{`{"\u00e9":1}`, `{"é":1}`, true},
+		// Lone surrogates are code units, as in JavaScript: distinct ones
+		// differ, and none is U+FFFD.
+		{`"\ud800"`, `"\uD800"`, true},
+		{`"\ud800"`, `"\udfff"`, false},
+		{`"\ud800"`, `"\ufffd"`, false},
+		{`{"\ud800":1}`, `{"\udbff":1}`, false},
+		{`"\ud83d\ude00"`, `"😀"`, true},
 		{`{"a":[]}`, `{"a":{}}`, false},
 	}
 	for _, tt := range tests {

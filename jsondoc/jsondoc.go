@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/jsonscan"
 )
 
 // Doc is one mutable JSON value of any kind. The zero Doc is JSON null and
@@ -375,7 +376,7 @@ func appendTextMembers(ms []textMember, texts *[2][]byte, in int) ([]textMember,
 	obj := texts[in]
 	for i := 1; obj[i] != '}'; {
 		k, escaped := scanString(obj, i)
-		j := skipValue(obj, k+1)
+		j := jsonscan.End(obj, k+1)
 		key := obj[i:k]
 		if escaped {
 			return ms, false

@@ -3,6 +3,8 @@ package jsondoc
 import (
 	"strings"
 	"unsafe"
+
+	"github.com/threadcast/threadcast/internal/jsonscan"
 )
 
 // NOTE: this file holds the tree. A node is a JSON value that is either
@@ -194,7 +196,7 @@ func (n *node) ensureSplit() {
 	i := 1 // past '{' or '['
 	if n.kind == KindArray {
 		for b[i] != ']' {
-			j := skipValue(b, i)
+			j := jsonscan.End(b, i)
 			sp = append(sp, i, j)
 			i = j
 			if b[i] == ',' {
@@ -214,7 +216,7 @@ func (n *node) ensureSplit() {
 	for b[i] != '}' {
 		k, escaped := scanString(b, i)
 		anyEscaped = anyEscaped || escaped
-		j := skipValue(b, k+1)
+		j := jsonscan.End(b, k+1)
 		sp = append(sp, i, k, j)
 		i = j
 		if b[i] == ',' {

@@ -3,18 +3,18 @@ package jsondoc
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"math/bits"
+	"unsafe"
 
 	"github.com/bytedance/sonic"
 
 	"github.com/threadcast/threadcast/codec"
 )
 
-// NOTE: byte-level JSON scanning, in two groups. ingest, compactInPlace
+// NOTE: byte-level JSON scanning, in two groups. ingest, AppendCompact, compactInPlace
 // (and its cleanPrefix), checkString and validJSON see untrusted input:
 // they validate (with sonic.Valid for structure) and never index out of
-// bounds on any input. skipString, scanString, skipValue, kindOf and
+// bounds on any input. skipString, scanString, jsonscan.End, kindOf and
 // decodeString run only on validated
 // text and rely on that (whitespace between tokens is fine for them; the
 // node splitter that calls them assumes compact text, which ingest makes). appendQuoted encodes
@@ -83,6 +83,22 @@ func paddedCopy(raw []byte) []byte {
 	buf := make([]byte, len(raw)+validPadding)
 	copy(buf, raw)
 	return buf[:len(raw)]
+}
+
+// AppendCompact appends raw to dst without the whitespace between its
+// tokens: the compact form a Doc holds its text in, so that what is kept of
+// a JSON value does not depend on how its producer formatted it. raw must
+// be structurally valid JSON, as a codec.Raw is; ok is false, and dst is
+// returned unchanged, when one of its strings holds a control character or
+// an invalid escape (which the codec's Decoder never lets through).
+func AppendCompact(dst, raw []byte) (out []byte, ok bool) {
+	n := len(dst)
+	dst = append(dst, raw...)
+	c, ok := compactInPlace(dst[n:])
+	if !ok {
+		return dst[:n], false
+	}
+	return dst[:n+len(c)], true
 }
 
 // compactInPlace removes the whitespace between tokens of b, which must be
@@ -325,60 +341,6 @@ func scanString(b []byte, i int) (end int, escaped bool) {
 	return len(b), escaped // unreachable on validated input
 }
 
-// skipValue returns the index just past the compact, valid JSON value that
-// starts at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			// Jump to the next quote or bracket: b|0x20 maps '[' to '{' and
-			// ']' to '}', and no other byte onto either.
-			for i+8 <= len(b) {
-				x := binary.LittleEndian.Uint64(b[i:])
-				y := x | swarLo*0x20
-				if m := equalTo(y, '{') | equalTo(y, '}') | equalTo(x, '"'); m != 0 {
-					i += bits.TrailingZeros64(m) >> 3
-					break
-				}
-				i += 8
-			}
-			if i >= len(b) {
-				break
-			}
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	case 't', 'n':
-		return i + 4
-	case 'f':
-		return i + 5
-	default: // number
-		for i < len(b) && isNumberByte(b[i]) {
-			i++
-		}
-		return i
-	}
-}
-
-func isNumberByte(c byte) bool {
-	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
-}
-
 // kindOf classifies a valid JSON value by its first byte.
 func kindOf(raw []byte) Kind { return kinds[raw[0]] }
 
@@ -395,19 +357,19 @@ var kinds = func() (t [256]Kind) {
 }()
 
 // decodeString returns the Go string a JSON string literal (quotes
-// included) denotes. Literals without escapes, the common case, cost one
-// allocation; escaped ones go through encoding/json, which maps invalid
-// surrogates to U+FFFD exactly as it does everywhere else in Go.
+// included) denotes, decoded as the codec decodes strings
+// (codec.AppendUnquotedRaw): a lone surrogate escape becomes its WTF-8
+// form rather than U+FFFD, so that names and strings compare code unit for
+// code unit, as JavaScript's JSON.parse reads them, and a member name
+// decoded here is the one a patch path the codec decoded names. Literals
+// without escapes, the common case, cost one allocation.
 func decodeString(lit []byte) string {
 	body := lit[1 : len(lit)-1]
 	if bytes.IndexByte(body, '\\') < 0 {
 		return string(body)
 	}
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return string(body) // unreachable on validated input
-	}
-	return s
+	b := codec.AppendUnquotedRaw(make([]byte, 0, len(body)), lit)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
 // hasEscape reports whether a string literal needs decoding to compare.

@@ -124,3 +124,16 @@ func checkCompact(t *testing.T, raw []byte) {
 		t.Errorf("compactInPlace(%q) = %q, %v; want %q (%v)", raw, got, ok, want.Bytes(), err)
 	}
 }
+
+// TestAppendCompact: the compact form is appended after what dst holds, and
+// text compactInPlace refuses leaves dst as it was.
+func TestAppendCompact(t *testing.T) {
+	got, ok := AppendCompact([]byte("x"), []byte("{ \"a b\" : [ 1 ,\n\t\"\\\" \" ] }"))
+	if want := `x{"a b":[1,"\" "]}`; !ok || string(got) != want {
+		t.Errorf("AppendCompact = %q, %v; want %q, true", got, ok, want)
+	}
+	got, ok = AppendCompact([]byte("x"), []byte("[\"a\x01\"]"))
+	if ok || string(got) != "x" {
+		t.Errorf("AppendCompact of a control character = %q, %v; want \"x\", false", got, ok)
+	}
+}

@@ -19,9 +19,9 @@ type Config struct {
 	AllowRemote bool // permit non-loopback Target / NatsURL
 	// Embedded picks the assembly started when Target is empty: "node" is
 	// the product's (package node, what `threadcast serve` runs); "parts"
-	// is assembled here from pipeline and fanout, with a NATS connection
-	// each and an ingest that can be restarted alone (ingest-restart needs
-	// it and selects it).
+	// is two nodes, NATS and the fanout in one and ingest alone in the
+	// other, so that ingest can be restarted alone (ingest-restart needs it
+	// and selects it).
 	Embedded string
 
 	Scenario string

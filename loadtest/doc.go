@@ -106,11 +106,10 @@
 // The embedded system (without --target) lives in a temporary directory,
 // on loopback ports, and is removed at the end: --embedded node (the
 // default) is package node, the assembly `threadcast serve` runs (embedded
-// NATS with JetStream, ingest and fanout sharing one NATS connection);
-// --embedded parts is assembled here from pipeline.StartServer,
-// pipeline.Ingest and fanout.Server with a NATS connection each, as separate
-// processes would have, and its ingest can be restarted alone
-// (ingest-restart selects it).
+// NATS with JetStream, ingest and the fanout); --embedded parts is two
+// nodes, one with the embedded NATS and the fanout, the other with ingest
+// alone on the first's NATS, as separate processes would be, so that its
+// ingest can be restarted alone (ingest-restart selects it).
 //
 // # Concurrency
 //

@@ -31,7 +31,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Target, "target", "", "fanout `URL` of a running Threadcast (default: start one embedded)")
 	fs.StringVar(&cfg.NatsURL, "nats-url", "", "NATS `URL` of the running Threadcast (with --target)")
 	key := fs.String("auth-key", "", "token signing `KEY` of the running Threadcast (with --target)")
-	fs.StringVar(&cfg.Embedded, "embedded", cfg.Embedded, "without --target, the assembly to start: node (package node, as threadcast serve) or parts (pipeline + fanout with a NATS connection each; ingest-restart uses it)")
+	fs.StringVar(&cfg.Embedded, "embedded", cfg.Embedded, "without --target, the assembly to start: node (package node, as threadcast serve) or parts (two nodes: NATS and the fanout in one, ingest alone in the other, restartable; ingest-restart uses it)")
 	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a non-loopback --target / --nats-url")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "`NAME`: "+strings.Join(scenarioNames(), ", "))
 	scenarioPath := fs.String("scenario-file", "", "a scenario as JSON (`FILE`; see doc.go), instead of --scenario")

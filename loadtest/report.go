@@ -47,7 +47,7 @@ func writeMarkdown(w io.Writer, r *Result) {
 	switch {
 	case target != "":
 	case c.Embedded == "parts":
-		target = "embedded in the load generator's process: NATS + pipeline.Ingest + fanout.Server assembled by loadtest (a NATS connection each)"
+		target = "embedded in the load generator's process: two nodes (package node), NATS and the fanout in one, ingest alone in the other"
 	default:
 		target = "embedded in the load generator's process: package node, as `threadcast serve` runs it"
 	}

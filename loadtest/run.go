@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer sys.Close()
-		r.sys, r.base, natsURL, key = sys, sys.URL, sys.NatsURL, sys.Key
+		r.sys, r.base, natsURL, key, r.node = sys, sys.URL, sys.NatsURL, sys.Key, sys.Node()
 		r.cfg.Embedded = "parts"
 	case cfg.Target == "":
 		n, k, err := startNode(cfg.Partitions, log)

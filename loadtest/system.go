@@ -6,45 +6,56 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/node"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/node/ingestrole"
 )
 
-// embedded is Threadcast assembled in this process the way cmd/threadcast
-// assembles it: an embedded NATS server with JetStream, ingest and the
-// fanout's HTTP API on a loopback port. Its ingest can be stopped and
-// started again (the ingest-restart scenario) while NATS and the fanout keep
-// running. Close stops everything it started and waits for it.
+// nodeConfig is a node's config and that of its ingest side (package
+// node/ingestrole), set side by side.
+type nodeConfig struct {
+	node.Config
+	roleConfig
+}
+
+type roleConfig = ingestrole.Config
+
+func defaultNodeConfig() nodeConfig {
+	return nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
+}
+
+// config is the node's Config with the ingest side plugged in.
+func (c nodeConfig) config() node.Config {
+	nc := c.Config
+	nc.IngestRole = c.roleConfig
+	return nc
+}
+
+// embedded is Threadcast as two nodes (package node) in this process: one
+// runs the embedded NATS server and the fanout's HTTP API, the other
+// ingest alone on the first's NATS, so that ingest can be stopped and a
+// new one started (the ingest-restart scenario) while NATS and the fanout
+// keep running. Close stops everything it started and waits for it.
 type embedded struct {
 	URL     string // fanout base URL
 	NatsURL string
 	Key     []byte
 
-	log     *slog.Logger
-	dir     string
-	srv     *server.Server
-	nc      *nats.Conn // ingest's
-	fanNC   *nats.Conn // the fanout's: separate, as separate processes would have
-	pc      pipeline.Config
-	fanout  *fanout.Server
-	stopFan context.CancelFunc
-	fanDone chan error
+	log  *slog.Logger
+	dir  string
+	core *node.Node // NATS and the fanout
+	nc   *nats.Conn // a service connection of core's, for tests that publish
+	base nodeConfig
 
-	mu         sync.Mutex
-	stopIngest context.CancelFunc
-	ingestDone chan error
-	ingest     *pipeline.Ingest
+	mu     sync.Mutex
+	ingest *node.Node // nil while stopped
 }
 
 // startEmbedded starts the system; partitions sets the pipeline's P.
@@ -58,93 +69,90 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	}
 	e := &embedded{log: log, dir: dir, Key: make([]byte, 32)}
 	_, _ = rand.Read(e.Key)
-	sc := pipeline.DefaultServerConfig()
-	sc.StoreDir = dir
-	if e.srv, err = pipeline.StartServer(sc); err != nil {
+	cfg := defaultNodeConfig()
+	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
+	cfg.AuthKey = e.Key
+	cfg.Logger = log
+	cfg.Quota.Default.Streams = 0 // the load is the point
+	cfg.Drain = 10 * time.Second
+	if partitions > 0 {
+		cfg.Pipeline.Partitions = partitions
+	}
+	core := cfg
+	core.Ingest, core.Bridge, core.Dashboard = false, false, false
+	if e.core, err = node.Start(core.config()); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	e.NatsURL = e.srv.ClientURL()
-	if e.nc, err = nats.Connect(e.NatsURL, nats.Name("loadtest-threadcast"), nats.MaxReconnects(-1)); err != nil {
+	e.URL, e.NatsURL = e.core.URL(), e.core.NatsURL()
+	if e.nc, err = e.core.Connect("loadtest-threadcast", nats.MaxReconnects(-1)); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("loadtest: connect embedded nats: %w", err)
 	}
-	if e.fanNC, err = nats.Connect(e.NatsURL, nats.Name("loadtest-fanout"), nats.MaxReconnects(-1)); err != nil {
-		e.Close()
-		return nil, fmt.Errorf("loadtest: connect embedded nats: %w", err)
-	}
-	e.pc = pipeline.DefaultConfig()
-	if partitions > 0 {
-		e.pc.Partitions = partitions
-	}
-	e.pc.Logger = log
+	// The ingest node: on core's server with core's identity, its own
+	// HTTP port for /readyz, no bridge (agents publish on NATS).
+	e.base = cfg
+	e.base.Name = "threadcast-ingest"
+	e.base.NatsURL, e.base.NatsIdentity, e.base.DataDir = e.NatsURL, e.core.ServiceIdentity(), ""
+	e.base.Fanout, e.base.Bridge, e.base.Dashboard = false, false, false
 	if err := e.StartIngest(); err != nil {
 		e.Close()
 		return nil, err
 	}
-	fc := fanout.DefaultConfig()
-	fc.AuthKey = e.Key
-	fc.Hub.Partitions = e.pc.Partitions
-	fc.Quota.Default.Streams = 0 // the load is the point
-	if e.fanout, err = fanout.New(e.fanNC, fc, log); err != nil {
-		e.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.Close()
-		return nil, fmt.Errorf("loadtest: listen: %w", err)
-	}
-	e.URL = "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	e.stopFan, e.fanDone = cancel, make(chan error, 1)
-	go func() { e.fanDone <- e.fanout.Run(ctx, ln, 5*time.Second) }()
 	return e, nil
 }
 
-// StartIngest starts a fresh Ingest (a new object, as a restarted process
-// would have) and waits until it is ready.
+// StartIngest starts a fresh ingest node (new objects, as a restarted
+// process would have) and waits until its /readyz answers 200.
 func (e *embedded) StartIngest() error {
-	pc := e.pc
-	pc.Metrics = pipeline.NewMetrics(prometheus.NewRegistry())
-	in, err := pipeline.NewIngest(e.nc, pc)
+	n, err := node.Start(e.base.config())
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx, 10*time.Second) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !in.Ready() {
-		select {
-		case err := <-done:
-			cancel()
-			return fmt.Errorf("loadtest: ingest stopped while starting: %w", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			return errors.New("loadtest: ingest not ready after 30s")
-		}
+	if err := waitReady(n, 30*time.Second); err != nil {
+		_ = n.Stop()
+		return err
 	}
 	e.mu.Lock()
-	e.ingest, e.stopIngest, e.ingestDone = in, cancel, done
+	e.ingest = n
 	e.mu.Unlock()
 	return nil
 }
 
-// StopIngest stops the running Ingest (a graceful drain) and waits for it.
+// waitReady polls n's /readyz until it answers 200, n fails, or timeout.
+func waitReady(n *node.Node, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(timeout)
+	for {
+		if resp, err := client.Get(n.URL() + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-n.Failed():
+			return fmt.Errorf("loadtest: ingest stopped while starting: %w", n.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadtest: ingest not ready after %v", timeout)
+		}
+	}
+}
+
+// StopIngest stops the running ingest node (a graceful drain) and waits
+// for it.
 func (e *embedded) StopIngest() error {
 	e.mu.Lock()
-	stop, done := e.stopIngest, e.ingestDone
-	e.stopIngest, e.ingestDone, e.ingest = nil, nil, nil
+	n := e.ingest
+	e.ingest = nil
 	e.mu.Unlock()
-	if stop == nil {
+	if n == nil {
 		return nil
 	}
-	stop()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+	if err := n.Stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
@@ -159,26 +167,23 @@ func (e *embedded) RestartIngest(pause time.Duration) error {
 	return e.StartIngest()
 }
 
-// Close stops the fanout, ingest and NATS, in that order, and removes the
-// store.
+// Node returns the node whose NATS and fanout the system uses.
+func (e *embedded) Node() *node.Node { return e.core }
+
+// Close stops ingest, then the fanout and NATS, and removes the store.
+// The fanout's streams end before NATS stops; ingest goes first so that
+// its drain still has the server.
 func (e *embedded) Close() {
-	if e.stopFan != nil {
-		e.stopFan()
-		if err := <-e.fanDone; err != nil {
-			e.log.Warn("fanout stopped", "err", err)
-		}
-	}
 	if err := e.StopIngest(); err != nil {
 		e.log.Warn("ingest stopped", "err", err)
 	}
-	for _, nc := range []*nats.Conn{e.fanNC, e.nc} {
-		if nc != nil {
-			nc.Close()
-		}
+	if e.nc != nil {
+		e.nc.Close()
 	}
-	if e.srv != nil {
-		e.srv.Shutdown()
-		e.srv.WaitForShutdown()
+	if e.core != nil {
+		if err := e.core.Stop(); err != nil {
+			e.log.Warn("node stopped", "err", err)
+		}
 	}
 	_ = os.RemoveAll(e.dir)
 }
@@ -198,7 +203,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	cfg := node.DefaultConfig()
+	cfg := defaultNodeConfig()
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data")
 	cfg.AuthKey = key
 	cfg.Logger = log
@@ -206,7 +211,7 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
 	}
-	n, err := node.Start(cfg)
+	n, err := node.Start(cfg.config())
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err

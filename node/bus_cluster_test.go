@@ -1,6 +1,6 @@
 //go:build buscluster
 
-package node
+package node_test
 
 // TestBusMatrixCluster needs a nats-server binary: THREADCAST_NATS_SERVER,
 // else nats-server on PATH. scripts/test.sh installs the pinned version:
@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 func natsServerBinary(t *testing.T) string {
@@ -152,7 +153,7 @@ func TestBusMatrixCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range urls {
-		waitFor(t, 60*time.Second, "JetStream on "+u, func() bool {
+		testsupport.WaitFor(t, 60*time.Second, "JetStream on "+u, func() bool {
 			nc, err := nats.Connect(u, opt, nats.MaxReconnects(0))
 			if err != nil {
 				return false
@@ -180,7 +181,7 @@ func TestBusMatrixCluster(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor(t, 60*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
+	testsupport.WaitFor(t, 60*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
 	svc, err := n.Connect("matrix-control")
 	if err != nil {
 		t.Fatal(err)

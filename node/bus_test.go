@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestBusMatrixEmbedded runs the cross-tenant matrix (busmatrix_test.go)
@@ -25,7 +26,7 @@ func TestBusMatrixEmbedded(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
+	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
 	svc, err := n.Connect("matrix-control")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // NOTE: the cross-tenant matrix, shared by the embedded default
 // (TestBusMatrixEmbedded) and the three-server cluster configured from
@@ -29,8 +29,9 @@ import (
 
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
-	"github.com/threadcast/threadcast/subject"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // busEnv is a running Threadcast whose bus the matrix attacks.
@@ -86,7 +87,7 @@ func (l *errLog) has(op, subj string) bool {
 
 func waitErr(t *testing.T, l *errLog, op, subj string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "permissions violation for "+op+" to "+subj, func() bool { return l.has(op, subj) })
+	testsupport.WaitFor(t, 5*time.Second, "permissions violation for "+op+" to "+subj, func() bool { return l.has(op, subj) })
 }
 
 // agentConn connects with tenant's token as an agent does.
@@ -215,8 +216,8 @@ type matrix struct {
 // runBusMatrix is the matrix; see the file's NOTE.
 func runBusMatrix(t *testing.T, env busEnv) {
 	m := &matrix{env: env, secret: "acme-secret-" + nuid.Next(), threadA: "t-" + nuid.Next()}
-	m.tokThread = subject.EncodeThread(m.threadA)
-	m.part = pipeline.Partition(tenantA, m.tokThread, env.cfg.Partitions)
+	m.tokThread = wire.EncodeThread(m.threadA)
+	m.part = wire.Partition(tenantA, m.tokThread, env.cfg.Partitions)
 	m.viewURL = env.httpURL + "/v1/threads/" + m.threadA
 	m.tokA = mintTok(t, env.key, auth.Claims{Tenant: tenantA, Scope: auth.ScopeRead + " " + auth.ScopePublish})
 	m.tokAReadOnly = mintTok(t, env.key, auth.Claims{Tenant: tenantA})
@@ -232,7 +233,7 @@ func runBusMatrix(t *testing.T, env busEnv) {
 	}
 	defer m.ncA.Close()
 	publishAll(t, m.ncA, tenantA, m.threadA, runEvents(m.threadA, "r1", m.secret))
-	waitFor(t, 20*time.Second, "tenant A's view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "tenant A's view", func() bool {
 		code, b := httpDo(t, "GET", m.viewURL, m.tokA, "", 5*time.Second)
 		return code == 200 && strings.Contains(b, m.secret) && strings.Contains(b, `"status":"finished"`)
 	})
@@ -260,7 +261,7 @@ func runBusMatrix(t *testing.T, env busEnv) {
 	if msgs < msgsBefore || last < lastBefore {
 		t.Errorf("stream state %d msgs (last %d), before the attacks %d (last %d)", msgs, last, msgsBefore, lastBefore)
 	}
-	waitFor(t, 20*time.Second, "tenant A's view with its bridged run", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "tenant A's view with its bridged run", func() bool {
 		_, b := httpDo(t, "GET", m.viewURL, m.tokA, "", 5*time.Second)
 		return strings.Contains(b, "bridged")
 	})
@@ -324,7 +325,7 @@ func (m *matrix) publish(t *testing.T) {
 		{"$JS.API.DIRECT.GET." + m.env.cfg.Stream, false},
 		{"$KV." + m.env.cfg.Bucket + "." + tenantA + "." + m.tokThread, false},
 		{"$JS.ACK." + m.env.cfg.Stream + ".c.1.1.1.1.1", true},
-		{subject.AgentInboxRoot + tenantA + ".forged", true},
+		{wire.AgentInboxRoot + tenantA + ".forged", true},
 		{"_INBOX.forged", true},
 		{"$SYS.REQ.USER.AUTH", false},
 	} {
@@ -337,8 +338,8 @@ func (m *matrix) publish(t *testing.T) {
 		}
 		attack := nats.NewMsg(tt.subj)
 		attack.Data = []byte(`{"attack":true}`)
-		attack.Header.Set(pipeline.HeaderSeq, "999999")
-		attack.Header.Set(pipeline.HeaderPrev, "0")
+		attack.Header.Set(wire.HeaderSeq, "999999")
+		attack.Header.Set(wire.HeaderPrev, "0")
 		// A request: whatever answers (JetStream, ingest's snapshot
 		// service) must never see it, so no reply comes.
 		if _, err := m.ncB.RequestMsg(attack, quiet); err == nil {
@@ -441,7 +442,7 @@ func (m *matrix) subscribe(t *testing.T) {
 		{"$JS.ACK.>", "$JS.ACK.PROBE"},
 		{"$JS.EVENT.>", "$JS.EVENT.PROBE"},
 		{"_INBOX.>", "_INBOX.probe"},
-		{subject.AgentInboxRoot + tenantA + ".>", subject.AgentInboxRoot + tenantA + ".probe"},
+		{wire.AgentInboxRoot + tenantA + ".>", wire.AgentInboxRoot + tenantA + ".probe"},
 		{"$SYS.>", ""},
 	} {
 		control, err := m.env.svc.SubscribeSync(tt.filter)
@@ -484,11 +485,11 @@ func (m *matrix) subscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := nc.SubscribeSync(subject.AgentInboxRoot + tenantA + ".x"); err != nil {
+	if _, err := nc.SubscribeSync(wire.AgentInboxRoot + tenantA + ".x"); err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
-	waitErr(t, errs, "subscription", subject.AgentInboxRoot+tenantA+".x")
+	waitErr(t, errs, "subscription", wire.AgentInboxRoot+tenantA+".x")
 }
 
 // http: every HTTP door with B's token, none, a forged and an expired

@@ -10,6 +10,7 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 	"github.com/threadcast/threadcast/web"
 )
 
@@ -27,8 +28,10 @@ func ExampleStart() {
 		panic(err)
 	}
 
+	ic := ingestrole.DefaultConfig() // ingest, the bridge, the embedded server
+	ic.NatsListen, ic.DataDir = "127.0.0.1:0", dir
 	cfg := node.DefaultConfig()
-	cfg.HTTP, cfg.NatsListen, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", dir
+	cfg.HTTP, cfg.IngestRole = "127.0.0.1:0", ic
 	cfg.AuthKey = key
 	cfg.DashboardTenants = []web.Tenant{{Tenant: "acme", Token: tok}}
 	cfg.Logger = slog.New(slog.DiscardHandler)

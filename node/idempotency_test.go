@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestNodeBridgeIdempotencyKey: a node's bridge honours Idempotency-Key
@@ -41,7 +43,7 @@ func TestNodeBridgeIdempotencyKey(t *testing.T) {
 	if c1 != 200 || r1 != "" || c2 != 200 || r2 != "true" || b1 != b2 || !strings.Contains(b1, `"accepted":3`) {
 		t.Fatalf("first %d %q %s, retry %d %q %s; want 200 twice, the retry replayed", c1, r1, b1, c2, r2, b2)
 	}
-	waitFor(t, 20*time.Second, "the view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the view", func() bool {
 		code, b := do(t, "GET", u+"/v1/threads/th.k", tok, "")
 		if code != 200 {
 			return false

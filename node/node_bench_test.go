@@ -1,11 +1,11 @@
-package node
+package node_test
 
 import (
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/natsembed"
 )
 
 // BenchmarkStartReadyStop measures a node's whole life without traffic:
@@ -50,9 +50,9 @@ func BenchmarkStartReadyStop(b *testing.B) {
 func BenchmarkEmbeddedServerBaseline(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		sc := pipeline.DefaultServerConfig()
+		sc := natsembed.DefaultConfig()
 		sc.StoreDir = b.TempDir()
-		srv, err := pipeline.StartServer(sc)
+		srv, err := natsembed.Start(sc)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,37 +21,12 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
 var testKey = []byte("node-test-key-0123456789")
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
-	}
-}
-
-// noLeaks fails if goroutines stay above base (nats.go and net/http
-// goroutines end asynchronously, hence the polling).
-func noLeaks(t *testing.T, base int) {
-	t.Helper()
-	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func testConfig(t *testing.T) Config {
 	c := DefaultConfig()
@@ -95,13 +69,13 @@ func do(t *testing.T, method, url, tok, body string) (int, string) {
 // (tokens checked), ingest reduces them, the fanout serves the view and the
 // dashboard, /metrics has every part — and Stop leaves no goroutine.
 func TestNodeEmbedded(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	n, err := Start(testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := n.URL()
-	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", u+"/readyz", "", ""); return c == 200 })
+	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", u+"/readyz", "", ""); return c == 200 })
 	if !strings.HasPrefix(n.NatsURL(), "nats://127.0.0.1:") || n.Conn() == nil || !n.Conn().IsConnected() {
 		t.Errorf("NATS %q", n.NatsURL())
 	}
@@ -128,7 +102,7 @@ func TestNodeEmbedded(t *testing.T) {
 			t.Errorf("bridge, %s: %d %s, want %d", tt.name, code, b, tt.want)
 		}
 	}
-	waitFor(t, 20*time.Second, "the view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the view", func() bool {
 		code, b := do(t, "GET", u+"/v1/threads/th.1", acme, "")
 		return code == 200 && strings.Contains(b, `"status":"finished"`) && strings.Contains(b, `"hello"`)
 	})
@@ -159,22 +133,22 @@ func TestNodeEmbedded(t *testing.T) {
 		t.Errorf("failed: %v", n.Err())
 	default:
 	}
-	noLeaks(t, base)
+	base.Exited(t)
 }
 
 // TestNodeParts: three nodes on one external NATS, one part each — demo
 // agents, ingest, fanout — work together as the single node does, and
 // each serves only its own routes.
 func TestNodeParts(t *testing.T) {
-	base := runtime.NumGoroutine()
-	sc := pipeline.DefaultServerConfig()
+	base := testsupport.CountGoroutines()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(sc)
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Cleanups run last-in first-out: this one after every node stopped.
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown(); noLeaks(t, base) })
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown(); base.Exited(t) })
 
 	start := func(ingest, fanout, demoOn bool) *Node {
 		c := testConfig(t)
@@ -218,7 +192,7 @@ func TestNodeParts(t *testing.T) {
 		}
 	}
 	acme := token(t, "acme")
-	waitFor(t, 30*time.Second, "a demo thread listed by the fanout node", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "a demo thread listed by the fanout node", func() bool {
 		code, b := do(t, "GET", fo.URL()+"/v1/threads", acme, "")
 		var l struct{ Threads []json.RawMessage }
 		return code == 200 && json.Unmarshal([]byte(b), &l) == nil && len(l.Threads) > 0
@@ -226,7 +200,7 @@ func TestNodeParts(t *testing.T) {
 	if err := dm.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s := dm.DemoStats(); s.Events == 0 || s.Threads == 0 {
+	if s := side(dm).DemoStats(); s.Events == 0 || s.Threads == 0 {
 		t.Errorf("demo stats %+v", s)
 	}
 }
@@ -241,7 +215,7 @@ func TestNodeFailed(t *testing.T) {
 	if n.Err() != nil {
 		t.Fatal(n.Err())
 	}
-	_ = n.ln.Close() // the HTTP server's listener goes away under it
+	_ = n.Listener().Close() // the HTTP server's listener goes away under it
 	select {
 	case <-n.Failed():
 	case <-time.After(10 * time.Second):
@@ -253,7 +227,7 @@ func TestNodeFailed(t *testing.T) {
 }
 
 func TestStartErrors(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +249,8 @@ func TestStartErrors(t *testing.T) {
 		{"no idle timeout", func(c *Config) { c.HTTPIdleTimeout = 0 }, ErrConfig},
 		{"no header timeout", func(c *Config) { c.HTTPHeaderTimeout = -1 }, ErrConfig},
 		{"connection cap over the fd limit", func(c *Config) { c.MaxConns = int(fdLimit(t)) }, connlimit.ErrTooMany},
+		{"per-source cap over the node cap", func(c *Config) { c.MaxConns, c.MaxConnsPerSource = 10, 11 }, ErrConfig},
+		{"negative per-source cap", func(c *Config) { c.MaxConnsPerSource = -2 }, ErrConfig},
 		{"bad pipeline", func(c *Config) { c.Pipeline.Partitions = 0 }, pipeline.ErrConfig},
 		{"data dir under a file", func(c *Config) { c.DataDir = filepath.Join(file, "d") }, ErrDataDir},
 		{"NATS port taken", func(c *Config) { c.NatsListen = taken.Addr().String() }, ErrNatsListen},
@@ -296,7 +272,7 @@ func TestStartErrors(t *testing.T) {
 			}
 		})
 	}
-	noLeaks(t, base)
+	base.Exited(t)
 }
 
 func TestLoadOrCreateKey(t *testing.T) {
@@ -346,14 +322,14 @@ func TestNodeEmbeddedDemoOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "stored demo events", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "stored demo events", func() bool {
 		s, err := js.Stream(t.Context(), c.Pipeline.Stream)
 		return err == nil && s.CachedInfo().State.Msgs > 0
 	})
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s := n.DemoStats(); s.Events == 0 || s.Errors != 0 {
+	if s := side(n).DemoStats(); s.Events == 0 || s.Errors != 0 {
 		t.Errorf("demo stats %+v", s)
 	}
 }
@@ -370,8 +346,8 @@ func TestNodeConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Stop() }()
-	waitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
-	cz, err := n.srv.Connz(&server.ConnzOptions{Subscriptions: true})
+	testsupport.WaitFor(t, 20*time.Second, "/readyz", func() bool { c, _ := do(t, "GET", n.URL()+"/readyz", "", ""); return c == 200 })
+	cz, err := side(n).Server().Connz(&server.ConnzOptions{Subscriptions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +384,7 @@ func fdLimit(t *testing.T) uint64 {
 // answers again.
 func TestNodeConnectionCap(t *testing.T) {
 	c := testConfig(t)
-	c.MaxConns = 4
+	c.MaxConns, c.MaxConnsPerSource = 4, 0 // one source fills the node's cap
 	c.HTTPIdleTimeout = 500 * time.Millisecond
 	n, err := Start(c)
 	if err != nil {
@@ -444,18 +420,98 @@ func TestNodeConnectionCap(t *testing.T) {
 	if got := get(dial(), "/livez"); got != "503 Service Unavailable" {
 		t.Fatalf("past the cap: %s", got)
 	}
-	capped := n.ln.(*connlimit.Listener)
-	waitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
+	capped := n.Listener().(*connlimit.Listener)
+	testsupport.WaitFor(t, 10*time.Second, "the idle timeout to free the slots", func() bool { return capped.Open() == 0 })
 	if capped.Refused() != 1 {
 		t.Errorf("%d refused, want 1", capped.Refused())
 	}
-	code, body := do(t, "GET", n.URL()+"/metrics", "", "")
-	if code != 200 || !strings.Contains(body, "threadcast_http_connections_refused_total") {
-		t.Fatalf("/metrics %d without the refusal counter", code)
+	if got := refusedMetric(t, n); got != `node 1 source 0` {
+		t.Errorf("refusals counted by reason: %s, want node 1 source 0", got)
 	}
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, "threadcast_http_connections_refused_total ") && strings.TrimPrefix(line, "threadcast_http_connections_refused_total ") == "0" {
-			t.Errorf("refusals not counted: %s", line)
+}
+
+// refusedMetric is threadcast_http_connections_refused_total by reason on
+// n's /metrics: "node N source M".
+func refusedMetric(t *testing.T, n *Node) string {
+	t.Helper()
+	code, body := do(t, "GET", n.URL()+"/metrics", "", "")
+	if code != 200 {
+		t.Fatalf("/metrics %d", code)
+	}
+	var out []string
+	for _, reason := range []string{"node", "source"} {
+		v := "missing"
+		for _, line := range strings.Split(body, "\n") {
+			if rest, ok := strings.CutPrefix(line, `threadcast_http_connections_refused_total{reason="`+reason+`"} `); ok {
+				v = rest
+			}
 		}
+		out = append(out, reason+" "+v)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestNodeConnectionCapPerSource: over real HTTP, one source's idle
+// connections at its per-source cap get the 503 refusal (counted as
+// reason source) while a second source still connects and is served.
+func TestNodeConnectionCapPerSource(t *testing.T) {
+	c := testConfig(t)
+	c.MaxConns, c.MaxConnsPerSource = 8, 2
+	n, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+	status := func(conn net.Conn) string {
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(conn, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return "write: " + err.Error()
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return "read: " + err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Status + " " + strings.TrimSpace(string(body))
+	}
+	// The first source, 127.0.0.2 (loopback on Linux, as all of
+	// 127.0.0.0/8), holds its cap in idle keep-alive connections.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	dial := func() net.Conn {
+		conn, err := d.Dial("tcp", n.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	for range 2 {
+		if got := status(dial()); !strings.HasPrefix(got, "200 OK") {
+			t.Fatalf("within the source's cap: %s", got)
+		}
+	}
+	if got := status(dial()); got != `503 Service Unavailable {"error":"too_many_connections"}` {
+		t.Fatalf("past the source's cap: %s", got)
+	}
+	// The second source, 127.0.0.1, is served: over new connections, well
+	// within the node's cap.
+	for range 3 {
+		tr := &http.Transport{DisableKeepAlives: true}
+		res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(n.URL() + "/livez")
+		if err != nil {
+			t.Fatalf("the second source, while the first is at its cap: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("the second source, while the first is at its cap: %s", res.Status)
+		}
+	}
+	capped := n.Listener().(*connlimit.Listener)
+	if capped.RefusedBy(connlimit.BySource) != 1 || capped.RefusedBy(connlimit.ByNode) != 0 {
+		t.Errorf("refused by source %d, by node %d; want 1, 0", capped.RefusedBy(connlimit.BySource), capped.RefusedBy(connlimit.ByNode))
+	}
+	if got := refusedMetric(t, n); got != "node 0 source 1" {
+		t.Errorf("refusals counted by reason: %s, want node 0 source 1", got)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package node
+package node_test
 
 import (
 	"testing"

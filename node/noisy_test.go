@@ -1,4 +1,4 @@
-package node
+package node_test
 
 // NOTE: the noisy-neighbour scenario, shared by TestNoisyNeighbour (counts)
 // and BenchmarkNoisyNeighbour (latency, run by bench/ as "noisy"). One node
@@ -485,7 +485,7 @@ func settle(tb testing.TB, n *Node) {
 	last := -1.0
 	for time.Now().Before(deadline) {
 		v := sumCounter(tb, n, "threadcast_ingest_quota_shed_events_total", "noisy")
-		if n.in.Lag() == 0 && v == last {
+		if side(n).Lag() == 0 && v == last {
 			return
 		}
 		last = v

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"io"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/quota"
 )
 
@@ -48,7 +49,7 @@ func TestNodeQuotas(t *testing.T) {
 	if res, b := post("roomy"); res.StatusCode != http.StatusOK {
 		t.Fatalf("another tenant: %d %s", res.StatusCode, b)
 	}
-	waitFor(t, 10*time.Second, "the view of tight/t", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the view of tight/t", func() bool {
 		code, _ := do(t, http.MethodGet, n.URL()+"/v1/threads/t", mint(t, "tight"), "")
 		return code == http.StatusOK
 	})

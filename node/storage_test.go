@@ -1,9 +1,11 @@
-package node
+package node_test
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestNodeStorageFull: a node whose store has less free space than its
@@ -18,7 +20,7 @@ func TestNodeStorageFull(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = n.Stop() })
 	u := n.URL()
-	waitFor(t, 20*time.Second, "/readyz to name the full store", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "/readyz to name the full store", func() bool {
 		code, b := do(t, "GET", u+"/readyz", "", "")
 		return code == 503 && strings.Contains(b, "storage full") && strings.Contains(b, "bytes free")
 	})

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"crypto/ed25519"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/web"
 )
 
@@ -188,7 +189,7 @@ func TestNodeJWKS(t *testing.T) {
 		t.Fatalf("bridge with a publish token: %d %s", code, b)
 	}
 	reader := mint("read", "https://idp.example")
-	waitFor(t, 20*time.Second, "the view", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the view", func() bool {
 		code, b := do(t, "GET", u+"/v1/threads/j1", reader, "")
 		return code == http.StatusOK && strings.Contains(b, `"status":"finished"`)
 	})

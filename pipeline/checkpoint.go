@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// A checkpoint record, the value stored under CheckpointKey in the views
+// A checkpoint record, the value stored under wire.CheckpointKey in the views
 // bucket:
 //
 //	"TCK1" | uvarint seq | uvarint frameSeq | uvarint len(run) | run | reducer checkpoint

@@ -34,8 +34,10 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 const (
@@ -352,7 +354,7 @@ func newProbe(t *testing.T, nc *nats.Conn) *probe {
 	found := 0
 	for k := 0; found < clusterParts; k++ {
 		id := "probe-" + strconv.Itoa(k)
-		part := pipeline.Partition("acme", pipeline.EncodeThread(id), clusterParts)
+		part := wire.Partition("acme", wire.EncodeThread(id), clusterParts)
 		if p.threads[part] == "" {
 			p.threads[part] = id
 			found++
@@ -370,7 +372,7 @@ func (p *probe) served(since time.Time, limit time.Duration) time.Duration {
 	want := make([]uint64, clusterParts)
 	deadline := since.Add(limit)
 	for part, id := range p.threads {
-		subj, _ := pipeline.EventSubject("acme", id)
+		subj, _ := wire.EventSubject("acme", id)
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			ack, err := p.js.Publish(ctx, subj, []byte(ev), jetstream.WithMsgID(fmt.Sprintf("probe-%d-%d", p.n, part)))
@@ -386,11 +388,11 @@ func (p *probe) served(since time.Time, limit time.Duration) time.Duration {
 		}
 	}
 	for part, id := range p.threads {
-		tok := pipeline.EncodeThread(id)
+		tok := wire.EncodeThread(id)
 		for {
-			msg, err := p.nc.Request(pipeline.SnapSubject(part, "acme", tok), nil, 500*time.Millisecond)
+			msg, err := p.nc.Request(wire.SnapSubject(part, "acme", tok), nil, 500*time.Millisecond)
 			if err == nil {
-				if snap, err := pipeline.ParseSnapshot(msg); err == nil && snap.Seq >= want[part] {
+				if snap, err := wire.ParseSnapshot(msg); err == nil && snap.Seq >= want[part] {
 					break
 				}
 			}
@@ -495,13 +497,13 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, pipeline.DefaultStream)
+	st, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	var cons jetstream.Consumer
-	waitFor(t, 20*time.Second, "a reader consumer", func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "a reader consumer", func() error {
 		var err error
 		cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
 			DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute})
@@ -517,9 +519,9 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 		for msg := range batch.Messages() {
 			n++
 			meta, _ := msg.Metadata()
-			_, tenant, tok, err := pipeline.ParseStoredSubject(msg.Subject())
+			_, tenant, tok, err := wire.ParseStoredSubject(msg.Subject())
 			if err == nil && tenant == "acme" {
-				id, _ := pipeline.DecodeThread(tok)
+				id, _ := wire.DecodeThread(tok)
 				for _, line := range bytes.Split(msg.Data(), []byte("\n")) {
 					if len(bytes.TrimSpace(line)) > 0 {
 						out[id] = append(out[id], storedEvent{meta.Sequence.Stream, bytes.Clone(line)})
@@ -594,7 +596,7 @@ func TestClusterFaults(t *testing.T) {
 	ingestBin := buildIngest(t)
 	a := startIngestNode(t, c, 0, "ingest-a")
 	b := startIngestProc(t, ingestBin, c, 1, "ingest-b")
-	waitFor(t, 30*time.Second, "both ingest instances ready with 4 partitions each", func() error {
+	testsupport.WaitForErr(t, 30*time.Second, "both ingest instances ready with 4 partitions each", func() error {
 		select {
 		case err := <-a.done:
 			a.done <- err
@@ -674,7 +676,7 @@ func TestClusterFaults(t *testing.T) {
 	t.Logf("ingest-b (pid %d) killed: %v", b.cmd.Process.Pid, b.waitErr)
 	ingestFault := pr.served(t1, 30*time.Second)
 	t.Logf("fault 2, ingest-b killed at %s: full service after %v (target < lease TTL %v + 2s)", t1.Format(clock), ingestFault, clusterTTL)
-	waitFor(t, 10*time.Second, "ingest-a holds every partition", func() error {
+	testsupport.WaitForErr(t, 10*time.Second, "ingest-a holds every partition", func() error {
 		if h := a.li.Held(); len(h) != clusterParts {
 			return fmt.Errorf("a holds %v", h)
 		}
@@ -686,7 +688,7 @@ func TestClusterFaults(t *testing.T) {
 	t2 := time.Now()
 	c.start(0)
 	b2 := startIngestProc(t, ingestBin, c, 1, "ingest-b")
-	waitFor(t, 30*time.Second, "rebalanced after the restarts", func() error {
+	testsupport.WaitForErr(t, 30*time.Second, "rebalanced after the restarts", func() error {
 		if err := b2.exited(); err != nil {
 			t.Fatal(err)
 		}
@@ -722,8 +724,8 @@ func TestClusterFaults(t *testing.T) {
 	// the load has sent every thread's last event before this point.
 	for _, s := range subs {
 		if s.nodes[0] == f1 {
-			subj, _ := pipeline.EventSubject("acme", s.thread)
-			waitFor(t, 10*time.Second, "nudge "+s.thread, func() error {
+			subj, _ := wire.EventSubject("acme", s.thread)
+			testsupport.WaitForErr(t, 10*time.Second, "nudge "+s.thread, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				_, err := pr.js.Publish(ctx, subj, []byte(`{"type":"CUSTOM","name":"nudge","value":1}`),
@@ -732,7 +734,7 @@ func TestClusterFaults(t *testing.T) {
 			})
 		}
 	}
-	waitFor(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "subscribers of fanout-1 resumed on fanout-2", func() error {
 		for i, s := range subs {
 			if s.nodes[0] != f1 {
 				continue
@@ -770,15 +772,15 @@ func TestClusterFaults(t *testing.T) {
 			continue
 		}
 		wantSeq := evs[len(evs)-1].seq
-		tokn := pipeline.EncodeThread(id)
-		part := pipeline.Partition("acme", tokn, clusterParts)
-		var snap pipeline.Snapshot
-		waitFor(t, 30*time.Second, id+" caught up", func() error {
-			msg, err := admin.Request(pipeline.SnapSubject(part, "acme", tokn), nil, time.Second)
+		tokn := wire.EncodeThread(id)
+		part := wire.Partition("acme", tokn, clusterParts)
+		var snap wire.Snapshot
+		testsupport.WaitForErr(t, 30*time.Second, id+" caught up", func() error {
+			msg, err := admin.Request(wire.SnapSubject(part, "acme", tokn), nil, time.Second)
 			if err != nil {
 				return err
 			}
-			snap, err = pipeline.ParseSnapshot(msg)
+			snap, err = wire.ParseSnapshot(msg)
 			if err != nil {
 				return err
 			}
@@ -798,7 +800,7 @@ func TestClusterFaults(t *testing.T) {
 	// Subscribers: caught up to the final seq, no silent gap.
 	for _, s := range subs {
 		want := stored[s.thread][len(stored[s.thread])-1].seq
-		waitFor(t, 20*time.Second, s.thread+" subscriber caught up", func() error {
+		testsupport.WaitForErr(t, 20*time.Second, s.thread+" subscriber caught up", func() error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.last != want {
@@ -825,20 +827,5 @@ func TestClusterFaults(t *testing.T) {
 	}
 	if ingestFault > clusterTTL+2*time.Second {
 		t.Errorf("ingest fault: full service after %v, target < %v", ingestFault, clusterTTL+2*time.Second)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

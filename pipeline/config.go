@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Config is everything a pipeline needs besides its NATS connection. Build it
@@ -150,9 +151,9 @@ func (c *Config) MaxEventBytes() int { return int(c.MaxMsgSize) - EventHeaderRoo
 // DefaultConfig returns a fresh Config with the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Stream:             DefaultStream,
-		Bucket:             DefaultViewsKV,
-		Partitions:         DefaultParts,
+		Stream:             wire.DefaultStream,
+		Bucket:             wire.DefaultViewsKV,
+		Partitions:         wire.DefaultParts,
 		Instance:           0,
 		Instances:          1,
 		Shards:             4,
@@ -163,7 +164,7 @@ func DefaultConfig() Config {
 		MaxViewBytes:       DefaultMaxViewBytes,
 		Duplicates:         2 * time.Minute,
 		KVMaxBytes:         -1,
-		DeadLetters:        DefaultDeadLetters,
+		DeadLetters:        wire.DefaultDeadLetters,
 		DeadLetterMaxAge:   7 * 24 * time.Hour,
 		DeadLetterMaxBytes: 256 << 20,
 		ConsumerPrefix:     "ingest",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // TestDeadLetterStream: EnsureStreams keeps dead letters in a stream with
@@ -27,7 +28,7 @@ func TestDeadLetterStream(t *testing.T) {
 		if _, _, err := EnsureStreams(ctx, js, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		st, err := js.Stream(ctx, DefaultDeadLetters)
+		st, err := js.Stream(ctx, wire.DefaultDeadLetters)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +44,7 @@ func TestDeadLetterStream(t *testing.T) {
 	if _, _, err := EnsureStreams(ctx, js2, &none); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js2.Stream(ctx, DefaultDeadLetters); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := js2.Stream(ctx, wire.DefaultDeadLetters); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("dead-letter stream with DeadLetters empty: %v", err)
 	}
 	for _, bad := range []func(c *Config){

@@ -1,10 +1,12 @@
-// Package pipeline is everything Threadcast does with NATS: the subject and
+// Package pipeline is everything Threadcast's ingest side does with NATS: the
 // stream layout, partitioning of threads, the shard workers that own threads
 // and run the reducer, checkpoints in a JetStream KV bucket, recovery by
 // replay, view frames, snapshot replies, dead letters and the analytics tap.
+// The subjects, headers and message formats it shares with fanout and the
+// publishers are package wire's.
 // It does not decode or reduce AG-UI itself (codec/, reducer/), does not read
-// flags or the environment (cmd/*), and does not speak HTTP except in the
-// bridge (bridge*.go).
+// flags or the environment (cmd/*), and does not speak HTTP (the HTTP bridge
+// is package bridge).
 //
 // # Flow
 //
@@ -22,7 +24,7 @@
 //
 // A thread's partition is FNV-1a(tenant token ‖ thread token) mod P, computed
 // by nats-server's {{partition(P,1,2)}} subject transform when the message is
-// stored (Partition computes the same number in Go). Doing it in the server
+// stored (wire.Partition computes the same number in Go). Doing it in the server
 // means publishers need no Threadcast code at all — `nats pub` works — and no
 // publisher can misroute a thread. Ownership is static (instance i of n owns
 // the partitions p with p % n == i) or leased (lease*.go: LeasedIngest runs
@@ -104,7 +106,7 @@
 // one frame (frame.go) on
 // view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
 // reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
-// events compacted (reducer.Compactor) and the change journal. Under load
+// events compacted (compact.Compactor) and the change journal. Under load
 // batches grow and frames coalesce more; idle, a frame follows each message
 // at once.
 // A subscriber that sees Tc-Prev ≠ the last Tc-Seq it saw has missed a frame
@@ -146,7 +148,7 @@
 //
 // A subject no thread can have is dead-lettered with kind "subject": a bad
 // tenant, a thread token that is not canonical or names an id
-// subject.ValidThread refuses (the empty id, bytes that are not UTF-8), and
+// wire.ValidThread refuses (the empty id, bytes that are not UTF-8), and
 // a subject with a wildcard token, which the stream stores untransformed
 // under agui.> where no partition reads; a durable consumer shared by the
 // instances (<prefix>-strays, strays.go) dead-letters and acks those. A dead
@@ -157,13 +159,10 @@
 // timestamps so that a replay decides the same, or arriving while the
 // tenant's retained events are over quota (RetainedCounter), are shed: not
 // applied, dead-lettered with kind "quota" and the quota in Tc-Quota,
-// counted per tenant, and counted as a warning in the view. The bridge
-// refuses the same quotas before storing (429).
-//
-// The bridge (bridge*.go) also honours Idempotency-Key (idempotency.go:
-// per-event message ids, and the first answer in KV THREADCAST_IDEMPOTENCY
-// for the stream's Duplicates window) and refuses writes with 507 while a
-// StorageWatch (storage.go) finds the store full.
+// counted per tenant, and counted as a warning in the view. The HTTP bridge
+// (package bridge) refuses the same quotas before storing (429), and
+// refuses writes with 507 while a StorageWatch (storage.go) finds the store
+// full.
 //
 // # Concurrency contract
 //
@@ -173,8 +172,7 @@
 // its partitions' threads outright (no locks); consumer callbacks only hand
 // messages to a shard's bounded queue (back-pressure when full) and snapshot
 // requests to a bounded request queue coalesced by thread (answered "busy"
-// when full), guarded by its own mutex.
-// Subject functions are pure and safe for concurrent use. Nothing in this
-// package keeps mutable package-level state, so several pipelines may run in
-// one process (tests do).
+// when full), guarded by its own mutex. Nothing in this package keeps
+// mutable package-level state, so several pipelines may run in one process
+// (tests do).
 package pipeline

@@ -24,7 +24,7 @@ const floorInterval = time.Second
 const floorWait = 5 * time.Second
 
 // floorKey is the bucket key of partition p's floor. Tenants never start
-// with '_' (subject.ValidTenant), so no checkpoint key can collide; "_f."
+// with '_' (wire.ValidTenant), so no checkpoint key can collide; "_f."
 // keys are not fenced (lease_fence.go): they are advisory, as above.
 func floorKey(p int) string { return "_f.p" + strconv.Itoa(p) }
 

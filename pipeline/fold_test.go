@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // secondRun is appended to every conformance case in TestLiveViewIsStoredFold:
@@ -60,13 +61,13 @@ func storedFolds(t *testing.T, js jetstream.JetStream, stream string) map[string
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, token, err := ParseStoredSubject(msg.Subject())
+		_, _, token, err := wire.ParseStoredSubject(msg.Subject())
 		if err != nil {
 			t.Fatalf("stored subject %q: %v", msg.Subject(), err)
 		}
 		th := threads[token]
 		if th == nil {
-			id, _ := DecodeThread(token)
+			id, _ := wire.DecodeThread(token)
 			th = reducer.NewThread(id)
 			threads[token] = th
 		}
@@ -109,7 +110,7 @@ func TestLiveViewIsStoredFold(t *testing.T) {
 				streams[i].events = append(append([]json.RawMessage(nil), streams[i].events...), withThread(secondRun, streams[i].thread)...)
 			}
 			seqs := publishStreams(t, js, streams, batch)
-			live := make(map[string]Snapshot, len(streams))
+			live := make(map[string]wire.Snapshot, len(streams))
 			for _, st := range streams {
 				ss := seqs[st.tenant+"/"+st.thread]
 				waitFor(t, 30*time.Second, func() error {
@@ -130,7 +131,7 @@ func TestLiveViewIsStoredFold(t *testing.T) {
 			}
 			rejected := 0
 			for _, st := range streams {
-				got, want := live[st.thread].View, offline[EncodeThread(st.thread)]
+				got, want := live[st.thread].View, offline[wire.EncodeThread(st.thread)]
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s: live view differs from the fold of the stored events\nlive    %s\noffline %s", st.thread, got, want)
 				}

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // counter reads a counter's value.
@@ -42,7 +43,7 @@ func TestFramesFoldToView(t *testing.T) {
 	streams := genStreams(t, 3, "f")
 	subs := make([]*nats.Subscription, len(streams))
 	for i, st := range streams {
-		sub, err := nc.SubscribeSync(ViewSubject(st.tenant, EncodeThread(st.thread)))
+		sub, err := nc.SubscribeSync(wire.ViewSubject(st.tenant, wire.EncodeThread(st.thread)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,9 +63,9 @@ func TestFramesFoldToView(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: frame after %d: %v", st.thread, prev, err)
 			}
-			seq, _ := strconv.ParseUint(msg.Header.Get(HeaderSeq), 10, 64)
-			hp, _ := strconv.ParseUint(msg.Header.Get(HeaderPrev), 10, 64)
-			f, err := ParseFrame(msg.Data)
+			seq, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderSeq), 10, 64)
+			hp, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderPrev), 10, 64)
+			f, err := wire.ParseFrame(msg.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ func samePartitionIDs(tenant string, parts, n int) []string {
 	want := -1
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprintf("t%d", i)
-		p := Partition(tenant, EncodeThread(id), parts)
+		p := wire.Partition(tenant, wire.EncodeThread(id), parts)
 		if want < 0 {
 			want = p
 		}
@@ -128,7 +129,7 @@ func TestBadInputIsolated(t *testing.T) {
 	cfg.Metrics = NewMetrics(nil)
 	m := cfg.Metrics
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,20 +155,20 @@ func TestBadInputIsolated(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dead letter: %v", err)
 		}
-		if msg.Subject != DLQSubject("acme", EncodeThread(bad)) || msg.Header.Get(HeaderError) == "" {
-			t.Errorf("dead letter on %q with error %q", msg.Subject, msg.Header.Get(HeaderError))
+		if msg.Subject != wire.DLQSubject("acme", wire.EncodeThread(bad)) || msg.Header.Get(wire.HeaderError) == "" {
+			t.Errorf("dead letter on %q with error %q", msg.Subject, msg.Header.Get(wire.HeaderError))
 		}
-		got = append(got, dead{msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderSeq), msg.Header.Get(HeaderEventIndex)})
+		got = append(got, dead{msg.Header.Get(wire.HeaderErrorKind), msg.Header.Get(wire.HeaderSeq), msg.Header.Get(wire.HeaderEventIndex)})
 	}
 	bs := seqs["acme/"+bad]
-	want := []dead{{ErrKindDecode, fmt.Sprint(bs[1]), "0"}, {ErrKindInvalid, fmt.Sprint(bs[4]), "0"}}
+	want := []dead{{wire.ErrKindDecode, fmt.Sprint(bs[1]), "0"}, {wire.ErrKindInvalid, fmt.Sprint(bs[4]), "0"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dead letters %v, want %v", got, want)
 	}
 	if extra, err := dlq.NextMsg(50 * time.Millisecond); err == nil {
 		t.Errorf("unexpected dead letter %q %v", extra.Data, extra.Header)
 	}
-	if n := counter(t, m.DeadLetters.WithLabelValues(ErrKindDecode)) + counter(t, m.DeadLetters.WithLabelValues(ErrKindInvalid)); n != 2 {
+	if n := counter(t, m.DeadLetters.WithLabelValues(wire.ErrKindDecode)) + counter(t, m.DeadLetters.WithLabelValues(wire.ErrKindInvalid)); n != 2 {
 		t.Errorf("dead letters counted %v, want 2", n)
 	}
 	if n := counter(t, m.Warnings); n < 1 {
@@ -191,7 +192,7 @@ func TestBadSubjects(t *testing.T) {
 	cfg := testConfig()
 	cfg.Metrics = NewMetrics(nil)
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,11 +204,11 @@ func TestBadSubjects(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: no dead letter: %v", subj, err)
 		}
-		if msg.Header.Get(HeaderErrorKind) != ErrKindSubject {
-			t.Errorf("%s: kind %q", subj, msg.Header.Get(HeaderErrorKind))
+		if msg.Header.Get(wire.HeaderErrorKind) != wire.ErrKindSubject {
+			t.Errorf("%s: kind %q", subj, msg.Header.Get(wire.HeaderErrorKind))
 		}
 	}
-	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindSubject)); n != 3 {
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(wire.ErrKindSubject)); n != 3 {
 		t.Errorf("subject dead letters %v, want 3", n)
 	}
 }
@@ -224,7 +225,7 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 	cfg := testConfig()
 	cfg.Metrics = NewMetrics(nil)
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 		{"agui.*.t1.events", "dlq._.t1", "wildcard"},
 		{"agui.*.*.events", "dlq._._", "wildcard"},
 		{"agui.acme.=.events", "dlq.acme._", "empty thread id"},
-		{"agui.acme." + EncodeThread("\xff\xfe") + ".events", "dlq.acme._", "not valid UTF-8"},
+		{"agui.acme." + wire.EncodeThread("\xff\xfe") + ".events", "dlq.acme._", "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		if _, err := js.Publish(t.Context(), tt.subj, []byte(`{"type":"RUN_STARTED","threadId":"t1","runId":"r"}`)); err != nil {
@@ -245,13 +246,13 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: no dead letter: %v", tt.subj, err)
 		}
-		if msg.Subject != tt.wantDLQ || msg.Header.Get(HeaderErrorKind) != ErrKindSubject ||
-			!strings.Contains(msg.Header.Get(HeaderError), tt.wantReason) || msg.Header.Get(HeaderSeq) == "" {
+		if msg.Subject != tt.wantDLQ || msg.Header.Get(wire.HeaderErrorKind) != wire.ErrKindSubject ||
+			!strings.Contains(msg.Header.Get(wire.HeaderError), tt.wantReason) || msg.Header.Get(wire.HeaderSeq) == "" {
 			t.Errorf("%s: dead letter on %s, kind %q, reason %q; want %s, %s, %q",
-				tt.subj, msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), tt.wantDLQ, ErrKindSubject, tt.wantReason)
+				tt.subj, msg.Subject, msg.Header.Get(wire.HeaderErrorKind), msg.Header.Get(wire.HeaderError), tt.wantDLQ, wire.ErrKindSubject, tt.wantReason)
 		}
 	}
-	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindSubject)); n != float64(len(tests)) {
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(wire.ErrKindSubject)); n != float64(len(tests)) {
 		t.Errorf("subject dead letters %v, want %d", n, len(tests))
 	}
 	waitFor(t, 10*time.Second, func() error {
@@ -269,7 +270,7 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 		return nil
 	})
 	if extra, err := dlq.NextMsg(100 * time.Millisecond); err == nil {
-		t.Errorf("one dead letter too many: %s %q", extra.Subject, extra.Header.Get(HeaderError))
+		t.Errorf("one dead letter too many: %s %q", extra.Subject, extra.Header.Get(wire.HeaderError))
 	}
 	kv, err := js.KeyValue(t.Context(), cfg.Bucket)
 	if err != nil {
@@ -280,7 +281,7 @@ func TestStraysAndRefusedThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range keys.Keys() {
-		if tenant, _, err := ParseCheckpointKey(k); err == nil && tenant == "acme" {
+		if tenant, _, err := wire.ParseCheckpointKey(k); err == nil && tenant == "acme" {
 			t.Errorf("a thread was made: checkpoint %q", k)
 		}
 	}
@@ -296,13 +297,13 @@ func TestUndecodableMessageOneDeadLetter(t *testing.T) {
 	cfg := testConfig()
 	cfg.Metrics = NewMetrics(nil)
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".acme.>")
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := strings.Repeat("\x01garbage~", 25) + "\n" // 226 bytes, not JSON
 	body := []byte(strings.Repeat(line, 3551))
-	subj, _ := EventSubject("acme", "blob")
+	subj, _ := wire.EventSubject("acme", "blob")
 	if _, err := js.Publish(t.Context(), subj, body); err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +311,13 @@ func TestUndecodableMessageOneDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Header.Get(HeaderErrorKind) != ErrKindDecode || len(msg.Data) != len(body)-1 {
-		t.Errorf("dead letter kind %q of %d bytes, want decode, the whole message", msg.Header.Get(HeaderErrorKind), len(msg.Data))
+	if msg.Header.Get(wire.HeaderErrorKind) != wire.ErrKindDecode || len(msg.Data) != len(body)-1 {
+		t.Errorf("dead letter kind %q of %d bytes, want decode, the whole message", msg.Header.Get(wire.HeaderErrorKind), len(msg.Data))
 	}
 	if extra, err := dlq.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatalf("a second dead letter (%d bytes): one per message, not per line", len(extra.Data))
 	}
-	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindDecode)); n != 1 {
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(wire.ErrKindDecode)); n != 1 {
 		t.Errorf("decode dead letters %v, want 1", n)
 	}
 }
@@ -332,7 +333,7 @@ func TestOtherThreadDeadLettered(t *testing.T) {
 	cfg := testConfig()
 	cfg.Metrics = NewMetrics(nil)
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".acme.>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".acme.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +350,11 @@ func TestOtherThreadDeadLettered(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no dead letter for %s: %v", want, err)
 		}
-		if msg.Subject != "dlq.acme.t1" || msg.Header.Get(HeaderErrorKind) != ErrKindInvalid || !strings.Contains(msg.Header.Get(HeaderError), want) {
-			t.Errorf("dead letter %s %q %q, want one saying %s", msg.Subject, msg.Header.Get(HeaderErrorKind), msg.Header.Get(HeaderError), want)
+		if msg.Subject != "dlq.acme.t1" || msg.Header.Get(wire.HeaderErrorKind) != wire.ErrKindInvalid || !strings.Contains(msg.Header.Get(wire.HeaderError), want) {
+			t.Errorf("dead letter %s %q %q, want one saying %s", msg.Subject, msg.Header.Get(wire.HeaderErrorKind), msg.Header.Get(wire.HeaderError), want)
 		}
 	}
-	var snap Snapshot
+	var snap wire.Snapshot
 	waitFor(t, 10*time.Second, func() error {
 		snap, err = snapshot(nc, cfg.Partitions, "acme", "t1")
 		if err == nil && snap.Seq != seqs["acme/t1"][4] {
@@ -365,7 +366,7 @@ func TestOtherThreadDeadLettered(t *testing.T) {
 		!strings.Contains(string(snap.View), `{"runId":"r1","threadId":"t1","status":"finished","verdict":"ok"}`) || strings.Contains(string(snap.View), "r0") {
 		t.Errorf("view %s: want run r1 finished with the message, two warnings, no r0", snap.View)
 	}
-	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(ErrKindInvalid)); n != 2 {
+	if n := counter(t, cfg.Metrics.DeadLetters.WithLabelValues(wire.ErrKindInvalid)); n != 2 {
 		t.Errorf("invalid dead letters %v, want 2", n)
 	}
 }
@@ -378,7 +379,7 @@ func TestTapAndRunSummary(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	cfg := testConfig()
 	startIngest(t, nc, cfg)
-	tap, err := nc.SubscribeSync(TapPrefix + ".acme.>")
+	tap, err := nc.SubscribeSync(wire.TapPrefix + ".acme.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +403,7 @@ func TestTapAndRunSummary(t *testing.T) {
 		}
 		parts := strings.Split(msg.Subject, ".")
 		types = append(types, parts[2])
-		if parts[2] == RunSummaryType {
+		if parts[2] == wire.RunSummaryType {
 			if err := json.Unmarshal(msg.Data, &sum); err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +412,7 @@ func TestTapAndRunSummary(t *testing.T) {
 			t.Errorf("tap event not normalized: %s", msg.Data)
 		}
 	}
-	wantTypes := []string{"RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_END", "RUN_FINISHED", RunSummaryType}
+	wantTypes := []string{"RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_END", "RUN_FINISHED", wire.RunSummaryType}
 	if !reflect.DeepEqual(types, wantTypes) {
 		t.Errorf("tap types %v, want %v", types, wantTypes)
 	}
@@ -454,23 +455,23 @@ func TestSnapshotErrors(t *testing.T) {
 	nc := connect(t, s)
 	cfg := testConfig()
 	startIngest(t, nc, cfg)
-	tok := EncodeThread("never")
-	p := Partition("acme", tok, cfg.Partitions)
+	tok := wire.EncodeThread("never")
+	p := wire.Partition("acme", tok, cfg.Partitions)
 	snap, err := snapshot(nc, cfg.Partitions, "acme", "never")
 	if err != nil || snap.Found || snap.Seq != 0 {
 		t.Errorf("unknown thread: %+v, %v", snap, err)
 	}
 	for _, tt := range []struct{ subj, kind string }{
-		{SnapSubject((p+1)%cfg.Partitions, "acme", tok), SnapErrPartition},
-		{SnapSubject(p, "acme", "a=b"), SnapErrBadRequest},
-		{SnapSubject(p, "ACME", tok), SnapErrBadRequest},
+		{wire.SnapSubject((p+1)%cfg.Partitions, "acme", tok), wire.SnapErrPartition},
+		{wire.SnapSubject(p, "acme", "a=b"), wire.SnapErrBadRequest},
+		{wire.SnapSubject(p, "ACME", tok), wire.SnapErrBadRequest},
 	} {
 		msg, err := nc.Request(tt.subj, nil, 5*time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.subj, err)
 		}
-		if _, err := ParseSnapshot(msg); err == nil || msg.Header.Get(HeaderErrorKind) != tt.kind {
-			t.Errorf("%s: kind %q, err %v; want %s", tt.subj, msg.Header.Get(HeaderErrorKind), err, tt.kind)
+		if _, err := wire.ParseSnapshot(msg); err == nil || msg.Header.Get(wire.HeaderErrorKind) != tt.kind {
+			t.Errorf("%s: kind %q, err %v; want %s", tt.subj, msg.Header.Get(wire.HeaderErrorKind), err, tt.kind)
 		}
 	}
 }

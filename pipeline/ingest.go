@@ -77,19 +77,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	// instance owns one of our partitions now.
 	ctx, fence := context.WithCancelCause(ctx)
 	defer fence(nil)
-	js, err := newJetStream(in.nc, cfg.Domain)
-	if err != nil {
-		return fmt.Errorf("pipeline: jetstream: %w", err)
-	}
-	// The stream cannot accept a message the server refuses: with a server
-	// whose max_payload is below MaxMsgSize (an external cluster left at
-	// nats-server's 1 MiB default), the server's limit is the largest event.
-	if mp := in.nc.MaxPayload(); mp > 0 && int64(cfg.MaxMsgSize) > mp {
-		in.log.Warn("the NATS server's max_payload is below the largest accepted message; events are limited to it (raise max_payload: docs/production.md)",
-			"max_payload", mp, "max_msg_size", cfg.MaxMsgSize)
-		cfg.MaxMsgSize = int32(mp)
-	}
-	stream, kv, err := EnsureStreams(ctx, js, cfg)
+	js, stream, kv, err := in.ensureStreams(ctx)
 	if err != nil {
 		return err
 	}
@@ -110,32 +98,9 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	defer resp.Close()
-	shards := make([]*shard, nShards)
-	for i := range shards {
-		base, err := newKVStore(in.nc, kv, cfg.Bucket)
-		if err != nil {
-			return fmt.Errorf("pipeline: kv store: %w", err)
-		}
-		store, err := newFencedStore(ctx, js, base, cfg.Bucket, fence)
-		if err != nil {
-			return err
-		}
-		shards[i] = newShard(i, cfg, in.log, in.m, in.nc, store)
-		shards[i].resp = resp
-	}
-	partShard := make(map[int]*shard, len(owned))
-	for i, p := range owned {
-		sh := shards[i%nShards]
-		known, err := loadFloor(ctx, sh.store, p)
-		if err != nil {
-			return err
-		}
-		cons, err := bindConsumer(ctx, stream, cfg, p, known)
-		if err != nil {
-			return err
-		}
-		sh.parts[p] = &partState{p: p, cons: cons, dirty: make(map[*hotThread]struct{})}
-		partShard[p] = sh
+	shards, partShard, err := in.newShards(ctx, js, kv, stream, resp, fence, owned, nShards)
+	if err != nil {
+		return err
 	}
 
 	var wg sync.WaitGroup
@@ -148,82 +113,7 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 		}()
 	}
 	// From here on, every exit path goes through shutdown.
-	var ccs []jetstream.ConsumeContext
-	var subs []*nats.Subscription
-	startErr := func() error {
-		for _, p := range owned {
-			sh := partShard[p]
-			ps := sh.parts[p]
-			// Deliveries must arrive gapless: a message lost in flight
-			// (a connection or consumer leader moved) is redelivered only
-			// after AckWait, behind newer ones, which a shard would then
-			// apply first and the lost one never (seq <= lastSeq). So a
-			// jump in the consumer (delivery) sequence stops the run with
-			// ErrDeliveryGap before the out-of-order message is queued;
-			// the caller starts a fresh Ingest, which replays in order
-			// from the ack floor (gap.go). lastDelivery is owned by this
-			// consumer's callback, which nats.go calls serially.
-			var lastDelivery uint64
-			gapped := false
-			cc, err := ps.cons.Consume(func(msg jetstream.Msg) {
-				if gapped {
-					return
-				}
-				seq, gap := deliveryGap(msg, &lastDelivery)
-				if gap != nil {
-					gapped = true
-					in.log.Warn("delivery gap; restarting the partitions from their ack floors", "partition", p, "err", gap)
-					fence(gap)
-					return
-				}
-				// Back-pressure: the queue is bounded; while it is full this
-				// handler waits, the consumer's buffer (PullMaxMessages)
-				// fills, and the server stops delivering.
-				select {
-				case sh.q <- delivery{msg, seq}:
-				case <-hardCtx.Done():
-				}
-			}, // The client-side buffer per partition is bounded in count
-				// and bytes: batches of events are big messages.
-				jetstream.PullMaxMessagesWithBytesLimit(max(64, cfg.QueueLen/2), max(pullMaxBytes, 4*int(cfg.MaxMsgSize))),
-				// A pull request held by a consumer leader that went away
-				// is only noticed by missing heartbeats (2 × heartbeat):
-				// with nats.go's default 5 s that stalled a partition for
-				// 10 s after a NATS server stopped (cluster_test.go).
-				jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
-				jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-					in.log.Debug("consume", "partition", p, "err", err)
-					if lost := consumerLost(hardCtx, ps.cons, err); lost != nil {
-						in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", lost)
-						fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, lost))
-					}
-				}))
-			if err != nil {
-				return fmt.Errorf("pipeline: consume partition %d: %w", p, err)
-			}
-			ccs = append(ccs, cc)
-			sub, err := in.nc.Subscribe(SnapPartitionWildcard(p), func(req *nats.Msg) {
-				if !sh.snapq.add(req) { // overflow policy: tail drop (snapshot.go)
-					in.m.Snapshots.WithLabelValues("busy").Inc()
-					snapError(req, SnapErrBusy, "snapshot queue full")
-				}
-			})
-			if err != nil {
-				return fmt.Errorf("pipeline: subscribe snapshots %d: %w", p, err)
-			}
-			subs = append(subs, sub)
-		}
-		strays, err := straysConsumer(ctx, stream, cfg)
-		if err != nil {
-			return err
-		}
-		cc, err := in.consumeStrays(strays)
-		if err != nil {
-			return fmt.Errorf("pipeline: consume strays: %w", err)
-		}
-		ccs = append(ccs, cc)
-		return nil
-	}()
+	ccs, subs, startErr := in.startIntake(ctx, hardCtx, stream, owned, partShard, fence)
 	if startErr == nil {
 		in.ready.Store(true)
 		in.log.Info("ingest running", "instance", cfg.Instance, "instances", cfg.Instances,
@@ -258,6 +148,163 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if startErr != nil {
 		return startErr
 	}
+	return in.stopResult(ctx, hardCtx, shards, drain)
+}
+
+// ensureStreams creates or updates the event stream and the checkpoint
+// bucket, first lowering the largest accepted message to the server's
+// max_payload when that is smaller.
+func (in *Ingest) ensureStreams(ctx context.Context) (jetstream.JetStream, jetstream.Stream, jetstream.KeyValue, error) {
+	cfg := &in.cfg
+	js, err := newJetStream(in.nc, cfg.Domain)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pipeline: jetstream: %w", err)
+	}
+	// The stream cannot accept a message the server refuses: with a server
+	// whose max_payload is below MaxMsgSize (an external cluster left at
+	// nats-server's 1 MiB default), the server's limit is the largest event.
+	if mp := in.nc.MaxPayload(); mp > 0 && int64(cfg.MaxMsgSize) > mp {
+		in.log.Warn("the NATS server's max_payload is below the largest accepted message; events are limited to it (raise max_payload: docs/production.md)",
+			"max_payload", mp, "max_msg_size", cfg.MaxMsgSize)
+		cfg.MaxMsgSize = int32(mp)
+	}
+	stream, kv, err := EnsureStreams(ctx, js, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return js, stream, kv, nil
+}
+
+// newShards builds nShards shards, each with its fenced checkpoint store,
+// and binds each owned partition's consumer (from its stored floor) to
+// the shard that will own it: partition owned[i] to shard i % nShards.
+func (in *Ingest) newShards(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, stream jetstream.Stream,
+	resp *wire.Responder, fence context.CancelCauseFunc, owned []int, nShards int) ([]*shard, map[int]*shard, error) {
+	cfg := &in.cfg
+	shards := make([]*shard, nShards)
+	for i := range shards {
+		base, err := newKVStore(in.nc, kv, cfg.Bucket)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pipeline: kv store: %w", err)
+		}
+		store, err := newFencedStore(ctx, js, base, cfg.Bucket, fence)
+		if err != nil {
+			return nil, nil, err
+		}
+		shards[i] = newShard(i, cfg, in.log, in.m, in.nc, store)
+		shards[i].resp = resp
+	}
+	partShard := make(map[int]*shard, len(owned))
+	for i, p := range owned {
+		sh := shards[i%nShards]
+		known, err := loadFloor(ctx, sh.store, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		cons, err := bindConsumer(ctx, stream, cfg, p, known)
+		if err != nil {
+			return nil, nil, err
+		}
+		sh.parts[p] = &partState{p: p, cons: cons, dirty: make(map[*hotThread]struct{})}
+		partShard[p] = sh
+	}
+	return shards, partShard, nil
+}
+
+// startIntake starts consuming every owned partition, serving its
+// snapshot requests and consuming the strays. What it started is returned
+// even with an error, for Run to stop.
+func (in *Ingest) startIntake(ctx, hardCtx context.Context, stream jetstream.Stream, owned []int, partShard map[int]*shard,
+	fence context.CancelCauseFunc) (ccs []jetstream.ConsumeContext, subs []*nats.Subscription, err error) {
+	cfg := &in.cfg
+	for _, p := range owned {
+		sh := partShard[p]
+		cc, err := in.consumePartition(hardCtx, sh, p, fence)
+		if err != nil {
+			return ccs, subs, err
+		}
+		ccs = append(ccs, cc)
+		sub, err := in.nc.Subscribe(wire.SnapPartitionWildcard(p), func(req *nats.Msg) {
+			if !sh.snapq.add(req) { // overflow policy: tail drop (snapshot.go)
+				in.m.Snapshots.WithLabelValues("busy").Inc()
+				snapError(req, wire.SnapErrBusy, "snapshot queue full")
+			}
+		})
+		if err != nil {
+			return ccs, subs, fmt.Errorf("pipeline: subscribe snapshots %d: %w", p, err)
+		}
+		subs = append(subs, sub)
+	}
+	strays, err := straysConsumer(ctx, stream, cfg)
+	if err != nil {
+		return ccs, subs, err
+	}
+	cc, err := in.consumeStrays(strays)
+	if err != nil {
+		return ccs, subs, fmt.Errorf("pipeline: consume strays: %w", err)
+	}
+	ccs = append(ccs, cc)
+	return ccs, subs, nil
+}
+
+// consumePartition starts consuming partition p into shard sh.
+//
+// Deliveries must arrive gapless: a message lost in flight (a connection or
+// consumer leader moved) is redelivered only after AckWait, behind newer
+// ones, which a shard would then apply first and the lost one never
+// (seq <= lastSeq). So a jump in the consumer (delivery) sequence stops the
+// run with ErrDeliveryGap before the out-of-order message is queued; the
+// caller starts a fresh Ingest, which replays in order from the ack floor
+// (gap.go). lastDelivery is owned by this consumer's callback, which
+// nats.go calls serially.
+func (in *Ingest) consumePartition(hardCtx context.Context, sh *shard, p int, fence context.CancelCauseFunc) (jetstream.ConsumeContext, error) {
+	cfg := &in.cfg
+	ps := sh.parts[p]
+	var lastDelivery uint64
+	gapped := false
+	cc, err := ps.cons.Consume(func(msg jetstream.Msg) {
+		if gapped {
+			return
+		}
+		seq, gap := deliveryGap(msg, &lastDelivery)
+		if gap != nil {
+			gapped = true
+			in.log.Warn("delivery gap; restarting the partitions from their ack floors", "partition", p, "err", gap)
+			fence(gap)
+			return
+		}
+		// Back-pressure: the queue is bounded; while it is full this
+		// handler waits, the consumer's buffer (PullMaxMessages)
+		// fills, and the server stops delivering.
+		select {
+		case sh.q <- delivery{msg, seq}:
+		case <-hardCtx.Done():
+		}
+	}, // The client-side buffer per partition is bounded in count
+		// and bytes: batches of events are big messages.
+		jetstream.PullMaxMessagesWithBytesLimit(max(64, cfg.QueueLen/2), max(pullMaxBytes, 4*int(cfg.MaxMsgSize))),
+		// A pull request held by a consumer leader that went away
+		// is only noticed by missing heartbeats (2 × heartbeat):
+		// with nats.go's default 5 s that stalled a partition for
+		// 10 s after a NATS server stopped (cluster_test.go).
+		jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			in.log.Debug("consume", "partition", p, "err", err)
+			if lost := consumerLost(hardCtx, ps.cons, err); lost != nil {
+				in.log.Warn("partition consumer lost; restarting from the stored floors", "partition", p, "err", lost)
+				fence(fmt.Errorf("%w: partition %d: %v", ErrConsumerLost, p, lost))
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: consume partition %d: %w", p, err)
+	}
+	return cc, nil
+}
+
+// stopResult is Run's error once its shards have returned: the cause that
+// ended the run (a fence, a delivery gap, a lost consumer), or what the
+// drain left undone.
+func (in *Ingest) stopResult(ctx, hardCtx context.Context, shards []*shard, drain time.Duration) error {
 	if cause := context.Cause(ctx); errors.Is(cause, ErrFenced) || errors.Is(cause, ErrDeliveryGap) || errors.Is(cause, ErrConsumerLost) {
 		return cause
 	}
@@ -342,7 +389,7 @@ func bindConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config, p i
 	cc := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "Threadcast ingest, partition " + strconv.Itoa(p),
-		FilterSubject: PartitionFilter(p),
+		FilterSubject: wire.PartitionFilter(p),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       cfg.AckWait,

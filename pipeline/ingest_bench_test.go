@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // benchThreads is the number of threads the load is spread over.
@@ -173,7 +174,7 @@ func publishAll(tb testing.TB, js jetstream.JetStream, msgs []benchMsg, subj fun
 		}
 		msg := &nats.Msg{Subject: subj(m.thread), Data: m.data}
 		if batchHeader && m.events > 1 {
-			msg.Header = nats.Header{HeaderBatch: {strconv.Itoa(m.events)}}
+			msg.Header = nats.Header{wire.HeaderBatch: {strconv.Itoa(m.events)}}
 		}
 		times[i] = time.Now()
 		f, err := js.PublishMsgAsync(msg)
@@ -242,8 +243,8 @@ func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, 
 	subjects := make([]string, benchThreads)
 	threadOf := make(map[string]int, benchThreads)
 	for i := range subjects {
-		subjects[i], _ = EventSubject("acme", "bench-"+strconv.Itoa(i))
-		threadOf[ViewSubject("acme", EncodeThread("bench-"+strconv.Itoa(i)))] = i
+		subjects[i], _ = wire.EventSubject("acme", "bench-"+strconv.Itoa(i))
+		threadOf[wire.ViewSubject("acme", wire.EncodeThread("bench-"+strconv.Itoa(i)))] = i
 	}
 	lastSeq := make([]uint64, benchThreads)
 	var mu sync.Mutex
@@ -251,8 +252,8 @@ func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, 
 	done := make(chan struct{})
 	var remaining = benchThreads
 	subc := connect(b, s)
-	sub, err := subc.Subscribe(ViewPrefix+".acme.*", func(msg *nats.Msg) {
-		seq, _ := strconv.ParseUint(msg.Header.Get(HeaderSeq), 10, 64)
+	sub, err := subc.Subscribe(wire.ViewPrefix+".acme.*", func(msg *nats.Msg) {
+		seq, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderSeq), 10, 64)
 		th := threadOf[msg.Subject]
 		mu.Lock()
 		defer mu.Unlock()

@@ -148,7 +148,7 @@ func publishStreams(t testing.TB, js jetstream.JetStream, streams []stream, batc
 	defer cancel()
 	seqs := make(map[string][]uint64)
 	for _, s := range streams {
-		subj, err := EventSubject(s.tenant, s.thread)
+		subj, err := wire.EventSubject(s.tenant, s.thread)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func publishStreams(t testing.TB, js jetstream.JetStream, streams []stream, batc
 			msg := &nats.Msg{Subject: subj, Header: nats.Header{}}
 			if batch > 1 {
 				msg.Data = bytes.Join(bytesOf(s.events[i:i+n]), []byte("\n"))
-				msg.Header.Set(HeaderBatch, fmt.Sprint(n))
+				msg.Header.Set(wire.HeaderBatch, fmt.Sprint(n))
 			} else {
 				msg.Data = s.events[i]
 			}
@@ -183,15 +183,15 @@ func bytesOf(rs []json.RawMessage) [][]byte {
 }
 
 // snapshot requests a thread's snapshot from its partition owner.
-func snapshot(nc *nats.Conn, parts int, tenant, thread string) (Snapshot, error) {
-	tok := EncodeThread(thread)
+func snapshot(nc *nats.Conn, parts int, tenant, thread string) (wire.Snapshot, error) {
+	tok := wire.EncodeThread(thread)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	msg, err := wire.Request(ctx, nc, SnapSubject(Partition(tenant, tok, parts), tenant, tok), nil, 0)
+	msg, err := wire.Request(ctx, nc, wire.SnapSubject(wire.Partition(tenant, tok, parts), tenant, tok), nil, 0)
 	if err != nil {
-		return Snapshot{}, err
+		return wire.Snapshot{}, err
 	}
-	return ParseSnapshot(msg)
+	return wire.ParseSnapshot(msg)
 }
 
 // checkViews waits until every stream's snapshot reflects its last seq and
@@ -199,7 +199,7 @@ func snapshot(nc *nats.Conn, parts int, tenant, thread string) (Snapshot, error)
 func checkViews(t testing.TB, nc *nats.Conn, parts int, streams []stream, seqs map[string][]uint64) {
 	t.Helper()
 	for _, s := range streams {
-		var snap Snapshot
+		var snap wire.Snapshot
 		waitFor(t, 30*time.Second, func() error {
 			var err error
 			snap, err = snapshot(nc, parts, s.tenant, s.thread)

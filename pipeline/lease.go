@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // DefaultLeaseKV is the KV bucket holding partition leases and instance
@@ -52,7 +53,7 @@ type LeaseConfig struct {
 
 // DefaultLeaseConfig returns the defaults; Holder is left for the caller.
 func DefaultLeaseConfig() LeaseConfig {
-	return LeaseConfig{Bucket: DefaultLeaseKV, TTL: 10 * time.Second, Partitions: DefaultParts, Replicas: 1}
+	return LeaseConfig{Bucket: DefaultLeaseKV, TTL: 10 * time.Second, Partitions: wire.DefaultParts, Replicas: 1}
 }
 
 // Validate checks the config for values leases cannot work with.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func fetchN(t *testing.T, c jetstream.Consumer, n int) []jetstream.Msg {
@@ -52,11 +53,11 @@ func TestConsumerEpochs(t *testing.T) {
 	var thread string
 	for k := 0; ; k++ {
 		thread = fmt.Sprintf("t%d", k)
-		if Partition("acme", EncodeThread(thread), cfg.Partitions) == 1 {
+		if wire.Partition("acme", wire.EncodeThread(thread), cfg.Partitions) == 1 {
 			break
 		}
 	}
-	subj, _ := EventSubject("acme", thread)
+	subj, _ := wire.EventSubject("acme", thread)
 	var seqs []uint64
 	for i := range 10 {
 		ack, err := js.Publish(ctx, subj, []byte(fmt.Sprintf(`{"type":"CUSTOM","name":"n","value":%d}`, i)))

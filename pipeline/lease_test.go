@@ -57,7 +57,7 @@ func newTestFencedStore(t *testing.T, nc *nats.Conn, bucket string, onFence func
 	}
 	cfg := testConfig()
 	cfg.Bucket = bucket
-	kv, err := js.CreateOrUpdateKeyValue(t.Context(), KVConfig(&cfg))
+	kv, err := js.CreateOrUpdateKeyValue(t.Context(), kvConfig(&cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

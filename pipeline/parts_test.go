@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -50,7 +51,7 @@ func bigThread(thread string, msgs, text, stateKeys, stateBytes int) []json.RawM
 // each and returns every event's stream seq.
 func publishBatches(t testing.TB, js jetstream.JetStream, tenant, thread string, events []json.RawMessage, maxBytes int) []uint64 {
 	t.Helper()
-	subj, err := EventSubject(tenant, thread)
+	subj, err := wire.EventSubject(tenant, thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func publishBatches(t testing.TB, js jetstream.JetStream, tenant, thread string,
 	var futs []jetstream.PubAckFuture
 	var counts []int
 	flush := func(batch []json.RawMessage) {
-		msg := &nats.Msg{Subject: subj, Data: joinLines(batch), Header: nats.Header{HeaderBatch: {strconv.Itoa(len(batch))}}}
+		msg := &nats.Msg{Subject: subj, Data: joinLines(batch), Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(len(batch))}}}
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ type frameFolder struct {
 
 func newFrameFolder(t testing.TB, nc *nats.Conn, tenant, thread string) *frameFolder {
 	t.Helper()
-	sub, err := nc.SubscribeSync(ViewSubject(tenant, EncodeThread(thread)))
+	sub, err := nc.SubscribeSync(wire.ViewSubject(tenant, wire.EncodeThread(thread)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +142,8 @@ func (ff *frameFolder) follow(t testing.TB, last uint64) {
 			continue
 		}
 		ff.frames++
-		seq, _ := strconv.ParseUint(msg.Header.Get(HeaderSeq), 10, 64)
-		f, err := ParseFrame(msg.Data)
+		seq, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderSeq), 10, 64)
+		f, err := wire.ParseFrame(msg.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,10 +178,10 @@ func sameView(t testing.TB, what string, got, want map[string]any) {
 // metrics show that parts were used for each.
 func TestLargeThreadInParts(t *testing.T) {
 	checkNoGoroutineLeak(t)
-	sc := DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
 	sc.MaxPayload = 64 << 10
-	s, err := StartServer(sc)
+	s, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestLargeThreadInParts(t *testing.T) {
 
 	const tenant, thread = "acme", "big-parts"
 	ff := newFrameFolder(t, nc, tenant, thread)
-	tap, err := nc.SubscribeSync(TapPrefix + "." + tenant + ".TEXT_MESSAGE_CONTENT.*")
+	tap, err := nc.SubscribeSync(wire.TapPrefix + "." + tenant + ".TEXT_MESSAGE_CONTENT.*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestSendFailures(t *testing.T) {
 	ps := &partState{p: 0, dirty: make(map[*hotThread]struct{})}
 	sh.parts[0] = ps
 	th := sh.thread(context.Background(), ps, threadKey{"acme", "t1"})
-	frames, err := nc.SubscribeSync(ViewSubject("acme", "t1"))
+	frames, err := nc.SubscribeSync(wire.ViewSubject("acme", "t1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestSendFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, f.Header.Get(HeaderPrev)+"→"+f.Header.Get(HeaderSeq))
+		got = append(got, f.Header.Get(wire.HeaderPrev)+"→"+f.Header.Get(wire.HeaderSeq))
 	}
 	if want := []string{"0→1", "2→3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("frames %v, want %v (the lost frame leaves a gap that Tc-Prev shows)", got, want)
@@ -339,7 +340,7 @@ func TestSendFailures(t *testing.T) {
 
 	// The snapshot reply (view of 2 kB) cannot be sent: the requester is
 	// told so at once.
-	sub, err := nc.Subscribe(SnapPartitionWildcard(0), func(req *nats.Msg) {
+	sub, err := nc.Subscribe(wire.SnapPartitionWildcard(0), func(req *nats.Msg) {
 		sh.snapshot(context.Background(), snapGroup{subject: req.Subject, reqs: []*nats.Msg{req}})
 	})
 	if err != nil {
@@ -350,13 +351,13 @@ func TestSendFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	reply, err := wire.Request(ctx, nc, SnapSubject(0, "acme", "t1"), nil, 0)
+	reply, err := wire.Request(ctx, nc, wire.SnapSubject(0, "acme", "t1"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, perr := ParseSnapshot(reply)
-	if reply.Header.Get(HeaderErrorKind) != SnapErrUnsent || perr == nil {
-		t.Fatalf("reply %v, %v; want an %q error", reply.Header, perr, SnapErrUnsent)
+	_, perr := wire.ParseSnapshot(reply)
+	if reply.Header.Get(wire.HeaderErrorKind) != wire.SnapErrUnsent || perr == nil {
+		t.Fatalf("reply %v, %v; want an %q error", reply.Header, perr, wire.SnapErrUnsent)
 	}
 	if time.Since(start) > 2*time.Second {
 		t.Errorf("the error reply took %v", time.Since(start))
@@ -403,7 +404,7 @@ func checkLargeEventAndState(t *testing.T, stateMB int) {
 	ff.follow(t, last)
 	want := offlineView(t, thread, events, seqs)
 	sameView(t, "frames", viewOf(t, ff.th.AppendView(nil)), want)
-	var snap Snapshot
+	var snap wire.Snapshot
 	waitFor(t, 60*time.Second, func() (err error) { snap, err = snapshot(nc, cfg.Partitions, tenant, thread); return err })
 	if min := (stateMB + 4) << 20; snap.Seq != last || len(snap.View) < min {
 		t.Fatalf("snapshot at %d of %d bytes, want %d and > %d bytes", snap.Seq, len(snap.View), last, min)
@@ -418,7 +419,7 @@ func checkLargeEventAndState(t *testing.T, stateMB int) {
 		t.Fatal(err)
 	}
 	startIngest(t, nc, cfg)
-	var snap2 Snapshot
+	var snap2 wire.Snapshot
 	waitFor(t, 60*time.Second, func() (err error) { snap2, err = snapshot(nc, cfg.Partitions, tenant, thread); return err })
 	if snap2.Seq != last {
 		t.Fatalf("after restart: seq %d, want %d", snap2.Seq, last)
@@ -439,7 +440,7 @@ func TestViewLimit(t *testing.T) {
 	cfg.MaxViewBytes = 200 << 10
 	cfg.Metrics = NewMetrics(nil)
 	startIngest(t, nc, cfg)
-	dlq, err := nc.SubscribeSync(DLQPrefix + ".>")
+	dlq, err := nc.SubscribeSync(wire.DLQPrefix + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,11 +456,11 @@ func TestViewLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Subject != DLQSubject("acme", EncodeThread(big)) || msg.Header.Get(HeaderErrorKind) != ErrKindTooBig ||
-		!strings.Contains(msg.Header.Get(HeaderError), "--max-view-bytes") {
+	if msg.Subject != wire.DLQSubject("acme", wire.EncodeThread(big)) || msg.Header.Get(wire.HeaderErrorKind) != wire.ErrKindTooBig ||
+		!strings.Contains(msg.Header.Get(wire.HeaderError), "--max-view-bytes") {
 		t.Fatalf("dead letter on %s: %v", msg.Subject, msg.Header)
 	}
-	refused, _ := strconv.ParseUint(msg.Header.Get(HeaderSeq), 10, 64)
+	refused, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderSeq), 10, 64)
 	first := -1
 	for i, s := range bigSeqs {
 		if s == refused {

@@ -3,7 +3,7 @@ package pipeline
 // NOTE: quotas at the NATS ingest. Agents publish straight to JetStream, so
 // an event over its tenant's quota is already stored when a shard sees it:
 // the shard can only shed it — not apply it, dead-letter it with kind
-// ErrKindQuota and the quota in HeaderQuota, count it in QuotaShed, and
+// wire.ErrKindQuota and the quota in wire.HeaderQuota, count it in QuotaShed, and
 // count a warning in the thread's view at its seq (the view stays the fold
 // of the applied events, and says that something was left out).
 //
@@ -37,6 +37,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // msgQuota is the quota state of the message being handled.
@@ -116,7 +117,7 @@ func (s *shard) countSkipped(t *hotThread, data []byte) {
 func (s *shard) shed(t *hotThread, seq uint64, line []byte, idx int, k quota.Kind) {
 	reason := "quota: tenant over its " + k.String() + " quota; event not applied"
 	s.m.QuotaShed.WithLabelValues(s.m.tenantLabels.Label(t.key.tenant), k.String()).Inc()
-	s.deadLetter(t.key.tenant, t.key.token, line, ErrKindQuota, reason, seq, idx, k.String())
+	s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindQuota, reason, seq, idx, k.String())
 	t.th.Warn(seq, reducer.Warning{Code: "quota-" + k.String(), Seq: seq, Message: reason})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // noisyStream is a run with one message of n content events: structure
@@ -98,7 +99,7 @@ func TestIngestShedsOverQuota(t *testing.T) {
 
 	var mu sync.Mutex
 	var dead []*nats.Msg
-	sub, err := nc.Subscribe(DLQPrefix+".>", func(m *nats.Msg) { mu.Lock(); dead = append(dead, m); mu.Unlock() })
+	sub, err := nc.Subscribe(wire.DLQPrefix+".>", func(m *nats.Msg) { mu.Lock(); dead = append(dead, m); mu.Unlock() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestIngestShedsOverQuota(t *testing.T) {
 
 	checkShed := func(t *testing.T, parts int) map[string]any {
 		t.Helper()
-		var snap Snapshot
+		var snap wire.Snapshot
 		waitFor(t, 30*time.Second, func() error {
 			snap, err = snapshot(nc, parts, "noisy", "loud")
 			if err == nil && snap.Seq != ns[len(ns)-1] {
@@ -172,8 +173,8 @@ func TestIngestShedsOverQuota(t *testing.T) {
 	})
 	mu.Lock()
 	for _, m := range dead {
-		if m.Subject != DLQSubject("noisy", EncodeThread("loud")) || m.Header.Get(HeaderErrorKind) != ErrKindQuota ||
-			m.Header.Get(HeaderQuota) != "events_per_sec" || !bytes.Contains(m.Data, []byte("TEXT_MESSAGE_CONTENT")) {
+		if m.Subject != wire.DLQSubject("noisy", wire.EncodeThread("loud")) || m.Header.Get(wire.HeaderErrorKind) != wire.ErrKindQuota ||
+			m.Header.Get(wire.HeaderQuota) != "events_per_sec" || !bytes.Contains(m.Data, []byte("TEXT_MESSAGE_CONTENT")) {
 			t.Errorf("dead letter %s %v %s", m.Subject, m.Header, m.Data)
 		}
 	}
@@ -261,7 +262,7 @@ func TestIngestShedsOverRetained(t *testing.T) {
 		}
 		return nil
 	}
-	dl, err := nc.SubscribeSync(DLQSubject("full", EncodeThread("t")))
+	dl, err := nc.SubscribeSync(wire.DLQSubject("full", wire.EncodeThread("t")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,12 +274,12 @@ func TestIngestShedsOverRetained(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dead letter %d: %v", i, err)
 		}
-		if m.Header.Get(HeaderQuota) != "events_retained" || m.Header.Get(HeaderErrorKind) != ErrKindQuota {
+		if m.Header.Get(wire.HeaderQuota) != "events_retained" || m.Header.Get(wire.HeaderErrorKind) != wire.ErrKindQuota {
 			t.Fatalf("dead letter %v", m.Header)
 		}
 	}
 	checkViews(t, nc, cfg.Partitions, []stream{{tenant: "ok", thread: "t", events: withThread(noisyStream(1), "t")}}, seqs)
-	var snap Snapshot
+	var snap wire.Snapshot
 	waitFor(t, 10*time.Second, func() error {
 		var err error
 		if snap, err = snapshot(nc, cfg.Partitions, "full", "t"); err == nil && snap.Seq != seqs["full/t"][len(seqs["full/t"])-1] {
@@ -304,14 +305,14 @@ func TestIngestShedsOverBytes(t *testing.T) {
 	cfg.Quota.Tenants = map[string]quota.Limits{"wide": {BytesPerSec: 100, BytesBurst: 100}}
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = NewMetrics(reg)
-	dl, err := nc.SubscribeSync(DLQSubject("wide", EncodeThread("t")))
+	dl, err := nc.SubscribeSync(wire.DLQSubject("wide", wire.EncodeThread("t")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	startIngest(t, nc, cfg)
 	evs := withThread(noisyStream(30), "t") // 30 content events of ~70 bytes: far over 200 bytes a second
 	seqs := publishStreams(t, js, []stream{{tenant: "wide", thread: "t", events: evs}}, 1)
-	var snap Snapshot
+	var snap wire.Snapshot
 	waitFor(t, 30*time.Second, func() error {
 		var err error
 		if snap, err = snapshot(nc, cfg.Partitions, "wide", "t"); err == nil && snap.Seq != seqs["wide/t"][len(evs)-1] {
@@ -325,7 +326,7 @@ func TestIngestShedsOverBytes(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if m.Header.Get(HeaderQuota) != "bytes_per_sec" || m.Header.Get(HeaderErrorKind) != ErrKindQuota {
+		if m.Header.Get(wire.HeaderQuota) != "bytes_per_sec" || m.Header.Get(wire.HeaderErrorKind) != wire.ErrKindQuota {
 			t.Fatalf("dead letter %v", m.Header)
 		}
 		shed++

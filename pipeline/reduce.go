@@ -5,6 +5,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/reducer/compact"
 )
 
 // The pipeline's uses of the reducer's serialised forms, in one place.
@@ -125,7 +126,7 @@ func appendChanges(dst []byte, t *reducer.Thread) []byte {
 
 // appendCompacted appends the compactor's window as a JSON array of AG-UI
 // events and starts a new window.
-func appendCompacted(dst []byte, c *reducer.Compactor, scratch []*codec.Event) ([]byte, []*codec.Event) {
+func appendCompacted(dst []byte, c *compact.Compactor, scratch []*codec.Event) ([]byte, []*codec.Event) {
 	scratch = c.Flush(scratch[:0])
 	dst = append(dst, '[')
 	for i, ev := range scratch {

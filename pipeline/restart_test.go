@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/natsembed"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // genStreams reads testdata/threads.jsonl (streamgen: node gen.mjs threads
@@ -83,7 +85,7 @@ func interleaved(js jetstream.JetStream, streams []stream, lo, hi, batch int, se
 				continue
 			}
 			n := min(batch, len(s.events)-i, hi-i)
-			subj, _ := EventSubject(s.tenant, s.thread)
+			subj, _ := wire.EventSubject(s.tenant, s.thread)
 			data := s.events[i]
 			if n > 1 {
 				data = joinLines(s.events[i : i+n])
@@ -232,7 +234,7 @@ func TestChunkedCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := kv.Get(t.Context(), CheckpointKey("acme", "big"))
+	head, err := kv.Get(t.Context(), wire.CheckpointKey("acme", "big"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +250,7 @@ func TestChunkedCheckpoints(t *testing.T) {
 		}
 		var stale []string
 		for k := range lister.Keys() {
-			if strings.HasPrefix(k, "_c.") && !strings.HasPrefix(k, chunkKey(CheckpointKey("acme", "big"), gen, 0)[:len("_c.acme.big.")+len(fmt.Sprint(gen))]) {
+			if strings.HasPrefix(k, "_c.") && !strings.HasPrefix(k, chunkKey(wire.CheckpointKey("acme", "big"), gen, 0)[:len("_c.acme.big.")+len(fmt.Sprint(gen))]) {
 				stale = append(stale, k)
 			}
 		}
@@ -380,9 +382,9 @@ func TestStoredFloorUntrusted(t *testing.T) {
 // floors, and every view still equals the offline reduction.
 func TestServerRestartWhileRunning(t *testing.T) {
 	dir := t.TempDir()
-	scfg := DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = dir
-	s, err := StartServer(scfg)
+	s, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +418,7 @@ func TestServerRestartWhileRunning(t *testing.T) {
 	scfg.Port = s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()
 	s.WaitForShutdown()
-	s, err = StartServer(scfg)
+	s, err = natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/quota"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // RetainedCounter keeps, for each tenant with an events-retained quota that
@@ -57,7 +58,7 @@ func NewRetainedCounter(js jetstream.JetStream, stream string, cfg quota.Config,
 // not polled yet. A tenant with a quota is tracked from its first Check.
 func (c *RetainedCounter) Check(tenant string) error {
 	lim := c.cfg.For(tenant).EventsRetained
-	if lim <= 0 || ValidTenant(tenant) != nil {
+	if lim <= 0 || wire.ValidTenant(tenant) != nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -111,7 +112,7 @@ func (c *RetainedCounter) Refresh(ctx context.Context) error {
 		return err
 	}
 	for _, t := range tenants {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(StoredPrefix+".*."+t+".*"))
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.StoredPrefix+".*."+t+".*"))
 		if err != nil {
 			return err
 		}

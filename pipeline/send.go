@@ -27,10 +27,6 @@ const (
 	sendDLQ      = "dlq"
 )
 
-// SnapErrUnsent is the Tc-Error-Kind of a snapshot reply sent in place of
-// one that could not be sent (the connection refused it).
-const SnapErrUnsent = "unsent"
-
 // partSizeOf returns the part body size for pub: from its max payload when
 // it is a connection (the server's limit), else from the largest message
 // the stream accepts.
@@ -60,7 +56,7 @@ func (s *shard) send(what string, msg *nats.Msg) error {
 // must not be modified afterwards). Every snapshot reply is sent through it
 // (a reply's content is the caller's; the transport is this). hdr and body
 // are not modified, so one encoding may answer many requests. When the reply
-// cannot be sent, the requester is sent a small SnapErrUnsent reply
+// cannot be sent, the requester is sent a small wire.SnapErrUnsent reply
 // instead, so that it fails at once rather than waiting for its timeout;
 // the error returned is the first failure. It runs on the shard goroutine.
 func (s *shard) respondParts(req *nats.Msg, hdr nats.Header, body []byte) error {
@@ -83,7 +79,7 @@ func (s *shard) respondParts(req *nats.Msg, hdr nats.Header, body []byte) error 
 		}
 	}
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		snapError(req, SnapErrUnsent, err.Error())
+		snapError(req, wire.SnapErrUnsent, err.Error())
 	}
 	return err
 }

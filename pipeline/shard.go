@@ -24,6 +24,7 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/reducer/compact"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -46,9 +47,9 @@ type hotThread struct {
 	applied  int                // events applied since the checkpoint
 	runEnded bool               // a run ended since the checkpoint
 	inBatch  bool               // seq advanced in the current batch: a frame is due
-	compact  *reducer.Compactor // the frame's events since the last frame
+	compact  *compact.Compactor // the frame's events since the last frame
 	run      runAcc
-	lastAt   int64 // Unix ms of the last event applied (HeaderLastEvent); 0: none since loaded
+	lastAt   int64 // Unix ms of the last event applied (wire.HeaderLastEvent); 0: none since loaded
 	mem      int   // th.MemSize() + len(snap)
 	// viewMem is th.MemSize() when last measured (load, frame) and
 	// viewGrown the bytes of the events applied since: their sum bounds
@@ -172,8 +173,8 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		snapq:   newSnapQueue(cfg.SnapshotQueue),
 		threads: make(map[threadKey]*hotThread),
 	}
-	s.frameMsg.Header = nats.Header{HeaderSeq: s.frameHdrSeq[:], HeaderPrev: s.frameHdrPrev[:]}
-	s.snapHdr = nats.Header{HeaderSeq: s.snapHdrSeq[:]}
+	s.frameMsg.Header = nats.Header{wire.HeaderSeq: s.frameHdrSeq[:], wire.HeaderPrev: s.frameHdrPrev[:]}
+	s.snapHdr = nats.Header{wire.HeaderSeq: s.snapHdrSeq[:]}
 	s.partSize = partSizeOf(pub, cfg)
 	return s
 }
@@ -266,7 +267,7 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 			// Requests still queued get "busy": the requester retries
 			// (on this thread's next owner).
 			for g := s.snapq.take(nil, math.MaxInt); len(g) > 0; g = g[1:] {
-				snapErrorAll(g[0].reqs, SnapErrBusy, "shutting down")
+				snapErrorAll(g[0].reqs, wire.SnapErrBusy, "shutting down")
 			}
 			return
 		}
@@ -285,13 +286,13 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		seq = meta.Sequence.Stream
 	}
 	s.m.Messages.Inc()
-	part, tenant, token, perr := ParseStoredSubject(msg.Subject())
+	part, tenant, token, perr := wire.ParseStoredSubject(msg.Subject())
 	ps := s.parts[part]
 	if perr != nil || ps == nil {
 		// The stream's transform only stores valid partitions, so a bad
 		// subject means a bad tenant or thread token from the publisher.
 		// It touches no thread: dead-letter it and let it be acked.
-		s.deadLetter(tenantOf(msg.Subject()), threadTokenOf(msg.Subject()), msg.Data(), ErrKindSubject, errOr(perr, "partition not owned"), seq, -1, "")
+		s.deadLetter(tenantOf(msg.Subject()), threadTokenOf(msg.Subject()), msg.Data(), wire.ErrKindSubject, errOr(perr, "partition not owned"), seq, -1, "")
 		if ps = s.anyPart(part); ps == nil {
 			_ = msg.Ack() // not ours to track; acking can only release it
 			return
@@ -356,7 +357,7 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 		lines++
 		data = rest
 	}
-	if n := h.Get(HeaderBatch); n != "" && n != strconv.Itoa(lines) {
+	if n := h.Get(wire.HeaderBatch); n != "" && n != strconv.Itoa(lines) {
 		s.m.BatchMismatch.Inc()
 	}
 	s.changed(t, seq)
@@ -375,9 +376,9 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	if err != nil {
 		var ce *codec.Error
 		if !errors.As(err, &ce) || ce.Verdict == codec.Fatal {
-			kind := ErrKindInvalid
+			kind := wire.ErrKindInvalid
 			if ce == nil || ce.Kind == codec.KindSyntax {
-				kind = ErrKindDecode
+				kind = wire.ErrKindDecode
 			}
 			s.m.Rejected.WithLabelValues(kind).Inc()
 			s.deadLetter(t.key.tenant, t.key.token, line, kind, err.Error(), seq, idx, "")
@@ -400,8 +401,8 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		err := fmt.Errorf("%w: the view holds %d bytes and this event of %d bytes would take it past the limit of %d (MaxViewBytes, --max-view-bytes)",
 			ErrViewTooLarge, t.viewMem, len(line), s.cfg.MaxViewBytes)
 		s.m.ViewLimit.Inc()
-		s.m.Rejected.WithLabelValues(ErrKindTooBig).Inc()
-		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindTooBig, err.Error(), seq, idx, "")
+		s.m.Rejected.WithLabelValues(wire.ErrKindTooBig).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindTooBig, err.Error(), seq, idx, "")
 		t.th.Reject(seq, err)
 		if t.run.reject(seq, err.Error(), s.now) {
 			s.runEnded(t)
@@ -409,8 +410,8 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		return
 	}
 	if other := OtherThread(&s.ev, t.id); other != nil { // fold.go: as FoldStored
-		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
-		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, other.Error(), seq, idx, "")
+		s.m.Rejected.WithLabelValues(wire.ErrKindInvalid).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindInvalid, other.Error(), seq, idx, "")
 		t.th.Warn(seq, reducer.Warning{Code: WarnOtherThread, Seq: seq, Message: other.Error()})
 		s.m.Warnings.Inc()
 		return
@@ -426,8 +427,8 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 			s.m.Skipped.Inc()
 			return
 		}
-		s.m.Rejected.WithLabelValues(ErrKindInvalid).Inc()
-		s.deadLetter(t.key.tenant, t.key.token, line, ErrKindInvalid, res.Fatal.Error(), seq, idx, "")
+		s.m.Rejected.WithLabelValues(wire.ErrKindInvalid).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindInvalid, res.Fatal.Error(), seq, idx, "")
 		if t.run.reject(seq, res.Fatal.Error(), s.now) {
 			s.runEnded(t)
 		}
@@ -437,7 +438,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	t.compact.Add(&s.ev, res)
 	if s.cfg.Tap {
 		s.buf = codec.AppendEvent(s.buf[:0], &s.ev)
-		s.publish(TapSubject(t.key.tenant, s.ev.Type.String(), t.key.token), s.buf, seq)
+		s.publish(wire.TapSubject(t.key.tenant, s.ev.Type.String(), t.key.token), s.buf, seq)
 	}
 	if t.run.observe(seq, &s.ev, s.now) {
 		s.runEnded(t)
@@ -477,7 +478,7 @@ func (s *shard) runEnded(t *hotThread) {
 	s.m.Runs.WithLabelValues(sum.Outcome).Inc()
 	if s.cfg.Tap {
 		b := appendRunSummary(s.buf[:0], &sum)
-		s.publish(TapSubject(t.key.tenant, RunSummaryType, t.key.token), b, sum.EndSeq)
+		s.publish(wire.TapSubject(t.key.tenant, wire.RunSummaryType, t.key.token), b, sum.EndSeq)
 	}
 }
 
@@ -500,14 +501,14 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 // publish sends a tap message.
 func (s *shard) publish(subject string, data []byte, seq uint64) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
-		HeaderSeq: {strconv.FormatUint(seq, 10)},
+		wire.HeaderSeq: {strconv.FormatUint(seq, 10)},
 	}}
 	_ = s.send(sendTap, msg) // at most once by contract; counted and logged by send
 }
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>
 // (deadLetterMsg, strays.go), in parts when it is larger than one NATS
-// message. quotaName is HeaderQuota's value ("": none).
+// message. quotaName is wire.HeaderQuota's value ("": none).
 func (s *shard) deadLetter(tenant, token string, data []byte, kind, reason string, seq uint64, idx int, quotaName string) {
 	// Counted first: whoever sees the dead letter sees it counted.
 	s.m.DeadLetters.WithLabelValues(kind).Inc()
@@ -681,7 +682,7 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 		// purged chunks: an unreadable checkpoint, the thread restarted
 		// empty).
 		if t.chunkN > 0 && (p.chunkN == 0 || p.chunkGen != t.chunkGen) {
-			s.purgeChunks(CheckpointKey(t.key.tenant, t.key.token), t.chunkGen, t.chunkN)
+			s.purgeChunks(wire.CheckpointKey(t.key.tenant, t.key.token), t.chunkGen, t.chunkN)
 		}
 		t.chunkGen, t.chunkN = p.chunkGen, p.chunkN
 		if t.nextDirty == 0 { // nothing applied since the write was issued
@@ -700,7 +701,7 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 // previous generation's chunks are purged by confirmPuts, once the store has
 // confirmed the write that supersedes them.
 func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendingPut, error) {
-	key := CheckpointKey(t.key.tenant, t.key.token)
+	key := wire.CheckpointKey(t.key.tenant, t.key.token)
 	put := &pendingPut{t: t, seq: t.th.Seq()}
 	chunk := s.chunkSize()
 	meta := summaryHeader(t)
@@ -737,15 +738,15 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 }
 
 // summaryHeader is the thread summary stored with t's checkpoint head (see
-// HeaderStatus). A thread reloaded and checkpointed with no event applied
-// since (lastAt 0) carries no HeaderLastEvent rather than a wrong one.
+// wire.HeaderStatus). A thread reloaded and checkpointed with no event applied
+// since (lastAt 0) carries no wire.HeaderLastEvent rather than a wrong one.
 func summaryHeader(t *hotThread) nats.Header {
 	h := nats.Header{
-		HeaderSeq:    {strconv.FormatUint(t.th.Seq(), 10)},
-		HeaderStatus: {t.th.Status().String()},
+		wire.HeaderSeq:    {strconv.FormatUint(t.th.Seq(), 10)},
+		wire.HeaderStatus: {t.th.Status().String()},
 	}
 	if t.lastAt > 0 {
-		h[HeaderLastEvent] = []string{strconv.FormatInt(t.lastAt, 10)}
+		h[wire.HeaderLastEvent] = []string{strconv.FormatInt(t.lastAt, 10)}
 	}
 	return h
 }
@@ -769,7 +770,7 @@ func (s *shard) purgeChunks(key string, gen uint64, n int) {
 
 // getRecord reads a thread's checkpoint record, joining chunks.
 func (s *shard) getRecord(ctx context.Context, t *hotThread) ([]byte, error) {
-	key := CheckpointKey(t.key.tenant, t.key.token)
+	key := wire.CheckpointKey(t.key.tenant, t.key.token)
 	val, err := s.store.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -841,12 +842,12 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	if t := s.threads[k]; t != nil {
 		return t
 	}
-	id, err := DecodeThread(k.token)
-	if err != nil { // ParseStoredSubject validated it
+	id, err := wire.DecodeThread(k.token)
+	if err != nil { // wire.ParseStoredSubject validated it
 		id = k.token
 	}
-	t := &hotThread{key: k, id: id, part: ps, compact: reducer.NewCompactor(),
-		idJSON: appendJSONString(nil, id), subject: ViewSubject(k.tenant, k.token)}
+	t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
+		idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(k.tenant, k.token)}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		err = s.load(ctx, t)
 		if err == nil {

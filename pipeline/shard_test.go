@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // testMsg is a delivered message for unit tests of the shard's bookkeeping
@@ -57,7 +58,7 @@ func TestUnappliedMessageNeverAcked(t *testing.T) {
 	s := unitShard(testConfig(), 0, mem)
 	var acked []uint64
 	msg := func(seq uint64, thread string) *testMsg {
-		return &testMsg{subject: StoredSubject(0, "acme", thread), seq: seq, acked: &acked,
+		return &testMsg{subject: wire.StoredSubject(0, "acme", thread), seq: seq, acked: &acked,
 			data: []byte(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`)}
 	}
 	ctx := context.Background()
@@ -121,13 +122,13 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 	s := unitShard(cfg, 0, store)
 	var acked []uint64
 	big := func(seq uint64, body string) *testMsg {
-		return &testMsg{subject: StoredSubject(0, "acme", "big"), seq: seq, acked: &acked, data: []byte(body)}
+		return &testMsg{subject: wire.StoredSubject(0, "acme", "big"), seq: seq, acked: &acked, data: []byte(body)}
 	}
 	delta := func(c byte) string {
 		return `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"` + strings.Repeat(string(c), 1500) + `"}`
 	}
 	ctx := context.Background()
-	key := CheckpointKey("acme", "big")
+	key := wire.CheckpointKey("acme", "big")
 	s.now = time.Now()
 	s.handle(ctx, big(1, `{"type":"RUN_STARTED","threadId":"big","runId":"r"}`+"\n"+delta('a')), 0)
 	s.flush(ctx, true)
@@ -187,7 +188,7 @@ func TestFloorFollowsAcks(t *testing.T) {
 	ps := s.parts[3]
 	var acked []uint64
 	msg := func(seq uint64, thread string) *testMsg {
-		return &testMsg{subject: StoredSubject(3, "acme", thread), seq: seq, acked: &acked,
+		return &testMsg{subject: wire.StoredSubject(3, "acme", thread), seq: seq, acked: &acked,
 			data: []byte(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`)}
 	}
 	ctx := context.Background()
@@ -271,7 +272,7 @@ func TestFinalFloorAwaited(t *testing.T) {
 	ps := s.parts[3]
 	var acked []uint64
 	msg := func(seq uint64) *testMsg {
-		return &testMsg{subject: StoredSubject(3, "acme", "a"), seq: seq, acked: &acked,
+		return &testMsg{subject: wire.StoredSubject(3, "acme", "a"), seq: seq, acked: &acked,
 			data: []byte(`{"type":"RUN_STARTED","threadId":"x","runId":"r"}`)}
 	}
 	ctx := context.Background()

@@ -6,17 +6,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/threadcast/threadcast/subject"
-)
-
-// Snapshot error kinds (Tc-Error-Kind of a failed snapshot reply).
-const (
-	SnapErrBadRequest = "bad-request"     // the subject does not name a valid thread
-	SnapErrPartition  = "wrong-partition" // p is not the thread's partition
-	SnapErrBusy       = "busy"            // the shard's request queue is full; retry
-	SnapErrStore      = "store"           // the checkpoint could not be read
-	SnapErrNoMessage  = "no-message"      // a page's before names no message of the thread
+	"github.com/threadcast/threadcast/wire"
 )
 
 // DefaultSnapshotQueue is Config.SnapshotQueue's value when it is 0.
@@ -38,7 +28,7 @@ const snapGroupsPerTurn = 8
 //
 // Overflow policy: tail drop. A request that would add a thread beyond
 // limit (or a waiter beyond snapWaitersPerThread) is answered at once with
-// SnapErrBusy and counted as Snapshots{result="busy"}; what is queued is
+// wire.SnapErrBusy and counted as Snapshots{result="busy"}; what is queued is
 // never displaced. The fanout retries busy replies with backoff.
 //
 // add is called by the NATS subscription goroutines, take by the shard
@@ -136,32 +126,32 @@ func (q *snapQueue) take(dst []snapGroup, most int) []snapGroup {
 // cached: they cost what they hold (reducer/window.go), and the requests
 // queued with the same body share one encoding.
 func (s *shard) snapshot(ctx context.Context, g snapGroup) {
-	p, tenant, token, err := subject.ParseSnapSubject(g.subject)
+	p, tenant, token, err := wire.ParseSnapSubject(g.subject)
 	if err != nil {
 		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
-		snapErrorAll(g.reqs, SnapErrBadRequest, "malformed snapshot subject")
+		snapErrorAll(g.reqs, wire.SnapErrBadRequest, "malformed snapshot subject")
 		return
 	}
-	req, err := ParseSnapRequest(g.body)
+	req, err := wire.ParseSnapRequest(g.body)
 	if err != nil {
 		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
-		snapErrorAll(g.reqs, SnapErrBadRequest, err.Error())
+		snapErrorAll(g.reqs, wire.SnapErrBadRequest, err.Error())
 		return
 	}
 	part := s.parts[p]
-	if part == nil || Partition(tenant, token, s.cfg.Partitions) != p {
+	if part == nil || wire.Partition(tenant, token, s.cfg.Partitions) != p {
 		s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
-		snapErrorAll(g.reqs, SnapErrPartition, "thread is in partition "+strconv.Itoa(Partition(tenant, token, s.cfg.Partitions)))
+		snapErrorAll(g.reqs, wire.SnapErrPartition, "thread is in partition "+strconv.Itoa(wire.Partition(tenant, token, s.cfg.Partitions)))
 		return
 	}
 	k := threadKey{tenant, token}
 	t, result := s.threads[k], "hot"
 	if t == nil {
-		id, _ := DecodeThread(token)
+		id, _ := wire.DecodeThread(token)
 		t = &hotThread{key: k, id: id, part: part}
 		if err := s.load(ctx, t); err != nil {
 			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
-			snapErrorAll(g.reqs, SnapErrStore, err.Error())
+			snapErrorAll(g.reqs, wire.SnapErrStore, err.Error())
 			return
 		}
 		// Not kept hot: a snapshot of a cold thread should not evict a
@@ -175,7 +165,7 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 		data, err = s.encodePage(t, req.Page)
 		if err != nil {
 			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
-			snapErrorAll(g.reqs, SnapErrNoMessage, "no message "+strconv.Quote(truncateN(req.Page.Before, 128))+" in the thread")
+			snapErrorAll(g.reqs, wire.SnapErrNoMessage, "no message "+strconv.Quote(truncateN(req.Page.Before, 128))+" in the thread")
 			return
 		}
 		result = "page"
@@ -249,7 +239,7 @@ func (s *shard) encodeWindow(t *hotThread, n int) []byte {
 
 // encodePage returns the page reply body for pr, in a new slice, or
 // reducer.ErrNoMessage.
-func (s *shard) encodePage(t *hotThread, pr *PageRequest) ([]byte, error) {
+func (s *shard) encodePage(t *hotThread, pr *wire.PageRequest) ([]byte, error) {
 	pg, err := t.th.MessagePage(pr.Before, pr.Limit)
 	if err != nil {
 		return nil, err
@@ -295,5 +285,5 @@ func snapErrorAll(reqs []*nats.Msg, kind, text string) {
 }
 
 func snapError(req *nats.Msg, kind, text string) {
-	_ = req.RespondMsg(&nats.Msg{Header: nats.Header{HeaderErrorKind: {kind}, HeaderError: {truncateN(text, 256)}}})
+	_ = req.RespondMsg(&nats.Msg{Header: nats.Header{wire.HeaderErrorKind: {kind}, wire.HeaderError: {truncateN(text, 256)}}})
 }

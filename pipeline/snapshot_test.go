@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // TestSnapQueue: requests for a queued thread join its entry (one reply for
@@ -65,15 +66,15 @@ func TestSnapshotCache(t *testing.T) {
 	startIngest(t, nc, cfg)
 	streams := genStreams(t, 1, "cache")
 	st := streams[0]
-	tok := EncodeThread(st.thread)
-	subj := SnapSubject(Partition(st.tenant, tok, cfg.Partitions), st.tenant, tok)
+	tok := wire.EncodeThread(st.thread)
+	subj := wire.SnapSubject(wire.Partition(st.tenant, tok, cfg.Partitions), st.tenant, tok)
 	request := func() *nats.Msg {
 		t.Helper()
 		msg, err := nc.Request(subj, nil, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ParseSnapshot(msg); err != nil {
+		if _, err := wire.ParseSnapshot(msg); err != nil {
 			t.Fatal(err)
 		}
 		return msg
@@ -83,7 +84,7 @@ func TestSnapshotCache(t *testing.T) {
 	waitFor(t, 20*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
 	cachedBefore := counter(t, cfg.Metrics.Snapshots.WithLabelValues("cached"))
 	a, b := request(), request()
-	if !bytes.Equal(a.Data, b.Data) || a.Header.Get(HeaderSeq) != b.Header.Get(HeaderSeq) {
+	if !bytes.Equal(a.Data, b.Data) || a.Header.Get(wire.HeaderSeq) != b.Header.Get(wire.HeaderSeq) {
 		t.Fatalf("two replies at one seq differ:\n%s\n%s", a.Data, b.Data)
 	}
 	if got := counter(t, cfg.Metrics.Snapshots.WithLabelValues("cached")) - cachedBefore; got < 1 {
@@ -95,10 +96,10 @@ func TestSnapshotCache(t *testing.T) {
 	want := strconv.FormatUint(ss[len(ss)-1], 10)
 	waitFor(t, 20*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
 	c := request()
-	if c.Header.Get(HeaderSeq) != want || bytes.Equal(c.Data, a.Data) {
-		t.Fatalf("after an apply: seq %s (want %s), same bytes as before: %v", c.Header.Get(HeaderSeq), want, bytes.Equal(c.Data, a.Data))
+	if c.Header.Get(wire.HeaderSeq) != want || bytes.Equal(c.Data, a.Data) {
+		t.Fatalf("after an apply: seq %s (want %s), same bytes as before: %v", c.Header.Get(wire.HeaderSeq), want, bytes.Equal(c.Data, a.Data))
 	}
-	snap, err := ParseSnapshot(c)
+	snap, err := wire.ParseSnapshot(c)
 	if err != nil || strconv.FormatUint(snap.Seq, 10) != want {
 		t.Fatalf("fresh reply: %+v, %v", snap, err)
 	}
@@ -117,8 +118,8 @@ func BenchmarkSnapshotReply(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Tap = false
 	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, memStore{})
-	tok := EncodeThread("bench-snap")
-	p := Partition("acme", tok, cfg.Partitions)
+	tok := wire.EncodeThread("bench-snap")
+	p := wire.Partition("acme", tok, cfg.Partitions)
 	ps := &partState{p: p, dirty: make(map[*hotThread]struct{})}
 	s.parts[p] = ps
 	t := s.thread(context.Background(), ps, threadKey{"acme", tok})
@@ -129,7 +130,7 @@ func BenchmarkSnapshotReply(b *testing.B) {
 		}
 	}
 	s.flush(context.Background(), false)
-	g := snapGroup{subject: SnapSubject(p, "acme", tok), reqs: []*nats.Msg{{Reply: "_INBOX.x"}}}
+	g := snapGroup{subject: wire.SnapSubject(p, "acme", tok), reqs: []*nats.Msg{{Reply: "_INBOX.x"}}}
 	b.Run("cached", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -157,7 +157,7 @@ func (w *StorageWatch) Report(err error) bool {
 }
 
 // ReportWriteError records a critical write error of the embedded server
-// (ServerConfig.OnWriteError; line is its log line): nats-server writes
+// (natsembed.Config.OnWriteError; line is its log line): nats-server writes
 // that stream again only after a restart, so from now on Check fails with
 // that reason, and /readyz with it, until the process restarts.
 func (w *StorageWatch) ReportWriteError(line string) {

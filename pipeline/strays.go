@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Strays are messages the event stream stored but no partition consumer
@@ -15,20 +16,20 @@ import (
 // partitions read; but NATS lets a publisher use a wildcard as a literal
 // subject token (`nats pub 'agui.acme.*.events'`), the stream matches such
 // a subject and acknowledges it, and the transform leaves it where it is.
-// Everything still stored under EventsPrefix is therefore a stray: one
+// Everything still stored under wire.EventsPrefix is therefore a stray: one
 // durable consumer, shared by every ingest instance, dead-letters each with
-// kind ErrKindSubject and its reason, and acks it.
+// kind wire.ErrKindSubject and its reason, and acks it.
 
-// StraysFilter is the filter of the strays consumer: the stream's own
+// straysFilter is the filter of the strays consumer: the stream's own
 // subjects, which the transform empties of every publishable subject.
-const StraysFilter = EventsPrefix + ".>"
+const straysFilter = wire.EventsPrefix + ".>"
 
 // straysConsumer creates or binds the strays consumer (<prefix>-strays).
 func straysConsumer(ctx context.Context, stream jetstream.Stream, cfg *Config) (jetstream.Consumer, error) {
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       cfg.ConsumerPrefix + "-strays",
 		Description:   "Threadcast ingest: messages stored under a subject no thread can have",
-		FilterSubject: StraysFilter,
+		FilterSubject: straysFilter,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
@@ -52,7 +53,7 @@ func (in *Ingest) consumeStrays(cons jetstream.Consumer) (jetstream.ConsumeConte
 		}
 		subj := msg.Subject()
 		in.m.Messages.Inc()
-		deadLetter(in.nc, in.m, tokenAt(subj, 1), tokenAt(subj, 2), msg.Data(), ErrKindSubject,
+		deadLetter(in.nc, in.m, tokenAt(subj, 1), tokenAt(subj, 2), msg.Data(), wire.ErrKindSubject,
 			fmt.Sprintf("subject %q names no thread: a wildcard is not a tenant or thread token", truncate(subj)), seq, -1)
 		_ = msg.Ack() // at least once: a lost ack redelivers, and the dead letter repeats
 	}, jetstream.PullMaxMessages(64), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -71,25 +72,25 @@ func deadLetter(pub Publisher, m *Metrics, tenant, token string, data []byte, ki
 }
 
 // deadLetterMsg is the dead letter of data on dlq.<tenant>.<token>; an
-// invalid tenant or token is written "_". quotaName is HeaderQuota's value
+// invalid tenant or token is written "_". quotaName is wire.HeaderQuota's value
 // ("": none).
 func deadLetterMsg(tenant, token string, data []byte, kind, reason string, seq uint64, idx int, quotaName string) *nats.Msg {
-	if ValidTenant(tenant) != nil {
+	if wire.ValidTenant(tenant) != nil {
 		tenant = "_"
 	}
-	if _, err := DecodeThread(token); err != nil {
+	if _, err := wire.DecodeThread(token); err != nil {
 		token = "_"
 	}
 	h := nats.Header{
-		HeaderErrorKind: {kind},
-		HeaderError:     {truncateN(reason, 512)},
-		HeaderSeq:       {strconv.FormatUint(seq, 10)},
+		wire.HeaderErrorKind: {kind},
+		wire.HeaderError:     {truncateN(reason, 512)},
+		wire.HeaderSeq:       {strconv.FormatUint(seq, 10)},
 	}
 	if idx >= 0 {
-		h[HeaderEventIndex] = []string{strconv.Itoa(idx)}
+		h[wire.HeaderEventIndex] = []string{strconv.Itoa(idx)}
 	}
 	if quotaName != "" {
-		h[HeaderQuota] = []string{quotaName}
+		h[wire.HeaderQuota] = []string{quotaName}
 	}
-	return &nats.Msg{Subject: DLQSubject(tenant, token), Data: data, Header: h}
+	return &nats.Msg{Subject: wire.DLQSubject(tenant, token), Data: data, Header: h}
 }

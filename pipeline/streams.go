@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrPartitionsChanged is returned by EnsureStreams when the stream exists
@@ -18,10 +19,10 @@ func StreamConfig(cfg *Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "Threadcast AG-UI event log",
-		Subjects:    []string{EventsWildcard},
+		Subjects:    []string{wire.EventsWildcard},
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source:      EventsWildcard,
-			Destination: StreamSubjectTransform(cfg.Partitions),
+			Source:      wire.EventsWildcard,
+			Destination: wire.StreamSubjectTransform(cfg.Partitions),
 		},
 		Retention:  jetstream.LimitsPolicy,
 		Storage:    jetstream.FileStorage,
@@ -43,7 +44,7 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.DeadLetters,
 		Description: "Threadcast dead letters: rejected input with its reason",
-		Subjects:    []string{DLQPrefix + ".>"},
+		Subjects:    []string{wire.DLQPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
@@ -54,9 +55,9 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 	}
 }
 
-// KVConfig returns the checkpoint bucket's configuration for cfg. History 1:
+// kvConfig returns the checkpoint bucket's configuration for cfg. History 1:
 // only the latest checkpoint of a thread matters.
-func KVConfig(cfg *Config) jetstream.KeyValueConfig {
+func kvConfig(cfg *Config) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "Threadcast thread checkpoints (view + stream seq)",
@@ -85,7 +86,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (je
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.Stream, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, KVConfig(cfg))
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kvConfig(cfg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline: create/update bucket %s: %w", cfg.Bucket, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // hostileIDs are thread ids that would change a subject's meaning if used
@@ -17,10 +18,10 @@ import (
 var hostileIDs = []string{
 	".", "..", "a.b", "*", ">", "a.>", "a.*.b", " ", "a b", "\t", "\r\n",
 	"=", "=abc", "==", "ü", "日本語", "\x00", "a/b", "a\\b",
-	"$JS.API", "_INBOX.x", strings.Repeat("x", MaxThreadIDLen), "-", "_",
+	"$JS.API", "_INBOX.x", strings.Repeat("x", wire.MaxThreadIDLen), "-", "_",
 }
 
-// refusedIDs are ids no thread may have (subject.ValidThread): the empty id
+// refusedIDs are ids no thread may have (wire.ValidThread): the empty id
 // and bytes that are not UTF-8.
 var refusedIDs = []string{"", "\xff\xfe", "ok\xc3"}
 
@@ -56,14 +57,14 @@ func TestPartitionMatchesServer(t *testing.T) {
 	want := map[key]int{}
 	for _, tenant := range tenants {
 		for _, id := range ids {
-			subj, err := EventSubject(tenant, id)
+			subj, err := wire.EventSubject(tenant, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := js.Publish(ctx, subj, []byte("{}")); err != nil {
 				t.Fatalf("publish %q: %v", subj, err)
 			}
-			want[key{tenant, EncodeThread(id)}] = Partition(tenant, EncodeThread(id), cfg.Partitions)
+			want[key{tenant, wire.EncodeThread(id)}] = wire.Partition(tenant, wire.EncodeThread(id), cfg.Partitions)
 		}
 	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
@@ -76,7 +77,7 @@ func TestPartitionMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d: %v", seen, err)
 		}
-		p, tenant, tok, err := ParseStoredSubject(msg.Subject())
+		p, tenant, tok, err := wire.ParseStoredSubject(msg.Subject())
 		if err != nil {
 			t.Fatalf("stored subject %q: %v", msg.Subject(), err)
 		}
@@ -100,14 +101,14 @@ func TestHostileIDsIsolated(t *testing.T) {
 	nc := connect(t, s)
 	subs := make([]*nats.Subscription, len(hostileIDs))
 	for i, id := range hostileIDs {
-		sub, err := nc.SubscribeSync(ViewSubject("acme", EncodeThread(id)))
+		sub, err := nc.SubscribeSync(wire.ViewSubject("acme", wire.EncodeThread(id)))
 		if err != nil {
 			t.Fatalf("subscribe %q: %v", id, err)
 		}
 		subs[i] = sub
 	}
 	for i, id := range hostileIDs {
-		if err := nc.Publish(ViewSubject("acme", EncodeThread(id)), []byte(fmt.Sprint(i))); err != nil {
+		if err := nc.Publish(wire.ViewSubject("acme", wire.EncodeThread(id)), []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}

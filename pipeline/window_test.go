@@ -17,44 +17,8 @@ import (
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/longthread"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
-
-func TestParseSnapRequest(t *testing.T) {
-	for _, tt := range []struct {
-		give    string
-		want    SnapRequest
-		wantErr bool
-	}{
-		{give: "", want: SnapRequest{}},
-		{give: `{}`, want: SnapRequest{}},
-		{give: `{"window":50}`, want: SnapRequest{Window: 50}},
-		{give: `{"page":{"limit":20}}`, want: SnapRequest{Page: &PageRequest{Limit: 20}}},
-		{give: `{"page":{"before":"m1","limit":20}}`, want: SnapRequest{Page: &PageRequest{Before: "m1", Limit: 20}}},
-		{give: `{"window":-1}`, wantErr: true},
-		{give: `{"page":{"limit":0}}`, wantErr: true},
-		{give: `{"page":{"limit":5},"window":3}`, wantErr: true},
-		{give: `{"windows":3}`, wantErr: true},
-		{give: `{"window":"3"}`, wantErr: true},
-		{give: `not json`, wantErr: true},
-	} {
-		got, err := ParseSnapRequest([]byte(tt.give))
-		if tt.wantErr {
-			if !errors.Is(err, ErrBadRequest) {
-				t.Errorf("ParseSnapRequest(%s) = %+v, %v; want ErrBadRequest", tt.give, got, err)
-			}
-			continue
-		}
-		if err != nil || got.Window != tt.want.Window || (got.Page == nil) != (tt.want.Page == nil) ||
-			(got.Page != nil && *got.Page != *tt.want.Page) {
-			t.Errorf("ParseSnapRequest(%s) = %+v, %v; want %+v", tt.give, got, err, tt.want)
-		}
-		// Encode gives back what parses to the same request.
-		again, err := ParseSnapRequest(got.Encode())
-		if err != nil || again.Window != got.Window || (again.Page == nil) != (got.Page == nil) {
-			t.Errorf("Encode of %+v does not parse back: %s, %v", got, got.Encode(), err)
-		}
-	}
-}
 
 // TestSnapQueueByBody: requests for one thread with different bodies are
 // answered separately; with the same body, together.
@@ -150,9 +114,9 @@ func TestWindowedSnapshotAndPages(t *testing.T) {
 				})
 			}
 
-			tok := EncodeThread("long")
-			subj := SnapSubject(Partition("acme", tok, cfg.Partitions), "acme", tok)
-			ask := func(r SnapRequest) *nats.Msg {
+			tok := wire.EncodeThread("long")
+			subj := wire.SnapSubject(wire.Partition("acme", tok, cfg.Partitions), "acme", tok)
+			ask := func(r wire.SnapRequest) *nats.Msg {
 				t.Helper()
 				msg, err := nc.Request(subj, r.Encode(), 10*time.Second)
 				if err != nil {
@@ -162,7 +126,7 @@ func TestWindowedSnapshotAndPages(t *testing.T) {
 			}
 
 			for _, n := range []int{1, 50, 5000} {
-				sn, err := ParseSnapshot(ask(SnapRequest{Window: n}))
+				sn, err := wire.ParseSnapshot(ask(wire.SnapRequest{Window: n}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -204,7 +168,7 @@ func TestWindowedSnapshotAndPages(t *testing.T) {
 				if pages > 100 {
 					t.Fatal("paging does not end")
 				}
-				p, err := ParsePage(ask(SnapRequest{Page: &PageRequest{Before: before, Limit: 97}}))
+				p, err := wire.ParsePage(ask(wire.SnapRequest{Page: &wire.PageRequest{Before: before, Limit: 97}}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -233,19 +197,19 @@ func TestWindowedSnapshotAndPages(t *testing.T) {
 			}
 
 			// Error paths: an unknown cursor, a malformed body.
-			msg := ask(SnapRequest{Page: &PageRequest{Before: "no-such-message", Limit: 5}})
-			if kind := msg.Header.Get(HeaderErrorKind); kind != SnapErrNoMessage {
-				t.Fatalf("unknown before: error kind %q, want %q", kind, SnapErrNoMessage)
+			msg := ask(wire.SnapRequest{Page: &wire.PageRequest{Before: "no-such-message", Limit: 5}})
+			if kind := msg.Header.Get(wire.HeaderErrorKind); kind != wire.SnapErrNoMessage {
+				t.Fatalf("unknown before: error kind %q, want %q", kind, wire.SnapErrNoMessage)
 			}
-			if _, err := ParsePage(msg); err == nil || !strings.Contains(err.Error(), "no-such-message") {
+			if _, err := wire.ParsePage(msg); err == nil || !strings.Contains(err.Error(), "no-such-message") {
 				t.Fatalf("unknown before: ParsePage = %v", err)
 			}
 			bad, err := nc.Request(subj, []byte(`{"window":0,"page":{"limit":-1}}`), 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if kind := bad.Header.Get(HeaderErrorKind); kind != SnapErrBadRequest {
-				t.Fatalf("malformed body: error kind %q, want %q", kind, SnapErrBadRequest)
+			if kind := bad.Header.Get(wire.HeaderErrorKind); kind != wire.SnapErrBadRequest {
+				t.Fatalf("malformed body: error kind %q, want %q", kind, wire.SnapErrBadRequest)
 			}
 		})
 	}

@@ -1,6 +1,10 @@
 package reducer
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/threadcast/threadcast/jsondoc"
+)
 
 // retain copies a string view taken from an event (valid only until Apply
 // returns) so that it can be stored in the Thread. It is the one place where
@@ -32,26 +36,12 @@ func retainJSON(raw []byte) []byte {
 	return compactInto(make([]byte, 0, len(raw)), raw)
 }
 
-// compactInto appends raw without the whitespace outside its strings.
+// compactInto appends raw without the whitespace outside its strings
+// (jsondoc.AppendCompact). The codec has validated raw, so AppendCompact
+// accepts it; were it ever refused, raw is kept as it came.
 func compactInto(out, raw []byte) []byte {
-	inStr, esc := false, false
-	start := 0
-	for i, c := range raw {
-		switch {
-		case inStr:
-			if esc {
-				esc = false
-			} else if c == '\\' {
-				esc = true
-			} else if c == '"' {
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			out = append(out, raw[start:i]...)
-			start = i + 1
-		}
+	if c, ok := jsondoc.AppendCompact(out, raw); ok {
+		return c
 	}
-	return append(out, raw[start:]...)
+	return append(out, raw...)
 }

@@ -65,8 +65,8 @@
 // (message storage and indexes), input.go (SetInput); then view.go (the
 // view document), snapshot.go (the view as AG-UI events), window.go (both
 // for the newest N messages only, and pages of older ones), checkpoint.go,
-// journal.go (Flush), json.go and copy.go (helpers). compact*.go is the
-// separate Compactor.
+// journal.go (Flush), copy.go (helpers). The Compactor, which
+// shortens a stream without changing its view, is package reducer/compact.
 //
 // # Verdicts
 //

@@ -54,12 +54,12 @@ func (c *viewClient) apply(t *testing.T, thr *Thread, ch *Changes) {
 			// surrogate pair split across two flushes re-joins.
 			var m map[string]json.RawMessage
 			mustUnmarshal(t, c.msgs[mc.Index], &m)
-			old := appendUnquoted(nil, m["content"])
+			old := codec.AppendUnquotedRaw(nil, m["content"])
 			if len(old) != mc.TextFrom {
 				t.Fatalf("append from %d, client content has %d bytes", mc.TextFrom, len(old))
 			}
-			text := appendUnquoted(old, thr.AppendTextFrom(nil, mc.Index, mc.TextFrom))
-			m["content"] = appendStringBytes(nil, text)
+			text := codec.AppendUnquotedRaw(old, thr.AppendTextFrom(nil, mc.Index, mc.TextFrom))
+			m["content"] = codec.AppendViewString(nil, text)
 			b, _ := json.Marshal(m)
 			c.msgs[mc.Index] = b
 		}

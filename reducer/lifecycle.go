@@ -193,12 +193,12 @@ func appendUsage(dst []byte, us []codec.TokenUsage) []byte {
 		if u.Provider != "" {
 			sep()
 			dst = append(dst, `"provider":`...)
-			dst = appendString(dst, u.Provider)
+			dst = codec.AppendViewString(dst, u.Provider)
 		}
 		if u.Model != "" {
 			sep()
 			dst = append(dst, `"model":`...)
-			dst = appendString(dst, u.Model)
+			dst = codec.AppendViewString(dst, u.Model)
 		}
 		for _, c := range [...]struct {
 			k string
@@ -210,7 +210,7 @@ func appendUsage(dst []byte, us []codec.TokenUsage) []byte {
 		} {
 			if c.v >= 0 {
 				sep()
-				dst = appendString(dst, c.k)
+				dst = codec.AppendViewString(dst, c.k)
 				dst = append(dst, ':')
 				dst = strconv.AppendInt(dst, c.v, 10)
 			}
@@ -243,7 +243,7 @@ func (t *Thread) pendingCalls(outcome []byte) []byte {
 		} else {
 			out = append(out, ',')
 		}
-		out = appendString(out, id)
+		out = codec.AppendViewString(out, id)
 	}
 	if out == nil {
 		return nil

@@ -2,6 +2,7 @@ package reducer
 
 import (
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/internal/jsonscan"
 	"github.com/threadcast/threadcast/jsondoc"
 )
 
@@ -159,7 +160,7 @@ func distinctNames(raw []byte) bool {
 		if i >= len(raw) || raw[i] != ':' {
 			return false
 		}
-		if i = skipValue(raw, skipSpace(raw, i+1)); i < 0 {
+		if i = jsonscan.End(raw, skipSpace(raw, i+1)); i < 0 {
 			return false
 		}
 		i = skipSpace(raw, i)
@@ -186,59 +187,13 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipValue returns the index just past the JSON value starting at i, or -1
-// when the text ends first. It trusts the structure (the caller validates):
-// it only tracks strings and nesting.
-func skipValue(b []byte, i int) int {
-	depth := 0
-	for i < len(b) {
-		switch c := b[i]; c {
-		case '"':
-			i++
-			for i < len(b) && b[i] != '"' {
-				if b[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			if i >= len(b) {
-				return -1
-			}
-			i++
-			if depth == 0 {
-				return i
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i // ends the enclosing container: a scalar ended here
-			}
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-		i++
-	}
-	if depth == 0 {
-		return i
-	}
-	return -1
-}
-
 // setContent stores a content value (a JSON string or a part array) from
 // the wire into m.
 func setContent(m *message, raw codec.Raw) {
 	m.hasContent = true
 	m.text, m.raw = nil, nil
 	if len(raw) > 0 && raw[0] == '"' {
-		m.text = appendUnquoted(make([]byte, 0, len(raw)-2), raw)
+		m.text = codec.AppendUnquotedRaw(make([]byte, 0, len(raw)-2), raw)
 		return
 	}
 	m.raw = retainJSON(raw)

@@ -127,7 +127,7 @@ func (t *Thread) sameContent(m *message, raw codec.Raw) bool {
 	if len(raw) == 0 || raw[0] != '"' {
 		return false
 	}
-	t.scratch = appendUnquoted(t.scratch[:0], raw)
+	t.scratch = codec.AppendUnquotedRaw(t.scratch[:0], raw)
 	return string(t.scratch) == string(m.text)
 }
 

@@ -2,6 +2,8 @@ package reducer
 
 import (
 	"slices"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 // NOTE: the view as AG-UI events, for a subscriber joining late. The output
@@ -75,19 +77,19 @@ func (t *Thread) appendSnapshotEvents(dst []byte, from int) []byte {
 func (t *Thread) appendRunStarted(dst []byte, r *run) []byte {
 	dst = append(dst, `{"type":"RUN_STARTED","threadId":`...)
 	if r == nil {
-		dst = appendString(dst, t.threadID)
+		dst = codec.AppendViewString(dst, t.threadID)
 		return append(dst, `,"runId":""}`+"\n"...)
 	}
-	dst = appendString(dst, r.threadID)
+	dst = codec.AppendViewString(dst, r.threadID)
 	dst = append(dst, `,"runId":`...)
-	dst = appendString(dst, r.runID)
+	dst = codec.AppendViewString(dst, r.runID)
 	if r.hasParent {
 		dst = append(dst, `,"parentRunId":`...)
-		dst = appendString(dst, r.parentRunID)
+		dst = codec.AppendViewString(dst, r.parentRunID)
 	}
 	if r.protocolVersion != "" {
 		dst = append(dst, `,"protocolVersion":`...)
-		dst = appendString(dst, r.protocolVersion)
+		dst = codec.AppendViewString(dst, r.protocolVersion)
 	}
 	return append(dst, "}\n"...)
 }
@@ -98,25 +100,25 @@ func (t *Thread) appendTerminal(dst []byte, r *run) []byte {
 	case r == nil || r.status != runError:
 		dst = append(dst, `{"type":"RUN_FINISHED","threadId":`...)
 		if r == nil {
-			dst = appendString(dst, t.threadID)
+			dst = codec.AppendViewString(dst, t.threadID)
 			return append(dst, `,"runId":""}`+"\n"...)
 		}
-		dst = appendString(dst, r.threadID)
+		dst = codec.AppendViewString(dst, r.threadID)
 		dst = append(dst, `,"runId":`...)
-		dst = appendString(dst, r.runID)
+		dst = codec.AppendViewString(dst, r.runID)
 		dst = appendRaw(dst, `,"result":`, r.result)
 		dst = appendRaw(dst, `,"outcome":`, r.outcome)
 		return append(dst, "}\n"...)
 	case r.hasError:
 		dst = append(dst, `{"type":"RUN_ERROR","message":`...)
-		dst = appendString(dst, r.errMessage)
+		dst = codec.AppendViewString(dst, r.errMessage)
 		dst = appendOpt(dst, `,"code":`, r.errCode, r.hasCode)
 		return append(dst, "}\n"...)
 	default: // rejected by this reducer
 		dst = append(dst, `{"type":"RUN_ERROR","message":`...)
-		dst = appendString(dst, "stream rejected: "+r.rejectReason)
+		dst = codec.AppendViewString(dst, "stream rejected: "+r.rejectReason)
 		dst = append(dst, `,"code":`...)
-		dst = appendString(dst, RejectedCode)
+		dst = codec.AppendViewString(dst, RejectedCode)
 		return append(dst, "}\n"...)
 	}
 }
@@ -131,9 +133,9 @@ func (t *Thread) appendSubagentLifecycle(dst []byte) []byte {
 	subs := t.subagents[first:]
 	for _, s := range subs {
 		dst = append(dst, `{"type":"SUBAGENT_STARTED","subagentRunId":`...)
-		dst = appendString(dst, s.id)
+		dst = codec.AppendViewString(dst, s.id)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, s.name)
+		dst = codec.AppendViewString(dst, s.name)
 		dst = appendOpt(dst, `,"description":`, s.description, s.hasDescription)
 		dst = appendOpt(dst, `,"parentSubagentRunId":`, s.parentSub, s.hasParentSub)
 		dst = appendOpt(dst, `,"parentToolCallId":`, s.parentToolCall, s.hasParentToolCall)
@@ -144,15 +146,15 @@ func (t *Thread) appendSubagentLifecycle(dst []byte) []byte {
 		switch s.status {
 		case subFinished, subSuspended:
 			dst = append(dst, `{"type":"SUBAGENT_FINISHED","subagentRunId":`...)
-			dst = appendString(dst, s.id)
+			dst = codec.AppendViewString(dst, s.id)
 			dst = appendRaw(dst, `,"result":`, s.result)
 			dst = appendRaw(dst, `,"outcome":`, s.outcome)
 			dst = append(dst, "}\n"...)
 		case subError:
 			dst = append(dst, `{"type":"SUBAGENT_ERROR","subagentRunId":`...)
-			dst = appendString(dst, s.id)
+			dst = codec.AppendViewString(dst, s.id)
 			dst = append(dst, `,"message":`...)
-			dst = appendString(dst, s.errMessage)
+			dst = codec.AppendViewString(dst, s.errMessage)
 			dst = appendOpt(dst, `,"code":`, s.errCode, s.hasCode)
 			dst = append(dst, "}\n"...)
 		}
@@ -165,13 +167,13 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 	m := &t.m
 	for _, s := range m.steps {
 		dst = append(dst, `{"type":"STEP_STARTED","stepName":`...)
-		dst = appendString(dst, s.name)
+		dst = codec.AppendViewString(dst, s.name)
 		dst = appendTag(dst, s.owner)
 		dst = append(dst, "}\n"...)
 	}
 	for _, id := range sortedKeys(&m.openSpan) {
 		dst = append(dst, `{"type":"REASONING_START","messageId":`...)
-		dst = appendString(dst, id)
+		dst = codec.AppendViewString(dst, id)
 		rec, _ := m.ownSpan.get(id)
 		dst = appendTag(dst, rec)
 		dst = append(dst, "}\n"...)
@@ -179,23 +181,23 @@ func (t *Thread) appendReopeners(dst []byte) []byte {
 	for _, id := range sortedKeys(&m.openText) {
 		if m.laneHolding(laneText, id) < 0 && t.byID.at(id) != nil {
 			dst = append(dst, `{"type":"TEXT_MESSAGE_START","messageId":`...)
-			dst = appendString(dst, id)
+			dst = codec.AppendViewString(dst, id)
 			dst = append(dst, "}\n"...)
 		}
 	}
 	for _, id := range sortedKeys(&m.openTool) {
 		if c := t.calls.at(id); m.laneHolding(laneTool, id) < 0 && c != nil {
 			dst = append(dst, `{"type":"TOOL_CALL_START","toolCallId":`...)
-			dst = appendString(dst, id)
+			dst = codec.AppendViewString(dst, id)
 			dst = append(dst, `,"toolCallName":`...)
-			dst = appendString(dst, c.name)
+			dst = codec.AppendViewString(dst, c.name)
 			dst = append(dst, "}\n"...)
 		}
 	}
 	for _, id := range sortedKeys(&m.openReason) {
 		if m.laneHolding(laneReasoning, id) < 0 && t.byID.at(id) != nil {
 			dst = append(dst, `{"type":"REASONING_MESSAGE_START","messageId":`...)
-			dst = appendString(dst, id)
+			dst = codec.AppendViewString(dst, id)
 			dst = append(dst, `,"role":"reasoning"}`+"\n"...)
 		}
 	}
@@ -213,25 +215,25 @@ func (t *Thread) appendLaneOpener(dst []byte, l *lane) []byte {
 			return dst
 		}
 		dst = append(dst, `{"type":"TEXT_MESSAGE_CHUNK","messageId":`...)
-		dst = appendString(dst, l.id)
+		dst = codec.AppendViewString(dst, l.id)
 		dst = append(dst, `,"role":`...)
-		dst = appendString(dst, l.role)
+		dst = codec.AppendViewString(dst, l.role)
 		dst = appendOpt(dst, `,"name":`, l.name, l.hasName)
 	case laneTool:
 		if t.calls.at(l.id) == nil {
 			return dst
 		}
 		dst = append(dst, `{"type":"TOOL_CALL_CHUNK","toolCallId":`...)
-		dst = appendString(dst, l.id)
+		dst = codec.AppendViewString(dst, l.id)
 		dst = append(dst, `,"toolCallName":`...)
-		dst = appendString(dst, l.name)
+		dst = codec.AppendViewString(dst, l.name)
 		dst = appendOpt(dst, `,"parentMessageId":`, l.parent, l.hasParent)
 	default:
 		if t.byID.at(l.id) == nil {
 			return dst
 		}
 		dst = append(dst, `{"type":"REASONING_MESSAGE_CHUNK","messageId":`...)
-		dst = appendString(dst, l.id)
+		dst = codec.AppendViewString(dst, l.id)
 	}
 	dst = appendTag(dst, l.tag)
 	return append(dst, "}\n"...)

@@ -559,24 +559,6 @@ func TestRetiredThinking(t *testing.T) {
 		jsonEqual(t, "resumed messages", b.AppendMessages(nil), r.thread.AppendMessages(nil))
 	}
 
-	// Compact keeps the minted ids: its output applies the same again.
-	thr := NewThread("t")
-	var evs []*codec.Event
-	for i, l := range stream {
-		ev := codecEvent(t, l)
-		if res := thr.Apply(uint64(i+1), ev); res.Fatal != nil {
-			t.Fatal(res.Fatal)
-		}
-		evs = append(evs, ev)
-	}
-	again := NewThread("t")
-	for i, ev := range Compact(evs) {
-		if res := again.Apply(uint64(i+1), ev); res.Fatal != nil || len(res.Warnings) != 0 {
-			t.Fatalf("compacted event %d: %v %v", i, res.Fatal, res.Warnings)
-		}
-	}
-	jsonEqual(t, "compacted", again.AppendMessages(nil), thr.AppendMessages(nil))
-
 	// No opener: a minted id, a warning, then S1.
 	r = runLines(t, vRS, `{"type":"THINKING_TEXT_MESSAGE_CONTENT","delta":"x"}`)
 	var pe *ProtocolError

@@ -2,6 +2,8 @@ package reducer
 
 import (
 	"strconv"
+
+	"github.com/threadcast/threadcast/codec"
 )
 
 // View encoders. Each appends into the caller's dst and returns the extended
@@ -37,11 +39,11 @@ func (t *Thread) AppendView(dst []byte) []byte { return t.appendView(dst, span{}
 // say what was left out (AppendWindowView).
 func (t *Thread) appendView(dst []byte, w span) []byte {
 	dst = append(dst, `{"threadId":`...)
-	dst = appendString(dst, t.threadID)
+	dst = codec.AppendViewString(dst, t.threadID)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, t.seq, 10)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, t.Status().String())
+	dst = codec.AppendViewString(dst, t.Status().String())
 	dst = append(dst, `,"messages":`...)
 	dst = t.appendMessages(dst, t.msgs[w.msgs:])
 	if w.windowed {
@@ -70,7 +72,7 @@ func (t *Thread) appendView(dst []byte, w span) []byte {
 	if t.rejection == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, t.rejection)
+		dst = codec.AppendViewString(dst, t.rejection)
 	}
 	return append(dst, '}')
 }
@@ -108,7 +110,7 @@ func (t *Thread) AppendTextFrom(dst []byte, i, from int) []byte {
 	if from > len(m.text) {
 		from = len(m.text)
 	}
-	return appendStringBytes(dst, m.text[from:])
+	return codec.AppendViewString(dst, m.text[from:])
 }
 
 // MessageCount returns the number of messages in the view.
@@ -120,13 +122,13 @@ func (t *Thread) AppendState(dst []byte) []byte { return t.state.AppendJSON(dst)
 // appendMessage encodes one message in its role's AG-UI shape.
 func appendMessage(dst []byte, m *message) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, m.id)
+	dst = codec.AppendViewString(dst, m.id)
 	dst = append(dst, `,"role":"`...)
 	dst = append(dst, m.role.String()...)
 	dst = append(dst, '"')
 	if m.role == roleActivity {
 		dst = append(dst, `,"activityType":`...)
-		dst = appendString(dst, m.activityType)
+		dst = codec.AppendViewString(dst, m.activityType)
 	}
 	if m.hasContent {
 		dst = append(dst, `,"content":`...)
@@ -136,20 +138,20 @@ func appendMessage(dst []byte, m *message) []byte {
 		case m.raw != nil:
 			dst = append(dst, m.raw...)
 		default:
-			dst = appendStringBytes(dst, m.text)
+			dst = codec.AppendViewString(dst, m.text)
 		}
 	}
 	if m.hasName {
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, m.name)
+		dst = codec.AppendViewString(dst, m.name)
 	}
 	if m.role == roleTool {
 		dst = append(dst, `,"toolCallId":`...)
-		dst = appendString(dst, m.toolCallID)
+		dst = codec.AppendViewString(dst, m.toolCallID)
 	}
 	if m.hasError {
 		dst = append(dst, `,"error":`...)
-		dst = appendString(dst, m.errText)
+		dst = codec.AppendViewString(dst, m.errText)
 	}
 	if m.hasToolCalls {
 		dst = append(dst, `,"toolCalls":[`...)
@@ -163,12 +165,12 @@ func appendMessage(dst []byte, m *message) []byte {
 	}
 	if m.hasEncrypted {
 		dst = append(dst, `,"encryptedValue":`...)
-		dst = appendString(dst, m.encrypted)
+		dst = codec.AppendViewString(dst, m.encrypted)
 	}
 	dst = appendOpt(dst, `,"encryptedValueType":`, m.encType, m.hasEncType)
 	if m.owner.tagged {
 		dst = append(dst, `,"subagentRunId":`...)
-		dst = appendString(dst, m.owner.id)
+		dst = codec.AppendViewString(dst, m.owner.id)
 	}
 	if m.meta != nil {
 		dst = append(dst, `,"metadata":`...)
@@ -179,15 +181,15 @@ func appendMessage(dst []byte, m *message) []byte {
 
 func appendToolCall(dst []byte, c *toolCall) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, c.id)
+	dst = codec.AppendViewString(dst, c.id)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
-	dst = appendString(dst, c.name)
+	dst = codec.AppendViewString(dst, c.name)
 	dst = append(dst, `,"arguments":`...)
-	dst = appendStringBytes(dst, c.args)
+	dst = codec.AppendViewString(dst, c.args)
 	dst = append(dst, '}')
 	if c.hasEncrypted {
 		dst = append(dst, `,"encryptedValue":`...)
-		dst = appendString(dst, c.encrypted)
+		dst = codec.AppendViewString(dst, c.encrypted)
 	}
 	dst = appendOpt(dst, `,"encryptedValueType":`, c.encType, c.hasEncType)
 	if c.meta != nil {
@@ -205,25 +207,25 @@ func appendRuns(dst []byte, runs []*run) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"runId":`...)
-		dst = appendString(dst, r.runID)
+		dst = codec.AppendViewString(dst, r.runID)
 		dst = append(dst, `,"threadId":`...)
-		dst = appendString(dst, r.threadID)
+		dst = codec.AppendViewString(dst, r.threadID)
 		if r.hasParent {
 			dst = append(dst, `,"parentRunId":`...)
-			dst = appendString(dst, r.parentRunID)
+			dst = codec.AppendViewString(dst, r.parentRunID)
 		}
 		if r.protocolVersion != "" {
 			dst = append(dst, `,"protocolVersion":`...)
-			dst = appendString(dst, r.protocolVersion)
+			dst = codec.AppendViewString(dst, r.protocolVersion)
 		}
 		dst = append(dst, `,"status":"`...)
 		dst = append(dst, runStatusNames[r.status]...)
 		dst = append(dst, `","verdict":`...)
 		if r.rejected {
 			dst = append(dst, `"rejected","rejection":{"code":`...)
-			dst = appendString(dst, r.rejectCode)
+			dst = codec.AppendViewString(dst, r.rejectCode)
 			dst = append(dst, `,"reason":`...)
-			dst = appendString(dst, r.rejectReason)
+			dst = codec.AppendViewString(dst, r.rejectReason)
 			dst = append(dst, '}')
 		} else {
 			dst = append(dst, `"ok"`...)
@@ -234,10 +236,10 @@ func appendRuns(dst []byte, runs []*run) []byte {
 		dst = appendRaw(dst, `,"pendingToolCallIds":`, r.pending)
 		if r.hasError {
 			dst = append(dst, `,"error":{"message":`...)
-			dst = appendString(dst, r.errMessage)
+			dst = codec.AppendViewString(dst, r.errMessage)
 			if r.hasCode {
 				dst = append(dst, `,"code":`...)
-				dst = appendString(dst, r.errCode)
+				dst = codec.AppendViewString(dst, r.errCode)
 			}
 			dst = append(dst, '}')
 		}
@@ -260,10 +262,10 @@ func (t *Thread) appendSteps(dst []byte) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"name":`...)
-		dst = appendString(dst, s.name)
+		dst = codec.AppendViewString(dst, s.name)
 		if s.owner.tagged {
 			dst = append(dst, `,"subagentRunId":`...)
-			dst = appendString(dst, s.owner.id)
+			dst = codec.AppendViewString(dst, s.owner.id)
 		}
 		dst = append(dst, '}')
 	}
@@ -279,16 +281,16 @@ func (t *Thread) appendSubagents(dst []byte, subs []*invocation) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"subagentRunId":`...)
-		dst = appendString(dst, s.id)
+		dst = codec.AppendViewString(dst, s.id)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, s.name)
+		dst = codec.AppendViewString(dst, s.name)
 		dst = appendOpt(dst, `,"description":`, s.description, s.hasDescription)
 		dst = appendOpt(dst, `,"parentSubagentRunId":`, s.parentSub, s.hasParentSub)
 		dst = appendOpt(dst, `,"parentToolCallId":`, s.parentToolCall, s.hasParentToolCall)
 		dst = appendOpt(dst, `,"parentMessageId":`, s.parentMessage, s.hasParentMessage)
 		if s.run >= 0 && s.run < len(t.runs) {
 			dst = append(dst, `,"runId":`...)
-			dst = appendString(dst, t.runs[s.run].runID)
+			dst = codec.AppendViewString(dst, t.runs[s.run].runID)
 		}
 		dst = append(dst, `,"status":"`...)
 		dst = append(dst, subStatusNames[s.status]...)
@@ -297,10 +299,10 @@ func (t *Thread) appendSubagents(dst []byte, subs []*invocation) []byte {
 		dst = appendRaw(dst, `,"outcome":`, s.outcome)
 		if s.status == subError {
 			dst = append(dst, `,"error":{"message":`...)
-			dst = appendString(dst, s.errMessage)
+			dst = codec.AppendViewString(dst, s.errMessage)
 			if s.hasCode {
 				dst = append(dst, `,"code":`...)
-				dst = appendString(dst, s.errCode)
+				dst = codec.AppendViewString(dst, s.errCode)
 			}
 			dst = append(dst, '}')
 		}
@@ -313,5 +315,5 @@ func appendOpt(dst []byte, key, v string, has bool) []byte {
 	if !has {
 		return dst
 	}
-	return appendString(append(dst, key...), v)
+	return codec.AppendViewString(append(dst, key...), v)
 }

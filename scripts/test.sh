@@ -45,14 +45,17 @@ go test -count=1 -tags large -run 'TestLongThread100k|TestWindowedJoins100k|Test
 go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
 
 # The abuse soak: tenant quiet's load on a node alone, then while tenant
-# noisy abuses every door (idle connections near the cap, tap floods, connect
+# noisy abuses every door (idle connections past its cap per source, each
+# refused with the documented 503, tap floods, connect
 # churn, bogus cursors, bad bridge bodies), alternating; quiet loses nothing,
 # RSS under the bound the limits give. 60 s of abuse (THREADCAST_SOAK_DURATION
 # for a longer one); without -race, which would change both the latencies and
 # the memory it measures. quiet's p99 under abuse is measured against its
-# quiet p99 and reported, not judged (-soak.max-p99-ratio 0): on 2 cores
-# shared with the attacker's own load generator it measures 2.0-2.6x, at or
-# above the 2x criterion, which a run by hand checks (the flag's default).
+# quiet p99 and reported, not judged (-soak.max-p99-ratio 0): on 2 shared
+# cores, the attacker's load generator in the same process, it measures
+# 4-6x at a load average of 25 (without the cap per source: 4.7x there,
+# 1.9-2.6x at a lighter load), over the 2x criterion, which a run by hand
+# on a quiet machine checks (the flag's default).
 go test -count=1 -tags soak -run TestSoak -timeout 10m ./node -args -soak.max-p99-ratio=0
 
 # The bus locked down: three nats-server processes configured from
@@ -78,4 +81,14 @@ if command -v chromium >/dev/null 2>&1 || [ -n "${THREADCAST_REQUIRE_BROWSER:-}"
   go test -count=1 -tags browser -run Browser -timeout 5m ./web/
 else
   echo "browser tests not run: chromium is not installed (apt-get install chromium)"
+fi
+
+# The image: built without a Docker daemon (podman, FROM scratch, static
+# binaries built here) and run: /readyz, the dashboard, SIGTERM, a volume
+# across a restart (scripts/image.sh). CI sets THREADCAST_REQUIRE_IMAGE=1 so
+# that a missing podman fails instead of skipping.
+if command -v podman >/dev/null 2>&1 || [ "${THREADCAST_REQUIRE_IMAGE:-}" = 1 ]; then
+  THREADCAST_REQUIRE_IMAGE=1 bash scripts/image.sh test
+else
+  echo "image test not run: podman is not installed (apt-get install podman runc)"
 fi

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -12,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +23,11 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/web"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // threadcast is Threadcast assembled in the test process the way
@@ -47,9 +48,9 @@ var testTenants = []string{"acme", "globex", "initech"}
 // configuration.
 func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 	t.Helper()
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(sc)
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func startThreadcast(t *testing.T, tune ...func(*fanout.Config)) *threadcast {
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	waitFor(t, 10*time.Second, "ingest ready", in.Ready)
+	testsupport.WaitFor(t, 10*time.Second, "ingest ready", in.Ready)
 
 	tc := &threadcast{nc: nc, key: make([]byte, 32), tokens: map[string]string{}}
 	_, _ = rand.Read(tc.key)
@@ -182,34 +183,26 @@ func (tc *threadcast) sse(t *testing.T, ctx context.Context, tenant, path string
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", tc.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+tc.tokens[tenant])
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, res.Status)
+	st, status := testsupport.OpenSSE(t, req)
+	if st == nil {
+		t.Fatalf("GET %s: %d %s", path, status, http.StatusText(status))
 	}
 	out := make(chan string, 4096)
 	go func() {
 		defer close(out)
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if len(data) > 0 {
-					select {
-					case out <- strings.Join(data, "\n"):
-					case <-ctx.Done():
-						return
-					}
-				}
-				data = nil
-			case strings.HasPrefix(line, "data:"):
-				data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		defer st.Close()
+		for {
+			ev, err := st.Next()
+			if err != nil {
+				return
+			}
+			if !ev.HasData {
+				continue
+			}
+			select {
+			case out <- ev.Data:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
@@ -222,7 +215,7 @@ func threadPath(id string) string { return "/v1/threads/" + url.PathEscape(id) }
 // line, Tc-Batch counting them) on the thread's event subject.
 func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.Msg {
 	t.Helper()
-	subj, err := pipeline.EventSubject(tenant, thread)
+	subj, err := wire.EventSubject(tenant, thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,17 +224,5 @@ func batchMsg(t *testing.T, tenant, thread string, evs []json.RawMessage) *nats.
 		lines[k] = e
 	}
 	return &nats.Msg{Subject: subj, Data: bytes.Join(lines, []byte("\n")),
-		Header: nats.Header{pipeline.HeaderBatch: {strconv.Itoa(len(evs))}}}
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
-	}
+		Header: nats.Header{wire.HeaderBatch: {strconv.Itoa(len(evs))}}}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/internal/longthread"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // The tests in this file use the dashboard as a person does: the pointer
@@ -219,7 +220,7 @@ func TestDashboardFirstLoadInBrowser(t *testing.T) {
 	// The listing is as of each thread's last checkpoint: wait until every
 	// one is the thread's current view.
 	var want listing
-	waitFor(t, 30*time.Second, "listing up to date", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "listing up to date", func() bool {
 		want = listing{}
 		if tc.get(t, "acme", "/v1/threads", &want) != 200 || len(want.Threads) != 6 {
 			return false
@@ -384,13 +385,13 @@ func TestDashboardLongListInBrowser(t *testing.T) {
 		LastEvent      *time.Time
 	}
 	var listing struct{ Threads []entry }
-	waitFor(t, 120*time.Second, "10,000 threads listed", func() bool {
+	testsupport.WaitFor(t, 120*time.Second, "10,000 threads listed", func() bool {
 		return tc.get(t, "acme", "/v1/threads?limit=10000", &listing) == 200 && len(listing.Threads) == threads
 	})
 	var rest struct {
 		View struct{ Messages []struct{ ID string } }
 	}
-	waitFor(t, 30*time.Second, "the long thread reduced", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "the long thread reduced", func() bool {
 		return tc.get(t, "globex", threadPath(long), &rest) == 200 && len(rest.View.Messages) == g.Count()
 	})
 	lastID := rest.View.Messages[len(rest.View.Messages)-1].ID

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/internal/longthread"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestDashboardScrollsBackInBrowser opens a thread of 600 messages: the page shows
@@ -41,7 +42,7 @@ func TestDashboardScrollsBackInBrowser(t *testing.T) {
 		Seq  uint64
 		View struct{ Messages []struct{ ID string } }
 	}
-	waitFor(t, 30*time.Second, "the thread reduced", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "the thread reduced", func() bool {
 		return tc.get(t, "acme", threadPath(thread), &rest) == 200 && rest.Seq == last
 	})
 	var wantIDs []string

@@ -90,7 +90,7 @@ func viewModeEndToEnd(t *testing.T, window int) {
 	if window > 0 {
 		// Join once the thread holds more than a few windows, so that
 		// older pages are needed.
-		waitFor(t, 30*time.Second, "a dozen messages", func() bool {
+		testsupport.WaitFor(t, 30*time.Second, "a dozen messages", func() bool {
 			var v struct {
 				View struct{ Messages []json.RawMessage }
 			}
@@ -122,7 +122,7 @@ func viewModeEndToEnd(t *testing.T, window int) {
 		Status string
 		View   json.RawMessage
 	}
-	waitFor(t, 20*time.Second, "the thread to be fully applied", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the thread to be fully applied", func() bool {
 		var v struct {
 			Seq    uint64
 			Status string

@@ -1,6 +1,29 @@
-// Package wire carries Threadcast's core NATS messages — view frames,
-// snapshot replies, tap messages — whatever their size. A message whose body
-// does not fit in one NATS message (the connection's max payload, less room
+// Package wire is the contract between the processes that talk to NATS for
+// Threadcast — the publisher SDK (agent/), the HTTP bridge, ingest
+// (pipeline/) and fanout: what each subject, KV key and header means, and
+// the format of what travels on them. It is a leaf: it imports the standard
+// library and nats.go only, so a publisher or a fanout node names a subject
+// or parses a frame without linking the ingest side (nats-server, the
+// reducer, the JSON document engine).
+//
+//   - subject.go: the subject layout, the thread-token encoding and the
+//     partition function. Thread ids come from the wire; EncodeThread turns
+//     one into a subject token that can never be a separator or a wildcard,
+//     so no id can address another thread or tenant. Tenants are
+//     operator-chosen names, validated (ValidTenant), never escaped.
+//   - header.go: the Tc-* headers and the dead-letter kinds.
+//   - frame.go, snapshot.go, page.go: view frames, snapshot requests and
+//     replies, page requests and replies (the format is described in
+//     frame.go).
+//   - checkpoint.go, stream.go: the checkpoint keys and the default names of
+//     the streams and the views bucket.
+//   - parts.go, responder.go: messages of any size, below.
+//
+// # Messages in parts
+//
+// Every core NATS message Threadcast sends — view frames, snapshot replies,
+// tap messages, dead letters — may be larger than one NATS message. A
+// message whose body does not fit (the connection's max payload, less room
 // for headers) is sent as parts: consecutive messages on the same subject,
 // each with every header of the original plus
 //
@@ -8,7 +31,7 @@
 //	Tc-Part-Bytes: N     the whole body's length, the same on every part
 //
 // whose bodies, joined in order, are the original body. A message that fits
-// is sent exactly as before, as one message with no extra header: the
+// is sent as one message with no extra header: the
 // common case costs nothing (no allocation, no header).
 //
 // # Atomicity
@@ -38,7 +61,8 @@
 //
 // # Concurrency contract
 //
-// The functions are safe for concurrent use. An Assembler is used by one
+// The functions are safe for concurrent use; the vocabulary functions are
+// pure and the package keeps no state. An Assembler is used by one
 // goroutine at a time (the subscription callback that feeds it); it holds
-// at most one message in assembly.
+// at most one message in assembly. A Responder is safe for concurrent use.
 package wire

@@ -9,34 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 // startNATS runs an embedded nats-server (no JetStream: parts are core
-// NATS) on a random port with the given max payload.
-func startNATS(t testing.TB, maxPayload int32) *server.Server {
+// NATS) with the given max payload.
+func startNATS(t testing.TB, maxPayload int32) *natstest.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, MaxPayload: maxPayload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return natstest.Start(t, natstest.NoJetStream, natstest.MaxPayload(maxPayload))
 }
 
-func connect(t testing.TB, ns *server.Server) *nats.Conn {
+func connect(t testing.TB, ns *natstest.Server) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, ns.ClientURL())
 }
 
 func randomBody(n int) []byte {

@@ -8,24 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-)
 
-func startNATSOpts(t testing.TB, opts server.Options) *server.Server {
-	t.Helper()
-	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
-	ns, err := server.NewServer(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
+)
 
 // serve answers requests on subject with a body of the length they ask
 // for, through respond.
@@ -79,7 +65,7 @@ func TestResponderWindows(t *testing.T) {
 // 8 MiB reply sent in parts at once closes the requester's connection as a
 // slow consumer; sent by a Responder, window by window, it arrives.
 func TestResponderSlowConsumer(t *testing.T) {
-	ns := startNATSOpts(t, server.Options{MaxPayload: 64 << 10, MaxPending: 1 << 20})
+	ns := natstest.Start(t, natstest.NoJetStream, natstest.MaxPayload(64<<10), natstest.MaxPending(1<<20))
 	resp := connect(t, ns)
 	const n = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -27,7 +27,9 @@ type config struct {
 	Drain     time.Duration
 	// MaxConns caps the HTTP connections (package connlimit).
 	MaxConns int
-	LogLevel slog.Level
+	// MaxConnsPerSource caps one source address's share of them.
+	MaxConnsPerSource int
+	LogLevel          slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -51,12 +53,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
-	fs.StringVar(&authKey, "auth-key", "", "HS256 token signing key (at least 16 bytes); required unless --jwks-url or --jwks-file is given")
+	fs.StringVar(&authKey, "auth-key", "", fmt.Sprintf("HS256 token signing key (at least %d bytes); required unless --jwks-url or --jwks-file is given", auth.MinKeyLen))
 	tokens := tokenflags.Register(fs)
 	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "interval of SSE keep-alive comments and WebSocket pings")
 	fs.DurationVar(&f.MaxLifetime, "max-lifetime", f.MaxLifetime, "end streams after this long, with their resume cursor (0: never)")
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.IntVar(&c.MaxConnsPerSource, "max-conns-per-source", connlimit.AutoPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&f.ReadHeaderTimeout, "http-header-timeout", f.ReadHeaderTimeout, "bound on reading a request's headers")
 	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", f.IdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")

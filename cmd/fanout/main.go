@@ -11,9 +11,11 @@
 // HTTP (--http): the /v1 API, /livez, /readyz (NATS connected, not
 // draining) and /metrics (Prometheus).
 //
-// SIGTERM or SIGINT drains: /readyz fails, new streams get 503, every open
-// stream ends with its resume cursor, and the process exits once they are
-// gone or --drain has passed.
+// The command maps its flags onto a fanout-only node (package node) and
+// runs it. SIGTERM or SIGINT drains: /readyz fails, new streams get 503,
+// every open stream ends with its resume cursor, connections still open
+// after --drain are closed, then the NATS connection drains and the
+// process exits.
 package main
 
 import (

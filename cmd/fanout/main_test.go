@@ -4,14 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/threadcast/threadcast/fanout"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -133,16 +132,8 @@ func TestParseConfig(t *testing.T) {
 // The app serves health and metrics, drains on cancel, and leaves no
 // goroutine behind.
 func TestAppRunAndDrain(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	base := runtime.NumGoroutine()
+	ns := natstest.Start(t, natstest.NoJetStream)
+	base := testsupport.CountGoroutines()
 
 	cfg, err := parseConfig([]string{"--auth-key", "0123456789abcdef", "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--drain", "5s"}, func(string) string { return "" })
 	if err != nil {
@@ -186,14 +177,7 @@ func TestAppRunAndDrain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	base.Exited(t)
 }
 
 // TestAppBadNkey: an unreadable --nats-nkey is a start-up error naming it.

@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -36,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "connection cap over the fd limit", give: []string{"--max-conns", "100000000"}, wantErr: "--max-conns: connlimit: connection cap does not fit"},
 		{name: "no idle timeout", give: []string{"--http-idle-timeout", "0s"}, wantErr: "--http-idle-timeout"},
 		{name: "defaults", check: func(c config) error {
-			if c.NatsURL != "" || c.Pipeline.Partitions != pipeline.DefaultParts || c.Pipeline.Instances != 1 {
+			if c.NatsURL != "" || c.Pipeline.Partitions != wire.DefaultParts || c.Pipeline.Instances != 1 {
 				return fmt.Errorf("%+v", c)
 			}
 			return nil
@@ -129,7 +130,7 @@ func get(url string) (int, string, error) {
 // ready, takes events through the HTTP bridge, reduces them, serves metrics,
 // and on cancel drains and returns with every goroutine stopped.
 func TestRunEmbedded(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	key := "test-key-0123456789abcdef"
 	cfg, err := parseConfig([]string{
 		"--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
@@ -194,17 +195,17 @@ func TestRunEmbedded(t *testing.T) {
 		anon.Close()
 		t.Error("an anonymous client connected to the locked embedded server")
 	}
-	nc, err := nats.Connect(url, a.svcAuth)
+	nc, err := a.node.Connect("ingest-test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		tokn := pipeline.EncodeThread("th.1")
-		msg, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tokn, 4), "acme", tokn), nil, 2*time.Second)
+		tokn := wire.EncodeThread("th.1")
+		msg, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tokn, 4), "acme", tokn), nil, 2*time.Second)
 		if err == nil {
-			snap, err := pipeline.ParseSnapshot(msg)
+			snap, err := wire.ParseSnapshot(msg)
 			if err == nil && snap.Status == "finished" && strings.Contains(string(snap.View), `"hello"`) {
 				break
 			}
@@ -229,13 +230,5 @@ func TestRunEmbedded(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	http.DefaultClient.CloseIdleConnections()
-	deadline = time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	base.Exited(t)
 }

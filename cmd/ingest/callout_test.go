@@ -15,7 +15,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/busauth"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/natsembed"
 )
 
 func TestParseConfigBusAuth(t *testing.T) {
@@ -54,10 +54,10 @@ func TestRunCallout(t *testing.T) {
 	}
 	userFile, userPub := write("service.nk", user)
 	issuerFile, issuerPub := write("callout.nk", issuer)
-	sc := pipeline.DefaultServerConfig()
+	sc := natsembed.DefaultConfig()
 	sc.StoreDir = t.TempDir()
-	sc.Auth = &pipeline.ServerAuth{Services: []string{userPub}, CalloutIssuer: issuerPub, AgentAccount: busauth.AgentAccount}
-	srv, err := pipeline.StartServer(sc)
+	sc.Auth = &natsembed.Auth{Services: []string{userPub}, CalloutIssuer: issuerPub, AgentAccount: busauth.AgentAccount}
+	srv, err := natsembed.Start(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +157,8 @@ func TestRunBadKeys(t *testing.T) {
 	if err := os.WriteFile(userFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := pipeline.StartServer(func() pipeline.ServerConfig {
-		sc := pipeline.DefaultServerConfig()
+	srv, err := natsembed.Start(func() natsembed.Config {
+		sc := natsembed.DefaultConfig()
 		sc.StoreDir = t.TempDir()
 		return sc
 	}())

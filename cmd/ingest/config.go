@@ -34,15 +34,17 @@ type config struct {
 	Drain       time.Duration
 	// MaxConns, HeaderTimeout and IdleTimeout guard the HTTP listener
 	// (package connlimit; the http.Server's timeouts).
-	MaxConns      int
-	HeaderTimeout time.Duration
-	IdleTimeout   time.Duration
-	ReadyMaxLag   uint64
-	AuthKey       string // HMAC key of bearer tokens; enables the HTTP bridge
-	BridgeNoAuth  bool   // serve the bridge without tokens (development only)
-	BridgeWindow  int    // bytes of one bridge request's unacked events
-	StoreMinFree  uint64 // free space under which the embedded store counts as full
-	LogLevel      slog.Level
+	MaxConns int
+	// MaxConnsPerSource caps one source address's share of them.
+	MaxConnsPerSource int
+	HeaderTimeout     time.Duration
+	IdleTimeout       time.Duration
+	ReadyMaxLag       uint64
+	AuthKey           string // HMAC key of bearer tokens; enables the HTTP bridge
+	BridgeNoAuth      bool   // serve the bridge without tokens (development only)
+	BridgeWindow      int    // bytes of one bridge request's unacked events
+	StoreMinFree      uint64 // free space under which the embedded store counts as full
+	LogLevel          slog.Level
 	// MemoryLimitRatio × the cgroup's memory limit is the Go runtime's soft
 	// limit (package memlimit); 0: none.
 	MemoryLimitRatio float64
@@ -72,6 +74,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.HTTP, "http", ":8081", "address of /livez, /readyz and /metrics")
 	fs.DurationVar(&c.Drain, "drain", 20*time.Second, "bound on the graceful shutdown")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.IntVar(&c.MaxConnsPerSource, "max-conns-per-source", connlimit.AutoPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&c.HeaderTimeout, "http-header-timeout", 10*time.Second, "bound on reading a request's headers")
 	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive HTTP connection is kept")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
@@ -135,7 +138,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if c.AuthKey != "" && len(c.AuthKey) < auth.MinKeyLen {
-		return c, errors.New("--auth-key must be at least 16 bytes")
+		return c, fmt.Errorf("--auth-key must be at least %d bytes", auth.MinKeyLen)
 	}
 	if err := tokens.Apply(&c.Tokens); err != nil {
 		return c, err

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 func TestParseConfigPartitionMode(t *testing.T) {
@@ -67,26 +69,6 @@ func TestParseConfigPartitionMode(t *testing.T) {
 	}
 }
 
-func TestReconnectDelay(t *testing.T) {
-	tests := []struct {
-		give     int
-		min, max time.Duration
-	}{
-		{1, 250 * time.Millisecond, 312500 * time.Microsecond},
-		{2, 500 * time.Millisecond, 625 * time.Millisecond},
-		{5, 4 * time.Second, 5 * time.Second},
-		{50, 4 * time.Second, 5 * time.Second},
-		{0, 250 * time.Millisecond, 312500 * time.Microsecond},
-	}
-	for _, tt := range tests {
-		for range 20 {
-			if d := reconnectDelay(tt.give); d < tt.min || d > tt.max {
-				t.Errorf("reconnectDelay(%d) = %v, want in [%v, %v]", tt.give, d, tt.min, tt.max)
-			}
-		}
-	}
-}
-
 // TestRunLeaseMode runs the command in lease mode against its embedded
 // server: it becomes ready, holds every partition's lease in
 // THREADCAST_LEASES, reduces a thread, and releases its leases on drain.
@@ -111,7 +93,7 @@ func TestRunLeaseMode(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 
-	waitUntil(t, 20*time.Second, func() error {
+	testsupport.WaitForErr(t, 20*time.Second, "/readyz", func() error {
 		if code, body, err := get(addr + "/readyz"); err != nil || code != 200 {
 			return fmt.Errorf("readyz %d %q %v", code, body, err)
 		}
@@ -135,20 +117,20 @@ func TestRunLeaseMode(t *testing.T) {
 		!strings.Contains(body, `threadcast_ingest_lease_events_total{event="acquired"} 4`) {
 		t.Errorf("metrics %d: lease gauges missing", code)
 	}
-	subj, _ := pipeline.EventSubject("acme", "lease-thread")
+	subj, _ := wire.EventSubject("acme", "lease-thread")
 	for _, ev := range []string{`{"type":"RUN_STARTED","threadId":"lease-thread","runId":"r1"}`,
 		`{"type":"RUN_FINISHED","threadId":"lease-thread","runId":"r1"}`} {
 		if _, err := js.Publish(t.Context(), subj, []byte(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 20*time.Second, func() error {
-		tok := pipeline.EncodeThread("lease-thread")
-		msg, err := nc.Request(pipeline.SnapSubject(pipeline.Partition("acme", tok, 4), "acme", tok), nil, 2*time.Second)
+	testsupport.WaitForErr(t, 20*time.Second, "the snapshot of lease-thread", func() error {
+		tok := wire.EncodeThread("lease-thread")
+		msg, err := nc.Request(wire.SnapSubject(wire.Partition("acme", tok, 4), "acme", tok), nil, 2*time.Second)
 		if err != nil {
 			return err
 		}
-		snap, err := pipeline.ParseSnapshot(msg)
+		snap, err := wire.ParseSnapshot(msg)
 		if err != nil || snap.Status != "finished" {
 			return fmt.Errorf("snapshot %+v %v", snap, err)
 		}
@@ -179,20 +161,5 @@ func TestRunLeaseMode(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -9,10 +9,15 @@
 // command line wins over the environment.
 //
 // HTTP (--http): /livez (the process runs), /readyz (NATS connected,
-// consumers bound, lag under --ready-max-lag), /metrics (Prometheus).
+// consumers bound, lag under --ready-max-lag, storage not full), /metrics
+// (Prometheus), and the bridge with --auth-key, a JWKS source or
+// --bridge-no-auth.
 //
-// SIGTERM or SIGINT drains: stop fetching, finish what is in flight,
-// checkpoint every thread, ack, close — within --drain.
+// The command maps its flags onto an ingest-only node (package node) and
+// runs it. SIGTERM or SIGINT drains, each phase within --drain: HTTP stops
+// accepting and drains; ingest stops fetching, finishes what is in flight,
+// checkpoints every thread and acks; NATS drains; the embedded server
+// stops.
 package main
 
 import (

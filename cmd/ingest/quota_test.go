@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestRunQuotas: the command's quota flags reach the bridge — events/s
@@ -17,7 +17,7 @@ import (
 // every 100 ms) reaches --quota-events-retained every request is refused
 // before its body is read — and Run stops the counter with everything else.
 func TestRunQuotas(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := testsupport.CountGoroutines()
 	key := "test-key-0123456789abcdef"
 	cfg, err := parseConfig([]string{
 		"--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
@@ -81,11 +81,5 @@ func TestRunQuotas(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	http.DefaultClient.CloseIdleConnections()
-	for deadline = time.Now().Add(10 * time.Second); runtime.NumGoroutine() > base; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-	}
+	base.Exited(t)
 }

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/threadcast/threadcast/codec"
-	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/reducer/compact"
 )
 
 func init() {
@@ -66,7 +66,7 @@ flags:
 	if !ok {
 		return exitUsage
 	}
-	c := reducer.NewCompactor()
+	c := compact.New()
 	status = f.each(r, c.Add)
 	if status == exitUsage {
 		return status

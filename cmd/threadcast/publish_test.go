@@ -12,17 +12,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // pubServer starts an embedded JetStream server with the event stream and
 // returns its URL and a JetStream context to read the stream back.
 func pubServer(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
-	scfg := pipeline.DefaultServerConfig()
+	scfg := natsembed.DefaultConfig()
 	scfg.StoreDir = t.TempDir()
-	srv, err := pipeline.StartServer(scfg)
+	srv, err := natsembed.Start(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func pubStored(t *testing.T, js jetstream.JetStream, wantSubjectThread string) [
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.DefaultStream)
+	s, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func pubStored(t *testing.T, js jetstream.JetStream, wantSubjectThread string) [
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, tok, _ := pipeline.ParseStoredSubject(m.Subject); tok != pipeline.EncodeThread(wantSubjectThread) {
+		if _, _, tok, _ := wire.ParseStoredSubject(m.Subject); tok != wire.EncodeThread(wantSubjectThread) {
 			t.Errorf("seq %d on %s, want thread %q", seq, m.Subject, wantSubjectThread)
 		}
 		out = append(out, strings.Split(string(m.Data), "\n")...)
@@ -145,11 +148,11 @@ func TestPublishCommandNoServer(t *testing.T) {
 // read-only token and another tenant's token store nothing.
 func TestPublishCommandToken(t *testing.T) {
 	key := []byte("publish-token-test-key-0123")
-	cfg := node.DefaultConfig()
+	cfg := nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
 	cfg.HTTP, cfg.NatsListen, cfg.DataDir, cfg.AuthKey = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), key
 	cfg.Pipeline.Partitions = 2
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := node.Start(cfg)
+	n, err := node.Start(cfg.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +224,7 @@ func pubStoredIn(t *testing.T, js jetstream.JetStream, stream, tenant, thread st
 		if err != nil {
 			continue // deleted
 		}
-		if _, te, tok, _ := pipeline.ParseStoredSubject(m.Subject); te == tenant && tok == pipeline.EncodeThread(thread) {
+		if _, te, tok, _ := wire.ParseStoredSubject(m.Subject); te == tenant && tok == wire.EncodeThread(thread) {
 			out = append(out, string(m.Data))
 		}
 	}

@@ -27,7 +27,9 @@ import (
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
+	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/node/ingestrole"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
@@ -89,13 +91,29 @@ flags:
 
 // serveConfig is what runServe reads from flags and the environment.
 type serveConfig struct {
-	node        node.Config
+	node        nodeConfig
 	authKeySet  bool          // --auth-key given; else the key lives in --data
 	devTokenTTL time.Duration // lifetime of the printed development tokens
 	tenants     []string      // demo tenants, also the dashboard's (development)
 	logLevel    slog.Level
 	logJSON     bool
 	memRatio    float64 // --memory-limit-ratio (package memlimit)
+}
+
+// nodeConfig is the node serve runs: its own config and that of its ingest
+// side, whose fields the flags set side by side.
+type nodeConfig struct {
+	node.Config
+	roleConfig
+}
+
+type roleConfig = ingestrole.Config
+
+// config is the node's Config with the ingest side plugged in.
+func (c nodeConfig) config() node.Config {
+	nc := c.Config
+	nc.IngestRole = c.roleConfig
+	return nc
 }
 
 // optBool is a boolean flag that knows whether it was set, for defaults
@@ -144,7 +162,7 @@ func defaultDataDir(getenv func(string) string) string {
 // serveFlags declares the flags on c; fs is returned for usage output.
 func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func() error) {
 	n := &c.node
-	*n = node.DefaultConfig()
+	*n = nodeConfig{node.DefaultConfig(), ingestrole.DefaultConfig()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var authKey, logLevel, logFormat, tenants, httpAddr string
 	var demoOn optBool
@@ -164,7 +182,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.IntVar(&n.DemoConfig.Agents, "demo-agents", 0, "concurrent demo agents, spread over the tenants (0: two per tenant)")
 	fs.StringVar(&tenants, "demo-tenants", strings.Join(demo.DefaultTenants(), ","), "comma-separated demo `tenants`; also the dashboard's tenants with development tokens")
 	fs.Uint64Var(&seed, "demo-seed", 0, "seed of the demo traffic (0: a fresh one per start, so thread ids never repeat)")
-	fs.StringVar(&authKey, "auth-key", "", "`key` signing the bearer tokens (at least 16 bytes); empty with the embedded NATS server: generated and kept in --data")
+	fs.StringVar(&authKey, "auth-key", "", fmt.Sprintf("`key` signing the bearer tokens (at least %d bytes); empty with the embedded NATS server: generated and kept in --data", auth.MinKeyLen))
 	fs.DurationVar(&c.devTokenTTL, "dev-token-ttl", 30*24*time.Hour, "lifetime of the printed development tokens")
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
 	fs.DurationVar(&n.Pipeline.DeadLetterMaxAge, "dead-letter-max-age", n.Pipeline.DeadLetterMaxAge, "dead letters (GET /v1/deadletters) are kept this long at most")
@@ -186,6 +204,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.DurationVar(&n.Drain, "drain", n.Drain, "bound on each phase of the graceful shutdown")
 	fs.Uint64Var(&n.ReadyMaxLag, "ready-max-lag", n.ReadyMaxLag, "/readyz fails while more messages than this wait for ingest")
 	fs.IntVar(&n.MaxConns, "max-conns", n.MaxConns, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
+	fs.IntVar(&n.MaxConnsPerSource, "max-conns-per-source", n.MaxConnsPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&n.HTTPHeaderTimeout, "http-header-timeout", n.HTTPHeaderTimeout, "bound on reading a request's headers (a connection that sends nothing is closed after it)")
 	fs.DurationVar(&n.HTTPIdleTimeout, "http-idle-timeout", n.HTTPIdleTimeout, "how long an idle keep-alive HTTP connection is kept")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
@@ -302,7 +321,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
 		return exitRejected
 	}
-	n, err := node.Start(c.node)
+	n, err := node.Start(c.node.config())
 	if err != nil {
 		fmt.Fprintf(stderr, "threadcast serve: %v\n", startupHint(err))
 		return exitRejected
@@ -358,7 +377,7 @@ func prepareServe(c *serveConfig, stdout io.Writer) (dev []web.Tenant, err error
 		return nil, fmt.Errorf("%w: %w", node.ErrDataDir, err)
 	}
 	n.DataDir = dir
-	if err := node.PrepareDataDir(dir); err != nil {
+	if err := ingestrole.PrepareDataDir(dir); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stdout, "data:       %s\n", dir)
@@ -414,7 +433,7 @@ func startupHint(err error) error {
 		return fmt.Errorf("%w\n  (choose another address with --http)", err)
 	case errors.Is(err, node.ErrDataDir):
 		return fmt.Errorf("%w\n  (choose another directory with --data)", err)
-	case errors.Is(err, node.ErrNats), errors.Is(err, pipeline.ErrServerStart):
+	case errors.Is(err, node.ErrNats), errors.Is(err, natsembed.ErrStart):
 		return fmt.Errorf("%w\n  (check --nats-url, --nats-creds or --nats-listen)", err)
 	case errors.Is(err, connlimit.ErrTooMany):
 		return fmt.Errorf("%w\n  (lower --max-conns, or raise the file descriptor limit: ulimit -n)", err)

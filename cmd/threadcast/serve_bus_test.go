@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // TestServeDevTokensOnTheBus: the development tokens `threadcast serve`
@@ -60,7 +61,7 @@ func TestServeDevTokensOnTheBus(t *testing.T) {
 		t.Fatalf("nats pub --token: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	waitFor(t, 20*time.Second, "both threads listed", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "both threads listed", func() bool {
 		ids := s.threads(t, tok)
 		return slices.Contains(ids, "viacli") && slices.Contains(ids, "viapub")
 	})

@@ -22,24 +22,14 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/node"
 )
 
 // The serve tests run the binary TestMain built with `go build` from this
 // checkout, as real processes on free ports, and talk to them over real
 // HTTP.
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a synchronisation
-	}
-}
 
 // syncBuf is a bytes.Buffer safe for one writer and concurrent readers.
 type syncBuf struct {
@@ -115,7 +105,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 			<-s.exited
 		}
 	})
-	waitFor(t, 60*time.Second, "the listening line", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "the listening line", func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("exited with %d before listening\nstdout:\n%s\nstderr:\n%s", s.code, s.stdout, s.stderr)
@@ -124,7 +114,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		return strings.Contains(s.stdout.String(), "listening on ")
 	})
 	// The dashboard and token lines are printed right after the URL.
-	waitFor(t, 10*time.Second, "the printed lines", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the printed lines", func() bool {
 		return strings.Contains(s.stdout.String(), "dashboard:")
 	})
 	for _, l := range strings.Split(s.stdout.String(), "\n") {
@@ -215,7 +205,7 @@ func freeFlags(t *testing.T) (string, []string) {
 func TestServeFirstCommand(t *testing.T) {
 	dir, flags := freeFlags(t)
 	s := startServer(t, nil, flags...)
-	waitFor(t, 60*time.Second, "/readyz", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "/readyz", func() bool {
 		code, _ := s.get(t, "/readyz", "")
 		return code == http.StatusOK
 	})
@@ -255,7 +245,7 @@ func TestServeFirstCommand(t *testing.T) {
 	// A demo thread appears in acme's list; its stream delivers frames.
 	tok := s.tokens["acme"]
 	var thread string
-	waitFor(t, 60*time.Second, "a demo thread", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "a demo thread", func() bool {
 		if ids := s.threads(t, tok); len(ids) > 0 {
 			thread = ids[0]
 		}
@@ -350,7 +340,7 @@ func TestServeRestartKeepsViewsAndKey(t *testing.T) {
 	s := startServer(t, nil, append(flags, "--demo-time-scale", "0.3")...)
 	tok := s.tokens["acme"]
 	views := map[string]int{} // thread → messages seen in the first run
-	waitFor(t, 60*time.Second, "two acme threads with messages", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "two acme threads with messages", func() bool {
 		for _, id := range s.threads(t, tok) {
 			if n := s.messages(t, tok, id); n > 0 {
 				views[id] = n
@@ -367,7 +357,7 @@ func TestServeRestartKeepsViewsAndKey(t *testing.T) {
 	}
 
 	s2 := startServer(t, nil, append(flags, "--demo=false")...)
-	waitFor(t, 60*time.Second, "/readyz", func() bool {
+	testsupport.WaitFor(t, 60*time.Second, "/readyz", func() bool {
 		code, _ := s2.get(t, "/readyz", "")
 		return code == http.StatusOK
 	})
@@ -466,6 +456,8 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "bad memory limit ratio", give: []string{"--memory-limit-ratio", "2"}, wantCode: exitUsage, wantStderr: []string{"--memory-limit-ratio: memlimit: ratio 2 is not between 0 and 1"}},
 		{name: "connection cap over the fd limit", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--max-conns", "100000000"},
 			wantCode: exitRejected, wantStderr: []string{"connection cap does not fit the file descriptor limit", "100000000 connections", "--max-conns"}},
+		{name: "per-source cap over the connection cap", give: []string{"--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--data", data(), "--max-conns", "100", "--max-conns-per-source", "101"},
+			wantCode: exitRejected, wantStderr: []string{"max connections per source", "per-source cap of 101 exceeds the node's cap of 100"}},
 		{name: "bad partitions", give: []string{"--partitions", "0"}, wantCode: exitUsage, wantStderr: []string{"partitions 0"}},
 	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(file), node.KeyFile), []byte("not hex\n"), 0o600); err != nil {
@@ -575,6 +567,18 @@ func TestParseServe(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "per-source cap", env: map[string]string{"THREADCAST_MAX_CONNS_PER_SOURCE": "64"}, check: func(c serveConfig) error {
+			if c.node.MaxConnsPerSource != 64 {
+				return fmt.Errorf("per-source cap %d, want 64", c.node.MaxConnsPerSource)
+			}
+			return nil
+		}},
+		{name: "per-source cap by default", check: func(c serveConfig) error {
+			if c.node.MaxConnsPerSource != connlimit.AutoPerSource {
+				return fmt.Errorf("per-source cap %d, want %d", c.node.MaxConnsPerSource, connlimit.AutoPerSource)
+			}
+			return nil
+		}},
 		{name: "flag over env", give: []string{"--demo", "--http", ":10"}, env: map[string]string{"THREADCAST_DEMO": "false", "THREADCAST_HTTP": ":9"},
 			check: func(c serveConfig) error {
 				if !c.node.Demo || c.node.HTTP != ":10" {

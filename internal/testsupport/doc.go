@@ -1,6 +1,16 @@
 // Package testsupport is what the project's tests share to find what the
-// repository carries for them, and the one rule for a test that needs a tool
-// outside Go.
+// repository carries for them, the one rule for a test that needs a tool
+// outside Go, and the scaffolding of tests that wait, check for leaked
+// goroutines and read event streams. Embedded nats-server instances are
+// started by the sub-package natstest, so that tests that need no server do
+// not link it.
+//
+// Waiting: WaitFor and WaitForErr poll a condition until it holds or a
+// timeout passes. Goroutines: CountGoroutines takes a baseline that Exited
+// checks at a chosen point, and NoLeaks checks in a cleanup. Event streams:
+// ReadSSE reads one text/event-stream block from a bufio.Reader, an
+// SSEReader reads them and remembers the last id, and OpenSSE opens a
+// stream over HTTP.
 //
 // Data is found from the module root (the directory whose go.mod declares
 // module github.com/threadcast/threadcast, found from the working directory
@@ -21,5 +31,8 @@
 // in tools/oracle or in THREADCAST_ORACLE_DIR), BROWSER (Chromium).
 //
 // Concurrency: every function may be called from parallel tests; the module
-// root is looked up once per process.
+// root is looked up once per process. An SSEReader is for one goroutine;
+// an SSEStream's Close may be called from any. The goroutine checks count
+// every goroutine of the process, so a test that uses them must not run in
+// parallel with others.
 package testsupport

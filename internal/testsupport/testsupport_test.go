@@ -16,11 +16,18 @@ type outcome struct {
 }
 
 // recorder is a testing.TB that records Fatal and Skip and stops the
-// goroutine, as the testing package does.
+// goroutine, as the testing package does, records Errorf, and runs its
+// cleanups when run's function returns.
 type recorder struct {
 	testing.TB
-	out outcome
+	out      outcome
+	cleanups []func()
 }
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.out = outcome{"error", fmt.Sprintf(format, args...)}
+}
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
 
 func (r *recorder) Helper() {}
 func (r *recorder) Fatal(args ...any) {
@@ -42,6 +49,11 @@ func run(t *testing.T, f func(tb testing.TB)) outcome {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer func() {
+			for i := len(r.cleanups) - 1; i >= 0; i-- {
+				r.cleanups[i]()
+			}
+		}()
 		f(r)
 	}()
 	<-done

@@ -44,10 +44,34 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
 {{- end -}}
 
-{{/* The NATS URLs: the bundled cluster's client service, or externalNats.urls. */}}
+{{/*
+The name of the client Service the bundled NATS chart creates: its
+service.name, else its fullname (the NATS chart's nats.fullname rule:
+fullnameOverride, else the release name if it contains the chart name
+(nameOverride or "nats"), else <release>-<name>).
+*/}}
+{{- define "threadcast.natsServiceName" -}}
+{{- $n := .Values.nats -}}
+{{- if ($n.service).name -}}
+{{- $n.service.name -}}
+{{- else if $n.fullnameOverride -}}
+{{- $n.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "nats" $n.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NATS URLs: the bundled cluster's client Service, or externalNats.urls. */}}
 {{- define "threadcast.natsURL" -}}
 {{- if .Values.nats.enabled -}}
-{{- printf "nats://%s-nats:4222" .Release.Name -}}
+{{- $port := 4222 -}}
+{{- with ((.Values.nats.config).nats).port }}{{ $port = . }}{{ end -}}
+{{- printf "nats://%s:%v" (include "threadcast.natsServiceName" .) $port -}}
 {{- else -}}
 {{- required "externalNats.urls is required when nats.enabled=false" .Values.externalNats.urls -}}
 {{- end -}}

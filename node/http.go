@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/threadcast/threadcast/connlimit"
+)
+
+func (n *Node) startHTTP(h http.Handler) error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHTTPListen, err)
+	}
+	capped := connlimit.New(ln, n.cfg.MaxConns).CapPerSource(n.cfg.MaxConnsPerSource)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_http_connections_refused_total",
+		Help: "HTTP connections refused at accept, by reason: node (the node held --max-conns connections) or source (their source held --max-conns-per-source)."},
+		[]string{"reason"})
+	byNode, bySource := refused.WithLabelValues(connlimit.ByNode.String()), refused.WithLabelValues(connlimit.BySource.String())
+	capped.OnRefuse, capped.OnRefuseSource = byNode.Inc, bySource.Inc
+	if n.fs != nil { // the fanout's refusals count them too
+		fr := n.fs.Metrics().Rejected.WithLabelValues("too_many_connections")
+		capped.OnRefuse = func() { byNode.Inc(); fr.Inc() }
+		capped.OnRefuseSource = func() { bySource.Inc(); fr.Inc() }
+	}
+	n.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_http_connections_open",
+		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))
+	n.ln = capped
+	timeouts := func(hs *http.Server) {
+		hs.ReadHeaderTimeout, hs.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
+	}
+	serve := func(ctx context.Context) error { return serveHTTP(ctx, capped, h, n.cfg.Drain, n.log, timeouts) }
+	if n.fs != nil {
+		// The fanout's Serve drains its streams (with resume hints) along
+		// with every other request of the port.
+		serve = func(ctx context.Context) error { return n.fs.Serve(ctx, capped, h, n.cfg.Drain) }
+	}
+	n.http.run(serve, n.fail("http"))
+	n.log.Info("listening", "url", n.URL())
+	return nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts the server down
+// within timeout; used when the fanout, whose Serve does this, is off.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, log *slog.Logger, set func(*http.Server)) error {
+	hs := &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	set(hs)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		_ = hs.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// readyz answers 200 when every enabled part can do its job: the node not
+// stopping (the fanout refuses new streams then), NATS connected, and the
+// ingest side ready (IngestSide.NotReady).
+func (n *Node) readyz(w http.ResponseWriter, _ *http.Request) {
+	var why string
+	switch {
+	case n.stopping.Load():
+		why = "stopping"
+	case !n.nc.IsConnected():
+		why = "nats: " + n.nc.Status().String()
+	case n.fnc != nil && !n.fnc.IsConnected():
+		why = "nats (fanout): " + n.fnc.Status().String()
+	case n.side != nil:
+		why = n.side.NotReady()
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if why != "" {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
