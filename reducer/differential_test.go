@@ -54,8 +54,8 @@ func TestDifferentialReducerVsReference(t *testing.T) {
 	gen := testsupport.Streamgen(t)
 	for _, s := range differentialStreams {
 		t.Run(s.seed, func(t *testing.T) {
-			stream := generate(t, gen, append([]string{"--seed", s.seed}, s.args...)...)
-			want := runOracle(t, dir, stream)
+			stream := testsupport.Generate(t, gen, append([]string{"--seed", s.seed}, s.args...)...)
+			want := testsupport.RunOracle(t, dir, stream)
 			if want.Error != nil || len(want.Warnings) != 0 {
 				t.Fatalf("generator premise broken: the reference consumer reports error %v and %d warnings",
 					deref(want.Error), len(want.Warnings))
@@ -91,7 +91,7 @@ func deref(s *string) string {
 
 // compareWithReference compares our thread's messages and state with the
 // reference's.
-func compareWithReference(t *testing.T, what string, want oracleResult, th *Thread) {
+func compareWithReference(t *testing.T, what string, want testsupport.OracleResult, th *Thread) {
 	t.Helper()
 	var msgs []json.RawMessage
 	if err := json.Unmarshal(th.AppendMessages(nil), &msgs); err != nil {
@@ -102,7 +102,7 @@ func compareWithReference(t *testing.T, what string, want oracleResult, th *Thre
 
 // compareResults compares messages one by one (so a failure names the
 // first message that differs) and then the state.
-func compareResults[M ~[]byte](t *testing.T, what string, want oracleResult, msgs []M, state []byte) {
+func compareResults[M ~[]byte](t *testing.T, what string, want testsupport.OracleResult, msgs []M, state []byte) {
 	t.Helper()
 	if len(msgs) != len(want.Messages) {
 		t.Errorf("%s: %d messages, the reference has %d", what, len(msgs), len(want.Messages))

@@ -29,6 +29,8 @@
 //
 // Tools: ORACLE (Node.js, and the reference consumer installed with npm ci
 // in tools/oracle or in THREADCAST_ORACLE_DIR), BROWSER (Chromium).
+// Generate runs the stream generator and RunOracle the reference consumer
+// on a stream, for the differential tests.
 //
 // Concurrency: every function may be called from parallel tests; the module
 // root is looked up once per process. An SSEReader is for one goroutine;

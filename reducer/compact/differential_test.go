@@ -40,8 +40,8 @@ func TestDifferentialCompactedVsReference(t *testing.T) {
 	gen := testsupport.Streamgen(t)
 	for _, s := range differentialStreams {
 		t.Run(s.seed, func(t *testing.T) {
-			stream := generate(t, gen, append([]string{"--seed", s.seed}, s.args...)...)
-			want := runOracle(t, dir, stream)
+			stream := testsupport.Generate(t, gen, append([]string{"--seed", s.seed}, s.args...)...)
+			want := testsupport.RunOracle(t, dir, stream)
 			if want.Error != nil || len(want.Warnings) != 0 {
 				t.Fatalf("generator premise broken: the reference consumer reports error %v and %d warnings",
 					deref(want.Error), len(want.Warnings))
@@ -56,7 +56,7 @@ func TestDifferentialCompactedVsReference(t *testing.T) {
 				jl = codec.AppendEvent(jl, ev)
 				jl = append(jl, '\n')
 			}
-			got := runOracle(t, dir, jl)
+			got := testsupport.RunOracle(t, dir, jl)
 			if got.Error != nil || len(got.Warnings) != 0 {
 				t.Fatalf("reference consumer on the compacted stream (%d of %d events): error %v, %d warnings %s",
 					len(compacted), len(events), deref(got.Error), len(got.Warnings), got.Warnings)

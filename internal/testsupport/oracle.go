@@ -1,10 +1,4 @@
-//go:build oracle
-
-package reducer
-
-// Helpers for the differential test: running the TypeScript reference
-// consumer (tools/oracle, installed with npm ci; testsupport.OracleDir finds
-// it) and the seeded stream generator (tools/streamgen) as subprocesses.
+package testsupport
 
 import (
 	"bytes"
@@ -13,8 +7,10 @@ import (
 	"testing"
 )
 
-// generate runs streamgen and returns the stream as JSONL.
-func generate(t *testing.T, gen string, args ...string) []byte {
+// Generate runs the seeded stream generator gen (Streamgen's path) in its
+// "random" mode with args and returns the stream as JSONL. It fails t if the
+// generator fails.
+func Generate(t testing.TB, gen string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command("node", append([]string{gen, "random"}, args...)...)
 	var stderr bytes.Buffer
@@ -26,16 +22,20 @@ func generate(t *testing.T, gen string, args ...string) []byte {
 	return out
 }
 
-// oracleResult is what apply.mjs prints.
-type oracleResult struct {
+// OracleResult is what the reference consumer's apply.mjs prints for a
+// stream: the messages and state it ends with, its warnings, and the error
+// that stopped it (nil: none).
+type OracleResult struct {
 	Messages []json.RawMessage `json:"messages"`
 	State    json.RawMessage   `json:"state"`
 	Warnings []json.RawMessage `json:"warnings"`
 	Error    *string           `json:"error"`
 }
 
-// runOracle applies a JSONL stream with the reference consumer.
-func runOracle(t *testing.T, dir string, stream []byte) oracleResult {
+// RunOracle applies a JSONL stream with the reference consumer installed in
+// dir (OracleDir) and returns what it printed. It fails t if the consumer
+// fails or prints something that is not its JSON result.
+func RunOracle(t testing.TB, dir string, stream []byte) OracleResult {
 	t.Helper()
 	cmd := exec.Command("node", "apply.mjs")
 	cmd.Dir = dir
@@ -46,7 +46,7 @@ func runOracle(t *testing.T, dir string, stream []byte) oracleResult {
 	if err != nil {
 		t.Fatalf("oracle: %v\n%s", err, stderr.Bytes())
 	}
-	var r oracleResult
+	var r OracleResult
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("oracle output is not JSON: %v\n%.400s", err, out)
 	}
