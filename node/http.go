@@ -43,7 +43,7 @@ func (n *Node) startHTTP(h http.Handler) error {
 		// with every other request of the port.
 		serve = func(ctx context.Context) error { return n.fs.Serve(ctx, capped, h, n.cfg.Drain) }
 	}
-	n.http.run(serve, n.fail("http"))
+	n.http.Run(serve, n.fail("http"))
 	n.log.Info("listening", "url", n.URL())
 	return nil
 }

@@ -62,7 +62,7 @@ type Node struct {
 
 	// http is the running HTTP server: stopped by its cancel, returned
 	// when its done is closed.
-	http part
+	http Part
 
 	stopping atomic.Bool
 	failOnce sync.Once
@@ -70,12 +70,6 @@ type Node struct {
 	failErr  error // set before failed is closed
 	stopOnce sync.Once
 	stopErr  error
-}
-
-type part struct {
-	cancel context.CancelFunc // nil: not started
-	done   chan struct{}
-	err    error // set before done is closed
 }
 
 // Run starts a node with cfg, calls started (when not nil) once it is up,
@@ -209,27 +203,6 @@ func (n *Node) start() error {
 	return nil
 }
 
-// run starts f in a goroutine owned by p; onEnd is told how f ended.
-func (p *part) run(f func(ctx context.Context) error, onEnd func(error)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
-	go func() {
-		defer close(p.done)
-		p.err = f(ctx)
-		onEnd(p.err)
-	}()
-}
-
-// stop cancels the part and waits for it; a part never started is a no-op.
-func (p *part) stop() error {
-	if p.cancel == nil {
-		return nil
-	}
-	p.cancel()
-	<-p.done
-	return p.err
-}
-
 // fail returns the end handler of the named part: a part that ends while
 // the node is not stopping has failed.
 func (n *Node) fail(name string) func(error) {
@@ -345,7 +318,7 @@ func (n *Node) shutdown() error {
 	// 2. HTTP: no new connections; streams end with their resume cursor;
 	// bridge requests finish, then the bridge's acks are awaited.
 	if n.http.cancel != nil {
-		keep("http", n.http.stop())
+		keep("http", n.http.Stop())
 		if n.fs != nil {
 			n.log.Info("http stopped: streams ended with resume cursors")
 		} else {

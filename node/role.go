@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -131,4 +132,44 @@ func (h host) Dial(name string, auth ...nats.Option) (*nats.Conn, func(), error)
 		return nil, nil, err
 	}
 	return nc, func() { h.n.closeConn(nc, closed) }, nil
+}
+
+// Part is one long-running goroutine of a node or of its side: Run starts
+// it, Stop cancels its context and waits for it to return. The zero Part is
+// ready for Run; Stop of a Part never run returns nil at once, so a
+// teardown may stop parts that never started. Run and Stop are called from
+// one goroutine (the node's start-up and shutdown), Run at most once.
+type Part struct {
+	cancel context.CancelFunc // nil: not started
+	done   chan struct{}
+	err    error // set before done is closed
+}
+
+// Run starts f in a goroutine owned by p, with a context that Stop cancels;
+// onEnd is called with what f returned, on that goroutine, whether f ended
+// on its own or by Stop.
+func (p *Part) Run(f func(ctx context.Context) error, onEnd func(error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		p.err = f(ctx)
+		onEnd(p.err)
+	}()
+}
+
+// Started reports whether Run was called.
+func (p *Part) Started() bool { return p.cancel != nil }
+
+// Done is closed once f has returned (nil before Run).
+func (p *Part) Done() <-chan struct{} { return p.done }
+
+// Stop cancels p's context, waits for f to return and returns its error.
+func (p *Part) Stop() error {
+	if p.cancel == nil {
+		return nil
+	}
+	p.cancel()
+	<-p.done
+	return p.err
 }

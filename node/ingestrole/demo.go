@@ -68,7 +68,7 @@ func (s *Side) StartAgents() error {
 			s.log.Warn("demo agent abandoned a thread", "tenant", tenant, "thread", thread, "err", err)
 		}
 	}
-	s.demo.run(func(ctx context.Context) error {
+	s.demo.Run(func(ctx context.Context) error {
 		var err error
 		s.demoStats, err = demo.Run(ctx, pub, dc)
 		return err
@@ -89,11 +89,11 @@ func (s *Side) StartAgents() error {
 
 // DemoStats returns what the demo agents did; valid after Stop.
 func (s *Side) DemoStats() demo.Stats {
-	if s.demo.done == nil {
+	if !s.demo.Started() {
 		return demo.Stats{}
 	}
 	select {
-	case <-s.demo.done:
+	case <-s.demo.Done():
 		return s.demoStats
 	default:
 		return demo.Stats{}

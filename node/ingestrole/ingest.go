@@ -75,7 +75,7 @@ func (s *Side) StartIngest() (http.Handler, error) {
 		return nil, err
 	}
 	s.in = in
-	s.ingest.run(func(ctx context.Context) error {
+	s.ingest.Run(func(ctx context.Context) error {
 		// The counter and the watch live as long as the reducers: stopped
 		// and waited for when Run returns, for whatever reason.
 		hctx, stop := context.WithCancel(ctx)

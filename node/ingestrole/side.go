@@ -35,8 +35,8 @@ type Side struct {
 	demoConns []demoConn
 	// The running parts: each is stopped by its cancel and has returned
 	// when its done is closed.
-	demo, ingest part
-	demoStats    demo.Stats // set before demo.done is closed
+	demo, ingest node.Part
+	demoStats    demo.Stats // set before demo.Done() is closed
 }
 
 // ingester is ingest in either partition mode: *pipeline.Restarting
@@ -45,33 +45,6 @@ type ingester interface {
 	Run(ctx context.Context, drain time.Duration) error
 	Ready() bool
 	Lag() uint64
-}
-
-type part struct {
-	cancel context.CancelFunc // nil: not started
-	done   chan struct{}
-	err    error // set before done is closed
-}
-
-// run starts f in a goroutine owned by p; onEnd is told how f ended.
-func (p *part) run(f func(ctx context.Context) error, onEnd func(error)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
-	go func() {
-		defer close(p.done)
-		p.err = f(ctx)
-		onEnd(p.err)
-	}()
-}
-
-// stop cancels the part and waits for it; a part never started is a no-op.
-func (p *part) stop() error {
-	if p.cancel == nil {
-		return nil
-	}
-	p.cancel()
-	<-p.done
-	return p.err
 }
 
 // Config returns the side's configuration.
@@ -131,14 +104,14 @@ func (s *Side) NotReady() string {
 // waits for their publishers' acks.
 func (s *Side) StopAgents() error {
 	var errs []error
-	if s.demo.cancel != nil {
-		errs = keep(errs, "demo", s.demo.stop())
+	if s.demo.Started() {
+		errs = keep(errs, "demo", s.demo.Stop())
 	}
 	for _, d := range s.demoConns {
 		errs = keep(errs, "demo publisher "+d.tenant, s.closePub(d.pub))
 		d.close()
 	}
-	if s.demo.cancel != nil {
+	if s.demo.Started() {
 		st := s.demoStats
 		s.log.Info("demo agents stopped", "events", st.Events, "runs", st.Runs, "threads", st.Threads, "errors", st.Errors)
 	}
@@ -153,10 +126,10 @@ func (s *Side) StopBridge() error {
 // StopIngest stops the reducers: they stop fetching, finish, checkpoint
 // and ack.
 func (s *Side) StopIngest() error {
-	if s.ingest.cancel == nil {
+	if !s.ingest.Started() {
 		return nil
 	}
-	err := s.ingest.stop()
+	err := s.ingest.Stop()
 	if err != nil {
 		s.log.Error("ingest drained: views not all checkpointed", "err", err)
 	} else {
