@@ -236,12 +236,16 @@ func (r *Responder) Held() int {
 	return len(r.held)
 }
 
-// Close unsubscribes and drops every held reply; later Responds of a
-// reply larger than a window fail. Idempotent.
+// Close stops taking window requests (one the server delivered already is
+// answered that its reply is gone) and drops every held reply; later
+// Responds of a reply larger than a window fail. Idempotent.
 func (r *Responder) Close() {
 	r.mu.Lock()
 	r.closed = true
 	clear(r.held)
 	r.mu.Unlock()
-	_ = r.sub.Unsubscribe()
+	// Drain, not Unsubscribe: a window request the server delivered
+	// before it saw the unsubscribe is still handled, and answered that its
+	// reply is gone, instead of being dropped while its requester waits.
+	_ = r.sub.Drain()
 }
