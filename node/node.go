@@ -1,7 +1,7 @@
 package node
 
 // NOTE: Config and its defaults are in config.go; here are Start (the
-// parts in the order they are brought up) and last Stop, which undoes Start
+// parts in the order they are brought up) and Stop, which undoes Start
 // in the opposite order. Start calls Stop's shutdown itself when a part
 // fails to come up, so every part's teardown must accept a part that was
 // never started (nil fields).

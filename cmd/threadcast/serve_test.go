@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/auth"
-	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/connlimit"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/node"
 )
 
