@@ -44,3 +44,10 @@ func FoldStored(th *reducer.Thread, id string, seq uint64, ev *codec.Event, deco
 	}
 	return th.ApplyDecoded(seq, ev, decodeErr, warns)
 }
+
+// NextEvent cuts the next event out of a stored message's body as ingest
+// does (one JSON object, or several: JSONL or concatenated), returning it
+// and the rest; ok is false when only whitespace remains. The slices alias
+// data. Offline readers of the event log (threadcast export) use it so that
+// a message expands into the same events it does in ingest.
+func NextEvent(data []byte) (event, rest []byte, ok bool) { return nextEvent(data) }

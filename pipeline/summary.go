@@ -191,3 +191,34 @@ func appendRunSummary(dst []byte, s *RunSummary) []byte {
 	b, _ := json.Marshal(s) // a plain struct of strings and numbers: cannot fail
 	return append(dst, b...)
 }
+
+// RunSummarizer accumulates the summaries of one thread's runs exactly as
+// ingest does, for readers of the event log outside a shard (threadcast
+// export). Feed it, in stream order, every event the reducer accepted
+// (Observe) and every rejection of the stream (Reject); each returns the
+// summary of the run that the call ended, with Tenant and Thread left to the
+// caller. now is the time to stamp an event without a timestamp of its own
+// with (ingest: when it applied the event). The zero value has no run open;
+// a RunSummarizer is used by one goroutine.
+type RunSummarizer struct{ acc runAcc }
+
+// Observe folds one accepted event (its strings may be views into a decoder
+// buffer: what is kept is copied). ok is true when the event ended a run.
+func (r *RunSummarizer) Observe(seq uint64, e *codec.Event, now time.Time) (s RunSummary, ok bool) {
+	if r.acc.observe(seq, e, now) {
+		return r.acc.s, true
+	}
+	return RunSummary{}, false
+}
+
+// Reject ends the open run, if any, as rejected by the consumer for reason
+// at seq. ok is true when a run was open.
+func (r *RunSummarizer) Reject(seq uint64, reason string, now time.Time) (s RunSummary, ok bool) {
+	if r.acc.reject(seq, reason, now) {
+		return r.acc.s, true
+	}
+	return RunSummary{}, false
+}
+
+// Open reports whether a run is open (started and not yet ended).
+func (r *RunSummarizer) Open() bool { return r.acc.open }
