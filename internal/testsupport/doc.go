@@ -28,7 +28,9 @@
 // THREADCAST_REQUIRE_BROWSER=1): then it fails with the reason.
 //
 // Tools: ORACLE (Node.js, and the reference consumer installed with npm ci
-// in tools/oracle or in THREADCAST_ORACLE_DIR), BROWSER (Chromium).
+// in tools/oracle or in THREADCAST_ORACLE_DIR), BROWSER (Chromium), DUCKDB
+// (Node.js and @duckdb/node-api installed with npm ci in tools/duckdb:
+// DuckDBDir, and DuckQuery runs a query there).
 // Generate runs the stream generator and RunOracle the reference consumer
 // on a stream, for the differential tests.
 //
