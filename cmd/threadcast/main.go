@@ -7,6 +7,7 @@
 //	threadcast publish [flags] [FILE]   publish a recorded stream into a running Threadcast
 //	threadcast reduce  [flags] [FILE]   print the view a stream produces
 //	threadcast compact [flags] [FILE]   print the stream, compacted, as JSONL
+//	threadcast export  [flags]          write a tenant's runs, messages and tool calls as Parquet or NDJSON
 //
 // Without a subcommand (no arguments, or flags only) it runs serve.
 //
