@@ -11,8 +11,8 @@
 # installs its locked dependencies into tools/oracle/node_modules (ignored by
 # git), where the tests find it (internal/testsupport). A test whose tool is
 # missing (node, the reference consumer, chromium) is skipped with the
-# reason; CI sets THREADCAST_REQUIRE_ORACLE=1 and THREADCAST_REQUIRE_BROWSER=1
-# so that it fails instead.
+# reason; CI sets THREADCAST_REQUIRE_ORACLE=1, THREADCAST_REQUIRE_BROWSER=1 and
+# THREADCAST_REQUIRE_DUCKDB=1 so that it fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -23,6 +23,13 @@ if [ -z "${THREADCAST_ORACLE_DIR:-}" ]; then
   else
     echo "npm not found: the tests that need the reference consumer will skip (install Node.js 20 or later)"
   fi
+fi
+# The export tests read their Parquet and NDJSON files back with DuckDB
+# (@duckdb/node-api, locked in tools/duckdb; node_modules ignored by git).
+if command -v npm >/dev/null 2>&1; then
+  (cd tools/duckdb && npm ci --silent --no-audit --no-fund)
+else
+  echo "npm not found: the tests that read exports with DuckDB will skip (install Node.js 20 or later)"
 fi
 export THREADCAST_ARTIFACTS="${THREADCAST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$THREADCAST_ARTIFACTS"
