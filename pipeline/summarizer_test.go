@@ -1,0 +1,56 @@
+package pipeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/threadcast/threadcast/codec"
+)
+
+// RunSummarizer sums runs as the shard does: a run ends with its terminal
+// event or a rejection, and events outside a run count for nothing.
+func TestRunSummarizer(t *testing.T) {
+	body := []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r1","timestamp":1000}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"hi"}
+{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f"}
+{"type":"RUN_FINISHED","threadId":"t","runId":"r1","timestamp":1500,"usage":[{"model":"x","inputTokens":7}]}
+{"type":"CUSTOM","name":"between","value":1}
+{"type":"RUN_STARTED","threadId":"t","runId":"r2"}`)
+	now := time.UnixMilli(9000)
+	var (
+		r    RunSummarizer
+		dec  codec.Decoder
+		ev   codec.Event
+		sums []RunSummary
+	)
+	seq := uint64(0)
+	for {
+		line, rest, ok := NextEvent(body)
+		if !ok {
+			break
+		}
+		seq++
+		if err := dec.Decode(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := r.Observe(seq, &ev, now); ok {
+			sums = append(sums, s)
+		}
+		body = rest
+	}
+	if seq != 6 || len(sums) != 1 || !r.Open() {
+		t.Fatalf("%d events, %d summaries, open %v", seq, len(sums), r.Open())
+	}
+	s := sums[0]
+	if s.RunID != "r1" || s.StartSeq != 1 || s.EndSeq != 4 || s.Events != 4 || s.Messages != 1 || s.ToolCalls != 1 ||
+		s.Outcome != "success" || s.DurationMs != 500 || s.InputTokens != 7 || len(s.Usage) != 1 || s.Usage[0].OutputTokens != nil {
+		t.Errorf("summary %+v", s)
+	}
+	s, ok := r.Reject(7, "bad event", now)
+	if !ok || s.RunID != "r2" || s.Outcome != "rejected" || s.Error != "bad event" || s.StartedAt != 9000 || s.EndSeq != 7 || r.Open() {
+		t.Errorf("rejected %+v, ok %v, open %v", s, ok, r.Open())
+	}
+	if _, ok := r.Reject(8, "again", now); ok {
+		t.Error("a rejection with no run open ended one")
+	}
+}
