@@ -60,7 +60,7 @@ func killConfig(out string) Config {
 }
 
 // bus starts an embedded JetStream server with the event stream.
-func bus(t *testing.T) (*natstest.Server, jetstream.JetStream) {
+func bus(t testing.TB) (*natstest.Server, jetstream.JetStream) {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv.ClientURL())
