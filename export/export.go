@@ -17,13 +17,17 @@ import (
 	"github.com/threadcast/threadcast/wire"
 )
 
-// Errors. Each is wrapped with the detail.
+// Errors. Each is wrapped with the detail. All but ErrWrite are about the
+// input (the Config, the output directory, the manifest, the stream) and
+// stay until it changes; ErrWrite is a failure while writing parts or the
+// manifest, after which running the export again resumes it.
 var (
 	ErrBadTenant        = errors.New("export: invalid tenant")
 	ErrBadFormat        = errors.New("export: unknown format")
 	ErrBadBound         = errors.New("export: invalid window bound")
 	ErrBadWindow        = errors.New("export: empty window")
 	ErrOut              = errors.New("export: output directory")
+	ErrWrite            = errors.New("export: write")
 	ErrBadManifest      = errors.New("export: unreadable manifest")
 	ErrManifestMismatch = errors.New("export: the output directory holds another export")
 	ErrNoStream         = errors.New("export: event stream not found")

@@ -81,7 +81,7 @@ func writeManifest(dir string, m *Manifest) error {
 	tmp := filepath.Join(dir, ManifestName+tmpSuffix)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrOut, err)
+		return fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -95,7 +95,7 @@ func writeManifest(dir string, m *Manifest) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("%w: %s: %w", ErrOut, ManifestName, err)
+		return fmt.Errorf("%w: %s: %w", ErrWrite, ManifestName, err)
 	}
 	return syncDir(dir)
 }

@@ -199,6 +199,24 @@ func TestOutputDirErrors(t *testing.T) {
 			t.Errorf("%s manifest: found %v, %v", name, found, err)
 		}
 	}
+	// A part whose directory went away fails to commit, and leaves nothing.
+	gone := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPart(gone, 0, FormatParquet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.commit(); !errors.Is(err, ErrWrite) {
+		t.Errorf("commit into a removed directory: %v", err)
+	}
+	if err := writeManifest(gone, &Manifest{}); !errors.Is(err, ErrWrite) {
+		t.Errorf("manifest into a removed directory: %v", err)
+	}
 	if m, found, err := readManifest(t.TempDir()); m != nil || found || err != nil {
 		t.Errorf("no manifest: %v %v %v", m, found, err)
 	}

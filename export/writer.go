@@ -47,7 +47,7 @@ func newPart(dir string, n int, format Format) (*partWriter, error) {
 		f, err := os.OpenFile(filepath.Join(dir, p.names[i]+tmpSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
 			p.abort()
-			return nil, fmt.Errorf("%w: %w", ErrOut, err)
+			return nil, fmt.Errorf("%w: %w", ErrWrite, err)
 		}
 		p.files[i] = f
 		p.w[i] = newTableWriter(t, format, f)
@@ -74,7 +74,7 @@ func newTableWriter(table string, format Format, f *os.File) tableWriter {
 func (p *partWriter) add(runs []RunRow, msgs []MessageRow, calls []ToolCallRow) error {
 	for i, rows := range [...]any{runs, msgs, calls} {
 		if err := p.w[i].write(rows); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrOut, p.names[i], err)
+			return fmt.Errorf("%w: %s: %w", ErrWrite, p.names[i], err)
 		}
 	}
 	p.rows[0] += int64(len(runs))
@@ -104,7 +104,7 @@ func (p *partWriter) commit() error {
 		}
 		if err != nil {
 			p.abort()
-			return fmt.Errorf("%w: %s: %w", ErrOut, p.names[i], err)
+			return fmt.Errorf("%w: %s: %w", ErrWrite, p.names[i], err)
 		}
 	}
 	return syncDir(p.dir)
@@ -124,11 +124,11 @@ func (p *partWriter) abort() {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrOut, err)
+		return fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("%w: sync %s: %w", ErrOut, dir, err)
+		return fmt.Errorf("%w: sync %s: %w", ErrWrite, dir, err)
 	}
 	return nil
 }

@@ -150,8 +150,11 @@ flags:
 }
 
 // isUsageError reports whether err is about the command's input, not a
-// failure along the way.
+// failure along the way (export.ErrWrite, reading the stream).
 func isUsageError(err error) bool {
+	if errors.Is(err, export.ErrWrite) {
+		return false
+	}
 	for _, e := range []error{export.ErrBadTenant, export.ErrBadFormat, export.ErrBadBound, export.ErrBadWindow,
 		export.ErrOut, export.ErrBadManifest, export.ErrManifestMismatch, export.ErrNoStream} {
 		if errors.Is(err, e) {
