@@ -67,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ViewLimit:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "view_limit_rejections_total", Help: "Events refused (their run ended, dead-lettered) because their thread's view reached the largest view kept (--max-view-bytes)."}),
 		TapPublished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tap_published_total",
 			Help: "Tap messages published to the tap stream, by result: stored, duplicate (a run summary deduplicated), failed (refused or unacknowledged: maybe not stored), unconfirmed (sent without awaiting an ack: too many in flight)."}, []string{"result"}),
-		Parted:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
+		Parted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
 	}
 	for t := 1; t <= codec.NumTypes; t++ {
 		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
