@@ -24,10 +24,15 @@ import (
 // with a snapshot request (so it is exactly what a joining subscriber
 // would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
 // view is windowed to the newest N messages (wire/frame.go); the ETag
-// then names the window too.
+// then names the window too. With ?at=S it is the view as it was after
+// event log seq S (threadViewAt, viewat.go).
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
 	if !ok {
+		return
+	}
+	if r.URL.Query().Has("at") {
+		s.threadViewAt(w, r, c, thread)
 		return
 	}
 	window, ok := s.windowParam(w, r)
