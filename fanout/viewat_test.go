@@ -151,8 +151,8 @@ func TestThreadViewAt(t *testing.T) {
 
 	// Errors.
 	for _, tt := range []struct {
-		query, thread string
-		code          int
+		query, thread  string
+		code           int
 		reason, detail string
 	}{
 		{"?at=abc", "", 400, "bad_at", "at must be an event log seq"},
