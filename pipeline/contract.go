@@ -53,7 +53,8 @@ type PutFuture interface {
 }
 
 // Publisher sends core NATS messages: frames, snapshot replies, dead letters
-// and the tap. Delivery is at most once and fire-and-forget — a slow or absent
+// and the live tap (with a tap stream, tap messages go through the tap
+// publisher instead, tap.go). Delivery is at most once and fire-and-forget — a slow or absent
 // subscriber never blocks a shard; consumers detect a lost frame by Tc-Prev
 // and resynchronise. PublishMsg copies msg.Data and the headers before
 // returning and keeps no reference to msg, so the caller may reuse the
