@@ -4,7 +4,9 @@ package main
 // against raw JetStream publish+consume of the same bytes, as
 // pipeline/ingest_bench_test.go measures them (BenchmarkIngest,
 // BenchmarkRawJetStream, BenchmarkIngestPaced), one after the other in one
-// go test process on the same kind of embedded server.
+// go test process on the same kind of embedded server; and the cost of the
+// analytics tap, live and durable (BenchmarkIngestTap), side by side with
+// the tap off (BenchmarkIngest), as a ratio of events/s.
 
 import (
 	"fmt"
@@ -24,7 +26,7 @@ func runIngest(e *env) error {
 	if e.quick {
 		n = "20000x"
 	}
-	lines, err := goBench("./pipeline", "^(BenchmarkIngest|BenchmarkRawJetStream)$", n, 1, "30m")
+	lines, err := goBench("./pipeline", "^(BenchmarkIngest|BenchmarkIngestTap|BenchmarkRawJetStream)$", n, 1, "30m")
 	if err != nil {
 		return err
 	}
@@ -40,6 +42,19 @@ func runIngest(e *env) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(e.out, "\nThe analytics tap's cost (events/s with the tap, over events/s with it off; durable: kept in the tap stream)\n")
+	tw = tabwriter.NewWriter(e.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "events/msg\toff events/s\tlive events/s\tratio\tdurable events/s\tratio\t")
+	for _, b := range []string{"1", "32"} {
+		off := get("BenchmarkIngest/batch="+b, "events/s")
+		live, durable := get("BenchmarkIngestTap/batch="+b+"/tap=live", "events/s"), get("BenchmarkIngestTap/batch="+b+"/tap=durable", "events/s")
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t\n", b, off, live, live/off, durable, durable/off)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tapCost := get("BenchmarkIngestTap/batch=32/tap=durable", "events/s") / get("BenchmarkIngest/batch=32", "events/s")
+	e.record(summaryRow{"ingest", "events/s with the durable tap vs off, batched (32/msg)", fmt.Sprintf("%.0f%%", 100*tapCost), "≥95%", verdict(tapCost, 0.95), 21})
 	unb := get("BenchmarkIngest/batch=1", "msgs/s") / get("BenchmarkRawJetStream/batch=1", "msgs/s")
 	e.record(summaryRow{"ingest", "msgs/s vs raw JetStream, unbatched", fmt.Sprintf("%.0f%%", 100*unb), "≥60%", verdict(unb, 0.6), 4})
 	bat := get("BenchmarkIngest/batch=32", "events/s")

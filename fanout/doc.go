@@ -1,7 +1,11 @@
 // Package fanout serves thread views to subscribers over HTTP: SSE and
 // WebSocket streams in two modes (agui: AG-UI events; view: the view
 // document and its changes), REST reads of a view and of a tenant's thread
-// list, and the analytics tap. It also holds the subscriber hub.
+// list, and the analytics tap (live from core NATS, or replayed from the
+// tap stream with ?since=, tapreplay.go). It also holds the subscriber hub.
+// A view at an earlier seq (?at=, viewat.go) is folded from the event log
+// by package history, which depends on the wire contract, the codec and
+// the reducer, not on ingest.
 //
 // # Why the hub lives here and not in pipeline/
 //

@@ -67,6 +67,9 @@ type Config struct {
 	// DeadLetters is the pipeline's dead-letter stream, which
 	// GET /v1/deadletters reads ("" serves an empty list).
 	DeadLetters string
+	// TapStream is the pipeline's tap stream, which GET /v1/tap?since=
+	// replays ("": such a request is refused with 404 tap_not_durable).
+	TapStream string
 	// MaxWindow bounds ?window=N on the stream and view endpoints (N from
 	// 1 to MaxWindow; beyond it the request is refused with 400
 	// bad_window). A window costs its joiner O(N) at the pipeline and on
@@ -95,6 +98,7 @@ func DefaultConfig() Config {
 		Quota:             defaultQuota(),
 		ViewsBucket:       wire.DefaultViewsKV,
 		DeadLetters:       wire.DefaultDeadLetters,
+		TapStream:         wire.DefaultTapStream,
 		MaxWindow:         1000,
 		MaxPageLimit:      1000,
 		DefaultPageLimit:  50,

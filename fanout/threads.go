@@ -24,10 +24,15 @@ import (
 // with a snapshot request (so it is exactly what a joining subscriber
 // would get), with its seq in Tc-Seq and as the ETag. With ?window=N the
 // view is windowed to the newest N messages (wire/frame.go); the ETag
-// then names the window too.
+// then names the window too. With ?at=S it is the view as it was after
+// event log seq S (threadViewAt, viewat.go).
 func (s *Server) threadView(w http.ResponseWriter, r *http.Request) {
 	c, thread, ok := s.authorizeThread(w, r)
 	if !ok {
+		return
+	}
+	if r.URL.Query().Has("at") {
+		s.threadViewAt(w, r, c, thread)
 		return
 	}
 	window, ok := s.windowParam(w, r)
@@ -390,7 +395,10 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 // tap serves GET /v1/tap: the tenant's analytics tap as SSE (default) or
 // NDJSON (?format=ndjson or Accept: application/x-ndjson), optionally
 // filtered by ?types=T1,T2 (AG-UI type names or RUN_SUMMARY). A token
-// limited to some threads sees only those threads' messages.
+// limited to some threads sees only those threads' messages. Without
+// ?since= (or Last-Event-ID) it is the live tap, from core NATS: what is
+// published while the stream is open. With one it reads the tap stream
+// (tapReplay, tapreplay.go).
 func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.authorize(w, r)
 	if !ok {
@@ -400,6 +408,14 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 	types, err := parseTapTypes(q.Get("types"))
 	if err != nil {
 		s.denyDetail(w, http.StatusBadRequest, err.reason, err.detail)
+		return
+	}
+	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+	if since, ok, serr := parseTapSince(q.Get("since"), r.Header.Get("Last-Event-ID")); serr != nil {
+		s.denyDetail(w, http.StatusBadRequest, "bad_since", serr.Error())
+		return
+	} else if ok {
+		s.tapReplay(w, r, c, types, since, ndjson)
 		return
 	}
 	// One subscription per type while they are few; past tapSubsMax the
@@ -422,7 +438,6 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 			only[t] = true
 		}
 	}
-	ndjson := q.Get("format") == "ndjson" || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 	end, ok := s.beginStream(w, c.Tenant, "", true)
 	if !ok {
 		return

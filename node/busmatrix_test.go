@@ -252,6 +252,7 @@ func runBusMatrix(t *testing.T, env busEnv) {
 	t.Run("nats/publish", m.publish)
 	t.Run("nats/reply", m.reply)
 	t.Run("nats/subscribe", m.subscribe)
+	t.Run("nats/tap-stream", m.tapStream)
 	t.Run("http", m.http)
 
 	// Nothing of A's was changed by the attempts: the stream holds every
@@ -323,6 +324,14 @@ func (m *matrix) publish(t *testing.T) {
 		{"$JS.API.STREAM.INFO." + m.env.cfg.Stream, false},
 		{"$JS.API.CONSUMER.CREATE." + m.env.cfg.Stream, false},
 		{"$JS.API.DIRECT.GET." + m.env.cfg.Stream, false},
+		// The tap stream: no consumer of A's tap, filtered or not, and
+		// no read of its messages.
+		{"$JS.API.CONSUMER.CREATE." + m.env.cfg.TapStream + ".x.tap." + tenantA + ".>", false},
+		{"$JS.API.CONSUMER.CREATE." + m.env.cfg.TapStream, false},
+		{"$JS.API.STREAM.INFO." + m.env.cfg.TapStream, false},
+		{"$JS.API.STREAM.MSG.GET." + m.env.cfg.TapStream, false},
+		{"$JS.API.DIRECT.GET." + m.env.cfg.TapStream, false},
+		{"$JS.API.STREAM.PURGE." + m.env.cfg.TapStream, false},
 		{"$KV." + m.env.cfg.Bucket + "." + tenantA + "." + m.tokThread, false},
 		{"$JS.ACK." + m.env.cfg.Stream + ".c.1.1.1.1.1", true},
 		{wire.AgentInboxRoot + tenantA + ".forged", true},
@@ -492,6 +501,42 @@ func (m *matrix) subscribe(t *testing.T) {
 	waitErr(t, errs, "subscription", wire.AgentInboxRoot+tenantA+".x")
 }
 
+// tapStream: B, with the JetStream client any NATS user has, tries to read
+// A's part of the tap stream: a consumer filtered on A's tap subjects, and
+// an ordered consumer of the whole stream. Both fail, and the stream has
+// no consumer afterwards. (Tenants read the tap stream through
+// GET /v1/tap?since=, tenant-scoped: the http doors.)
+func (m *matrix) tapStream(t *testing.T) {
+	js, err := jetstream.New(m.ncB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if c, err := js.CreateConsumer(ctx, m.env.cfg.TapStream, jetstream.ConsumerConfig{
+		FilterSubject: "tap." + tenantA + ".>", AckPolicy: jetstream.AckNonePolicy,
+	}); err == nil {
+		t.Errorf("tenant B created a consumer on tenant A's tap subjects: %s", c.CachedInfo().Name)
+	}
+	if _, err := js.OrderedConsumer(ctx, m.env.cfg.TapStream, jetstream.OrderedConsumerConfig{}); err == nil {
+		t.Error("tenant B created an ordered consumer on the tap stream")
+	}
+	svc, err := jetstream.New(m.env.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.Stream(t.Context(), m.env.cfg.TapStream)
+	if err != nil {
+		t.Fatalf("the tap stream (positive control): %v", err)
+	}
+	if n := st.CachedInfo().State.Consumers; n != 0 {
+		t.Errorf("the tap stream has %d consumers after tenant B's attempts", n)
+	}
+	if st.CachedInfo().State.Msgs == 0 {
+		t.Error("the tap stream holds nothing of tenant A's run (positive control)")
+	}
+}
+
 // http: every HTTP door with B's token, none, a forged and an expired
 // one, and A's positive controls.
 func (m *matrix) http(t *testing.T) {
@@ -507,6 +552,7 @@ func (m *matrix) http(t *testing.T) {
 		{"thread list", "GET", m.env.httpURL + "/v1/threads", "", true},
 		{"thread list (live)", "GET", m.env.httpURL + "/v1/threads?live=1", "", false},
 		{"tap", "GET", m.env.httpURL + "/v1/tap", "", false},
+		{"tap replay", "GET", m.env.httpURL + "/v1/tap?since=1", "", true},
 		{"bridge", "POST", bridge, strings.Join(runEvents(m.threadA, "r-attack", "attack"), "\n"), false},
 	}
 	for _, c := range []struct {

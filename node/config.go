@@ -77,8 +77,8 @@ type Config struct {
 	DashboardTenants []web.Tenant
 
 	// FanoutConfig configures the fanout; its Verifier is the node's, and
-	// beside an IngestRole its Hub.Partitions, Hub.EventStream and
-	// DeadLetters are ingest's (IngestPlan).
+	// beside an IngestRole its Hub.Partitions, Hub.EventStream,
+	// DeadLetters and TapStream are ingest's (IngestPlan).
 	FanoutConfig fanout.Config
 	// Quota is every door's per-tenant quotas: the node sets it as
 	// FanoutConfig.Quota, and the ingest side holds ingest and the bridge

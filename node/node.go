@@ -139,6 +139,7 @@ func (n *Node) start() error {
 			fc.Hub.Partitions = n.plan.Partitions
 			fc.Hub.EventStream = n.plan.Stream
 			fc.DeadLetters = n.plan.DeadLetters
+			fc.TapStream = n.plan.TapStream
 		}
 		fc.Quota = n.cfg.Quota
 		// Beside ingest the fanout has a connection of its own (see

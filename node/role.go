@@ -42,11 +42,13 @@ type IngestPlan struct {
 	// Tokens: a part of the role verifies bearer tokens (an authorized
 	// bridge), so the node needs an auth key or a JWKS source.
 	Tokens bool
-	// Partitions, Stream and DeadLetters are ingest's event stream, which
-	// the fanout beside it reads (they replace the FanoutConfig's).
+	// Partitions, Stream, DeadLetters and TapStream are ingest's event
+	// stream, dead-letter stream and tap stream, which the fanout beside it
+	// reads (they replace the FanoutConfig's).
 	Partitions  int
 	Stream      string
 	DeadLetters string
+	TapStream   string
 }
 
 // IngestSide is the running ingest side of one node. The node calls its

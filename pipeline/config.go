@@ -113,6 +113,19 @@ type Config struct {
 
 	// Tap enables the analytics tap subjects.
 	Tap bool
+	// TapStream keeps what the tap publishes (TapStreamConfig: every
+	// subject under tap.>), bounded by TapMaxAge and TapMaxBytes (the
+	// oldest go first), with the event log's Replicas; "" keeps none (the
+	// tap is live only). Run summaries carry a Nats-Msg-Id (RunSummary),
+	// deduplicated by the stream within TapDuplicates: the bound on how
+	// long after its first publication a summary replayed after a crash
+	// is still recognised. TapMaxInFlight bounds the tap publishes whose
+	// store acknowledgement is awaited (tap.go).
+	TapStream      string
+	TapMaxAge      time.Duration
+	TapMaxBytes    int64
+	TapDuplicates  time.Duration
+	TapMaxInFlight int
 
 	// Quota holds tenants to their ingest quotas by shedding (quota.go):
 	// events over their tenant's events/s or bytes/s in a partition, or
@@ -137,6 +150,15 @@ type Config struct {
 const (
 	DefaultMaxMsgSize   = 8 << 20
 	DefaultMaxViewBytes = 256 << 20
+)
+
+// Durable tap defaults: a day and 1 GiB of tap kept, run summaries
+// deduplicated for 10 minutes, 8192 tap publishes awaiting their ack.
+const (
+	DefaultTapMaxAge      = 24 * time.Hour
+	DefaultTapMaxBytes    = 1 << 30
+	DefaultTapDuplicates  = 10 * time.Minute
+	DefaultTapMaxInFlight = 8192
 )
 
 // EventHeaderRoom is what MaxEventBytes leaves of MaxMsgSize for the
@@ -177,6 +199,11 @@ func DefaultConfig() Config {
 		FrameInterval:      5 * time.Millisecond,
 		MemoryBudget:       256 << 20,
 		Tap:                true,
+		TapStream:          wire.DefaultTapStream,
+		TapMaxAge:          DefaultTapMaxAge,
+		TapMaxBytes:        DefaultTapMaxBytes,
+		TapDuplicates:      DefaultTapDuplicates,
+		TapMaxInFlight:     DefaultTapMaxInFlight,
 	}
 }
 
@@ -190,6 +217,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: stream and bucket names are required", ErrConfig)
 	case c.DeadLetters != "" && (c.DeadLetterMaxAge <= 0 || c.DeadLetterMaxBytes <= 0):
 		return fmt.Errorf("%w: dead letters are kept for a bounded time and size: max age %v, max bytes %d", ErrConfig, c.DeadLetterMaxAge, c.DeadLetterMaxBytes)
+	case c.Tap && c.TapStream != "" && (c.TapMaxAge <= 0 || c.TapMaxBytes <= 0 || c.TapDuplicates <= 0 || c.TapDuplicates > c.TapMaxAge || c.TapMaxInFlight < 1):
+		return fmt.Errorf("%w: the tap stream is kept for a bounded time and size, deduplicating within at most that time: max age %v, max bytes %d, duplicates %v, max in flight %d",
+			ErrConfig, c.TapMaxAge, c.TapMaxBytes, c.TapDuplicates, c.TapMaxInFlight)
 	case c.Partitions < 1 || c.Partitions > 1<<16:
 		return fmt.Errorf("%w: partitions %d not in [1, 65536]", ErrConfig, c.Partitions)
 	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:

@@ -53,11 +53,12 @@ type PutFuture interface {
 }
 
 // Publisher sends core NATS messages: frames, snapshot replies, dead letters
-// and the tap. Delivery is at most once and fire-and-forget — a slow or absent
-// subscriber never blocks a shard; consumers detect a lost frame by Tc-Prev
-// and resynchronise. PublishMsg copies msg.Data and the headers before
-// returning and keeps no reference to msg, so the caller may reuse the
-// message and its buffers. *nats.Conn satisfies it.
+// and the tap (with a tap stream, through the tap publisher of tap.go,
+// which is one too). Delivery is at most once and fire-and-forget — a slow
+// or absent subscriber never blocks a shard; consumers detect a lost frame
+// by Tc-Prev and resynchronise. PublishMsg copies msg.Data and the headers
+// before returning and keeps no reference to msg, so the caller may reuse
+// the message and its buffers. *nats.Conn satisfies it.
 type Publisher interface {
 	PublishMsg(msg *nats.Msg) error
 }

@@ -102,6 +102,19 @@ func (in *Ingest) Run(ctx context.Context, drain time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Tap && cfg.TapStream != "" {
+		tap, err := newTapPublisher(in.nc, cfg, in.m, in.log)
+		if err != nil {
+			return fmt.Errorf("pipeline: tap: %w", err)
+		}
+		for _, sh := range shards {
+			sh.tap = tap
+		}
+		// The tap acks still awaited when the shards are done: a
+		// message whose ack does not come within the bound is counted
+		// failed by its timeout, or never (it may be stored all the same).
+		defer tap.wait(min(drain, tapAckTimeout))
+	}
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

@@ -224,20 +224,32 @@ func latencies(msgs []benchMsg, times []time.Time, seqs []uint64, arr []arrival)
 }
 
 // runIngestLoad runs one measured load through a fresh server and ingest.
-func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64, tap bool) benchResult {
+// tapMode is what of the analytics tap a benchmark runs with.
+type tapMode int
+
+const (
+	tapOff     tapMode = iota // no tap
+	tapLive                   // the live tap only: one core publish per event
+	tapDurable                // the live tap kept in the tap stream (Config.TapStream)
+)
+
+func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64, tap tapMode) benchResult {
 	return runIngestLoadWith(b, msgs, events, rate, tap, func(tb testing.TB, nc *nats.Conn, cfg Config) { startIngest(tb, nc, cfg) })
 }
 
 // runIngestLoadWith is runIngestLoad with the ingest started by start
 // (lease_bench_test.go starts a LeasedIngest).
-func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, tap bool, startFn func(testing.TB, *nats.Conn, Config)) benchResult {
+func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, tap tapMode, startFn func(testing.TB, *nats.Conn, Config)) benchResult {
 	s := runServer(b)
 	nc := connect(b, s)
 	pubc := connect(b, s)
 	js, _ := jetstream.New(pubc, jetstream.WithPublishAsyncMaxPending(8192))
 	cfg := DefaultConfig()
 	cfg.Logger = discardLogger()
-	cfg.Tap = tap // the tap is one core publish per event: measured apart
+	cfg.Tap = tap != tapOff // the tap is one publish per event: measured apart
+	if tap != tapDurable {
+		cfg.TapStream = ""
+	}
 	startFn(b, nc, cfg)
 
 	subjects := make([]string, benchThreads)
@@ -362,18 +374,25 @@ func BenchmarkIngest(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			msgs, events := benchLoad(b.N, batch)
-			runIngestLoad(b, msgs, events, 0, false).report(b)
+			runIngestLoad(b, msgs, events, 0, tapOff).report(b)
 		})
 	}
 }
 
-// BenchmarkIngestTap is BenchmarkIngest with the analytics tap on.
+// BenchmarkIngestTap is BenchmarkIngest with the analytics tap on: live
+// only, and kept in the tap stream (durable; bench/ compares it with
+// BenchmarkIngest, the tap off).
 func BenchmarkIngestTap(b *testing.B) {
 	for _, batch := range []int{1, 32} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			msgs, events := benchLoad(b.N, batch)
-			runIngestLoad(b, msgs, events, 0, true).report(b)
-		})
+		for _, tc := range []struct {
+			name string
+			mode tapMode
+		}{{"live", tapLive}, {"durable", tapDurable}} {
+			b.Run(fmt.Sprintf("batch=%d/tap=%s", batch, tc.name), func(b *testing.B) {
+				msgs, events := benchLoad(b.N, batch)
+				runIngestLoad(b, msgs, events, 0, tc.mode).report(b)
+			})
+		}
 	}
 }
 
@@ -396,7 +415,7 @@ func BenchmarkIngestPaced(b *testing.B) {
 	}{{1, 15000}, {32, 3500}} {
 		b.Run(fmt.Sprintf("batch=%d/msgs-per-s=%.0f", tc.batch, tc.rate), func(b *testing.B) {
 			msgs, events := benchLoad(b.N, tc.batch)
-			runIngestLoad(b, msgs, events, tc.rate, false).report(b)
+			runIngestLoad(b, msgs, events, tc.rate, tapOff).report(b)
 		})
 	}
 }

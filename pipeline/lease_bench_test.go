@@ -47,11 +47,11 @@ func BenchmarkIngestLeased(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		b.Run(fmt.Sprintf("mode=static/batch=%d", batch), func(b *testing.B) {
 			msgs, events := benchLoad(b.N, batch)
-			runIngestLoad(b, msgs, events, 0, false).report(b)
+			runIngestLoad(b, msgs, events, 0, tapOff).report(b)
 		})
 		b.Run(fmt.Sprintf("mode=lease/batch=%d", batch), func(b *testing.B) {
 			msgs, events := benchLoad(b.N, batch)
-			runIngestLoadWith(b, msgs, events, 0, false, startLeased).report(b)
+			runIngestLoadWith(b, msgs, events, 0, tapOff, startLeased).report(b)
 		})
 	}
 }

@@ -34,6 +34,7 @@ type Metrics struct {
 	PublishErrors   *prometheus.CounterVec // messages that could not be sent, by what: frame, snapshot, tap, dlq
 	Parted          *prometheus.CounterVec // messages sent in parts (larger than one NATS message), by what
 	ViewLimit       prometheus.Counter     // events refused because their thread's view reached MaxViewBytes
+	TapPublished    *prometheus.CounterVec // durable tap publishes, by result: stored, duplicate, failed, unconfirmed (tap.go)
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -64,7 +65,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		tenantLabels:  quota.NewTenantLabels(quota.DefaultTenantLabels),
 		PublishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_errors_total", Help: "Core NATS messages that could not be sent, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
 		ViewLimit:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "view_limit_rejections_total", Help: "Events refused (their run ended, dead-lettered) because their thread's view reached the largest view kept (--max-view-bytes)."}),
-		Parted:        prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
+		TapPublished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tap_published_total",
+			Help: "Tap messages published to the tap stream, by result: stored, duplicate (a run summary deduplicated), failed (refused or unacknowledged: maybe not stored), unconfirmed (sent without awaiting an ack: too many in flight)."}, []string{"result"}),
+		Parted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "parted_messages_total", Help: "Messages larger than one NATS message, sent in parts, by what (frame, snapshot, tap, dlq)."}, []string{"what"}),
 	}
 	for t := 1; t <= codec.NumTypes; t++ {
 		m.eventsInByType[t] = m.EventsIn.WithLabelValues(codec.Type(t).String())
@@ -73,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.EventsIn, m.Messages, m.Rejected, m.Warnings, m.DeadLetters, m.Skipped,
 			m.BatchMismatch, m.ApplySeconds, m.Frames, m.Checkpoints, m.CheckpointFails, m.Evictions,
-			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.QuotaShed, m.PublishErrors, m.Parted, m.ViewLimit)
+			m.Loads, m.HotThreads, m.Snapshots, m.Runs, m.Lag, m.AckPending, m.QuotaShed, m.PublishErrors, m.Parted, m.ViewLimit, m.TapPublished)
 	}
 	return m
 }

@@ -42,7 +42,11 @@ func (s *shard) send(what string, msg *nats.Msg) error {
 	if len(msg.Data) > s.partSize {
 		s.m.Parted.WithLabelValues(what).Inc()
 	}
-	err := wire.Publish(s.pub, msg, s.partSize)
+	pub := s.pub
+	if what == sendTap && s.tap != nil {
+		pub = s.tap
+	}
+	err := wire.Publish(pub, msg, s.partSize)
 	if err != nil {
 		s.m.PublishErrors.WithLabelValues(what).Inc()
 		s.sendLog.warn(s.log, what, msg.Subject, len(msg.Data), err)

@@ -163,6 +163,7 @@ type shard struct {
 	partSize int             // the largest body sent as one message (send.go)
 	sendLog  sendLog         // rate limit of send failure logs
 	resp     *wire.Responder // sends large snapshot replies window by window; nil: all at once (tests)
+	tap      Publisher       // sends tap messages to the tap stream (tap.go); nil: through pub (live only)
 }
 
 func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, store CheckpointStore) *shard {
@@ -438,7 +439,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	t.compact.Add(&s.ev, res)
 	if s.cfg.Tap {
 		s.buf = codec.AppendEvent(s.buf[:0], &s.ev)
-		s.publish(wire.TapSubject(t.key.tenant, s.ev.Type.String(), t.key.token), s.buf, seq)
+		s.publish(wire.TapSubject(t.key.tenant, s.ev.Type.String(), t.key.token), s.buf, seq, "")
 	}
 	if t.run.observe(seq, &s.ev, s.now) {
 		s.runEnded(t)
@@ -478,7 +479,8 @@ func (s *shard) runEnded(t *hotThread) {
 	s.m.Runs.WithLabelValues(sum.Outcome).Inc()
 	if s.cfg.Tap {
 		b := appendRunSummary(s.buf[:0], &sum)
-		s.publish(wire.TapSubject(t.key.tenant, wire.RunSummaryType, t.key.token), b, sum.EndSeq)
+		s.publish(wire.TapSubject(t.key.tenant, wire.RunSummaryType, t.key.token), b, sum.EndSeq,
+			runSummaryMsgID(t.key.tenant, t.key.token, sum.StartSeq, sum.RunID))
 	}
 }
 
@@ -498,12 +500,17 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 	}
 }
 
-// publish sends a tap message.
-func (s *shard) publish(subject string, data []byte, seq uint64) {
+// publish sends a tap message; msgID, when not "", is its Nats-Msg-Id (a
+// message in parts carries none: the stream would keep only its first
+// part).
+func (s *shard) publish(subject string, data []byte, seq uint64, msgID string) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
 		wire.HeaderSeq: {strconv.FormatUint(seq, 10)},
 	}}
-	_ = s.send(sendTap, msg) // at most once by contract; counted and logged by send
+	if msgID != "" && len(data) <= s.partSize {
+		msg.Header[jetstream.MsgIDHeader] = []string{msgID}
+	}
+	_ = s.send(sendTap, msg) // not awaited (tap.go); counted and logged by send
 }
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>

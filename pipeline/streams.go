@@ -55,6 +55,29 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 	}
 }
 
+// TapStreamConfig returns the configuration of the stream that keeps the
+// analytics tap (every subject under tap.>, which carry the tenant:
+// tap.<tenant>.<TYPE>.<thread>), so that a consumer that was not subscribed
+// when a message was published can replay it from a time or a sequence
+// (fanout's GET /v1/tap?since=, tenant-scoped, or any NATS consumer with
+// access to the stream). Retention is bounded by age and bytes, oldest
+// first: a full tap stream drops its oldest messages, never a new one.
+func TapStreamConfig(cfg *Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.TapStream,
+		Description: "Threadcast analytics tap: normalized events and run summaries",
+		Subjects:    []string{wire.TapPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.TapMaxAge,
+		MaxBytes:    cfg.TapMaxBytes,
+		MaxMsgSize:  -1,
+		Duplicates:  cfg.TapDuplicates,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
 // kvConfig returns the checkpoint bucket's configuration for cfg. History 1:
 // only the latest checkpoint of a thread matters.
 func kvConfig(cfg *Config) jetstream.KeyValueConfig {
@@ -68,8 +91,9 @@ func kvConfig(cfg *Config) jetstream.KeyValueConfig {
 	}
 }
 
-// EnsureStreams creates the event stream, the checkpoint bucket and the
-// dead-letter stream (unless Config.DeadLetters is ""), or
+// EnsureStreams creates the event stream, the checkpoint bucket, the
+// dead-letter stream (unless Config.DeadLetters is "") and the tap stream
+// (when Config.Tap is on and Config.TapStream is not ""), or
 // updates them to cfg when they exist (idempotent: safe on every start and
 // from several instances at once). It refuses to change the partition count.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (jetstream.Stream, jetstream.KeyValue, error) {
@@ -93,6 +117,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg *Config) (je
 	if cfg.DeadLetters != "" {
 		if _, err := js.CreateOrUpdateStream(ctx, DeadLetterStreamConfig(cfg)); err != nil {
 			return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.DeadLetters, err)
+		}
+	}
+	if cfg.Tap && cfg.TapStream != "" {
+		if _, err := js.CreateOrUpdateStream(ctx, TapStreamConfig(cfg)); err != nil {
+			return nil, nil, fmt.Errorf("pipeline: create/update stream %s: %w", cfg.TapStream, err)
 		}
 	}
 	return stream, kv, nil

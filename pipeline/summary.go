@@ -13,7 +13,12 @@ import (
 // the stream (a fatal protocol error, Outcome "rejected"). It is kept in the
 // thread's checkpoint, so a run that spans an eviction or a restart is
 // summarised whole. After a crash the summary of a run that ended in the
-// replayed tail may be published twice (the tap is at-least-once).
+// replayed tail is published again; it carries a Nats-Msg-Id derived from
+// the tenant, the thread, StartSeq and RunID (runSummaryMsgID), so the tap
+// stream (Config.TapStream) stores it once when the second publication
+// comes within Config.TapDuplicates of the first: that window bounds the
+// replay after a crash that keeps a run summary exactly once. Live
+// subscribers of the tap subjects may see both.
 type RunSummary struct {
 	Tenant string `json:"tenant"`
 	Thread string `json:"thread"`

@@ -1,12 +1,16 @@
 package wire
 
 // The names and partition count ingest and fanout agree on by default: the
-// event stream, the dead-letter stream and the views bucket.
+// event stream, the dead-letter stream, the tap stream and the views
+// bucket.
 const (
 	// DefaultStream is the default event stream (EventsWildcard).
 	DefaultStream = "AGUI_EVENTS"
 	// DefaultDeadLetters is the default stream of dead letters.
 	DefaultDeadLetters = "THREADCAST_DEADLETTERS"
+	// DefaultTapStream is the default stream of the durable analytics tap
+	// (tap.>).
+	DefaultTapStream = "THREADCAST_TAP"
 	// DefaultViewsKV is the default checkpoint bucket (CheckpointKey).
 	DefaultViewsKV = "THREADCAST_VIEWS"
 	// DefaultParts is the default number of partitions P. Each partition an

@@ -70,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&f.ViewsBucket, "bucket", f.ViewsBucket, "KV bucket of checkpoints (the thread list)")
 	fs.IntVar(&f.Hub.Partitions, "partitions", f.Hub.Partitions, "the pipeline's partition count P")
 	fs.StringVar(&f.DeadLetters, "dead-letters", f.DeadLetters, "the pipeline's dead-letter stream, read by GET /v1/deadletters")
+	fs.StringVar(&f.TapStream, "tap-stream", f.TapStream, "the pipeline's tap stream, replayed by GET /v1/tap?since= (empty: the tap is live only)")
 	fs.StringVar(&f.Hub.EventStream, "stream", f.Hub.EventStream, "the pipeline's JetStream event stream (client cursors are checked against it)")
 	fs.DurationVar(&f.Hub.SnapshotTimeout, "snapshot-timeout", f.Hub.SnapshotTimeout, "bound on one snapshot request")
 	fs.DurationVar(&f.Hub.SnapshotRetry, "snapshot-retry", f.Hub.SnapshotRetry, "how long a join retries snapshot requests the pipeline answers busy or times out (then 503 with Retry-After)")

@@ -113,6 +113,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
 	fs.DurationVar(&p.FrameInterval, "frame-interval", p.FrameInterval, "least time between two frames of a thread: closer batches of a busy thread are coalesced, a thread quiet for longer is framed at once (0: after every batch)")
 	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
+	// The durable tap (pipeline.Config.TapStream).
+	fs.StringVar(&p.TapStream, "tap-stream", p.TapStream, "stream keeping the analytics tap (tap.>), replayed by GET /v1/tap?since= and any NATS consumer; empty: the tap is live only")
+	fs.DurationVar(&p.TapMaxAge, "tap-max-age", p.TapMaxAge, "the tap stream keeps messages this long at most")
+	fs.Int64Var(&p.TapMaxBytes, "tap-max-bytes", p.TapMaxBytes, "bytes of tap kept at most (the oldest go first)")
+	fs.DurationVar(&p.TapDuplicates, "tap-dup-window", p.TapDuplicates, "a run summary published again within this long (a replay after a crash) is stored once (at most --tap-max-age)")
+	fs.IntVar(&p.TapMaxInFlight, "tap-max-in-flight", p.TapMaxInFlight, "tap publishes awaiting the tap stream's ack per ingest instance; past it a tap message is sent unconfirmed")
 	fs.StringVar(&p.Domain, "js-domain", "", "JetStream domain of the stream and buckets (empty: the connection's own)")
 	c.Lease = pipeline.DefaultLeaseConfig()
 	fs.StringVar(&c.PartitionMode, "partition-mode", "static", "static (--instance/--instances) or lease (partitions claimed with TTL'd leases in KV, rebalanced and taken over after a crash)")

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 func init() {
@@ -19,8 +20,9 @@ func runReduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var sf streamFlags
 	sf.register(fs)
+	until := fs.String("until", "", "fold the stream's events up to seq `N` only (its Nth event: the seq of the view printed), to see the view as it was then; N past the stream's last event is an error")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: threadcast reduce [--input FILE] [STREAM]
+		fmt.Fprint(fs.Output(), `usage: threadcast reduce [--input FILE] [--until N] [STREAM]
 
 Reads an AG-UI event stream (JSONL, a JSON array, or SSE; from STREAM, or
 stdin when STREAM is absent or "-"; consumed as AG-UI 1.1, which is 1.0 plus
@@ -36,6 +38,11 @@ it does in ingest: the reason goes to stderr as a line starting with
 still folded (only RUN_STARTED, which begins a new run, is accepted; each
 refused event is an "error: " line), so the view printed is the live view of
 the same events.
+
+With --until N only the first N events are folded (each event of the
+stream is one seq, counted from 1, as the view's "seq" counts them): the
+view printed is the view as it was after event N. N must be an integer
+from 1 to the stream's number of events.
 
 Exit status: 0 ok; 1 the stream was rejected (a fatal protocol error, or a
 stream that breaks off or turns into bytes that are no event after some
@@ -56,9 +63,21 @@ flags:
 	if !ok {
 		return exitUsage
 	}
+	if *until != "" {
+		n, err := strconv.ParseUint(*until, 10, 64)
+		if err != nil || n == 0 {
+			fmt.Fprintf(stderr, "threadcast reduce: --until %q: not an event seq (an integer from 1)\n", *until)
+			return exitUsage
+		}
+		f.until = n
+	}
 	status = f.each(r, nil)
 	if status == exitUsage {
 		return status
+	}
+	if f.until > 0 && f.seq < f.until {
+		fmt.Fprintf(stderr, "threadcast reduce: --until %d is beyond the stream's last event, seq %d\n", f.until, f.seq)
+		return exitUsage
 	}
 	out := f.th.AppendView(nil)
 	out = append(out, '\n')

@@ -187,6 +187,12 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.DurationVar(&n.Pipeline.MaxAge, "max-age", n.Pipeline.MaxAge, "event log retention by age (0: unlimited)")
 	fs.DurationVar(&n.Pipeline.DeadLetterMaxAge, "dead-letter-max-age", n.Pipeline.DeadLetterMaxAge, "dead letters (GET /v1/deadletters) are kept this long at most")
 	fs.Int64Var(&n.Pipeline.DeadLetterMaxBytes, "dead-letter-max-bytes", n.Pipeline.DeadLetterMaxBytes, "bytes of dead letters kept at most (the oldest go first)")
+	// The durable tap (pipeline.Config.TapStream).
+	fs.StringVar(&n.Pipeline.TapStream, "tap-stream", n.Pipeline.TapStream, "stream keeping the analytics tap (tap.>), replayed by GET /v1/tap?since= and any NATS consumer; empty: the tap is live only")
+	fs.DurationVar(&n.Pipeline.TapMaxAge, "tap-max-age", n.Pipeline.TapMaxAge, "the tap stream keeps messages this long at most")
+	fs.Int64Var(&n.Pipeline.TapMaxBytes, "tap-max-bytes", n.Pipeline.TapMaxBytes, "bytes of tap kept at most (the oldest go first)")
+	fs.DurationVar(&n.Pipeline.TapDuplicates, "tap-dup-window", n.Pipeline.TapDuplicates, "a run summary published again within this long (a replay after a crash) is stored once (at most --tap-max-age)")
+	fs.IntVar(&n.Pipeline.TapMaxInFlight, "tap-max-in-flight", n.Pipeline.TapMaxInFlight, "tap publishes awaiting the tap stream's ack per ingest instance; past it a tap message is sent unconfirmed")
 	fs.DurationVar(&n.Pipeline.Duplicates, "dup-window", n.Pipeline.Duplicates, "Nats-Msg-Id de-duplication window; also how long the bridge remembers an Idempotency-Key")
 	fs.Uint64Var(&n.StoreMinFree, "store-min-free", pipeline.DefaultStoreMinFree, "bytes free on the embedded store's file system under which storage counts as full: the bridge answers 507 and /readyz fails until there is room")
 	fs.IntVar(&n.BridgeWindow, "bridge-window", agent.DefaultStreamWindow, "bytes of one bridge request's events published and not yet acked (memory per request: about 2-4 x the largest event + this)")

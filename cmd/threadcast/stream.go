@@ -71,6 +71,9 @@ type folder struct {
 	// protocol is the AG-UI version the decoders consume as ("" = the
 	// codec's default).
 	protocol string
+	// until, when not 0, is the last seq folded: each stops reading
+	// after it (reduce --until).
+	until uint64
 }
 
 func newFolder(name string, stderr io.Writer) *folder {
@@ -147,6 +150,9 @@ func (f *folder) warnf(format string, args ...any) {
 func (f *folder) each(r io.Reader, fn func(ev *codec.Event, res reducer.Result)) int {
 	sr := codec.NewStreamReader(r)
 	for {
+		if f.until > 0 && f.seq >= f.until {
+			break
+		}
 		raw, err := sr.Next()
 		if err == io.EOF {
 			break

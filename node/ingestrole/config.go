@@ -80,6 +80,10 @@ func (c Config) Plan(nc *node.Config) (node.IngestPlan, error) {
 		Partitions:  c.Pipeline.Partitions,
 		Stream:      c.Pipeline.Stream,
 		DeadLetters: c.Pipeline.DeadLetters,
+		TapStream:   c.Pipeline.TapStream,
+	}
+	if !c.Pipeline.Tap {
+		plan.TapStream = ""
 	}
 	switch {
 	case nc.NatsURL == "" && c.DataDir == "":

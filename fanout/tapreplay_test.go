@@ -1,0 +1,257 @@
+package fanout
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/wire"
+)
+
+// tapMsg is one message of a tap replay as a client reads it.
+type tapMsg struct {
+	id   uint64
+	data string
+}
+
+// tapStream opens GET /v1/tap with query (and Last-Event-ID when not "")
+// and returns its messages as they come, until the returned cancel.
+func tapStream(t *testing.T, url, tok, lastID string) (<-chan tapMsg, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("%s: %v %v", url, err, resp)
+	}
+	ch := make(chan tapMsg, 1<<16)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		var cur tapMsg
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				cur.id, _ = strconv.ParseUint(strings.TrimPrefix(line, "id: "), 10, 64)
+			case strings.HasPrefix(line, "data: "):
+				cur.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && cur.data != "":
+				ch <- cur
+				cur = tapMsg{}
+			}
+		}
+	}()
+	return ch, func() { cancel(); resp.Body.Close(); wg.Wait() }
+}
+
+// take reads n messages from ch, failing after d.
+func take(t *testing.T, ch <-chan tapMsg, n int, d time.Duration) []tapMsg {
+	t.Helper()
+	var out []tapMsg
+	timeout := time.After(d)
+	for len(out) < n {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				t.Fatalf("stream ended after %d of %d messages", len(out), n)
+			}
+			out = append(out, m)
+		case <-timeout:
+			t.Fatalf("%d of %d messages within %v: %v", len(out), n, d, out)
+		}
+	}
+	return out
+}
+
+// quiet checks that ch delivers nothing more for d.
+func quiet(t *testing.T, ch <-chan tapMsg, d time.Duration) {
+	t.Helper()
+	select {
+	case m := <-ch:
+		t.Fatalf("unexpected message %+v", m)
+	case <-time.After(d):
+	}
+}
+
+// tapEnv is a real server with the pipeline's tap stream and a fanout
+// reading it.
+type tapEnv struct {
+	js  jetstream.JetStream
+	url string
+}
+
+func newTapEnv(t *testing.T) tapEnv {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	js, _ := jetstream.New(nc)
+	pc := pipeline.DefaultConfig()
+	if _, err := js.CreateStream(t.Context(), pipeline.TapStreamConfig(&pc)); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newServer(t, nc, nil)
+	return tapEnv{js, hs.URL + "/v1/tap"}
+}
+
+// pub stores one tap message and returns its tap stream seq.
+func (e tapEnv) pub(t *testing.T, tenant, typ, thread, data string) uint64 {
+	t.Helper()
+	ack, err := e.js.PublishMsg(t.Context(), &nats.Msg{Subject: wire.TapSubject(tenant, typ, wire.EncodeThread(thread)), Data: []byte(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func TestTapReplaySinceSeq(t *testing.T) {
+	e := newTapEnv(t)
+	var seqs []uint64
+	for i := range 5 {
+		seqs = append(seqs, e.pub(t, "acme", "RUN_STARTED", "t1", fmt.Sprintf(`{"n":%d}`, i)))
+		e.pub(t, "other", "RUN_STARTED", "t1", `{"tenant":"other"}`)
+	}
+	ch, stop := tapStream(t, e.url+"?since="+strconv.FormatUint(seqs[2], 10), token(t, "acme"), "")
+	defer stop()
+	got := take(t, ch, 3, 5*time.Second)
+	for i, m := range got {
+		if m.id != seqs[2+i] || m.data != fmt.Sprintf(`{"n":%d}`, 2+i) {
+			t.Fatalf("replayed %d: %+v, want id %d n %d", i, m, seqs[2+i], 2+i)
+		}
+	}
+	// Then live, on the same stream.
+	live := e.pub(t, "acme", wire.RunSummaryType, "t1", `{"n":5}`)
+	e.pub(t, "other", wire.RunSummaryType, "t1", `{"tenant":"other"}`)
+	if m := take(t, ch, 1, 5*time.Second)[0]; m.id != live || m.data != `{"n":5}` {
+		t.Fatalf("live: %+v, want id %d", m, live)
+	}
+	quiet(t, ch, 300*time.Millisecond)
+
+	// Last-Event-ID resumes after the id it names (and wins over ?since=).
+	ch2, stop2 := tapStream(t, e.url+"?since=1", token(t, "acme"), strconv.FormatUint(seqs[3], 10))
+	defer stop2()
+	got = take(t, ch2, 2, 5*time.Second)
+	if got[0].id != seqs[4] || got[1].id != live {
+		t.Fatalf("resumed after %d: %+v", seqs[3], got)
+	}
+	quiet(t, ch2, 300*time.Millisecond)
+}
+
+func TestTapReplaySinceTime(t *testing.T) {
+	e := newTapEnv(t)
+	e.pub(t, "acme", "RUN_STARTED", "t1", `{"n":0}`)
+	time.Sleep(50 * time.Millisecond)
+	at := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	s1 := e.pub(t, "acme", "RUN_STARTED", "t1", `{"n":1}`)
+	s2 := e.pub(t, "acme", "TEXT_MESSAGE_CONTENT", "t2", `{"n":2}`)
+	ch, stop := tapStream(t, e.url+"?since="+at.UTC().Format(time.RFC3339Nano), token(t, "acme"), "")
+	defer stop()
+	got := take(t, ch, 2, 5*time.Second)
+	if got[0].id != s1 || got[1].id != s2 {
+		t.Fatalf("since %v: %+v, want ids %d %d", at, got, s1, s2)
+	}
+	quiet(t, ch, 300*time.Millisecond)
+
+	// ?types= and a token limited to threads narrow the replay.
+	ch2, stop2 := tapStream(t, e.url+"?types=TEXT_MESSAGE_CONTENT&since=1", token(t, "acme"), "")
+	defer stop2()
+	if m := take(t, ch2, 1, 5*time.Second)[0]; m.id != s2 {
+		t.Fatalf("types: %+v, want id %d", m, s2)
+	}
+	quiet(t, ch2, 300*time.Millisecond)
+	ch3, stop3 := tapStream(t, e.url+"?since=1", token(t, "acme", "t1"), "")
+	defer stop3()
+	if got := take(t, ch3, 2, 5*time.Second); got[0].data != `{"n":0}` || got[1].id != s1 {
+		t.Fatalf("thread-limited token: %+v", got)
+	}
+	quiet(t, ch3, 300*time.Millisecond)
+}
+
+// TestTapReplaySeam replays while the tap is being published: every
+// message of the tenant arrives exactly once and in order, whatever was
+// stored before the replay's consumer started and whatever after.
+func TestTapReplaySeam(t *testing.T) {
+	e := newTapEnv(t)
+	const n = 2000
+	first := e.pub(t, "acme", "RUN_STARTED", "t0", `{"n":0}`)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; i < n; i++ {
+			if _, err := e.js.PublishAsync(wire.TapSubject("acme", "TEXT_MESSAGE_CONTENT", "t0"), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%100 == 0 {
+				<-e.js.PublishAsyncComplete()
+			}
+		}
+		<-e.js.PublishAsyncComplete()
+	}()
+	time.Sleep(20 * time.Millisecond) // the replay opens while publishing goes on
+	ch, stop := tapStream(t, e.url+"?since="+strconv.FormatUint(first, 10), token(t, "acme"), "")
+	defer stop()
+	got := take(t, ch, n, 30*time.Second)
+	wg.Wait()
+	for i, m := range got {
+		if m.data != fmt.Sprintf(`{"n":%d}`, i) || m.id != first+uint64(i) {
+			t.Fatalf("message %d: %+v (a gap or a duplicate at the seam)", i, m)
+		}
+	}
+	quiet(t, ch, 300*time.Millisecond)
+}
+
+func TestTapReplayErrors(t *testing.T) {
+	e := newTapEnv(t)
+	tok := token(t, "acme")
+	for _, tt := range []struct{ query, lastID, detail string }{
+		{"?since=yesterday", "", `since: "yesterday" is neither an RFC 3339 time`},
+		{"?since=0", "", "since: a tap stream seq starts at 1"},
+		{"?since=-3", "", `since: "-3" is neither`},
+		{"?since=2026-13-01T00:00:00Z", "", "is neither an RFC 3339 time"},
+		{"", "abc", `Last-Event-ID: "abc" is not a tap stream seq`},
+		{"?since=1", "0", `Last-Event-ID: "0" is not a tap stream seq`},
+	} {
+		var hdr http.Header
+		if tt.lastID != "" {
+			hdr = http.Header{"Last-Event-ID": {tt.lastID}}
+		}
+		code, body := do(t, "GET", e.url+tt.query, tok, "", hdr)
+		var er struct{ Error, Detail string }
+		_ = json.Unmarshal([]byte(body), &er)
+		if code != http.StatusBadRequest || er.Error != "bad_since" || !strings.Contains(er.Detail, tt.detail) {
+			t.Errorf("%s %s: %d %s; want 400 bad_since %q", tt.query, tt.lastID, code, body, tt.detail)
+		}
+	}
+
+	// A fanout that keeps no tap stream, or whose stream is missing.
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	for _, mod := range []func(*Config){func(c *Config) { c.TapStream = "" }, nil} {
+		_, hs := newServer(t, nc, mod)
+		code, body := do(t, "GET", hs.URL+"/v1/tap?since=1", tok, "", nil)
+		if code != http.StatusNotFound || !strings.Contains(body, `"error":"tap_not_durable"`) {
+			t.Errorf("no tap stream: %d %s; want 404 tap_not_durable", code, body)
+		}
+	}
+}
