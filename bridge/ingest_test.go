@@ -20,6 +20,7 @@ import (
 
 	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
@@ -117,7 +118,7 @@ func storedThread(t *testing.T, js jetstream.JetStream, cfg *pipeline.Config, te
 	}
 }
 
-// offlineView reduces events with ingest's fold (pipeline.FoldStored) and
+// offlineView reduces events with ingest's fold (history.FoldStored) and
 // returns the view.
 func offlineView(t *testing.T, id string, events []json.RawMessage, seqs []uint64) map[string]any {
 	t.Helper()
@@ -126,7 +127,7 @@ func offlineView(t *testing.T, id string, events []json.RawMessage, seqs []uint6
 	var ev codec.Event
 	for i, raw := range events {
 		err := dec.Decode(bytes.Clone(raw), &ev)
-		pipeline.FoldStored(th, id, seqs[i], &ev, err, dec.Warnings())
+		history.FoldStored(th, id, seqs[i], &ev, err, dec.Warnings())
 	}
 	return viewOf(t, th.AppendView(nil))
 }

@@ -1,7 +1,7 @@
 package export
 
 // NOTE: how a thread's rows are derived. The thread's stored messages are
-// folded in stream order exactly as ingest folds them (pipeline.NextEvent
+// folded in stream order exactly as ingest folds them (history.NextEvent
 // cuts a message into events, the reducer applies them, FoldStored removes
 // an event naming another thread, pipeline.RunSummarizer sums the runs).
 // Runs are rows as they end. Messages and tool calls are rows once the
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -73,7 +74,7 @@ func newThreadFold(tenant, id string, win window) *threadFold {
 // seq and the time the stream stored it.
 func (f *threadFold) apply(seq uint64, stored time.Time, data []byte) {
 	for {
-		line, rest, ok := pipeline.NextEvent(data)
+		line, rest, ok := history.NextEvent(data)
 		if !ok {
 			return
 		}
@@ -93,8 +94,8 @@ func (f *threadFold) applyOne(seq uint64, stored time.Time, line []byte) {
 		if mayRestructure(f.ev.Type) {
 			f.refresh()
 		}
-		if pipeline.OtherThread(&f.ev, f.id) != nil {
-			pipeline.FoldStored(f.th, f.id, seq, &f.ev, nil, warns)
+		if history.OtherThread(&f.ev, f.id) != nil {
+			history.FoldStored(f.th, f.id, seq, &f.ev, nil, warns)
 			f.flush(seq, at)
 			return
 		}

@@ -160,7 +160,7 @@
 // counted. Nothing about one thread's input can stop its shard. An event
 // whose threadId (or input.threadId) names another thread than its
 // subject's is removed with a warning and dead-lettered (kind invalid,
-// OtherThread); FoldStored is that fold, offline.
+// history.OtherThread); history.FoldStored is that fold, offline.
 //
 // A subject no thread can have is dead-lettered with kind "subject": a bad
 // tenant, a thread token that is not canonical or names an id

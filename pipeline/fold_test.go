@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -82,7 +83,7 @@ func storedFolds(t *testing.T, js jetstream.JetStream, stream string) map[string
 				t.Fatalf("seq %d: stored bytes frame no event: %v", seq, err)
 			}
 			err = dec.Decode(raw, &ev)
-			FoldStored(th, th.ThreadID(), seq, &ev, err, dec.Warnings())
+			history.FoldStored(th, th.ThreadID(), seq, &ev, err, dec.Warnings())
 		}
 	}
 	out := make(map[string][]byte, len(threads))

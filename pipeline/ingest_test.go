@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
@@ -74,7 +75,7 @@ func offlineView(t testing.TB, id string, events []json.RawMessage, seqs []uint6
 	for i, raw := range events {
 		seq := seqs[i]
 		err := dec.Decode(bytes.Clone(raw), &ev)
-		FoldStored(th, id, seq, &ev, err, dec.Warnings())
+		history.FoldStored(th, id, seq, &ev, err, dec.Warnings())
 	}
 	return viewOf(t, th.AppendView(nil))
 }

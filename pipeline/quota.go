@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
@@ -101,7 +102,7 @@ func (s *shard) countSkipped(t *hotThread, data []byte) {
 		return
 	}
 	for {
-		line, rest, ok := nextEvent(data)
+		line, rest, ok := history.NextEvent(data)
 		if !ok {
 			return
 		}

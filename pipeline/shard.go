@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/reducer/compact"
@@ -350,7 +351,7 @@ func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
 	s.dropSnapshot(t)
 	lines := 0
 	for {
-		ev, rest, ok := nextEvent(data)
+		ev, rest, ok := history.NextEvent(data)
 		if !ok {
 			break
 		}
@@ -410,10 +411,10 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		}
 		return
 	}
-	if other := OtherThread(&s.ev, t.id); other != nil { // fold.go: as FoldStored
+	if other := history.OtherThread(&s.ev, t.id); other != nil { // as history.FoldStored folds it
 		s.m.Rejected.WithLabelValues(wire.ErrKindInvalid).Inc()
 		s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindInvalid, other.Error(), seq, idx, "")
-		t.th.Warn(seq, reducer.Warning{Code: WarnOtherThread, Seq: seq, Message: other.Error()})
+		t.th.Warn(seq, reducer.Warning{Code: history.WarnOtherThread, Seq: seq, Message: other.Error()})
 		s.m.Warnings.Inc()
 		return
 	}

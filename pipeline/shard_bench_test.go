@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -121,7 +122,7 @@ func BenchmarkShardApply(b *testing.B) {
 			n++
 			seq++
 			for data := m.data; ; {
-				e, rest, ok := nextEvent(data)
+				e, rest, ok := history.NextEvent(data)
 				if !ok {
 					break
 				}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 )
 
 // RunSummarizer sums runs as the shard does: a run ends with its terminal
@@ -25,7 +26,7 @@ func TestRunSummarizer(t *testing.T) {
 	)
 	seq := uint64(0)
 	for {
-		line, rest, ok := NextEvent(body)
+		line, rest, ok := history.NextEvent(body)
 		if !ok {
 			break
 		}

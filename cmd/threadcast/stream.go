@@ -13,7 +13,7 @@ import (
 
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/envflag"
-	"github.com/threadcast/threadcast/pipeline"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/reducer"
 )
 
@@ -193,9 +193,9 @@ func (f *folder) each(r io.Reader, fn func(ev *codec.Event, res reducer.Result))
 			ce.Seq = f.seq
 		}
 		if err == nil && f.thread != "" {
-			if other := pipeline.OtherThread(&f.ev, f.thread); other != nil {
+			if other := history.OtherThread(&f.ev, f.thread); other != nil {
 				f.warnf("seq %d: %v", f.seq, other)
-				pipeline.FoldStored(f.th, f.thread, f.seq, &f.ev, nil, warns)
+				history.FoldStored(f.th, f.thread, f.seq, &f.ev, nil, warns)
 				continue
 			}
 		}

@@ -1,4 +1,4 @@
-package pipeline
+package history
 
 import (
 	"reflect"
@@ -26,7 +26,7 @@ func TestNextEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
 			for data := []byte(tt.give); ; {
-				ev, rest, ok := nextEvent(data)
+				ev, rest, ok := NextEvent(data)
 				if !ok {
 					break
 				}
@@ -45,7 +45,7 @@ func FuzzNextEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		total := 0
 		for d := data; ; {
-			ev, rest, ok := nextEvent(d)
+			ev, rest, ok := NextEvent(d)
 			if !ok {
 				break
 			}
