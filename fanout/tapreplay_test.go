@@ -105,6 +105,7 @@ func newTapEnv(t *testing.T) tapEnv {
 	nc := connect(t, ns)
 	js, _ := jetstream.New(nc)
 	pc := pipeline.DefaultConfig()
+	pc.TapKeep = pipeline.TapKeepAll
 	if _, err := js.CreateStream(t.Context(), pipeline.TapStreamConfig(&pc)); err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,12 @@ type Config struct {
 	// deduplicated by the stream within TapDuplicates: the bound on how
 	// long after its first publication a summary replayed after a crash
 	// is still recognised. TapMaxInFlight bounds the tap publishes whose
-	// store acknowledgement is awaited (tap.go).
+	// store acknowledgement is awaited (tap.go). TapKeep says what the
+	// stream keeps: TapKeepSummaries (the run summaries, one message per
+	// run) or TapKeepAll (every normalized event too: one stored message
+	// per event, which costs ingest a large share of its throughput, see
+	// bench/README.md; the events themselves are always in the event log).
+	TapKeep        string
 	TapStream      string
 	TapMaxAge      time.Duration
 	TapMaxBytes    int64
@@ -159,6 +164,10 @@ const (
 	DefaultTapMaxBytes    = 1 << 30
 	DefaultTapDuplicates  = 10 * time.Minute
 	DefaultTapMaxInFlight = 8192
+
+	// What the tap stream keeps (Config.TapKeep).
+	TapKeepSummaries = "summaries"
+	TapKeepAll       = "all"
 )
 
 // EventHeaderRoom is what MaxEventBytes leaves of MaxMsgSize for the
@@ -199,6 +208,7 @@ func DefaultConfig() Config {
 		FrameInterval:      5 * time.Millisecond,
 		MemoryBudget:       256 << 20,
 		Tap:                true,
+		TapKeep:            TapKeepSummaries,
 		TapStream:          wire.DefaultTapStream,
 		TapMaxAge:          DefaultTapMaxAge,
 		TapMaxBytes:        DefaultTapMaxBytes,
@@ -220,6 +230,8 @@ func (c *Config) Validate() error {
 	case c.Tap && c.TapStream != "" && (c.TapMaxAge <= 0 || c.TapMaxBytes <= 0 || c.TapDuplicates <= 0 || c.TapDuplicates > c.TapMaxAge || c.TapMaxInFlight < 1):
 		return fmt.Errorf("%w: the tap stream is kept for a bounded time and size, deduplicating within at most that time: max age %v, max bytes %d, duplicates %v, max in flight %d",
 			ErrConfig, c.TapMaxAge, c.TapMaxBytes, c.TapDuplicates, c.TapMaxInFlight)
+	case c.Tap && c.TapStream != "" && c.TapKeep != TapKeepSummaries && c.TapKeep != TapKeepAll:
+		return fmt.Errorf("%w: the tap stream keeps %q or %q, not %q", ErrConfig, TapKeepSummaries, TapKeepAll, c.TapKeep)
 	case c.Partitions < 1 || c.Partitions > 1<<16:
 		return fmt.Errorf("%w: partitions %d not in [1, 65536]", ErrConfig, c.Partitions)
 	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:

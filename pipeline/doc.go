@@ -15,8 +15,8 @@
 //	      ──▶ durable pull consumer per partition (filter aguip.<p>.>)
 //	      ──▶ shard goroutine: decode (one event or a JSONL batch) → Thread.Apply
 //	      ──▶ view.<tenant>.<thread>   frame (Tc-Seq, Tc-Prev)      core NATS
-//	          tap.<tenant>.<TYPE>.<thread>  normalized event       JetStream publish, kept by the tap stream
-//	          tap.<tenant>.RUN_SUMMARY.<thread>  run summary (Nats-Msg-Id)  likewise
+//	          tap.<tenant>.<TYPE>.<thread>  normalized event       core NATS (kept by the tap stream with TapKeepAll)
+//	          tap.<tenant>.RUN_SUMMARY.<thread>  run summary (Nats-Msg-Id)  JetStream publish, kept by the tap stream
 //	          dlq.<tenant>.<thread>    rejected input with reason   core NATS, kept by the dead-letter stream
 //	      ──▶ KV THREADCAST_VIEWS <tenant>.<thread>: checkpoint (view + seq)
 //	      ──▶ ack the partition's messages up to the low watermark
@@ -102,9 +102,10 @@
 // With Config.Tap, each applied event is published normalized on
 // tap.<tenant>.<TYPE>.<thread> (Tc-Seq: its event log seq) and each ended
 // run's RunSummary on tap.<tenant>.RUN_SUMMARY.<thread>. With
-// Config.TapStream they are JetStream publishes kept by the tap stream
-// (TapStreamConfig, created by EnsureStreams with the event log's
-// replicas), awaited in the background (tap.go): a tap stream that is
+// Config.TapStream the run summaries (and with TapKeepAll the events too)
+// are JetStream publishes kept by the tap stream (TapStreamConfig, created
+// by EnsureStreams with the event log's replicas), awaited in the
+// background (tap.go): a tap stream that is
 // slow, full or gone costs tap messages (counted in TapPublished), never
 // an event, an ack or a checkpoint, and never stalls a shard. Live
 // subscribers of the tap subjects get every message either way. Events on

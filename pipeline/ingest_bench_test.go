@@ -228,9 +228,10 @@ func latencies(msgs []benchMsg, times []time.Time, seqs []uint64, arr []arrival)
 type tapMode int
 
 const (
-	tapOff     tapMode = iota // no tap
-	tapLive                   // the live tap only: one core publish per event
-	tapDurable                // the live tap kept in the tap stream (Config.TapStream)
+	tapOff        tapMode = iota // no tap
+	tapLive                      // the live tap only: one core publish per event
+	tapDurable                   // the live tap, its run summaries kept in the tap stream (Config.TapStream)
+	tapDurableAll                // the live tap kept whole in the tap stream (TapKeepAll)
 )
 
 func runIngestLoad(b *testing.B, msgs []benchMsg, events int, rate float64, tap tapMode) benchResult {
@@ -247,7 +248,12 @@ func runIngestLoadWith(b *testing.B, msgs []benchMsg, events int, rate float64, 
 	cfg := DefaultConfig()
 	cfg.Logger = discardLogger()
 	cfg.Tap = tap != tapOff // the tap is one publish per event: measured apart
-	if tap != tapDurable {
+	switch tap {
+	case tapDurable:
+		cfg.TapKeep = TapKeepSummaries
+	case tapDurableAll:
+		cfg.TapKeep = TapKeepAll
+	default:
 		cfg.TapStream = ""
 	}
 	startFn(b, nc, cfg)
@@ -380,14 +386,15 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 // BenchmarkIngestTap is BenchmarkIngest with the analytics tap on: live
-// only, and kept in the tap stream (durable; bench/ compares it with
-// BenchmarkIngest, the tap off).
+// only, its run summaries kept in the tap stream (durable, the default),
+// and every tap message kept (durable-all); bench/ compares them with
+// BenchmarkIngest, the tap off.
 func BenchmarkIngestTap(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		for _, tc := range []struct {
 			name string
 			mode tapMode
-		}{{"live", tapLive}, {"durable", tapDurable}} {
+		}{{"live", tapLive}, {"durable", tapDurable}, {"durable-all", tapDurableAll}} {
 			b.Run(fmt.Sprintf("batch=%d/tap=%s", batch, tc.name), func(b *testing.B) {
 				msgs, events := benchLoad(b.N, batch)
 				runIngestLoad(b, msgs, events, 0, tc.mode).report(b)

@@ -39,12 +39,13 @@ func partSizeOf(pub Publisher, cfg *Config) int {
 
 // send publishes msg (in parts when large) and accounts for a failure.
 func (s *shard) send(what string, msg *nats.Msg) error {
+	return s.sendVia(s.pub, what, msg)
+}
+
+// sendVia is send through pub.
+func (s *shard) sendVia(pub Publisher, what string, msg *nats.Msg) error {
 	if len(msg.Data) > s.partSize {
 		s.m.Parted.WithLabelValues(what).Inc()
-	}
-	pub := s.pub
-	if what == sendTap && s.tap != nil {
-		pub = s.tap
 	}
 	err := wire.Publish(pub, msg, s.partSize)
 	if err != nil {

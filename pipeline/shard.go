@@ -503,7 +503,9 @@ func (s *shard) changed(t *hotThread, seq uint64) {
 
 // publish sends a tap message; msgID, when not "", is its Nats-Msg-Id (a
 // message in parts carries none: the stream would keep only its first
-// part).
+// part). Run summaries (msgID set) go through the tap stream's publisher
+// when the tap is durable; normalized events too when it keeps them all
+// (Config.TapKeep).
 func (s *shard) publish(subject string, data []byte, seq uint64, msgID string) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
 		wire.HeaderSeq: {strconv.FormatUint(seq, 10)},
@@ -511,7 +513,11 @@ func (s *shard) publish(subject string, data []byte, seq uint64, msgID string) {
 	if msgID != "" && len(data) <= s.partSize {
 		msg.Header[jetstream.MsgIDHeader] = []string{msgID}
 	}
-	_ = s.send(sendTap, msg) // not awaited (tap.go); counted and logged by send
+	pub := s.pub
+	if s.tap != nil && (msgID != "" || s.cfg.TapKeep == TapKeepAll) {
+		pub = s.tap
+	}
+	_ = s.sendVia(pub, sendTap, msg) // not awaited (tap.go); counted and logged by send
 }
 
 // deadLetter publishes rejected input on dlq.<tenant>.<token>

@@ -56,7 +56,8 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 }
 
 // TapStreamConfig returns the configuration of the stream that keeps the
-// analytics tap (every subject under tap.>, which carry the tenant:
+// analytics tap (tapSubjects: the run summaries, or every subject under
+// tap.>; tap subjects carry the tenant:
 // tap.<tenant>.<TYPE>.<thread>), so that a consumer that was not subscribed
 // when a message was published can replay it from a time or a sequence
 // (fanout's GET /v1/tap?since=, tenant-scoped, or any NATS consumer with
@@ -65,8 +66,8 @@ func DeadLetterStreamConfig(cfg *Config) jetstream.StreamConfig {
 func TapStreamConfig(cfg *Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.TapStream,
-		Description: "Threadcast analytics tap: normalized events and run summaries",
-		Subjects:    []string{wire.TapPrefix + ".>"},
+		Description: "Threadcast analytics tap",
+		Subjects:    tapSubjects(cfg.TapKeep),
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
@@ -76,6 +77,15 @@ func TapStreamConfig(cfg *Config) jetstream.StreamConfig {
 		Duplicates:  cfg.TapDuplicates,
 		Discard:     jetstream.DiscardOld,
 	}
+}
+
+// tapSubjects are the subjects the tap stream keeps: every tap subject, or
+// only the run summaries' (tap.<tenant>.RUN_SUMMARY.<thread>).
+func tapSubjects(keep string) []string {
+	if keep == TapKeepAll {
+		return []string{wire.TapPrefix + ".>"}
+	}
+	return []string{wire.TapSubject("*", wire.RunSummaryType, "*")}
 }
 
 // kvConfig returns the checkpoint bucket's configuration for cfg. History 1:

@@ -81,7 +81,7 @@ func countRuns(streams []stream) int {
 }
 
 // TestTapStream checks that the tap stream keeps every tap message (each
-// event and each run summary), with the stream's limits from the config,
+// event and each run summary, TapKeepAll), with the stream's limits from the config,
 // and that a second reduction of the same event log (a fresh consumer and
 // bucket: every run summary published again, as after a crash) stores no
 // run summary twice.
@@ -91,6 +91,7 @@ func TestTapStream(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	cfg := testConfig()
 	cfg.TapMaxAge, cfg.TapMaxBytes, cfg.TapDuplicates = time.Hour, 64<<20, 5*time.Minute
+	cfg.TapKeep = TapKeepAll
 	streams := genStreams(t, 40, "tap")
 	runs := countRuns(streams)
 	if runs == 0 {
@@ -165,6 +166,61 @@ func TestTapStream(t *testing.T) {
 	}
 }
 
+// TestTapStreamKeepsSummaries checks the default, TapKeepSummaries: the
+// tap stream keeps each run summary once and no event, while the live tap
+// still carries the events.
+func TestTapStreamKeepsSummaries(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	if cfg.TapKeep != TapKeepSummaries {
+		t.Fatalf("default TapKeep %q, want %q", cfg.TapKeep, TapKeepSummaries)
+	}
+	live, err := nc.SubscribeSync("tap.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := genStreams(t, 20, "keep")
+	runs := countRuns(streams)
+	ti := startIngest(t, nc, cfg)
+	seqs := publishStreams(t, js, streams, 3)
+	waitFor(t, 30*time.Second, func() error { return allApplied(nc, cfg.Partitions, streams, seqs) })
+	if err := ti.stop(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), cfg.TapStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub := st.CachedInfo().Config.Subjects; len(sub) != 1 || sub[0] != "tap.*.RUN_SUMMARY.*" {
+		t.Fatalf("tap stream subjects %v", sub)
+	}
+	recs := readTapStream(t, js, cfg.TapStream)
+	for _, r := range recs {
+		if tokenAt(r.subject, 2) != wire.RunSummaryType {
+			t.Fatalf("the tap stream kept %s", r.subject)
+		}
+	}
+	sums := runSummaries(t, recs)
+	if len(sums) != runs || len(recs) != runs {
+		t.Fatalf("%d records, %d distinct run summaries, want %d", len(recs), len(sums), runs)
+	}
+	events := 0
+	for {
+		m, err := live.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if tokenAt(m.Subject, 2) != wire.RunSummaryType {
+			events++
+		}
+	}
+	if events == 0 {
+		t.Fatal("the live tap carried no event")
+	}
+}
+
 // TestRunSummaryMsgID checks the run summary's message id: the same for
 // the same run, different when any of tenant, thread, start seq or run id
 // differs, and unambiguous where the parts meet.
@@ -194,6 +250,7 @@ func TestTapStreamDown(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	cfg := testConfig()
 	cfg.Metrics = NewMetrics(nil)
+	cfg.TapKeep = TapKeepAll // every tap message goes to the stream, and fails
 	ti := startIngest(t, nc, cfg)
 	if err := js.DeleteStream(t.Context(), cfg.TapStream); err != nil {
 		t.Fatal(err)

@@ -115,6 +115,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
 	// The durable tap (pipeline.Config.TapStream).
 	fs.StringVar(&p.TapStream, "tap-stream", p.TapStream, "stream keeping the analytics tap (tap.>), replayed by GET /v1/tap?since= and any NATS consumer; empty: the tap is live only")
+	fs.StringVar(&p.TapKeep, "tap-keep", p.TapKeep, "what the tap stream keeps: summaries (the run summaries) or all (every normalized event too, at a large cost in ingest throughput)")
 	fs.DurationVar(&p.TapMaxAge, "tap-max-age", p.TapMaxAge, "the tap stream keeps messages this long at most")
 	fs.Int64Var(&p.TapMaxBytes, "tap-max-bytes", p.TapMaxBytes, "bytes of tap kept at most (the oldest go first)")
 	fs.DurationVar(&p.TapDuplicates, "tap-dup-window", p.TapDuplicates, "a run summary published again within this long (a replay after a crash) is stored once (at most --tap-max-age)")

@@ -189,6 +189,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.Int64Var(&n.Pipeline.DeadLetterMaxBytes, "dead-letter-max-bytes", n.Pipeline.DeadLetterMaxBytes, "bytes of dead letters kept at most (the oldest go first)")
 	// The durable tap (pipeline.Config.TapStream).
 	fs.StringVar(&n.Pipeline.TapStream, "tap-stream", n.Pipeline.TapStream, "stream keeping the analytics tap (tap.>), replayed by GET /v1/tap?since= and any NATS consumer; empty: the tap is live only")
+	fs.StringVar(&n.Pipeline.TapKeep, "tap-keep", n.Pipeline.TapKeep, "what the tap stream keeps: summaries (the run summaries) or all (every normalized event too, at a large cost in ingest throughput)")
 	fs.DurationVar(&n.Pipeline.TapMaxAge, "tap-max-age", n.Pipeline.TapMaxAge, "the tap stream keeps messages this long at most")
 	fs.Int64Var(&n.Pipeline.TapMaxBytes, "tap-max-bytes", n.Pipeline.TapMaxBytes, "bytes of tap kept at most (the oldest go first)")
 	fs.DurationVar(&n.Pipeline.TapDuplicates, "tap-dup-window", n.Pipeline.TapDuplicates, "a run summary published again within this long (a replay after a crash) is stored once (at most --tap-max-age)")
