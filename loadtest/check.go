@@ -235,9 +235,24 @@ func loadAvg() string {
 }
 
 // scrapeMetrics reads the fanout's resync and drop counters from /metrics
-// (summed over labels, keyed "<name>{<labels>}"); best effort.
+// (keyed "<name>{<labels>}", summed over the fanout nodes); best effort.
 func (r *runner) scrapeMetrics() map[string]float64 {
-	res, err := r.client.Get(r.base + "/metrics")
+	var out map[string]float64
+	for _, base := range r.bases {
+		if m := r.scrapeMetricsAt(base); m != nil {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			for k, v := range m {
+				out[k] += v
+			}
+		}
+	}
+	return out
+}
+
+func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
+	res, err := r.client.Get(base + "/metrics")
 	if err != nil {
 		return nil
 	}

@@ -65,7 +65,7 @@ type runner struct {
 	cfg    Config
 	sc     scenario
 	log    *slog.Logger
-	base   string // fanout URL
+	bases  []string // fanout URLs (one, or the Target's list)
 	sys    *embedded
 	node   *node.Node                  // the node run in process, or nil
 	pub    *agent.Publisher            // every tenant's, in process (nil with Target)
@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer sys.Close()
-		r.sys, r.base, natsURL, key, r.node = sys, sys.URL, sys.NatsURL, sys.Key, sys.Node()
+		r.sys, r.bases, natsURL, key, r.node = sys, []string{sys.URL}, sys.NatsURL, sys.Key, sys.Node()
 		r.cfg.Embedded = "parts"
 	case cfg.Target == "":
 		n, k, err := startNode(cfg.Partitions, log)
@@ -127,9 +127,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer n.Close()
-		r.base, natsURL, key, r.node = n.n.URL(), n.n.NatsURL(), k, n.n
+		r.bases, natsURL, key, r.node = []string{n.n.URL()}, n.n.NatsURL(), k, n.n
 	default:
-		r.base = cfg.Target
+		r.bases = splitURLs(cfg.Target)
 	}
 	pc := agent.DefaultConfig()
 	pc.MaxPending = 1 << 17
@@ -480,7 +480,19 @@ type restViewDoc struct {
 }
 
 func (r *runner) restView(ctx context.Context, th *threadInfo) (*restViewDoc, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/threads/"+url.PathEscape(th.thread), nil)
+	// Any fanout node serves any thread: the first that answers does.
+	var err error
+	for k := range r.bases {
+		var v *restViewDoc
+		if v, err = r.restViewAt(ctx, r.bases[(th.idx+k)%len(r.bases)], th); err == nil {
+			return v, nil
+		}
+	}
+	return nil, err
+}
+
+func (r *runner) restViewAt(ctx context.Context, base string, th *threadInfo) (*restViewDoc, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/threads/"+url.PathEscape(th.thread), nil)
 	if err != nil {
 		return nil, err
 	}
