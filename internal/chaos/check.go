@@ -59,25 +59,46 @@ type storedThread struct {
 // view a fanout serves for it (seq and document), waiting up to wait for
 // a view to reach its last stored seq.
 func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCheck, error) {
-	nc, err := c.connect(1, "chaos-reader")
+	// The cluster may still be settling from the last fault (a JetStream
+	// API without a leader answers "no responders"): read again until the
+	// stream reads whole.
+	var threads map[threadKey]*storedThread
+	var res *StreamCheck
+	var err error
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		if res, threads, err = readStream(ctx, c); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	if err != nil {
 		return nil, err
+	}
+	return res, compareViews(ctx, c, res, threads, wait)
+}
+
+// readStream reads the event stream from its first message to the last
+// one it had when the read began, folding every thread's events.
+func readStream(ctx context.Context, c *cluster) (*StreamCheck, map[threadKey]*storedThread, error) {
+	nc, err := c.connect(1, "chaos-reader")
+	if err != nil {
+		return nil, nil, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	st, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
-		return nil, fmt.Errorf("chaos: stream: %w", err)
+		return nil, nil, fmt.Errorf("chaos: stream: %w", err)
 	}
 	last := st.CachedInfo().State.LastSeq
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return nil, fmt.Errorf("chaos: reader consumer: %w", err)
+		return nil, nil, fmt.Errorf("chaos: reader consumer: %w", err)
 	}
 	res := &StreamCheck{}
 	threads := map[threadKey]*storedThread{}
@@ -86,14 +107,14 @@ func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCh
 	for done := last == 0; !done; {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("chaos: read stream: %w", err)
+			return nil, nil, fmt.Errorf("chaos: read stream: %w", err)
 		}
 		n := 0
 		for msg := range batch.Messages() {
 			n++
 			meta, err := msg.Metadata()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			seq := meta.Sequence.Stream
 			if seq >= last {
@@ -132,13 +153,21 @@ func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCh
 			t.lastSeq = seq
 		}
 		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("chaos: read stream: %w", err)
+			return nil, nil, fmt.Errorf("chaos: read stream: %w", err)
 		}
 		if n == 0 && !done {
-			return nil, fmt.Errorf("chaos: read stream: nothing more before seq %d", last)
+			return nil, nil, fmt.Errorf("chaos: read stream: nothing more before seq %d", last)
 		}
 	}
 	res.Threads = len(threads)
+	return res, threads, nil
+}
+
+// compareViews compares each thread's offline fold with the REST view a
+// fanout serves for it, waiting up to wait for the view to reach the
+// thread's last stored seq.
+func compareViews(ctx context.Context, c *cluster, res *StreamCheck, threads map[threadKey]*storedThread, wait time.Duration) error {
+	var err error
 	keys := make([]threadKey, 0, len(threads))
 	for k := range threads {
 		keys = append(keys, k)
@@ -151,7 +180,7 @@ func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCh
 		tok, ok := tokens[k.tenant]
 		if !ok {
 			if tok, err = auth.Mint([]byte(c.authKey), auth.Claims{Tenant: k.tenant, Expiry: time.Now().Add(time.Hour).Unix()}); err != nil {
-				return nil, err
+				return err
 			}
 			tokens[k.tenant] = tok
 		}
@@ -177,7 +206,7 @@ func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCh
 			break
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func restView(ctx context.Context, client *http.Client, base, thread, token string) (uint64, json.RawMessage, error) {

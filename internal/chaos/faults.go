@@ -40,7 +40,11 @@ type Fault struct {
 	// Recover is the time to recover (doc.go): from At to the end of the
 	// first second, ending after Ready, whose deliveries reached 90 % of
 	// the mean of the 5 s before At; -1 if never before the load ended.
-	Recover  float64 `json:"recoverSeconds"`
+	Recover float64 `json:"recoverSeconds"`
+	// Service is the time from At to the end of the first second, ending
+	// after Undone, whose deliveries reached 90 % of the baseline, whatever
+	// the probes said: what subscribers saw (seconds; -1 if never).
+	Service  float64 `json:"serviceSeconds"`
 	Baseline float64 `json:"baselineDeliveriesPerSec"`
 	// Waited names what the last unhealthy sample before Ready lacked:
 	// the processes not ready, and "leases n/P" when not all were held.
@@ -277,7 +281,7 @@ func (x *chaos) inject(ctx context.Context, kind string) *Fault {
 	case fanoutKill, fanoutStop:
 		p = c.fanout[x.rng.IntN(2)]
 	}
-	f := &Fault{Kind: kind, Target: p.name, At: time.Now()}
+	f := &Fault{Kind: kind, Target: p.name, At: time.Now(), Ready: -1, Recover: -1, Service: -1}
 	switch kind {
 	case natsKill, ingestKill, fanoutKill:
 		p.kill()

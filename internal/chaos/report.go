@@ -77,11 +77,7 @@ func (r *loadReport) deliveries() []float64 {
 // are deliveries per second from start, loadEnd the end of the load phase
 // (no bin after it counts: the agents stopped).
 func recovery(f *Fault, healthy time.Time, ok bool, start time.Time, bins []float64, loadEnd time.Time) {
-	f.Ready, f.Recover = -1, -1
-	if !ok || healthy.After(loadEnd) {
-		return
-	}
-	f.Ready = healthy.Sub(f.At).Seconds()
+	f.Ready, f.Recover, f.Service = -1, -1, -1
 	// Baseline: the 5 whole bins that ended at or before the fault.
 	lastBefore := int(math.Floor(f.At.Sub(start).Seconds())) - 1 // bin k ends at start+k+1
 	var sum float64
@@ -90,22 +86,35 @@ func recovery(f *Fault, healthy time.Time, ok bool, start time.Time, bins []floa
 		sum += bins[k]
 		n++
 	}
-	if n == 0 || sum == 0 {
+	if n > 0 {
+		f.Baseline = sum / float64(n)
+	}
+	// back returns the end of the first bin from the one holding t whose
+	// deliveries reach 90 % of the baseline, in seconds after the fault.
+	back := func(t time.Time) float64 {
+		for k := max(int(math.Floor(t.Sub(start).Seconds())), 0); k < len(bins); k++ {
+			end := start.Add(time.Duration(k+1) * time.Second)
+			if end.After(loadEnd) {
+				return -1
+			}
+			if bins[k] >= 0.9*f.Baseline {
+				return end.Sub(f.At).Seconds()
+			}
+		}
+		return -1
+	}
+	if f.Baseline > 0 {
+		f.Service = back(f.Undone)
+	}
+	if !ok || healthy.After(loadEnd) {
+		return
+	}
+	f.Ready = healthy.Sub(f.At).Seconds()
+	if f.Baseline == 0 {
 		f.Recover = f.Ready // nothing to compare with: readiness alone
 		return
 	}
-	f.Baseline = sum / float64(n)
-	first := max(int(math.Floor(healthy.Sub(start).Seconds())), 0) // the bin holding the healthy sample
-	for k := first; k < len(bins); k++ {
-		end := start.Add(time.Duration(k+1) * time.Second)
-		if end.After(loadEnd) {
-			return
-		}
-		if bins[k] >= 0.9*f.Baseline {
-			f.Recover = end.Sub(f.At).Seconds()
-			return
-		}
-	}
+	f.Recover = back(healthy)
 }
 
 // KindStats summarises the faults of one kind, in seconds.
@@ -115,6 +124,8 @@ type KindStats struct {
 	Unrecovered int     `json:"unrecovered"`
 	ReadyP50    float64 `json:"readyP50"`
 	ReadyMax    float64 `json:"readyMax"`
+	ServiceP50  float64 `json:"serviceP50"`
+	ServiceMax  float64 `json:"serviceMax"`
 	P50         float64 `json:"recoverP50"`
 	P99         float64 `json:"recoverP99"`
 	Max         float64 `json:"recoverMax"`
@@ -133,12 +144,15 @@ func kindStats(faults []*Fault) []KindStats {
 	var out []KindStats
 	for _, kind := range faultKinds {
 		ks := KindStats{Kind: kind}
-		var rec, ready []float64
+		var rec, ready, service []float64
 		for _, f := range faults {
 			if f.Kind != kind {
 				continue
 			}
 			ks.Count++
+			if f.Service >= 0 {
+				service = append(service, f.Service)
+			}
 			if f.Recover < 0 {
 				ks.Unrecovered++
 				continue
@@ -150,6 +164,8 @@ func kindStats(faults []*Fault) []KindStats {
 		}
 		slices.Sort(rec)
 		slices.Sort(ready)
+		slices.Sort(service)
+		ks.ServiceP50, ks.ServiceMax = quantile(service, 0.5), quantile(service, 1)
 		ks.P50, ks.P99, ks.Max = quantile(rec, 0.5), quantile(rec, 0.99), quantile(rec, 1)
 		ks.ReadyP50, ks.ReadyMax = quantile(ready, 0.5), quantile(ready, 1)
 		out = append(out, ks)
@@ -230,17 +246,19 @@ func (r *Report) markdown(w io.Writer) {
 			l.EventsIn, l.EventsPerSec, l.MsgsPerSec, l.Latency.P50, l.Latency.P99, l.Latency.Max, l.Resyncs, l.Reconnects, l.Errors, l.PublishErrors)
 	}
 	fmt.Fprintf(w, "\nTime to recover, seconds (from the fault to the end of the first second, once every process is ready and all %d leases are held, with deliveries ≥ 90%% of the 5 s before the fault):\n\n", r.Config.Partitions)
-	fmt.Fprintln(w, "| fault | count | ready p50 | ready max | recover p50 | recover p99 | recover max | not recovered |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| fault | count | recover p50 | recover p99 | recover max | not recovered | ready p50 | ready max | deliveries back p50 | deliveries back max |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, k := range r.ByKind {
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %d |\n", k.Kind, k.Count, fmtS(k.ReadyP50), fmtS(k.ReadyMax), fmtS(k.P50), fmtS(k.P99), fmtS(k.Max), k.Unrecovered)
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s |\n", k.Kind, k.Count, fmtS(k.P50), fmtS(k.P99), fmtS(k.Max), k.Unrecovered,
+			fmtS(k.ReadyP50), fmtS(k.ReadyMax), fmtS(k.ServiceP50), fmtS(k.ServiceMax))
 	}
+	fmt.Fprintln(w, "\n(ready: every probe 200 and every lease held; deliveries back: the first second after the fault was undone with deliveries ≥ 90 %, whatever the probes said.)")
 	fmt.Fprint(w, "\nFaults:\n\n")
-	fmt.Fprintln(w, "| # | at (s) | kind | target | down (s) | ready (s) | recover (s) | baseline deliveries/s | last waited for |")
-	fmt.Fprintln(w, "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| # | at (s) | kind | target | down (s) | recover (s) | ready (s) | deliveries back (s) | baseline deliveries/s | last waited for |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
 	for i, f := range r.Faults {
-		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %.1f | %s | %s | %.0f | %s |\n", i+1, f.At.Sub(r.Start).Seconds(), f.Kind, f.Target, f.Down,
-			fmtS(f.Ready), fmtS(f.Recover), f.Baseline, strings.Join(f.Waited, ", "))
+		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %.1f | %s | %s | %s | %.0f | %s |\n", i+1, f.At.Sub(r.Start).Seconds(), f.Kind, f.Target, f.Down,
+			fmtS(f.Recover), fmtS(f.Ready), fmtS(f.Service), f.Baseline, strings.Join(f.Waited, ", "))
 	}
 	if len(r.Exits) > 0 {
 		fmt.Fprint(w, "\nExits the harness did not cause (each restarted):\n\n")

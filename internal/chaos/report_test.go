@@ -18,29 +18,31 @@ func TestRecovery(t *testing.T) {
 		ok            bool
 		ready, rec    float64
 		baseline      float64
+		service       float64
 	}{
 		// Healthy at 12.5 s (bin 12); bins 12 and 13 are under 90, bin 14
 		// (ending at 15 s) is the first at or over 90.
-		{name: "dip", fault: 10.2, health: 12.5, ok: true, ready: 2.3, rec: 4.8, baseline: 100},
+		{name: "dip", fault: 10.2, health: 12.5, ok: true, ready: 2.3, rec: 4.8, baseline: 100, service: 4.8},
 		// Deliveries recovered before readiness: readiness decides.
-		{name: "ready last", fault: 10.2, health: 15.5, ok: true, ready: 5.3, rec: 5.8, baseline: 100},
-		{name: "never healthy", fault: 10.2, ok: false, ready: -1, rec: -1},
-		{name: "healthy after the load", fault: 10.2, health: 18, ok: true, ready: -1, rec: -1},
+		{name: "ready last", fault: 10.2, health: 15.5, ok: true, ready: 5.3, rec: 5.8, baseline: 100, service: 4.8},
+		{name: "never healthy", fault: 10.2, ok: false, ready: -1, rec: -1, baseline: 100, service: 4.8},
+		{name: "healthy after the load", fault: 10.2, health: 18, ok: true, ready: -1, rec: -1, baseline: 100, service: 4.8},
 		// No bin before the fault: readiness alone.
-		{name: "no baseline", fault: 0.5, health: 2, ok: true, ready: 1.5, rec: 1.5},
+		{name: "no baseline", fault: 0.5, health: 2, ok: true, ready: 1.5, rec: 1.5, service: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &Fault{At: at(tt.fault)}
+			// Undone a second after the fault, in the dip.
+			f := &Fault{At: at(tt.fault), Undone: at(tt.fault + 1)}
 			recovery(f, at(tt.health), tt.ok, start, bins, loadEnd)
 			near := func(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
-			if !near(f.Ready, tt.ready) || !near(f.Recover, tt.rec) || !near(f.Baseline, tt.baseline) {
-				t.Fatalf("ready %v recover %v baseline %v, want %v %v %v", f.Ready, f.Recover, f.Baseline, tt.ready, tt.rec, tt.baseline)
+			if !near(f.Ready, tt.ready) || !near(f.Recover, tt.rec) || !near(f.Baseline, tt.baseline) || !near(f.Service, tt.service) {
+				t.Fatalf("ready %v recover %v baseline %v service %v, want %v %v %v %v", f.Ready, f.Recover, f.Baseline, f.Service, tt.ready, tt.rec, tt.baseline, tt.service)
 			}
 		})
 	}
 	// Deliveries that never come back count as not recovered.
-	f := &Fault{At: at(10.2)}
+	f := &Fault{At: at(10.2), Undone: at(11)}
 	recovery(f, at(12.5), true, start, []float64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 10, 0, 50, 80}, at(14))
 	if f.Recover != -1 || f.Ready < 2.29 {
 		t.Fatalf("ready %v recover %v, want ready and not recovered", f.Ready, f.Recover)
