@@ -174,11 +174,13 @@ type Result struct {
 	Errors        uint64               `json:"errors"`
 	ErrorSamples  map[string]int       `json:"errorSamples,omitempty"`
 	PublishErrors uint64               `json:"publishErrors"`
-	FoldWarnings  uint64               `json:"foldWarnings"`
-	Events        []string             `json:"events"`
-	Series        []SecondOut          `json:"series"`
-	Check         Check                `json:"check"`
-	ServerMetrics map[string]float64   `json:"serverMetrics,omitempty"`
+	// PublishErrorSamples counts failed publishes by cause.
+	PublishErrorSamples map[string]int     `json:"publishErrorSamples,omitempty"`
+	FoldWarnings        uint64             `json:"foldWarnings"`
+	Events              []string           `json:"events"`
+	Series              []SecondOut        `json:"series"`
+	Check               Check              `json:"check"`
+	ServerMetrics       map[string]float64 `json:"serverMetrics,omitempty"`
 }
 
 func (r *runner) result(start time.Time, published time.Duration) *Result {
@@ -187,6 +189,7 @@ func (r *runner) result(start time.Time, published time.Duration) *Result {
 		EventsIn: r.stats.eventsIn.Load(), MsgsOut: r.stats.msgsOut.Load(), BytesOut: r.stats.bytesOut.Load(),
 		Errors: r.stats.errors.Load(), PublishErrors: r.stats.publishErrors.Load(),
 		ByVariant: map[string]Quantiles{}, Subscribers: map[string]int{}, Events: r.events, ErrorSamples: r.errLast,
+		PublishErrorSamples: r.pubErrLast,
 	}
 	d := r.cfg.Duration.Seconds()
 	res.EventsPerSec = float64(res.EventsIn) / d

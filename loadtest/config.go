@@ -56,6 +56,10 @@ type Config struct {
 	// snapshot request to the thread's ingest shard.
 	JoinOver time.Duration
 
+	// PublishRetries is the SDK's agent.Config.MaxRetries (0: its
+	// default; negative: no retry).
+	PublishRetries int
+
 	Partitions int    // embedded pipeline's P (0: default)
 	Seed       uint64 // traffic seed (0: random)
 	Verbosity  float64

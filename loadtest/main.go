@@ -47,6 +47,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.WSFraction, "ws", cfg.WSFraction, "share of subscribers on WebSocket (rest SSE)")
 	fs.Float64Var(&cfg.ViewFraction, "view", cfg.ViewFraction, "share of subscribers in view mode (rest agui)")
 	fs.DurationVar(&cfg.JoinOver, "join-over", cfg.JoinOver, "spread the subscribers' first connections over this long")
+	fs.IntVar(&cfg.PublishRetries, "publish-retries", 0, "the agents' SDK retries of a failed publish (agent.Config.MaxRetries; 0: the SDK's default, 5; negative: none)")
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "embedded pipeline partitions (0: the pipeline's default)")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "traffic seed (0: random)")
 	fs.Float64Var(&cfg.Verbosity, "verbosity", cfg.Verbosity, "length of generated texts (demo.Options.Verbosity)")

@@ -84,6 +84,25 @@ type runner struct {
 	events  []string // scenario events, with their time
 	errMu   sync.Mutex
 	errLast map[string]int
+	// pubErrLast counts publish failures by cause (the SDK's error with
+	// its message id left out), the first few causes.
+	pubErrLast map[string]int
+}
+
+// notePublishError counts a failed publish and samples its cause.
+func (r *runner) notePublishError(err error) {
+	r.stats.publishErrors.Add(1)
+	cause := err
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := u.Unwrap(); len(errs) > 0 {
+			cause = errs[len(errs)-1] // agent.ErrPublish: <message id>: <cause>
+		}
+	}
+	r.errMu.Lock()
+	if _, ok := r.pubErrLast[cause.Error()]; ok || len(r.pubErrLast) < 20 {
+		r.pubErrLast[cause.Error()]++
+	}
+	r.errMu.Unlock()
 }
 
 func (r *runner) noteError(err error) {
@@ -107,7 +126,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if progress == nil {
 		progress = io.Discard
 	}
-	r := &runner{cfg: cfg, sc: cfg.scenario(), log: log, tokens: map[string]string{}, errLast: map[string]int{}}
+	r := &runner{cfg: cfg, sc: cfg.scenario(), log: log, tokens: map[string]string{}, errLast: map[string]int{}, pubErrLast: map[string]int{}}
 	for i := range r.hists {
 		r.hists[i] = new(Histogram)
 	}
@@ -133,6 +152,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	}
 	pc := agent.DefaultConfig()
 	pc.MaxPending = 1 << 17
+	if cfg.PublishRetries != 0 {
+		pc.MaxRetries = cfg.PublishRetries
+	}
 	if cfg.Target == "" {
 		dial := func() (*nats.Conn, error) {
 			return nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -213,7 +214,12 @@ type chaos struct {
 }
 
 func newChaos(c *cluster, m *monitor, seed uint64, logf func(string, ...any)) *chaos {
-	return &chaos{c: c, m: m, rng: rand.New(rand.NewPCG(seed, 0x6368616f73)), logf: logf}
+	// ChaCha8 from the seed's bytes: PCG seeded with small integers gave
+	// runs of the same target here.
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	copy(key[8:], "threadcast chaos")
+	return &chaos{c: c, m: m, rng: rand.New(rand.NewChaCha8(key)), logf: logf}
 }
 
 func (x *chaos) between(lo, hi time.Duration) time.Duration {
@@ -226,7 +232,7 @@ func (x *chaos) between(lo, hi time.Duration) time.Duration {
 // nextKind returns the next kind of the current shuffle.
 func (x *chaos) nextKind() string {
 	if len(x.order) == 0 {
-		x.order = append([]string(nil), faultKinds...)
+		x.order = append([]string(nil), x.c.cfg.Kinds...)
 		x.rng.Shuffle(len(x.order), func(i, j int) { x.order[i], x.order[j] = x.order[j], x.order[i] })
 	}
 	k := x.order[0]

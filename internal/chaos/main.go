@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,9 +33,15 @@ type Config struct {
 	LeaseTTL   time.Duration
 	// FaultMin and FaultMax bound the time between two faults (uniform).
 	FaultMin, FaultMax time.Duration
+	// Kinds are the fault kinds injected (default: all).
+	Kinds []string
 
 	Tenants, Threads, Agents, Subscribers int
 	Rate                                  float64
+	// PublishRetries is the load test's --publish-retries: the SDK's
+	// retries of a failed publish, enough to ride out a stream leader's
+	// failover (20: about 33 s of backoff).
+	PublishRetries int
 }
 
 // DefaultConfig returns the defaults: a 60 s run, a light load.
@@ -44,6 +52,7 @@ func DefaultConfig() Config {
 		Partitions: 8, LeaseTTL: 4 * time.Second,
 		FaultMin: 10 * time.Second, FaultMax: 20 * time.Second,
 		Tenants: 4, Threads: 120, Agents: 12, Subscribers: 120, Rate: 400,
+		Kinds: faultKinds, PublishRetries: 20,
 	}
 }
 
@@ -60,6 +69,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --nats-server (or THREADCAST_NATS_SERVER) names the nats-server binary", errConfig)
 	case c.Partitions < 1 || c.LeaseTTL <= 0:
 		return fmt.Errorf("%w: partitions %d, lease TTL %v", errConfig, c.Partitions, c.LeaseTTL)
+	case len(c.Kinds) == 0:
+		return fmt.Errorf("%w: no fault kind", errConfig)
 	case c.Threads < c.Agents || c.Agents < c.Tenants || c.Tenants < 1 || c.Rate <= 0 || c.Subscribers < 0:
 		return fmt.Errorf("%w: load: %d tenants, %d agents, %d threads, %v ev/s", errConfig, c.Tenants, c.Agents, c.Threads, c.Rate)
 	}
@@ -94,11 +105,22 @@ func cli(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "ingest's --lease-ttl")
 	fs.DurationVar(&cfg.FaultMin, "fault-min", cfg.FaultMin, "least time between two faults")
 	fs.DurationVar(&cfg.FaultMax, "fault-max", cfg.FaultMax, "most time between two faults")
+	fs.Func("faults", "comma-separated fault `kinds` to inject (default all: "+strings.Join(faultKinds, ",")+")", func(v string) error {
+		cfg.Kinds = nil
+		for _, k := range strings.Split(v, ",") {
+			if !slices.Contains(faultKinds, k) {
+				return fmt.Errorf("unknown fault kind %q", k)
+			}
+			cfg.Kinds = append(cfg.Kinds, k)
+		}
+		return nil
+	})
 	fs.IntVar(&cfg.Tenants, "tenants", cfg.Tenants, "load: tenants")
 	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "load: threads")
 	fs.IntVar(&cfg.Agents, "agents", cfg.Agents, "load: simulated agents")
 	fs.IntVar(&cfg.Subscribers, "subscribers", cfg.Subscribers, "load: subscribers (SSE and WebSocket, agui and view mode)")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "load: events/s over all agents")
+	fs.IntVar(&cfg.PublishRetries, "publish-retries", cfg.PublishRetries, "load: the agents' SDK retries of a failed publish (agent.Config.MaxRetries)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: chaos [flags]
 

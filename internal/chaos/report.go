@@ -14,15 +14,16 @@ import (
 
 // loadReport is what the harness reads of the load test's report.json.
 type loadReport struct {
-	Start         time.Time `json:"start"`
-	EventsIn      uint64    `json:"eventsIn"`
-	EventsPerSec  float64   `json:"eventsPerSec"`
-	MsgsPerSec    float64   `json:"msgsPerSec"`
-	Resyncs       uint64    `json:"resyncs"`
-	Reconnects    uint64    `json:"reconnects"`
-	Errors        uint64    `json:"errors"`
-	PublishErrors uint64    `json:"publishErrors"`
-	Events        []string  `json:"events"`
+	Start         time.Time      `json:"start"`
+	EventsIn      uint64         `json:"eventsIn"`
+	EventsPerSec  float64        `json:"eventsPerSec"`
+	MsgsPerSec    float64        `json:"msgsPerSec"`
+	Resyncs       uint64         `json:"resyncs"`
+	Reconnects    uint64         `json:"reconnects"`
+	Errors        uint64         `json:"errors"`
+	PublishErrors uint64         `json:"publishErrors"`
+	PublishCauses map[string]int `json:"publishErrorSamples,omitempty"`
+	Events        []string       `json:"events"`
 	Series        []struct {
 		T       int    `json:"t"`
 		MsgsOut uint64 `json:"msgsOut"`
@@ -259,6 +260,12 @@ func (r *Report) markdown(w io.Writer) {
 	for i, f := range r.Faults {
 		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %.1f | %s | %s | %s | %.0f | %s |\n", i+1, f.At.Sub(r.Start).Seconds(), f.Kind, f.Target, f.Down,
 			fmtS(f.Recover), fmtS(f.Ready), fmtS(f.Service), f.Baseline, strings.Join(f.Waited, ", "))
+	}
+	if l := r.Load; l != nil && len(l.PublishCauses) > 0 {
+		fmt.Fprint(w, "\nPublish errors by cause (the SDK gave up after its retries):\n\n")
+		for e, n := range l.PublishCauses {
+			fmt.Fprintf(w, "- %d× %s\n", n, e)
+		}
 	}
 	if len(r.Exits) > 0 {
 		fmt.Fprint(w, "\nExits the harness did not cause (each restarted):\n\n")

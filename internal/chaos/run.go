@@ -64,7 +64,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (*Report, error) {
 			"--tenants", strconv.Itoa(cfg.Tenants), "--threads", strconv.Itoa(cfg.Threads),
 			"--agents", strconv.Itoa(cfg.Agents), "--subscribers", strconv.Itoa(cfg.Subscribers),
 			"--rate", strconv.FormatFloat(cfg.Rate, 'f', -1, 64), "--hot-threads", "4",
-			"--join-over", "3s", "--seed", strconv.FormatUint(cfg.Seed, 10), "--out", loadOut,
+			"--join-over", "3s", "--publish-retries", strconv.Itoa(cfg.PublishRetries), "--seed", strconv.FormatUint(cfg.Seed, 10), "--out", loadOut,
 		},
 		logPath: filepath.Join(dir, "loadtest.log"),
 	}
