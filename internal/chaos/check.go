@@ -58,7 +58,7 @@ type storedThread struct {
 // ingest does (pipeline.FoldStored), and compares each fold with the REST
 // view a fanout serves for it (seq and document), waiting up to wait for
 // a view to reach its last stored seq.
-func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCheck, error) {
+func checkStream(ctx context.Context, c *cluster, wait time.Duration, logf func(string, ...any)) (*StreamCheck, error) {
 	// The cluster may still be settling from the last fault (a JetStream
 	// API without a leader answers "no responders"): read again until the
 	// stream reads whole.
@@ -69,6 +69,7 @@ func checkStream(ctx context.Context, c *cluster, wait time.Duration) (*StreamCh
 		if res, threads, err = readStream(ctx, c); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
+		logf("stream read failed, again in 1 s: %v", err)
 		time.Sleep(time.Second)
 	}
 	if err != nil {
@@ -93,10 +94,13 @@ func readStream(ctx context.Context, c *cluster) (*StreamCheck, map[threadKey]*s
 	defer cancel()
 	st, err := js.Stream(ctx, wire.DefaultStream)
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: stream: %w", err)
+		return nil, nil, fmt.Errorf("chaos: stream info: %w", err)
 	}
 	last := st.CachedInfo().State.LastSeq
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	// An ephemeral pull consumer of its own, as TestClusterFaults reads
+	// the stream (pipeline/cluster_test.go).
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute})
 	if err != nil {
 		return nil, nil, fmt.Errorf("chaos: reader consumer: %w", err)
 	}
@@ -107,7 +111,7 @@ func readStream(ctx context.Context, c *cluster) (*StreamCheck, map[threadKey]*s
 	for done := last == 0; !done; {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, nil, fmt.Errorf("chaos: read stream: %w", err)
+			return nil, nil, fmt.Errorf("chaos: read stream: fetch after %d messages: %w", res.Messages, err)
 		}
 		n := 0
 		for msg := range batch.Messages() {
@@ -153,7 +157,7 @@ func readStream(ctx context.Context, c *cluster) (*StreamCheck, map[threadKey]*s
 			t.lastSeq = seq
 		}
 		if err := batch.Error(); err != nil {
-			return nil, nil, fmt.Errorf("chaos: read stream: %w", err)
+			return nil, nil, fmt.Errorf("chaos: read stream: batch after %d messages: %w", res.Messages, err)
 		}
 		if n == 0 && !done {
 			return nil, nil, fmt.Errorf("chaos: read stream: nothing more before seq %d", last)

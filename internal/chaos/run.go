@@ -121,7 +121,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (*Report, error) {
 	if !mon.waitHealthy(ctx, 60*time.Second) {
 		logf("not healthy 60 s after the load test ended; checking anyway")
 	}
-	if rep.Stream, err = checkStream(ctx, c, 30*time.Second); err != nil {
+	if rep.Stream, err = checkStream(ctx, c, 30*time.Second, logf); err != nil {
 		logf("stream check: %v", err)
 	}
 	stopMonitor()
