@@ -128,7 +128,7 @@ func (a *simAgent) publish(ctx context.Context, th *simThread, ev []byte) {
 	b = append(b, ev[1:]...)
 	fut, err := a.r.publisher(th.info.tenant).Publish(ctx, th.info.tenant, th.info.thread, b)
 	if err != nil {
-		a.r.stats.publishErrors.Add(1)
+		a.r.notePublishError(err)
 		th.info.mu.Lock()
 		th.info.tainted = true
 		th.info.mu.Unlock()
@@ -159,7 +159,7 @@ func (a *simAgent) reap(wait bool) {
 		ack, err := f.fut.Result()
 		info := f.th.info
 		if err != nil {
-			a.r.stats.publishErrors.Add(1)
+			a.r.notePublishError(err)
 			info.mu.Lock()
 			info.tainted = true
 			info.mu.Unlock()

@@ -174,11 +174,13 @@ type Result struct {
 	Errors        uint64               `json:"errors"`
 	ErrorSamples  map[string]int       `json:"errorSamples,omitempty"`
 	PublishErrors uint64               `json:"publishErrors"`
-	FoldWarnings  uint64               `json:"foldWarnings"`
-	Events        []string             `json:"events"`
-	Series        []SecondOut          `json:"series"`
-	Check         Check                `json:"check"`
-	ServerMetrics map[string]float64   `json:"serverMetrics,omitempty"`
+	// PublishErrorSamples counts failed publishes by cause.
+	PublishErrorSamples map[string]int     `json:"publishErrorSamples,omitempty"`
+	FoldWarnings        uint64             `json:"foldWarnings"`
+	Events              []string           `json:"events"`
+	Series              []SecondOut        `json:"series"`
+	Check               Check              `json:"check"`
+	ServerMetrics       map[string]float64 `json:"serverMetrics,omitempty"`
 }
 
 func (r *runner) result(start time.Time, published time.Duration) *Result {
@@ -187,6 +189,7 @@ func (r *runner) result(start time.Time, published time.Duration) *Result {
 		EventsIn: r.stats.eventsIn.Load(), MsgsOut: r.stats.msgsOut.Load(), BytesOut: r.stats.bytesOut.Load(),
 		Errors: r.stats.errors.Load(), PublishErrors: r.stats.publishErrors.Load(),
 		ByVariant: map[string]Quantiles{}, Subscribers: map[string]int{}, Events: r.events, ErrorSamples: r.errLast,
+		PublishErrorSamples: r.pubErrLast,
 	}
 	d := r.cfg.Duration.Seconds()
 	res.EventsPerSec = float64(res.EventsIn) / d
@@ -235,9 +238,24 @@ func loadAvg() string {
 }
 
 // scrapeMetrics reads the fanout's resync and drop counters from /metrics
-// (summed over labels, keyed "<name>{<labels>}"); best effort.
+// (keyed "<name>{<labels>}", summed over the fanout nodes); best effort.
 func (r *runner) scrapeMetrics() map[string]float64 {
-	res, err := r.client.Get(r.base + "/metrics")
+	var out map[string]float64
+	for _, base := range r.bases {
+		if m := r.scrapeMetricsAt(base); m != nil {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			for k, v := range m {
+				out[k] += v
+			}
+		}
+	}
+	return out
+}
+
+func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
+	res, err := r.client.Get(base + "/metrics")
 	if err != nil {
 		return nil
 	}

@@ -160,8 +160,8 @@ func (rec *recorded) lastSeqWhenDone() uint64 { return rec.expect }
 
 // newTestSub returns a subscriber of rec's thread fed by hand.
 func (rec *recorded) newTestSub(v variant) (*runner, *sub) {
-	r := &runner{cfg: DefaultConfig(), base: rec.sys.URL, tokens: map[string]string{"acme": rec.token},
-		client: http.DefaultClient, series: newSeries(time.Now(), 60), errLast: map[string]int{}}
+	r := &runner{cfg: DefaultConfig(), bases: []string{rec.sys.URL}, tokens: map[string]string{"acme": rec.token},
+		client: http.DefaultClient, series: newSeries(time.Now(), 60), errLast: map[string]int{}, pubErrLast: map[string]int{}}
 	for i := range r.hists {
 		r.hists[i] = new(Histogram)
 	}

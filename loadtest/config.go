@@ -12,8 +12,12 @@ import (
 
 // Config is one load test. main fills it from flags; tests build it.
 type Config struct {
-	Target  string // fanout base URL; "" starts an embedded Threadcast
-	NatsURL string // NATS of the target (required with Target)
+	// Target is the fanout base URL, or several comma-separated (fanout
+	// nodes of one Threadcast: subscriber i connects to the i-th mod n and
+	// moves to the next after a failed connection, as behind a load
+	// balancer); "" starts an embedded Threadcast.
+	Target  string
+	NatsURL string // NATS of the target, comma-separated URLs (required with Target)
 	AuthKey []byte `json:"-"` // token key of the target (required with Target)
 
 	AllowRemote bool // permit non-loopback Target / NatsURL
@@ -51,6 +55,10 @@ type Config struct {
 	// dashboards do not all open in the same millisecond, and a join is a
 	// snapshot request to the thread's ingest shard.
 	JoinOver time.Duration
+
+	// PublishRetries is the SDK's agent.Config.MaxRetries (0: its
+	// default; negative: no retry).
+	PublishRetries int
 
 	Partitions int    // embedded pipeline's P (0: default)
 	Seed       uint64 // traffic seed (0: random)
@@ -116,12 +124,25 @@ func (c *Config) Validate() error {
 	if c.NatsURL == "" || len(c.AuthKey) == 0 {
 		return fmt.Errorf("%w: --target needs --nats-url and --auth-key", errConfig)
 	}
-	for _, u := range []string{c.Target, c.NatsURL} {
-		if err := checkLoopback(u, c.AllowRemote); err != nil {
-			return err
+	for _, list := range []string{c.Target, c.NatsURL} {
+		for _, u := range splitURLs(list) {
+			if err := checkLoopback(u, c.AllowRemote); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// splitURLs splits a comma-separated URL list, dropping empty entries.
+func splitURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // scenario returns the run's scenario: Custom, or the named one.

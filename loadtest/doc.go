@@ -92,6 +92,14 @@
 // curve and any of the disturbances above (scenariofile.go shows the
 // format).
 //
+// # Several fanout nodes
+//
+// --target takes a comma-separated list of fanout URLs (and --nats-url one
+// of NATS servers): subscriber i connects to node i mod n and, after a
+// failed connection, to the next one, resuming with its cursor, as a client
+// behind a load balancer would; REST views are read from the first node
+// that answers.
+//
 // # Report
 //
 // --out DIR (default a new directory under the temp dir, named on stderr)

@@ -103,6 +103,12 @@ func writeMarkdown(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "- %d× %s\n", n, e)
 		}
 	}
+	if len(r.PublishErrorSamples) > 0 {
+		fmt.Fprintf(w, "\nPublish errors by cause:\n\n")
+		for e, n := range r.PublishErrorSamples {
+			fmt.Fprintf(w, "- %d× %s\n", n, e)
+		}
+	}
 	fmt.Fprintf(w, "\nTimeline:\n\n")
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "    %s\n", e)

@@ -65,7 +65,7 @@ type runner struct {
 	cfg    Config
 	sc     scenario
 	log    *slog.Logger
-	base   string // fanout URL
+	bases  []string // fanout URLs (one, or the Target's list)
 	sys    *embedded
 	node   *node.Node                  // the node run in process, or nil
 	pub    *agent.Publisher            // every tenant's, in process (nil with Target)
@@ -84,6 +84,25 @@ type runner struct {
 	events  []string // scenario events, with their time
 	errMu   sync.Mutex
 	errLast map[string]int
+	// pubErrLast counts publish failures by cause (the SDK's error with
+	// its message id left out), the first few causes.
+	pubErrLast map[string]int
+}
+
+// notePublishError counts a failed publish and samples its cause.
+func (r *runner) notePublishError(err error) {
+	r.stats.publishErrors.Add(1)
+	cause := err
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := u.Unwrap(); len(errs) > 0 {
+			cause = errs[len(errs)-1] // agent.ErrPublish: <message id>: <cause>
+		}
+	}
+	r.errMu.Lock()
+	if _, ok := r.pubErrLast[cause.Error()]; ok || len(r.pubErrLast) < 20 {
+		r.pubErrLast[cause.Error()]++
+	}
+	r.errMu.Unlock()
 }
 
 func (r *runner) noteError(err error) {
@@ -107,7 +126,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if progress == nil {
 		progress = io.Discard
 	}
-	r := &runner{cfg: cfg, sc: cfg.scenario(), log: log, tokens: map[string]string{}, errLast: map[string]int{}}
+	r := &runner{cfg: cfg, sc: cfg.scenario(), log: log, tokens: map[string]string{}, errLast: map[string]int{}, pubErrLast: map[string]int{}}
 	for i := range r.hists {
 		r.hists[i] = new(Histogram)
 	}
@@ -119,7 +138,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer sys.Close()
-		r.sys, r.base, natsURL, key, r.node = sys, sys.URL, sys.NatsURL, sys.Key, sys.Node()
+		r.sys, r.bases, natsURL, key, r.node = sys, []string{sys.URL}, sys.NatsURL, sys.Key, sys.Node()
 		r.cfg.Embedded = "parts"
 	case cfg.Target == "":
 		n, k, err := startNode(cfg.Partitions, log)
@@ -127,12 +146,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 			return nil, err
 		}
 		defer n.Close()
-		r.base, natsURL, key, r.node = n.n.URL(), n.n.NatsURL(), k, n.n
+		r.bases, natsURL, key, r.node = []string{n.n.URL()}, n.n.NatsURL(), k, n.n
 	default:
-		r.base = cfg.Target
+		r.bases = splitURLs(cfg.Target)
 	}
 	pc := agent.DefaultConfig()
 	pc.MaxPending = 1 << 17
+	if cfg.PublishRetries != 0 {
+		pc.MaxRetries = cfg.PublishRetries
+	}
 	if cfg.Target == "" {
 		dial := func() (*nats.Conn, error) {
 			return nats.Connect(natsURL, nats.Name("loadtest-agents"), nats.MaxReconnects(-1))
@@ -480,7 +502,19 @@ type restViewDoc struct {
 }
 
 func (r *runner) restView(ctx context.Context, th *threadInfo) (*restViewDoc, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/threads/"+url.PathEscape(th.thread), nil)
+	// Any fanout node serves any thread: the first that answers does.
+	var err error
+	for k := range r.bases {
+		var v *restViewDoc
+		if v, err = r.restViewAt(ctx, r.bases[(th.idx+k)%len(r.bases)], th); err == nil {
+			return v, nil
+		}
+	}
+	return nil, err
+}
+
+func (r *runner) restViewAt(ctx context.Context, base string, th *threadInfo) (*restViewDoc, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/threads/"+url.PathEscape(th.thread), nil)
 	if err != nil {
 		return nil, err
 	}

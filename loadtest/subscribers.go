@@ -76,6 +76,9 @@ type sub struct {
 	cancel context.CancelFunc // the current connection's (reconnect storm)
 
 	gaps, dups, resyncs, reconnects, errs, warnings, foldFatal uint64
+	// moves counts failed connections: the subscriber connects to fanout
+	// node (id+moves) mod n of the run's nodes.
+	moves int
 }
 
 // pendFrame is a frame end (or, with snap, a snapshot) whose latency is
@@ -145,6 +148,7 @@ func (s *sub) run(ctx context.Context) {
 			backoff = 100 * time.Millisecond
 		case err != nil:
 			s.errs++
+			s.moves++ // the next fanout node, as a load balancer would
 			s.r.noteError(err)
 		default:
 			backoff = 100 * time.Millisecond // the server ended the stream
@@ -169,7 +173,7 @@ func (s *sub) cut() {
 }
 
 func (s *sub) streamURL(ws bool) string {
-	u := s.r.base + "/v1/threads/" + url.PathEscape(s.th.thread) + "/events"
+	u := s.r.bases[(s.id+s.moves)%len(s.r.bases)] + "/v1/threads/" + url.PathEscape(s.th.thread) + "/events"
 	if ws {
 		u = "ws" + strings.TrimPrefix(u, "http")
 	}
