@@ -17,8 +17,8 @@ import (
 
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/codec"
+	"github.com/threadcast/threadcast/history"
 	"github.com/threadcast/threadcast/jsondoc"
-	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -55,7 +55,7 @@ type storedThread struct {
 }
 
 // checkStream reads the whole event stream, folds every thread's events as
-// ingest does (pipeline.FoldStored), and compares each fold with the REST
+// ingest does (history.FoldStored), and compares each fold with the REST
 // view a fanout serves for it (seq and document), waiting up to wait for
 // a view to reach its last stored seq.
 func checkStream(ctx context.Context, c *cluster, wait time.Duration, logf func(string, ...any)) (*StreamCheck, error) {
@@ -152,7 +152,7 @@ func readStream(ctx context.Context, c *cluster) (*StreamCheck, map[threadKey]*s
 				}
 				res.Events++
 				derr := dec.Decode(bytes.Clone(line), &ev)
-				pipeline.FoldStored(t.th, id, seq, &ev, derr, dec.Warnings())
+				history.FoldStored(t.th, id, seq, &ev, derr, dec.Warnings())
 			}
 			t.lastSeq = seq
 		}

@@ -55,7 +55,7 @@
 // duplicate or fold error, nothing tainted by a failed publish, settled
 // within --settle), and the harness's own: the event stream read back as
 // stored, every thread folded offline as ingest folds
-// (pipeline.FoldStored), equal to its REST view at the same seq, and no
+// (history.FoldStored), equal to its REST view at the same seq, and no
 // message stored twice in a thread. report.md (also printed) and
 // report.json go to --out ($THREADCAST_ARTIFACTS/chaos by default). Exit
 // status: 0 pass, 1 a correctness failure, 2 a run that could not start.
