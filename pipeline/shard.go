@@ -480,6 +480,10 @@ func (s *shard) runEnded(t *hotThread) {
 		b := appendRunSummary(s.buf[:0], &sum)
 		s.publish(wire.TapSubject(t.key.tenant, wire.RunSummaryType, t.key.token), b, sum.EndSeq)
 	}
+	if s.cfg.Runs != nil {
+		c := sum
+		s.cfg.Runs.Run(&c)
+	}
 }
 
 // changed records that t's seq advanced in this batch.
