@@ -110,8 +110,8 @@ type SubagentSpan struct {
 
 // RunSink receives each run summary as the run ends (Config.Runs). Run is
 // called on a shard goroutine and must not block: it copies or enqueues
-// what it needs. s and the slices it holds are not modified after the
-// call, and the sink must not modify them.
+// what it needs. s is the sink's to keep: neither it nor the slices it
+// holds are modified after the call, and the sink must not modify them.
 type RunSink interface {
 	Run(s *RunSummary)
 }
