@@ -52,6 +52,11 @@ type Exporter struct {
 // first export, and retry). reg receives the threadcast_otlp_* counters
 // (nil: not registered).
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Exporter, error) {
+	return NewWithMetrics(cfg, NewMetrics(reg), log)
+}
+
+// NewWithMetrics is New counting in m.
+func NewWithMetrics(cfg Config, m *Metrics, log *slog.Logger) (*Exporter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -88,7 +93,6 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Exporter, er
 	if err != nil {
 		return nil, fmt.Errorf("otelexport: %w", err)
 	}
-	m := NewMetrics(reg)
 	var ro []sdkmetric.PeriodicReaderOption
 	if cfg.MetricInterval > 0 {
 		ro = append(ro, sdkmetric.WithInterval(cfg.MetricInterval))
