@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -128,7 +129,7 @@ func newExporter(cfg Config, se sdktrace.SpanExporter, reader sdkmetric.Reader, 
 	// The batch processor blocks the Exporter's own goroutine when its
 	// queue is full, so that back-pressure ends at the run queue, where a
 	// dropped run is counted.
-	bo := []sdktrace.BatchSpanProcessorOption{sdktrace.WithBlocking()}
+	bo := []sdktrace.BatchSpanProcessorOption{sdktrace.WithBlocking(), sdktrace.WithExportTimeout(ExportTimeout)}
 	if cfg.SpanQueue > 0 {
 		bo = append(bo, sdktrace.WithMaxQueueSize(cfg.SpanQueue))
 	}
@@ -215,18 +216,25 @@ func (e *Exporter) export(s *pipeline.RunSummary) {
 	e.m.Runs.WithLabelValues("exported").Inc()
 }
 
-// Shutdown stops the Exporter's goroutine after it has turned the queued
-// runs into spans, then flushes and shuts the span and metric exporters
-// down within ctx. Call it once ingest has stopped handing it runs.
+// Shutdown stops the Exporter's goroutine once it has turned the queued
+// runs into spans (or ctx ends), then flushes and shuts the span and metric
+// exporters down within ctx, and waits for the goroutine: past ctx, the
+// span processor refuses spans, so it ends once the processor's last
+// export returns (each bounded by ExportTimeout). Call it once ingest has
+// stopped handing it runs.
 func (e *Exporter) Shutdown(ctx context.Context) error {
 	e.stopOnce.Do(func() { close(e.stop) })
 	select {
 	case <-e.done:
 	case <-ctx.Done():
-		return ctx.Err()
 	}
-	return errors.Join(e.tp.Shutdown(ctx), e.mp.Shutdown(ctx))
+	err := errors.Join(e.tp.Shutdown(ctx), e.mp.Shutdown(ctx))
+	<-e.done
+	return err
 }
+
+// ExportTimeout bounds one export of a batch of spans.
+const ExportTimeout = 10 * time.Second
 
 // endpointURL reports whether endpoint is a URL (has a scheme).
 func endpointURL(endpoint string) (string, bool) {

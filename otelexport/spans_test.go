@@ -293,3 +293,28 @@ func TestBindFlags(t *testing.T) {
 		t.Error("protocol thrift accepted")
 	}
 }
+
+// TestShutdownReceiverDown: with nobody listening at the endpoint, Shutdown
+// returns soon after its context ends, every run turned into spans.
+func TestShutdownReceiverDown(t *testing.T) {
+	for _, proto := range []string{"grpc", "http"} {
+		m := NewMetrics(nil)
+		e, err := NewWithMetrics(Config{Endpoint: "http://127.0.0.1:1", Protocol: proto, BatchTimeout: 10 * time.Millisecond}, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			e.Run(sampleRun())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		_ = e.Shutdown(ctx)
+		cancel()
+		if d := time.Since(start); d > ExportTimeout+5*time.Second {
+			t.Errorf("%s: Shutdown took %v", proto, d)
+		}
+		if got := testutil.ToFloat64(m.Runs.WithLabelValues("exported")); got != 20 {
+			t.Errorf("%s: %v runs turned into spans, want 20", proto, got)
+		}
+	}
+}
