@@ -279,7 +279,8 @@ func (a *runAcc) room() bool {
 }
 
 // startTool keeps a tool call opened by e; a chunk stream has no closing
-// event, so its end is its last chunk (chunk), the first for now.
+// event, so its end is its last chunk (chunk): the first until another
+// comes.
 func (a *runAcc) startTool(e *codec.Event, now time.Time, chunk bool) {
 	if !a.room() {
 		return
