@@ -132,6 +132,12 @@ type Config struct {
 	TapDuplicates  time.Duration
 	TapMaxInFlight int
 
+	// Runs, when set, receives every run summary as its run ends
+	// (RunSink: called on the shard goroutine, it must not block), with
+	// the run's tool call and subagent spans. A run that ended in a tail
+	// replayed after a crash is handed to it again.
+	Runs RunSink
+
 	// Quota holds tenants to their ingest quotas by shedding (quota.go):
 	// events over their tenant's events/s or bytes/s in a partition, or
 	// arriving while its retained events are over quota (Retained), are not

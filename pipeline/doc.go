@@ -21,6 +21,11 @@
 //	      ──▶ KV THREADCAST_VIEWS <tenant>.<thread>: checkpoint (view + seq)
 //	      ──▶ ack the partition's messages up to the low watermark
 //
+// When a run ends, its RunSummary (summary.go: counts, outcome, usage, and
+// up to MaxRunSpans timed tool calls and subagent invocations) goes to the
+// tap and to Config.Runs, a RunSink that must not block the shard (package
+// otelexport is one).
+//
 // # Partitions and ownership
 //
 // A thread's partition is FNV-1a(tenant token ‖ thread token) mod P, computed

@@ -483,6 +483,10 @@ func (s *shard) runEnded(t *hotThread) {
 		s.publish(wire.TapSubject(t.key.tenant, wire.RunSummaryType, t.key.token), b, sum.EndSeq,
 			runSummaryMsgID(t.key.tenant, t.key.token, sum.StartSeq, sum.RunID))
 	}
+	if s.cfg.Runs != nil {
+		c := sum
+		s.cfg.Runs.Run(&c)
+	}
 }
 
 // changed records that t's seq advanced in this batch.

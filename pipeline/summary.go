@@ -47,11 +47,78 @@ type RunSummary struct {
 	// Usage is the terminal event's `usage` (patterns.md §1.6): one entry per
 	// provider and model; absent counts are omitted, never read as zero.
 	// Totals sum the entries' reported counts.
-	Usage             []Usage `json:"usage,omitempty"`
-	InputTokens       int64   `json:"inputTokens,omitempty"`
-	OutputTokens      int64   `json:"outputTokens,omitempty"`
-	TotalTokens       int64   `json:"totalTokens,omitempty"`
+	Usage        []Usage `json:"usage,omitempty"`
+	InputTokens  int64   `json:"inputTokens,omitempty"`
+	OutputTokens int64   `json:"outputTokens,omitempty"`
+	TotalTokens  int64   `json:"totalTokens,omitempty"`
+	// ParentRunID is RUN_STARTED.parentRunId: the run that spawned this
+	// one (separate-run delegation).
+	ParentRunID string `json:"parentRunId,omitempty"`
+	// ToolCallSpans and SubagentSpans time the run's tool calls and
+	// subagent invocations, in the order they started, for tracing
+	// (Config.Runs). Together they hold at most MaxRunSpans entries; the
+	// ones past it are counted in DroppedSpans, not kept, so that a run
+	// kept in a checkpoint stays bounded. Ids and names are cut at
+	// MaxSpanString bytes.
+	ToolCallSpans     []ToolCallSpan `json:"toolCallSpans,omitempty"`
+	SubagentSpans     []SubagentSpan `json:"subagentSpans,omitempty"`
+	DroppedSpans      int            `json:"droppedSpans,omitempty"`
 	lastMsgID, lastTC string
+}
+
+// Bounds of a RunSummary's spans: MaxRunSpans tool calls and subagent
+// invocations per run (about 400 bytes each in a checkpoint), each id and
+// name at most MaxSpanString bytes.
+const (
+	MaxRunSpans   = 128
+	MaxSpanString = 128
+)
+
+// ToolCallSpan is one tool call of a run. Times are ms since the epoch,
+// from the events' timestamps when they carry one, else the time ingest
+// applied them.
+type ToolCallSpan struct {
+	ID              string `json:"id"`
+	Name            string `json:"name,omitempty"`
+	ParentMessageID string `json:"parentMessageId,omitempty"`
+	// SubagentRunID is the invocation the call is attributed to ("" = the
+	// run's own agent).
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+	// StartedAt is TOOL_CALL_START's time (or the first TOOL_CALL_CHUNK's);
+	// EndedAt that of its TOOL_CALL_RESULT when one came in the run, else
+	// of TOOL_CALL_END (or the last chunk), else the run's end.
+	StartedAt int64 `json:"startedAt"`
+	EndedAt   int64 `json:"endedAt"`
+	// Result: a TOOL_CALL_RESULT answered the call in this run (a frontend
+	// tool's answer comes in the next run's input).
+	Result bool `json:"result,omitempty"`
+	// Error is the tool message's error (messages.md: a tool message's
+	// `error`, seen in a MESSAGES_SNAPSHOT of the run), cut like Error.
+	Error string `json:"error,omitempty"`
+}
+
+// SubagentSpan is one subagent invocation (SUBAGENT_STARTED) of a run.
+type SubagentSpan struct {
+	RunID               string `json:"subagentRunId"`
+	Name                string `json:"name,omitempty"`
+	ParentSubagentRunID string `json:"parentSubagentRunId,omitempty"`
+	ParentToolCallID    string `json:"parentToolCallId,omitempty"`
+	StartedAt           int64  `json:"startedAt"`
+	EndedAt             int64  `json:"endedAt"`
+	// Outcome: "success" or "suspended" (SUBAGENT_FINISHED), "error"
+	// (SUBAGENT_ERROR, with Error and Code), or "abandoned" (the run ended
+	// with the invocation still active).
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	Code    string `json:"code,omitempty"`
+}
+
+// RunSink receives each run summary as the run ends (Config.Runs). Run is
+// called on a shard goroutine and must not block: it copies or enqueues
+// what it needs. s is the sink's to keep: neither it nor the slices it
+// holds are modified after the call, and the sink must not modify them.
+type RunSink interface {
+	Run(s *RunSummary)
 }
 
 // Usage is one TokenUsage entry; nil pointers are counts not reported.
@@ -111,7 +178,8 @@ func eventTime(e *codec.Event, now time.Time) int64 {
 func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 	if e.Type == codec.TypeRunStarted {
 		a.open = true
-		a.s = RunSummary{RunID: strings.Clone(e.RunID), StartSeq: seq, StartedAt: eventTime(e, now)}
+		a.s = RunSummary{RunID: strings.Clone(e.RunID), StartSeq: seq, StartedAt: eventTime(e, now),
+			ParentRunID: spanString(e.ParentRunID)}
 	}
 	if !a.open {
 		return false
@@ -128,10 +196,30 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 		}
 	case codec.TypeToolCallStart:
 		a.s.ToolCalls++
+		a.startTool(e, now, false)
 	case codec.TypeToolCallChunk:
 		if e.ToolCallID != "" && e.ToolCallID != a.s.lastTC {
 			a.s.lastTC = strings.Clone(e.ToolCallID)
 			a.s.ToolCalls++
+			a.startTool(e, now, true)
+		} else if tc := a.tool(a.s.lastTC); tc != nil && !tc.Result {
+			tc.EndedAt = eventTime(e, now)
+		}
+	case codec.TypeToolCallEnd:
+		if tc := a.tool(e.ToolCallID); tc != nil && !tc.Result {
+			tc.EndedAt = eventTime(e, now)
+		}
+	case codec.TypeToolCallResult:
+		if tc := a.tool(e.ToolCallID); tc != nil {
+			tc.EndedAt, tc.Result = eventTime(e, now), true
+		}
+	case codec.TypeMessagesSnapshot:
+		for i := range e.Messages {
+			if m := &e.Messages[i]; m.Error != "" && m.ToolCallID != "" {
+				if tc := a.tool(m.ToolCallID); tc != nil {
+					tc.Error = truncate(m.Error)
+				}
+			}
 		}
 	case codec.TypeActivitySnapshot:
 		a.s.Activities++
@@ -139,6 +227,24 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 		a.s.Reasoning++
 	case codec.TypeSubagentStarted:
 		a.s.Subagents++
+		if a.room() {
+			a.s.SubagentSpans = append(a.s.SubagentSpans, SubagentSpan{
+				RunID: spanString(e.SubagentRunID), Name: spanString(e.Name),
+				ParentSubagentRunID: spanString(e.ParentSubagentRunID), ParentToolCallID: spanString(e.ParentToolCallID),
+				StartedAt: eventTime(e, now)})
+		}
+	case codec.TypeSubagentFinished:
+		if sa := a.subagent(e.SubagentRunID); sa != nil {
+			sa.EndedAt, sa.Outcome = eventTime(e, now), "success"
+			if e.Outcome != nil && e.Outcome.Type != "" {
+				sa.Outcome = strings.Clone(e.Outcome.Type)
+			}
+		}
+	case codec.TypeSubagentError:
+		if sa := a.subagent(e.SubagentRunID); sa != nil {
+			sa.EndedAt, sa.Outcome = eventTime(e, now), "error"
+			sa.Error, sa.Code = truncate(e.Message), truncate(e.Code)
+		}
 	case codec.TypeRunFinished:
 		a.s.Outcome = "success"
 		if e.Outcome != nil && e.Outcome.Type != "" {
@@ -162,9 +268,81 @@ func (a *runAcc) reject(seq uint64, reason string, now time.Time) bool {
 	a.s.EndSeq, a.s.Outcome, a.s.Error = seq, "rejected", truncate(reason)
 	a.s.EndedAt = now.UnixMilli()
 	a.s.DurationMs = max(0, a.s.EndedAt-a.s.StartedAt)
+	a.closeSpans()
 	a.open = false
 	return true
 }
+
+// room reports whether the run may keep another span, counting the one
+// dropped when not.
+func (a *runAcc) room() bool {
+	if len(a.s.ToolCallSpans)+len(a.s.SubagentSpans) < MaxRunSpans {
+		return true
+	}
+	a.s.DroppedSpans++
+	return false
+}
+
+// startTool keeps a tool call opened by e; a chunk stream has no closing
+// event, so its end is its last chunk (chunk): the first until another
+// comes.
+func (a *runAcc) startTool(e *codec.Event, now time.Time, chunk bool) {
+	if !a.room() {
+		return
+	}
+	tc := ToolCallSpan{
+		ID: spanString(e.ToolCallID), Name: spanString(e.ToolCallName),
+		ParentMessageID: spanString(e.ParentMessageID), SubagentRunID: spanString(e.SubagentRunID),
+		StartedAt: eventTime(e, now)}
+	if chunk {
+		tc.EndedAt = tc.StartedAt
+	}
+	a.s.ToolCallSpans = append(a.s.ToolCallSpans, tc)
+}
+
+// tool returns the latest kept tool call with id, or nil. A run keeps at
+// most MaxRunSpans, and only the lifecycle events of calls look them up.
+func (a *runAcc) tool(id string) *ToolCallSpan {
+	if id == "" {
+		return nil
+	}
+	id = truncateN(id, MaxSpanString)
+	for i := len(a.s.ToolCallSpans) - 1; i >= 0; i-- {
+		if a.s.ToolCallSpans[i].ID == id {
+			return &a.s.ToolCallSpans[i]
+		}
+	}
+	return nil
+}
+
+// subagent returns the kept invocation id while it is active, or nil.
+func (a *runAcc) subagent(id string) *SubagentSpan {
+	id = truncateN(id, MaxSpanString)
+	for i := len(a.s.SubagentSpans) - 1; i >= 0; i-- {
+		if sa := &a.s.SubagentSpans[i]; sa.RunID == id && sa.Outcome == "" {
+			return sa
+		}
+	}
+	return nil
+}
+
+// closeSpans ends, at the run's end, the invocations still active
+// (abandoned) and the tool calls that never closed.
+func (a *runAcc) closeSpans() {
+	for i := range a.s.SubagentSpans {
+		if sa := &a.s.SubagentSpans[i]; sa.Outcome == "" {
+			sa.EndedAt, sa.Outcome = a.s.EndedAt, "abandoned"
+		}
+	}
+	for i := range a.s.ToolCallSpans {
+		if tc := &a.s.ToolCallSpans[i]; tc.EndedAt == 0 {
+			tc.EndedAt = max(tc.StartedAt, a.s.EndedAt)
+		}
+	}
+}
+
+// spanString is a copy of s cut at MaxSpanString bytes.
+func spanString(s string) string { return strings.Clone(truncateN(s, MaxSpanString)) }
 
 func (a *runAcc) end(e *codec.Event, now time.Time) {
 	a.s.EndedAt = eventTime(e, now)
@@ -180,6 +358,7 @@ func (a *runAcc) end(e *codec.Event, now time.Time) {
 		a.s.OutputTokens += max(0, u.OutputTokens)
 		a.s.TotalTokens += max(0, u.TotalTokens)
 	}
+	a.closeSpans()
 	a.open = false
 }
 

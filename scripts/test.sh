@@ -81,6 +81,22 @@ THREADCAST_NATS_SERVER="$natsbin/nats-server" go test -race -count=1 -tags buscl
 THREADCAST_NATS_SERVER="$natsbin/nats-server" timeout 5m bash scripts/chaos.sh 45s --seed "$(date -u +%Y%m%d)"
 rm -rf "$natsbin"
 
+# The OTLP export of runs received by a real Jaeger v2 (OTLP gRPC and HTTP
+# receivers, in-memory storage), its span trees read back through the query
+# API. Jaeger's module has replace directives, so go install cannot build
+# it: it is built as a tool of a scratch module, pinned, and kept in GOPATH's
+# bin (the first build takes half an hour on two busy cores; later ones
+# reuse it). THREADCAST_JAEGER may name a binary already built.
+JAEGER="${THREADCAST_JAEGER:-$(go env GOPATH)/bin/jaeger-v1.76.0}"
+if [ ! -x "$JAEGER" ]; then
+  jaegermod="$(mktemp -d)"
+  (cd "$jaegermod" && go mod init jaegerbuild >/dev/null 2>&1 &&
+    go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0 &&
+    go build -o "$JAEGER" github.com/jaegertracing/jaeger/cmd/jaeger)
+  rm -rf "$jaegermod"
+fi
+THREADCAST_JAEGER="$JAEGER" THREADCAST_REQUIRE_JAEGER=1 go test -race -count=1 -tags otlp -run TestJaeger -timeout 5m ./otelexport
+
 # The Helm chart: lint, render, and decode every manifest strictly into the
 # Kubernetes types (its own Go module under deploy/helm). helm is built from
 # the Go module proxy, pinned, when it is not on PATH.

@@ -48,6 +48,7 @@ func (a *app) nodeConfig() node.Config {
 	ic.Pipeline = c.Pipeline
 	ic.Lease, ic.LeaseConfig = c.PartitionMode == "lease", c.Lease
 	ic.ReadyMaxLag, ic.StoreMinFree = c.ReadyMaxLag, c.StoreMinFree
+	ic.OTLP = c.OTLP
 	nc.IngestRole = ic
 	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = c.HeaderTimeout, c.IdleTimeout
 	nc.Logger = a.log

@@ -49,6 +49,28 @@ func TestParseConfig(t *testing.T) {
 				}
 				return nil
 			}},
+		{name: "OTLP off by default, on by flag or OTEL_ variable", check: func(c config) error {
+			if c.OTLP.Enabled {
+				return fmt.Errorf("OTLP on: %+v", c.OTLP)
+			}
+			return nil
+		}},
+		{name: "OTLP flags", give: []string{"--otlp-endpoint", "http://127.0.0.1:4318", "--otlp-exclude-tenants", "a,b"},
+			env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "THREADCAST_OTLP_CONTENT": "true"},
+			check: func(c config) error {
+				if !c.OTLP.Enabled || c.OTLP.Endpoint != "http://127.0.0.1:4318" || c.OTLP.Protocol != "grpc" || !c.OTLP.Content || len(c.OTLP.ExcludeTenants) != 2 {
+					return fmt.Errorf("%+v", c.OTLP)
+				}
+				return nil
+			}},
+		{name: "OTLP endpoint from OTEL_", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"},
+			check: func(c config) error {
+				if !c.OTLP.Enabled || c.OTLP.Endpoint != "" || c.OTLP.Protocol != "http" {
+					return fmt.Errorf("%+v", c.OTLP)
+				}
+				return nil
+			}},
+		{name: "OTLP protocol", give: []string{"--otlp-protocol", "thrift"}, wantErr: "--otlp-protocol"},
 		{name: "flag over env", give: []string{"--partitions", "16"}, env: map[string]string{"THREADCAST_PARTITIONS": "32"},
 			check: func(c config) error {
 				if c.Pipeline.Partitions != 16 {

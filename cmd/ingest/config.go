@@ -17,6 +17,7 @@ import (
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
 	"github.com/threadcast/threadcast/memlimit"
+	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/wire"
@@ -56,11 +57,13 @@ type config struct {
 	// Tokens configures the bridge's token verifier (AuthKey becomes a
 	// shared key of it); a JWKS source enables the bridge like AuthKey.
 	Tokens auth.VerifierConfig
+	// OTLP exports runs as OpenTelemetry spans and metrics (--otlp-*).
+	OTLP otelexport.Config
 }
 
 // parseConfig reads args, with getenv supplying THREADCAST_* defaults.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	c := config{Pipeline: pipeline.DefaultConfig(), Tokens: auth.DefaultVerifierConfig()}
+	c := config{Pipeline: pipeline.DefaultConfig(), Tokens: auth.DefaultVerifierConfig(), OTLP: otelexport.DefaultConfig()}
 	p := &c.Pipeline
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -128,6 +131,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.Lease.Bucket, "lease-bucket", c.Lease.Bucket, "lease mode: KV bucket of leases")
 	p.Quota = quota.DefaultConfig()
 	finishQuota := quota.BindFlags(fs, &p.Quota, quota.IngestFlags, "")
+	finishOTLP := otelexport.BindFlags(fs, &c.OTLP)
 
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nEvery flag can also be set by THREADCAST_<FLAG> (upper case, '-' as '_'); the command line wins.\n\nflags:\n", fs.Name())
@@ -171,6 +175,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	p.MaxMsgSize = int32(maxMsg)
 	if err := finishQuota(os.ReadFile); err != nil {
+		return c, err
+	}
+	if err := finishOTLP(getenv); err != nil {
 		return c, err
 	}
 	if err := p.Validate(); err != nil {

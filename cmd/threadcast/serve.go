@@ -30,6 +30,7 @@ import (
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/node/ingestrole"
+	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/web"
@@ -219,9 +220,13 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
 	tokens := tokenflags.Register(fs)
 	finishQuota := quota.BindFlags(fs, &n.Quota, quota.IngestFlags|quota.FanoutFlags, "quota-streams")
+	finishOTLP := otelexport.BindFlags(fs, &n.OTLP)
 
 	finish := func() error {
 		if err := finishQuota(os.ReadFile); err != nil {
+			return err
+		}
+		if err := finishOTLP(getenv); err != nil {
 			return err
 		}
 		if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {

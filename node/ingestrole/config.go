@@ -6,6 +6,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -54,6 +55,12 @@ type Config struct {
 	// BridgeWindow bounds the bytes of one bridge request's events
 	// published and not yet acked (bridge.Config.Window; 0: 1 MiB).
 	BridgeWindow int
+
+	// OTLP exports ingest's runs as OpenTelemetry spans and metrics
+	// (package otelexport) when OTLP.Enabled: the exporter is ingest's
+	// Pipeline.Runs, started with ingest and flushed after ingest has
+	// drained.
+	OTLP otelexport.Config
 }
 
 // DefaultConfig returns the defaults: ingest and the bridge on, static
@@ -67,6 +74,7 @@ func DefaultConfig() Config {
 		LeaseConfig: pipeline.DefaultLeaseConfig(),
 		Pipeline:    pipeline.DefaultConfig(),
 		ReadyMaxLag: 100000,
+		OTLP:        otelexport.DefaultConfig(),
 	}
 }
 
@@ -94,6 +102,11 @@ func (c Config) Plan(nc *node.Config) (node.IngestPlan, error) {
 	if c.Ingest {
 		if err := c.Pipeline.Validate(); err != nil {
 			return plan, err
+		}
+	}
+	if c.Ingest && c.OTLP.Enabled {
+		if err := c.OTLP.Validate(); err != nil {
+			return plan, fmt.Errorf("%w: %w", node.ErrConfig, err)
 		}
 	}
 	if c.Ingest && c.Lease {

@@ -11,6 +11,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/bridge"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/quota"
 )
@@ -69,6 +70,12 @@ func (s *Side) StartIngest() (http.Handler, error) {
 		}
 		retained = pipeline.NewRetainedCounter(js, pc.Stream, s.node.Quota, s.node.Quota.RetainedEvery, pc.Logger)
 		pc.Retained = retained.Check
+	}
+	if s.cfg.OTLP.Enabled {
+		if s.otlp, err = otelexport.New(s.cfg.OTLP, s.h.Registry(), s.log.With("part", "otlp")); err != nil {
+			return nil, fmt.Errorf("%w: %w", node.ErrConfig, err)
+		}
+		pc.Runs = s.otlp
 	}
 	in, err := s.newIngester(pc)
 	if err != nil {

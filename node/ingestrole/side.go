@@ -16,6 +16,7 @@ import (
 	"github.com/threadcast/threadcast/demo"
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/node"
+	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
 )
 
@@ -30,7 +31,8 @@ type Side struct {
 	srv     *server.Server // embedded server, or nil
 	in      ingester       // nil when ingest is off
 	storage *pipeline.StorageWatch
-	bridge  *agent.Publisher // the bridge's publisher, or nil
+	bridge  *agent.Publisher     // the bridge's publisher, or nil
+	otlp    *otelexport.Exporter // ingest's run export, or nil
 
 	demoConns []demoConn
 	// The running parts: each is stopped by its cancel and has returned
@@ -124,18 +126,31 @@ func (s *Side) StopBridge() error {
 }
 
 // StopIngest stops the reducers: they stop fetching, finish, checkpoint
-// and ack.
+// and ack; then the OTLP export is flushed.
 func (s *Side) StopIngest() error {
-	if !s.ingest.Started() {
-		return nil
+	var errs []error
+	if s.ingest.Started() {
+		err := s.ingest.Stop()
+		if err != nil {
+			s.log.Error("ingest drained: views not all checkpointed", "err", err)
+		} else {
+			s.log.Info("ingest drained: views checkpointed")
+		}
+		errs = keep(errs, "ingest", err)
 	}
-	err := s.ingest.Stop()
-	if err != nil {
-		s.log.Error("ingest drained: views not all checkpointed", "err", err)
-	} else {
-		s.log.Info("ingest drained: views checkpointed")
+	// The runs that ended while ingest drained are in the export's queue:
+	// flushed now, within the drain bound.
+	if s.otlp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.node.Drain)
+		err := s.otlp.Shutdown(ctx)
+		cancel()
+		// Telemetry that could not leave is counted and logged, not a
+		// failure of the node's shutdown.
+		if err != nil {
+			s.log.Warn("OTLP export not flushed", "err", err)
+		}
 	}
-	return errors.Join(keep(nil, "ingest", err)...)
+	return errors.Join(errs...)
 }
 
 // StopServer shuts the embedded server down and waits for it.
