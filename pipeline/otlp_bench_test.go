@@ -25,7 +25,7 @@ func BenchmarkIngestOTLP(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			msgs, events := benchLoad(b.N, batch)
 			var stats func() (float64, float64)
-			r := runIngestLoadWith(b, msgs, events, 0, false, func(tb testing.TB, nc *nats.Conn, cfg Config) {
+			r := runIngestLoadWith(b, msgs, events, 0, tapOff, func(tb testing.TB, nc *nats.Conn, cfg Config) {
 				cfg.Runs, stats = BenchOTLPSink(tb)
 				startIngest(tb, nc, cfg)
 			})
