@@ -34,6 +34,27 @@ fi
 export THREADCAST_ARTIFACTS="${THREADCAST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$THREADCAST_ARTIFACTS"
 
+# Jaeger v2, the OTLP receiver of the export test near the end, is a large
+# build (Jaeger's module has replace directives, so go install cannot build
+# it: it is built as a tool of a scratch module, pinned, into GOPATH's bin,
+# and reused when there). It builds in the background at the lowest CPU
+# priority, one package at a time, so that it takes only the time the
+# suites below leave idle. THREADCAST_JAEGER may name a binary already built.
+JAEGER="${THREADCAST_JAEGER:-$(go env GOPATH)/bin/jaeger-v1.76.0}"
+jaegerlog="$(mktemp)"
+mkdir -p "$(dirname "$JAEGER")"
+(
+  if [ ! -x "$JAEGER" ]; then
+    jaegermod="$(mktemp -d)"
+    trap 'rm -rf "$jaegermod"' EXIT
+    cd "$jaegermod" && go mod init jaegerbuild >/dev/null 2>&1 &&
+      nice -n 19 go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0 &&
+      nice -n 19 go build -p 1 -o "$JAEGER.tmp" github.com/jaegertracing/jaeger/cmd/jaeger &&
+      mv "$JAEGER.tmp" "$JAEGER"
+  fi
+) >"$jaegerlog" 2>&1 &
+jaegerbuild=$!
+
 # Every package, with the tagged suites that need only this machine and Node:
 # oracle (differential tests against the reference consumer) and integration
 # (the SIGKILL crash test of ingest, the load generator's scenarios).
@@ -83,18 +104,8 @@ rm -rf "$natsbin"
 
 # The OTLP export of runs received by a real Jaeger v2 (OTLP gRPC and HTTP
 # receivers, in-memory storage), its span trees read back through the query
-# API. Jaeger's module has replace directives, so go install cannot build
-# it: it is built as a tool of a scratch module, pinned, and kept in GOPATH's
-# bin (the first build takes half an hour on two busy cores; later ones
-# reuse it). THREADCAST_JAEGER may name a binary already built.
-JAEGER="${THREADCAST_JAEGER:-$(go env GOPATH)/bin/jaeger-v1.76.0}"
-if [ ! -x "$JAEGER" ]; then
-  jaegermod="$(mktemp -d)"
-  (cd "$jaegermod" && go mod init jaegerbuild >/dev/null 2>&1 &&
-    go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0 &&
-    go build -o "$JAEGER" github.com/jaegertracing/jaeger/cmd/jaeger)
-  rm -rf "$jaegermod"
-fi
+# API. Its binary was built in the background since the start (above).
+wait "$jaegerbuild" || { echo "building Jaeger failed:"; cat "$jaegerlog"; exit 1; }
 THREADCAST_JAEGER="$JAEGER" THREADCAST_REQUIRE_JAEGER=1 go test -race -count=1 -tags otlp -run TestJaeger -timeout 5m ./otelexport
 
 # The Helm chart: lint, render, and decode every manifest strictly into the
