@@ -37,14 +37,14 @@ func goList(t *testing.T, args ...string) []string {
 
 // TestFanoutLinksNoIngest: the fanout command speaks to ingest only through
 // the wire contract, so its binary links none of the ingest side: no
-// nats-server, no reducer or JSON document engine, no pipeline, no agent
-// SDK.
+// nats-server, no pipeline, no agent SDK. It links the reducer through
+// package history alone, which folds a thread's stored events read-only
+// for ?at= (the view at an earlier seq).
 func TestFanoutLinksNoIngest(t *testing.T) {
 	forbidden := []string{
 		"github.com/nats-io/nats-server",
-		testsupport.Module + "/reducer",
-		testsupport.Module + "/jsondoc",
 		testsupport.Module + "/pipeline",
+		testsupport.Module + "/bridge",
 		testsupport.Module + "/agent",
 		testsupport.Module + "/natsembed",
 	}
