@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,9 +39,12 @@ var ErrFenced = errors.New("pipeline: checkpoint fenced: another instance wrote 
 // reads its revision back (one round trip).
 type fencedStore struct {
 	*kvStore
-	stream  jetstream.Stream // KV_<bucket>: last message per subject, with its sequence
-	revs    map[string]uint64
-	onFence func(error)
+	// api and streamName address the bucket's stream KV_<bucket> (its
+	// last message per subject, with its sequence) through the JetStream
+	// API of the store's domain.
+	api, streamName string
+	revs            map[string]uint64
+	onFence         func(error)
 	// fencedErr is set by the first refused write: from then on every
 	// fenced write fails at once (no silent re-read of the revision: this
 	// instance has lost a partition and must stop, not retry).
@@ -53,11 +57,11 @@ const maxFenceRevs = 1 << 18
 const fenceTimeout = 10 * time.Second
 
 func newFencedStore(ctx context.Context, js jetstream.JetStream, base *kvStore, bucket string, onFence func(error)) (*fencedStore, error) {
-	st, err := js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
+	if _, err := js.Stream(ctx, "KV_"+bucket); err != nil {
 		return nil, fmt.Errorf("pipeline: bucket stream KV_%s: %w", bucket, err)
 	}
-	return &fencedStore{kvStore: base, stream: st, revs: make(map[string]uint64), onFence: onFence}, nil
+	return &fencedStore{kvStore: base, api: apiPrefix(js.Options()), streamName: "KV_" + bucket,
+		revs: make(map[string]uint64), onFence: onFence}, nil
 }
 
 // fenced reports whether writes of key are conditional on its last
@@ -66,8 +70,9 @@ func newFencedStore(ctx context.Context, js jetstream.JetStream, base *kvStore, 
 // are not.
 func fenced(key string) bool { return !strings.HasPrefix(key, "_c.") && !strings.HasPrefix(key, "_f.") }
 
-// Get reads the key's last message (delete and purge markers included, so
-// their sequence is known) and remembers its revision.
+// Get reads the key's last message from the bucket stream's leader (delete
+// and purge markers included, so their sequence is known) and remembers its
+// revision.
 func (s *fencedStore) Get(ctx context.Context, key string) ([]byte, error) {
 	rev, val, err := s.last(ctx, key)
 	if err != nil {
@@ -83,9 +88,9 @@ func (s *fencedStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // last returns the key's revision (0: never written) and value (nil: none
-// or deleted).
+// or deleted), as the stream's leader has them (leaderLast).
 func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.prefix+key)
+	m, err := leaderLast(ctx, s.js.Conn(), s.api, s.streamName, s.prefix+key)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil, nil
 	}
@@ -100,6 +105,67 @@ func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, err
 		return m.Sequence, []byte{}, nil
 	}
 	return m.Sequence, m.Data, nil
+}
+
+// leaderLast reads the last message of subject in stream through the
+// STREAM.MSG.GET API, which only the stream's leader answers. Not through a
+// direct get (what jetstream.Stream.GetLastMsgForSubject and
+// KeyValue.Get use on a KV bucket, which allows them): any replica answers
+// those, a follower that lags behind the leader included — a server back
+// from a restart answers them once 90 % synchronized, a partitioned one
+// keeps answering from what it had — and the local replica is preferred.
+// A checkpoint read from such a replica is older than the one that let the
+// partition's acks advance: the events between the two would never be
+// applied to the view again. A revision read from it is older than the
+// key's: the next conditional write would be refused as fenced although
+// nobody else wrote the key.
+// leaderReadTimeout bounds a leaderLast whose context has no deadline.
+const leaderReadTimeout = 5 * time.Second
+
+func leaderLast(ctx context.Context, nc *nats.Conn, api, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok { // as jetstream bounds its own API requests
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
+		defer cancel()
+	}
+	reply, err := nc.RequestWithContext(ctx, api+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error,omitempty"`
+		Message *struct {
+			Subject  string `json:"subject"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs,omitempty"`
+			Data     []byte `json:"data,omitempty"`
+		} `json:"message,omitempty"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("pipeline: stream message reply: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, resp.Error
+	}
+	if resp.Message == nil {
+		return nil, jetstream.ErrInvalidJetStreamResponse
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("pipeline: stream message headers: %w", err)
+		}
+	}
+	return m, nil
 }
 
 func (s *fencedStore) remember(key string, rev uint64) {
@@ -197,6 +263,18 @@ func (k *fencedFuture) Wait(ctx context.Context) error {
 		}
 	}
 	return k.err
+}
+
+// apiPrefix is the prefix of the JetStream API subjects of opts (what
+// jetstream uses for its own requests).
+func apiPrefix(opts jetstream.JetStreamOptions) string {
+	switch {
+	case opts.Domain != "":
+		return "$JS." + opts.Domain + ".API."
+	case opts.APIPrefix != "":
+		return strings.TrimSuffix(opts.APIPrefix, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
 }
 
 // newJetStream returns the JetStream context of cfg's domain.
