@@ -79,16 +79,7 @@ func (e *Exporter) record(s *pipeline.RunSummary) {
 	if s.DroppedSpans > 0 {
 		attrs = append(attrs, AttrSpansDropped.Int(s.DroppedSpans))
 	}
-	errType := ""
-	switch s.Outcome {
-	case "error":
-		errType = ErrorTypeRun
-		if s.Code != "" {
-			errType = s.Code
-		}
-	case "rejected":
-		errType = ErrorTypeRejected
-	}
+	errType := errorType(s.Outcome, s.Code, ErrorTypeRun, "rejected", ErrorTypeRejected)
 	if s.Code != "" {
 		attrs = append(attrs, AttrErrorCode.String(s.Code))
 	}
@@ -134,16 +125,7 @@ func (e *Exporter) record(s *pipeline.RunSummary) {
 		if sa.Code != "" {
 			a = append(a, AttrErrorCode.String(sa.Code))
 		}
-		et := ""
-		switch sa.Outcome {
-		case "error":
-			et = ErrorTypeSubagent
-			if sa.Code != "" {
-				et = sa.Code
-			}
-		case "abandoned":
-			et = ErrorTypeAbandon
-		}
+		et := errorType(sa.Outcome, sa.Code, ErrorTypeSubagent, "abandoned", ErrorTypeAbandon)
 		e.child(parent, subs[sa.RunID].SpanID(), spanName(OpInvokeAgent, sa.Name), sa.StartedAt, sa.EndedAt, a, et, sa.Error)
 	}
 	for i := range s.ToolCallSpans {
@@ -168,6 +150,23 @@ func (e *Exporter) record(s *pipeline.RunSummary) {
 	span.End(trace.WithTimestamp(ms(max(s.EndedAt, s.StartedAt))))
 
 	e.metrics(s, provider, model, errType)
+}
+
+// errorType is the error.type of a run's or an invocation's outcome: for
+// "error", the producer's code when it gave one, else class; for ended (the
+// outcome the consumer gives one it ended itself), endedClass; else "" (it
+// did not fail).
+func errorType(outcome, code, class, ended, endedClass string) string {
+	switch outcome {
+	case "error":
+		if code != "" {
+			return code
+		}
+		return class
+	case ended:
+		return endedClass
+	}
+	return ""
 }
 
 // toolOf reports whether tool call id is attributed to invocation sub (a
