@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -288,5 +289,35 @@ func TestTapStreamDown(t *testing.T) {
 	}
 	if err := ti.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTapConfigValidate checks that the tap stream's settings are refused
+// with ErrConfig when unusable, and accepted when the tap stream is off.
+func TestTapConfigValidate(t *testing.T) {
+	for name, bad := range map[string]func(c *Config){
+		"keep":      func(c *Config) { c.TapKeep = "events" },
+		"age":       func(c *Config) { c.TapMaxAge = 0 },
+		"bytes":     func(c *Config) { c.TapMaxBytes = 0 },
+		"dup":       func(c *Config) { c.TapDuplicates = 0 },
+		"dup > age": func(c *Config) { c.TapDuplicates = c.TapMaxAge + time.Second },
+		"in flight": func(c *Config) { c.TapMaxInFlight = 0 },
+	} {
+		c := DefaultConfig()
+		bad(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
+		}
+		c.TapStream = ""
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s with no tap stream: Validate() = %v", name, err)
+		}
+	}
+	for _, keep := range []string{TapKeepSummaries, TapKeepAll} {
+		c := DefaultConfig()
+		c.TapKeep = keep
+		if err := c.Validate(); err != nil {
+			t.Errorf("TapKeep %q: %v", keep, err)
+		}
 	}
 }
