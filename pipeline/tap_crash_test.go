@@ -16,12 +16,12 @@ import (
 )
 
 // TestCrashTapExactlyOnce kills an ingest process with SIGKILL in the
-// middle of a load of many runs, restarts it, and reads the tap stream
-// with a plain nats.go consumer (readTapStream; the summaries parsed as
-// plain JSON): every run has exactly one run summary, although the
-// replayed tail published again what the killed process had published
-// (its events are on the tap stream twice: the tap's events are at least
-// once), and the live tap saw more summaries than runs.
+// middle of a load of many runs, after runs have ended whose checkpoints
+// the bucket refused (so that the replay ends them again), restarts it,
+// and reads the tap stream with a plain nats.go consumer (readTapStream;
+// the summaries parsed as plain JSON): every run has exactly one run
+// summary, although the replayed tail published again what the killed
+// process had published, and the live tap saw more summaries than runs.
 // Run: go test -tags integration -race -run TestCrashTapExactlyOnce ./pipeline
 func TestCrashTapExactlyOnce(t *testing.T) {
 	s := runServer(t)
@@ -72,11 +72,38 @@ func TestCrashTapExactlyOnce(t *testing.T) {
 		}
 		return nil
 	})
+	// Runs that end from here on cannot be checkpointed: the bucket
+	// refuses every write as too large, so the shards keep them dirty and
+	// un-acked, and the replay after the kill must end them again. Without
+	// this the kill would have to land between a run's summary and its
+	// checkpoint (written at the run's end), a window of a round trip.
+	kvName := "KV_" + cfg.Bucket
+	kvs, err := js.Stream(t.Context(), kvName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvCfg := kvs.CachedInfo().Config
+	stalled := kvCfg
+	stalled.MaxMsgSize = 1
+	if _, err := js.UpdateStream(t.Context(), stalled); err != nil {
+		t.Fatalf("refusing checkpoints: %v", err)
+	}
+	before := published.Load()
+	waitFor(t, 60*time.Second, func() error {
+		if n := published.Load() - before; n < 20 {
+			return fmt.Errorf("%d run summaries published since checkpoints were refused", n)
+		}
+		return nil
+	})
 	if err := child.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
 	_ = child.Wait()
-	t.Logf("killed ingest mid-load: %s", consumerState(t, js, &cfg))
+	if _, err := js.UpdateStream(t.Context(), kvCfg); err != nil {
+		t.Fatalf("accepting checkpoints again: %v", err)
+	}
+	t.Logf("killed ingest mid-load, %d run summaries after checkpoints were refused: %s",
+		published.Load()-before, consumerState(t, js, &cfg))
 	wg.Wait()
 	if midErr != nil {
 		t.Fatal(midErr)
@@ -134,7 +161,7 @@ func TestCrashTapExactlyOnce(t *testing.T) {
 			t.Errorf("run %s: %d summaries on the tap stream", k, n)
 		}
 	}
-	t.Logf("%d runs, %d events; the tap stream holds %d events (the replayed tail's twice) and %d run summaries", runs, events, tapEvents, len(recs)-tapEvents)
+	t.Logf("%d runs, %d events; the tap stream holds %d events and %d run summaries", runs, events, tapEvents, len(recs)-tapEvents)
 	if n := published.Load(); n <= int64(runs) {
 		t.Errorf("%d run summaries published for %d runs: the replayed tail ended no run, so the test proved nothing", n, runs)
 	} else {
