@@ -379,6 +379,13 @@ func TestIdleBoundResume(t *testing.T) {
 		{th1, 1}, // pushed out: a snapshot
 	} {
 		tt.th.publish(t, tt.th.id+"b;")
+		// The frame has passed before the client resumes: a feed made
+		// anew for it cannot have it, and must start from a snapshot
+		// (unflushed, the frame could reach the new feed's subscription
+		// and continue the client's cursor, which needs none).
+		if err := pub.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		c := openSSE(t, hs.URL+"/v1/threads/"+tt.th.id+"/events", tok, http.Header{"Last-Event-Id": {cursors[tt.th]}})
 		a := aguiModel{text: tt.th.id + "a;"}
 		a.follow(t, c, tt.th.Text, 5*time.Second)
