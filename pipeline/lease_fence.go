@@ -107,6 +107,9 @@ func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, err
 	return m.Sequence, m.Data, nil
 }
 
+// leaderReadTimeout bounds a leaderLast whose context has no deadline.
+const leaderReadTimeout = 5 * time.Second
+
 // leaderLast reads the last message of subject in stream through the
 // STREAM.MSG.GET API, which only the stream's leader answers. Not through a
 // direct get (what jetstream.Stream.GetLastMsgForSubject and
@@ -119,9 +122,6 @@ func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, err
 // applied to the view again. A revision read from it is older than the
 // key's: the next conditional write would be refused as fenced although
 // nobody else wrote the key.
-// leaderReadTimeout bounds a leaderLast whose context has no deadline.
-const leaderReadTimeout = 5 * time.Second
-
 func leaderLast(ctx context.Context, nc *nats.Conn, api, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
