@@ -163,6 +163,7 @@ func sseOf(i int, ev []byte) []byte {
 type benchClients struct {
 	last    []atomic.Int64 // index of the last frame each client read
 	lat     [][]int64      // per client: publish → read, ns
+	seen    atomic.Int64   // clients that have read at least one message
 	conns   []net.Conn
 	wg      sync.WaitGroup
 	started time.Time
@@ -196,6 +197,7 @@ func (c *benchClients) read(k int, conn net.Conn) {
 		return
 	}
 	body := bufio.NewReaderSize(resp.Body, 16<<10)
+	first := true
 	for {
 		line, err := body.ReadSlice('\n')
 		if err != nil {
@@ -204,11 +206,20 @@ func (c *benchClients) read(k int, conn net.Conn) {
 		if !bytes.HasPrefix(line, []byte("data: ")) {
 			continue
 		}
-		i, ts := parseBenchEvent(line)
-		if i >= 0 {
-			c.lat[k] = append(c.lat[k], time.Now().UnixNano()-ts)
-			c.last[k].Store(int64(i))
+		if first {
+			first = false
+			c.seen.Add(1)
 		}
+		c.record(k, line)
+	}
+}
+
+// record notes the bench event in msg, if it holds one, as read by client k.
+func (c *benchClients) record(k int, msg []byte) {
+	i, ts := parseBenchEvent(msg)
+	if i >= 0 {
+		c.lat[k] = append(c.lat[k], time.Now().UnixNano()-ts)
+		c.last[k].Store(int64(i))
 	}
 }
 
@@ -388,6 +399,12 @@ func runBare(b *testing.B, n, frames int, batch bool, pace time.Duration) benchR
 }
 
 func runThreadcast(b *testing.B, n, frames int, pace time.Duration) benchResult {
+	return runThreadcastOver(b, "sse", n, frames, pace)
+}
+
+// runThreadcastOver is runThreadcast with the subscribers' transport chosen:
+// "sse" (raw HTTP/1.1 readers) or "ws" (WebSocket readers, peer_bench_test.go).
+func runThreadcastOver(b *testing.B, transport string, n, frames int, pace time.Duration) benchResult {
 	ns := startNATS(b)
 	nc := connect(b, ns)
 	pub := connect(b, ns)
@@ -411,10 +428,17 @@ func runThreadcast(b *testing.B, n, frames int, pace time.Duration) benchResult 
 	addr, stop := serve(b, srv.Handler())
 	defer stop()
 	defer srv.Drain()
-	c := dialClients(b, addr, "/v1/threads/"+thread+"/events", token(b, tenant), n, frames)
+	variant, path := AguiSSE, "/v1/threads/"+thread+"/events"
+	var c *benchClients
+	if transport == "ws" {
+		variant = AguiWS
+		c = dialWSClients(b, addr, path+"?access_token="+token(b, tenant), n, frames)
+	} else {
+		c = dialClients(b, addr, path, token(b, tenant), n, frames)
+	}
 	defer c.close()
 	waitCond(b, "threadcast subscribers", func() bool {
-		return counterValue(srv.m.Subscribers.WithLabelValues(AguiSSE.String())) == float64(n)
+		return counterValue(srv.m.Subscribers.WithLabelValues(variant.String())) == float64(n)
 	})
 	subj := wire.ViewSubject(tenant, thread)
 	b.ResetTimer()

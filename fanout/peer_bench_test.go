@@ -1,0 +1,396 @@
+package fanout
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// NOTE: the fan-out against a real peer. Centrifugo v6 (its own process,
+// default configuration but for what a loopback benchmark needs: anonymous
+// clients, which may then ask for server-side subscriptions in their connect
+// request, and the HTTP API without a key) against Threadcast's fanout, one
+// busy channel/thread, n subscribers, over SSE (Centrifugo's uni_sse) and
+// WebSocket (Centrifugo's uni_websocket), the same clients code and the same
+// 256-byte events as BenchmarkFanoutSSE. Both sides are fan-out only:
+// Threadcast's frames are published on core NATS to the hub (as the ingest
+// does), Centrifugo's publications go through its HTTP API (batched: the
+// publisher sends every frame queued since its last request in one /api/batch
+// call, in order, as a Centrifugo user with a busy channel would).
+//
+// For each n and transport:
+//
+//	max:   the closed loop of drive (frame i is published once every client
+//	       has read frame i-benchWindow): the rate at which the server delivers
+//	       every frame to every subscriber with a bounded backlog; drive fails
+//	       the run if any delivery is missing, so "sustained" means 100%
+//	       delivered and nobody dropped. Rounds alternate the servers; the
+//	       best round of each counts.
+//	light: both offered the same fixed open-loop rate, lightDeliveries/s.
+//	peer:  both offered 90% of Centrifugo's max: latency at the same load,
+//	       near the peer's ceiling.
+//
+// Centrifugo is found at $THREADCAST_CENTRIFUGO, else $GOPATH/bin/centrifugo
+// (go install github.com/centrifugal/centrifugo/v6@v6.9.1; `go run ./bench
+// -only peer` installs it there); without it the benchmark is skipped. Run:
+//
+//	go test ./fanout -run '^$' -bench BenchmarkFanoutPeer -benchtime 300x -timeout 60m
+//
+// One op is one frame to 5,000 subscribers' worth of deliveries: a run of
+// -benchtime Kx publishes K·5000/n frames, so every n delivers the same
+// K·5,000 messages.
+func BenchmarkFanoutPeer(b *testing.B) {
+	bin := centrifugoBinary(b)
+	for _, n := range []int{100, 1000, 5000} {
+		for _, tr := range []string{"sse", "ws"} {
+			b.Run(fmt.Sprintf("subs=%d/%s", n, tr), func(b *testing.B) {
+				if b.N < 20 {
+					return // the probe run; use -benchtime 300x
+				}
+				frames := b.N * max(1, 5000/n)
+				var cf, tc benchResult
+				for r := 0; r < benchRounds; r++ {
+					cf = cf.best(runCentrifugo(b, bin, tr, n, frames, 0))
+					tc = tc.best(runThreadcastOver(b, tr, n, frames, 0))
+				}
+				light := pacing(n, lightDeliveries)
+				lightFrames := max(20, int(3*lightDeliveries)/n) // about 3 s
+				cfLight := runCentrifugo(b, bin, tr, n, lightFrames, light)
+				tcLight := runThreadcastOver(b, tr, n, lightFrames, light)
+				peer := pacing(n, 0.9*cf.rate)
+				peerFrames := max(20, int(3*0.9*cf.rate)/n)
+				cfPeer := runCentrifugo(b, bin, tr, n, peerFrames, peer)
+				tcPeer := runThreadcastOver(b, tr, n, peerFrames, peer)
+
+				b.ReportMetric(tc.rate, "tc_deliv/s")
+				b.ReportMetric(cf.rate, "cf_deliv/s")
+				b.ReportMetric(tc.rate/cf.rate, "ratio")
+				b.ReportMetric(tc.cpu, "tc_cpu_ns/deliv")
+				b.ReportMetric(cf.cpu, "cf_client_cpu_ns/deliv")
+				b.ReportMetric(tc.p50, "max_tc_p50_µs")
+				b.ReportMetric(tc.p99, "max_tc_p99_µs")
+				b.ReportMetric(cf.p50, "max_cf_p50_µs")
+				b.ReportMetric(cf.p99, "max_cf_p99_µs")
+				b.ReportMetric(tcLight.p50, "light_tc_p50_µs")
+				b.ReportMetric(tcLight.p99, "light_tc_p99_µs")
+				b.ReportMetric(cfLight.p50, "light_cf_p50_µs")
+				b.ReportMetric(cfLight.p99, "light_cf_p99_µs")
+				b.ReportMetric(0.9*cf.rate, "peer_offered_deliv/s")
+				b.ReportMetric(tcPeer.rate, "peer_tc_deliv/s")
+				b.ReportMetric(cfPeer.rate, "peer_cf_deliv/s")
+				b.ReportMetric(tcPeer.p50, "peer_tc_p50_µs")
+				b.ReportMetric(tcPeer.p99, "peer_tc_p99_µs")
+				b.ReportMetric(cfPeer.p50, "peer_cf_p50_µs")
+				b.ReportMetric(cfPeer.p99, "peer_cf_p99_µs")
+			})
+		}
+	}
+}
+
+// lightDeliveries is the fixed light load, in deliveries per second summed
+// over the subscribers.
+const lightDeliveries = 20000
+
+// pacing returns the interval between frames that offers n subscribers
+// deliveries/s in all.
+func pacing(n int, deliveries float64) time.Duration {
+	return time.Duration(float64(n) / deliveries * float64(time.Second))
+}
+
+func centrifugoBinary(b *testing.B) string {
+	bin := os.Getenv("THREADCAST_CENTRIFUGO")
+	if bin == "" {
+		gopath, err := exec.Command("go", "env", "GOPATH").Output()
+		if err == nil {
+			bin = filepath.Join(string(bytes.TrimSpace(gopath)), "bin", "centrifugo")
+		}
+	}
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		b.Skipf("Centrifugo not found (%q): go install github.com/centrifugal/centrifugo/v6@v6.9.1, or set THREADCAST_CENTRIFUGO", bin)
+	}
+	return bin
+}
+
+// centrifugo is one Centrifugo process on a free loopback port.
+type centrifugo struct {
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startCentrifugo(b *testing.B, bin string) *centrifugo {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg := map[string]any{
+		"http_server":   map[string]any{"address": "127.0.0.1", "port": port},
+		"log":           map[string]any{"level": "error"},
+		"client":        map[string]any{"insecure": true, "allowed_origins": []string{"*"}},
+		"http_api":      map[string]any{"insecure": true},
+		"uni_sse":       map[string]any{"enabled": true},
+		"uni_websocket": map[string]any{"enabled": true},
+		"usage_stats":   map[string]any{"disabled": true},
+	}
+	dir := b.TempDir()
+	path := filepath.Join(dir, "config.json")
+	raw, _ := json.Marshal(cfg)
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", path)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &centrifugo{addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	waitCond(b, "centrifugo listening", func() bool {
+		select {
+		case <-c.done:
+			b.Fatalf("centrifugo exited: %v", cmd.ProcessState)
+		default:
+		}
+		conn, err := net.Dial("tcp", c.addr)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	return c
+}
+
+func (c *centrifugo) stop() {
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// centrifugoPublisher publishes frames through Centrifugo's HTTP API: one
+// goroutine sends everything queued since its last request as one ordered
+// /api/batch call.
+type centrifugoPublisher struct {
+	url     string
+	hc      *http.Client
+	mu      sync.Mutex
+	pending [][]byte
+	wake    chan struct{}
+	done    chan struct{}
+	err     error
+}
+
+func newCentrifugoPublisher(addr string) *centrifugoPublisher {
+	p := &centrifugoPublisher{
+		url:  "http://" + addr + "/api/batch",
+		hc:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}},
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	go p.loop()
+	return p
+}
+
+func (p *centrifugoPublisher) publish(ev []byte) {
+	p.mu.Lock()
+	p.pending = append(p.pending, ev)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *centrifugoPublisher) loop() {
+	defer close(p.done)
+	var body bytes.Buffer
+	for range p.wake {
+		if !p.send(&body) {
+			return
+		}
+	}
+	p.send(&body) // what was queued before close
+}
+
+// send posts everything queued as one batch and reports whether it went.
+func (p *centrifugoPublisher) send(body *bytes.Buffer) bool {
+	p.mu.Lock()
+	batch := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	body.Reset()
+	body.WriteString(`{"commands":[`)
+	for i, ev := range batch {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.WriteString(`{"publish":{"channel":"busy","data":`)
+		body.Write(ev)
+		body.WriteString(`}}`)
+	}
+	body.WriteString(`]}`)
+	resp, err := p.hc.Post(p.url, "application/json", bytes.NewReader(body.Bytes()))
+	if err == nil {
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("centrifugo API: %s", resp.Status)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		p.err = err
+		return false
+	}
+	return true
+}
+
+// close stops the publisher once everything queued is sent. No publish may
+// follow it.
+func (p *centrifugoPublisher) close() error {
+	close(p.wake)
+	<-p.done
+	p.hc.CloseIdleConnections()
+	return p.err
+}
+
+func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time.Duration) benchResult {
+	cf := startCentrifugo(b, bin)
+	defer cf.stop()
+	connect := url.QueryEscape(`{"subs":{"busy":{}}}`)
+	var c *benchClients
+	if transport == "ws" {
+		c = dialWSClients(b, cf.addr, "/connection/uni_websocket?cf_connect="+connect, n, frames)
+	} else {
+		c = dialClients(b, cf.addr, "/connection/uni_sse?cf_connect="+connect, "", n, frames)
+	}
+	defer c.close()
+	// The first message of each connection is Centrifugo's connect reply,
+	// sent once its server-side subscription is in place.
+	waitCond(b, "centrifugo subscribers", func() bool { return c.seen.Load() == int64(n) })
+	pub := newCentrifugoPublisher(cf.addr)
+	b.ResetTimer()
+	r := drive(b, c, n, frames, pace, func(i int) {
+		pub.publish(benchEvent(i, time.Now().UnixNano()))
+	})
+	if err := pub.close(); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// dialWSClients is dialClients over WebSocket: n readers of path on addr,
+// raw like the SSE readers (the handshake and frame parsing by hand; a
+// library reader would tax the shared cores more than the servers under
+// test). Server frames are read whole; pings are answered.
+func dialWSClients(b *testing.B, addr, path string, n, frames int) *benchClients {
+	c := &benchClients{last: make([]atomic.Int64, n), lat: make([][]int64, n), conns: make([]net.Conn, n)}
+	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	for k := 0; k < n; k++ {
+		c.last[k].Store(-1)
+		c.lat[k] = make([]int64, 0, frames)
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(req)); err != nil {
+			b.Fatal(err)
+		}
+		c.conns[k] = conn
+		c.wg.Add(1)
+		go c.readWS(k, conn)
+	}
+	return c
+}
+
+func (c *benchClients) readWS(k int, conn net.Conn) {
+	defer c.wg.Done()
+	br := bufio.NewReaderSize(conn, 16<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		return
+	}
+	var msg []byte
+	first := true
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return
+		}
+		fin, op, size := h[0]&0x80 != 0, h[0]&0x0f, uint64(h[1]&0x7f)
+		switch size {
+		case 126:
+			var ext [2]byte
+			if _, err := io.ReadFull(br, ext[:]); err != nil {
+				return
+			}
+			size = uint64(binary.BigEndian.Uint16(ext[:]))
+		case 127:
+			var ext [8]byte
+			if _, err := io.ReadFull(br, ext[:]); err != nil {
+				return
+			}
+			size = binary.BigEndian.Uint64(ext[:])
+		}
+		start := len(msg)
+		msg = slices.Grow(msg, int(size))[:start+int(size)]
+		if _, err := io.ReadFull(br, msg[start:]); err != nil {
+			return
+		}
+		switch {
+		case op == 0x8: // close
+			return
+		case op == 0x9: // ping: a masked pong with the same payload (mask 0)
+			pong := append([]byte{0x8a, 0x80 | byte(size), 0, 0, 0, 0}, msg[start:]...)
+			msg = msg[:start]
+			if _, err := conn.Write(pong); err != nil {
+				return
+			}
+			continue
+		case op >= 0x8: // another control frame
+			msg = msg[:start]
+			continue
+		}
+		if !fin {
+			continue // a fragment: the rest follows
+		}
+		if first {
+			first = false
+			c.seen.Add(1)
+		}
+		// A message may join several pushes, one a line.
+		for rest := msg; len(rest) > 0; {
+			line := rest
+			if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+				line, rest = rest[:j], rest[j+1:]
+			} else {
+				rest = nil
+			}
+			c.record(k, line)
+		}
+		msg = msg[:0]
+	}
+}
