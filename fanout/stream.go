@@ -85,7 +85,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer sub.Close()
 	var sk sink
 	if ws {
-		conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		cc := &corkConn{timeout: s.cfg.WriteTimeout}
+		conn, err := websocket.Accept(corkWriter{w, cc}, r, &websocket.AcceptOptions{
 			// Auth is a bearer token, never an ambient cookie, so a
 			// cross-origin page cannot ride on a victim's credentials:
 			// the origin check would protect nothing.
@@ -96,7 +97,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		defer conn.CloseNow()
 		ctx = conn.CloseRead(ctx) // discards client messages; cancels ctx when the peer closes
-		sk = &wsSink{c: conn, timeout: s.cfg.WriteTimeout}
+		sk = &wsSink{c: conn, cc: cc, timeout: s.cfg.WriteTimeout}
 	} else {
 		sk = newSSESink(w, s.cfg)
 	}
@@ -328,27 +329,32 @@ func (k *sseSink) end(reason string, cursor uint64) {
 	_, _ = k.write([]item{{b: b}})
 }
 
-// wsSink writes WebSocket messages: one wire message per item.
+// wsSink writes WebSocket messages: one wire message per item, a batch of
+// them in one socket write (corkConn). The socket's write deadline bounds
+// every write, so the messages are written without a context of their own.
 type wsSink struct {
 	c       *websocket.Conn
+	cc      *corkConn
 	timeout time.Duration
 }
 
 func (k *wsSink) write(items []item) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
-	defer cancel()
+	k.cc.cork()
 	n := 0
 	for i := range items {
+		var err error
 		if len(items[i].b) > writeChunk {
-			if err := k.writeLarge(items[i].b); err != nil {
-				return n, err
-			}
-		} else if err := k.c.Write(ctx, websocket.MessageText, items[i].b); err != nil {
+			err = k.writeLarge(items[i].b)
+		} else {
+			err = k.c.Write(context.Background(), websocket.MessageText, items[i].b)
+		}
+		if err != nil {
+			_ = k.cc.uncork()
 			return n, err
 		}
 		n += len(items[i].b)
 	}
-	return n, nil
+	return n, k.cc.uncork()
 }
 
 // writeLarge writes one message larger than writeChunk in chunks (one

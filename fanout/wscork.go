@@ -1,0 +1,115 @@
+package fanout
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+)
+
+// corkMax is the most a corked WebSocket connection gathers before it
+// writes through: a batch larger than this goes out in writes of about
+// this size, and a message larger than it (a snapshot) unbuffered.
+const corkMax = 64 << 10
+
+// corkConn is the socket under a WebSocket stream. The WebSocket library
+// flushes after every message; between cork and uncork what it flushes is
+// gathered and then written at once, so a batch of queued messages costs
+// the socket one write, as one Flush of the SSE sink does. Outside a batch
+// (pings, pongs, the close frame) writes go straight through.
+//
+// Every write to the socket has a deadline, moved as sseSink.refresh moves
+// it, so a client that accepts no bytes for the write timeout ends its
+// stream whatever the library's own contexts say. mu serialises writes to
+// the socket and is held across them: a pong written by the library's
+// reader goroutine must not land inside a batch being written.
+type corkConn struct {
+	net.Conn
+	timeout time.Duration
+
+	mu       sync.Mutex
+	buf      *bytebufferpool.ByteBuffer // non-nil while corked
+	deadline time.Time                  // the socket's write deadline
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf != nil {
+		if c.buf.Len()+len(p) <= corkMax {
+			return c.buf.Write(p)
+		}
+		if err := c.flushLocked(); err != nil {
+			return 0, err
+		}
+		if len(p) < corkMax {
+			return c.buf.Write(p)
+		}
+	}
+	return c.writeLocked(p)
+}
+
+// cork starts gathering writes.
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	if c.buf == nil {
+		c.buf = bytebufferpool.Get()
+	}
+	c.mu.Unlock()
+}
+
+// uncork writes what was gathered and stops gathering; an idle stream
+// holds no buffer.
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return nil
+	}
+	err := c.flushLocked()
+	bytebufferpool.Put(c.buf)
+	c.buf = nil
+	return err
+}
+
+func (c *corkConn) flushLocked() error {
+	if c.buf.Len() == 0 {
+		return nil
+	}
+	_, err := c.writeLocked(c.buf.B)
+	c.buf.Reset()
+	return err
+}
+
+func (c *corkConn) writeLocked(p []byte) (int, error) {
+	if now := time.Now(); c.deadline.Sub(now) < c.timeout/2 {
+		c.deadline = now.Add(c.timeout)
+		_ = c.Conn.SetWriteDeadline(c.deadline)
+	}
+	return c.Conn.Write(p)
+}
+
+// corkWriter hands the WebSocket library a corkConn when it hijacks the
+// connection.
+type corkWriter struct {
+	http.ResponseWriter
+	cc *corkConn
+}
+
+func (w corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil { // nothing is buffered after a hijack; to be sure
+		conn.Close()
+		return nil, nil, err
+	}
+	w.cc.Conn = conn
+	return w.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.cc, 4<<10)), nil
+}
+
+func (w corkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
