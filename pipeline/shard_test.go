@@ -98,11 +98,11 @@ type errFuture struct{ err error }
 func (f errFuture) Wait(context.Context) error { return f.err }
 func (f errFuture) Result() (bool, error)      { return true, f.err }
 
-func (m *headFailStore) Put(key string, v []byte, meta nats.Header) (PutFuture, error) {
+func (m *headFailStore) Put(ctx context.Context, key string, v []byte, meta nats.Header) (PutFuture, error) {
 	if key == m.failKey {
 		return errFuture{errors.New("no quorum")}, nil
 	}
-	return m.memStore.Put(key, v, meta)
+	return m.memStore.Put(ctx, key, v, meta)
 }
 
 func (m *headFailStore) Purge(key string) error {
@@ -170,11 +170,11 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 // floorFailStore refuses writes of partition floors only.
 type floorFailStore struct{ memStore }
 
-func (m floorFailStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+func (m floorFailStore) Put(ctx context.Context, key string, v []byte, h nats.Header) (PutFuture, error) {
 	if strings.HasPrefix(key, "_f.") {
 		return nil, errors.New("store down")
 	}
-	return m.memStore.Put(key, v, h)
+	return m.memStore.Put(ctx, key, v, h)
 }
 
 // TestFloorFollowsAcks: a shard stores its partition's floor after acking
@@ -254,11 +254,11 @@ type lateFuture struct {
 func (f lateFuture) Result() (bool, error)      { return false, nil }
 func (f lateFuture) Wait(context.Context) error { f.s.waited++; return f.s.err }
 
-func (m *lateFloorStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+func (m *lateFloorStore) Put(ctx context.Context, key string, v []byte, h nats.Header) (PutFuture, error) {
 	if strings.HasPrefix(key, "_f.") {
 		return lateFuture{m}, nil
 	}
-	return m.memStore.Put(key, v, h)
+	return m.memStore.Put(ctx, key, v, h)
 }
 
 // TestFinalFloorAwaited: at shutdown (a forced flush) the floor write is
