@@ -2,16 +2,15 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // ErrFenced is the cause with which an Ingest stops when a checkpoint write
@@ -112,7 +111,7 @@ func (s *fencedStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // last returns the key's revision (0: never written) and value (nil: none
-// or deleted), as the stream's leader has them (leaderLast).
+// or deleted), as the stream's leader has them (lastMsg).
 func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, error) {
 	rev, m, err := s.lastMsg(ctx, key)
 	if err != nil || m == nil {
@@ -129,77 +128,18 @@ func (s *fencedStore) last(ctx context.Context, key string) (uint64, []byte, err
 }
 
 // lastMsg returns the key's revision and last message (0 and nil: never
-// written), as the stream's leader has them (leaderLast).
-func (s *fencedStore) lastMsg(ctx context.Context, key string) (uint64, *jetstream.RawStreamMsg, error) {
-	m, err := leaderLast(ctx, s.js.Conn(), s.api, s.streamName, s.prefix+key)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+// written), as the stream's leader has them (wire.LeaderLast: a lagging
+// replica's checkpoint is older than the one that let the partition's acks
+// advance, and its revision older than the key's).
+func (s *fencedStore) lastMsg(ctx context.Context, key string) (uint64, *wire.StoredMsg, error) {
+	m, err := wire.LeaderLast(ctx, s.js.Conn(), s.api, s.streamName, s.prefix+key)
+	if errors.Is(err, wire.ErrNoStoredMsg) {
 		return 0, nil, nil
 	}
 	if err != nil {
 		return 0, nil, err
 	}
-	return m.Sequence, m, nil
-}
-
-// leaderReadTimeout bounds a leaderLast whose context has no deadline.
-const leaderReadTimeout = 5 * time.Second
-
-// leaderLast reads the last message of subject in stream through the
-// STREAM.MSG.GET API, which only the stream's leader answers. Not through a
-// direct get (what jetstream.Stream.GetLastMsgForSubject and
-// KeyValue.Get use on a KV bucket, which allows them): any replica answers
-// those, a follower that lags behind the leader included — a server back
-// from a restart answers them once 90 % synchronized, a partitioned one
-// keeps answering from what it had — and the local replica is preferred.
-// A checkpoint read from such a replica is older than the one that let the
-// partition's acks advance: the events between the two would never be
-// applied to the view again. A revision read from it is older than the
-// key's: the next conditional write would be refused as fenced although
-// nobody else wrote the key.
-func leaderLast(ctx context.Context, nc *nats.Conn, api, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subject})
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok { // as jetstream bounds its own API requests
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
-		defer cancel()
-	}
-	reply, err := nc.RequestWithContext(ctx, api+"STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, err
-	}
-	var resp struct {
-		Error   *jetstream.APIError `json:"error,omitempty"`
-		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs,omitempty"`
-			Data     []byte `json:"data,omitempty"`
-		} `json:"message,omitempty"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("pipeline: stream message reply: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, resp.Error
-	}
-	if resp.Message == nil {
-		return nil, jetstream.ErrInvalidJetStreamResponse
-	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data}
-	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, fmt.Errorf("pipeline: stream message headers: %w", err)
-		}
-	}
-	return m, nil
+	return m.Seq, m, nil
 }
 
 func (s *fencedStore) remember(key string, rev uint64) {
