@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 func TestLeaseConfigValidate(t *testing.T) {
@@ -523,4 +525,37 @@ func TestFencedUnknownOutcome(t *testing.T) {
 	if _, err := e.Put(done, "acme.t4", []byte("e1"), nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("read-back with an ended context: %v", err)
 	}
+}
+
+// TestLeasesStopWhenUnanswered: an instance whose requests go unanswered
+// (cut off from the servers, still connected) stops each partition TTL/2
+// after its last renewal, although its lease loop, waiting out one request
+// after another (each bounded by TTL/5), gets round to checking it much
+// later; the instance that takes the partitions over never runs one while
+// the cut-off instance still does.
+func TestLeasesStopWhenUnanswered(t *testing.T) {
+	s := runServer(t)
+	const parts, ttl = 8, 2 * time.Second
+	x := newExclusive()
+	px := newStallProxy(t, s.ClientURL())
+	ncA := natstest.Connect(t, px.URL(), nats.MaxReconnects(-1))
+	startLeases(t, ncA, "a", ttl, parts, x.runner("a"))
+	waitFor(t, 10*time.Second, func() error {
+		if n := x.count("a"); n != parts {
+			return fmt.Errorf("a runs %d", n)
+		}
+		return nil
+	})
+	px.stall(true)
+	cut := time.Now()
+	startLeases(t, connect(t, s), "b", ttl, parts, x.runner("b"))
+	waitFor(t, 3*ttl, func() error {
+		if n := x.count("b"); n != parts {
+			return fmt.Errorf("b runs %d", n)
+		}
+		return nil
+	})
+	t.Logf("takeover from a holder cut off: %v (lease TTL %v)", time.Since(cut), ttl)
+	x.check(t)
+	px.stall(false)
 }
