@@ -306,3 +306,42 @@ func TestFinalFloorAwaited(t *testing.T) {
 		t.Errorf("unforced floor write: waited %d (want 2: not waited for), floor %d (want 12)", store.waited, ps.floor)
 	}
 }
+
+// ctxStore is a memStore whose Put waits for its context to end, like a
+// fenced store reading a revision back from a leader that does not answer.
+type ctxStore struct{ memStore }
+
+func (ctxStore) Put(ctx context.Context, _ string, _ []byte, _ nats.Header) (PutFuture, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestCheckpointPutEndsWithHardContext: a checkpoint write that waits on
+// the store (a read-back nobody answers) ends when the shard's hard
+// context does — the drain's bound — and leaves its thread dirty, its
+// message un-acked.
+func TestCheckpointPutEndsWithHardContext(t *testing.T) {
+	s := unitShard(testConfig(), 0, ctxStore{memStore{}})
+	var acked []uint64
+	hard, cancel := context.WithCancel(context.Background())
+	s.now = time.Now()
+	s.handle(hard, &testMsg{subject: wire.StoredSubject(0, "acme", "a"), seq: 1, acked: &acked,
+		data: []byte(`{"type":"RUN_STARTED","threadId":"a","runId":"r"}`)}, 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.flush(hard, true)
+	}()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("flush still waits on the store after the hard context ended")
+	}
+	if len(acked) != 0 {
+		t.Errorf("acked %v without a stored checkpoint", acked)
+	}
+	if n := len(s.parts[0].dirty); n != 1 {
+		t.Errorf("%d dirty threads, want 1", n)
+	}
+}
