@@ -22,7 +22,7 @@ var ErrFenced = errors.New("pipeline: checkpoint fenced: another instance wrote 
 // checkpoint writes are conditional. Each write carries
 // Nats-Expected-Last-Subject-Sequence = the revision this store last read or
 // wrote for the key (0: the key must not exist), so the server refuses it if
-// anyone else wrote the key in between. That is the fence of issue 8: a
+// anyone else wrote the key in between. That is the fence: a
 // stale owner — one that lost its partition lease but has not stopped yet (a
 // paused process, a slow drain) — can never overwrite the new owner's
 // checkpoint, and so can never make a later replay skip events the new owner
