@@ -2,7 +2,6 @@ package fanout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -164,47 +163,23 @@ func (h *hub) requestParts(ctx context.Context, subject string, reqBody []byte) 
 // for tenant/token, 0 when it holds none, or an error when the stream
 // cannot say (no stream, no JetStream, a timeout): the caller then cannot
 // tell a real cursor from a bogus one. One request to the JetStream API,
-// bounded by SnapshotTimeout; the reply carries that event too, which is
-// why it is asked only for a cursor ahead of the thread's snapshot.
+// bounded by SnapshotTimeout, answered by the stream's leader
+// (wire.LeaderLast); the reply carries that event too, which is why it is
+// asked only for a cursor ahead of the thread's snapshot.
 func (h *hub) storedSeq(ctx context.Context, tenant, token string) (uint64, error) {
 	stream := h.cfg.EventStream
 	if stream == "" {
 		stream = wire.DefaultStream
 	}
 	subj := wire.StoredSubject(wire.Partition(tenant, token, h.cfg.Partitions), tenant, token)
-	req, _ := json.Marshal(struct {
-		LastBySubj string `json:"last_by_subj"`
-	}{subj})
 	rctx, cancel := context.WithTimeout(ctx, h.cfg.SnapshotTimeout)
 	defer cancel()
-	msg, err := h.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	m, err := wire.LeaderLast(rctx, h.nc, "$JS.API.", stream, subj)
+	if errors.Is(err, wire.ErrNoStoredMsg) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
-	var resp struct {
-		Message *struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("fanout: stream message reply: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == jsNoMessageFound:
-		return 0, nil
-	case resp.Error != nil:
-		return 0, fmt.Errorf("fanout: stream %s: %s (%d)", stream, resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return 0, errors.New("fanout: stream message reply without a message")
-	}
-	return resp.Message.Seq, nil
+	return m.Seq, nil
 }
-
-// jsNoMessageFound is JetStream's error code for a get that matched nothing
-// (JSNoMessageFoundErr).
-const jsNoMessageFound = 10037

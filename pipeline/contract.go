@@ -23,11 +23,13 @@ var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
 // one checkpoint.
 //
 // Blocking: Get blocks for one round trip and honours ctx. Put does not wait
-// for the store: it returns a future that reports the outcome, and the caller
+// for the write: it returns a future that reports the outcome, and the caller
 // must not treat the checkpoint as stored (nor ack what it covers) before
-// that future reports success. A failed Put leaves the previous value in
-// place; the caller retries by putting again. The value passed to Put must not
-// be modified until the future has reported.
+// that future reports success. (Put may first read the key back, one round
+// trip bounded by ctx: the fenced store does after a write of unknown
+// outcome.) A failed Put's value may or may not have been stored (an answer
+// that never came); the caller retries by putting again. The value passed to
+// Put must not be modified until the future has reported.
 //
 // A CheckpointStore is used by one shard goroutine at a time; implementations
 // need not be safe for concurrent use unless they say so.
@@ -37,7 +39,7 @@ var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
 // large checkpoint.
 type CheckpointStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
-	Put(key string, value []byte, meta nats.Header) (PutFuture, error)
+	Put(ctx context.Context, key string, value []byte, meta nats.Header) (PutFuture, error)
 	Purge(key string) error
 }
 

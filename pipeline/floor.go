@@ -55,7 +55,7 @@ func (s *shard) storeFloor(ctx context.Context, ps *partState, seq uint64, force
 	if !s.cfg.ConsumerMemory || seq <= ps.floor || (!force && s.now.Sub(ps.floorAt) < floorInterval) {
 		return
 	}
-	f, err := s.store.Put(floorKey(ps.p), strconv.AppendUint(nil, seq, 10), nil)
+	f, err := s.store.Put(ctx, floorKey(ps.p), strconv.AppendUint(nil, seq, 10), nil)
 	if err == nil && force {
 		wctx, cancel := context.WithTimeout(ctx, floorWait)
 		err = f.Wait(wctx)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,8 +18,15 @@ type kvStore struct {
 	prefix string // "$KV.<bucket>."
 }
 
+// putAckTimeout bounds the wait for a put's answer: a put not answered by
+// then fails (its outcome unknown: it may have been stored) and the shard
+// writes the checkpoint again. Without it, a put whose answer was lost (a
+// route cut between the client's server and the bucket's leader) would
+// never report, and its thread's partition would never ack again.
+const putAckTimeout = 10 * time.Second
+
 func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket string) (*kvStore, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16), jetstream.WithPublishAsyncTimeout(putAckTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +44,7 @@ func (s *kvStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-func (s *kvStore) Put(key string, value []byte, meta nats.Header) (PutFuture, error) {
+func (s *kvStore) Put(_ context.Context, key string, value []byte, meta nats.Header) (PutFuture, error) {
 	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Data: value, Header: meta})
 	if err != nil {
 		return nil, err

@@ -83,9 +83,12 @@ func (c *LeaseConfig) renewEvery() time.Duration { return c.TTL / 5 }
 // stopped. Timing argument (no clocks are compared across machines): a
 // renewal that succeeded was written by the server no earlier than it was
 // sent at t, so the key lives at least until t + TTL and no other instance
-// can create it before then. We stop the partition at t + TTL/2 and give its
-// drain at most TTL/4 (PartitionDrain), so it has stopped by t + 3·TTL/4.
-// The fence (kvStore: checkpoint writes carry the revision they expect)
+// can create it before then. We stop the partition at t + TTL/2 (a timer of
+// its own, held.deadline: the loop's requests, each bounded by TTL/5, may
+// keep the loop busy for longer than that while the servers do not answer)
+// and give its drain at most TTL/4 (PartitionDrain), so it has stopped by
+// t + 3·TTL/4.
+// The fence (fencedStore: checkpoint writes carry the revision they expect)
 // covers what timing cannot: a paused process, a slow drain.
 func (c *LeaseConfig) lostAfter() time.Duration { return c.TTL / 2 }
 
@@ -147,9 +150,12 @@ func LeaseKVConfig(cfg *LeaseConfig) jetstream.KeyValueConfig {
 
 // held is one lease this instance holds.
 type held struct {
-	rev       uint64
-	renewed   time.Time // when the last successful write of the lease was SENT
-	cancel    context.CancelFunc
+	rev     uint64
+	renewed time.Time // when the last successful write of the lease was SENT
+	cancel  context.CancelFunc
+	// deadline cancels the partition lostAfter after renewed, whatever the
+	// loop is doing; each renewal moves it.
+	deadline  *time.Timer
 	stopping  bool // cancelled: releasing (lost == false) or lost
 	lost      bool
 	startedAt time.Time
@@ -282,6 +288,16 @@ func (st *leaseState) renew() {
 		switch {
 		case err == nil:
 			h.rev, h.renewed = rev, sent
+			if !h.deadline.Stop() {
+				// Fired: the partition is stopping already. The lease is
+				// still ours: released (deleted) once it has stopped.
+				if !h.stopping {
+					st.l.log.Warn("partition lease renewed after its deadline; releasing it", "partition", p)
+					st.stop(p, false)
+				}
+				continue
+			}
+			h.deadline.Reset(cfg.lostAfter() - time.Since(sent))
 		case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err):
 			// Expired and taken, or expired: either way it is not ours.
 			st.l.log.Warn("partition lease lost", "partition", p, "err", err)
@@ -355,7 +371,9 @@ func (st *leaseState) claim(p int) bool {
 		return false
 	}
 	pctx, pcancel := context.WithCancelCause(context.Background())
-	st.parts[p] = &held{rev: rev, renewed: sent, startedAt: sent, cancel: func() { pcancel(ErrLeaseLost) }}
+	lost := func() { pcancel(ErrLeaseLost) }
+	st.parts[p] = &held{rev: rev, renewed: sent, startedAt: sent, cancel: lost,
+		deadline: time.AfterFunc(st.l.cfg.lostAfter()-time.Since(sent), lost)}
 	st.published()
 	st.l.cfg.Metrics.Events.WithLabelValues(LeaseAcquired).Inc()
 	st.l.log.Info("partition lease acquired", "partition", p)
@@ -389,6 +407,10 @@ func (st *leaseState) ended(d partDone) {
 	h := st.parts[d.p]
 	if h == nil {
 		return
+	}
+	if !h.deadline.Stop() && !h.stopping { // its deadline stopped it: lost
+		st.l.log.Warn("partition lease not renewed in time; stopped", "partition", d.p, "since", time.Since(h.renewed))
+		h.stopping, h.lost = true, true
 	}
 	switch {
 	case !h.stopping:

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 func TestLeaseConfigValidate(t *testing.T) {
@@ -74,7 +76,7 @@ func newTestFencedStore(t *testing.T, nc *nats.Conn, bucket string, onFence func
 
 func putWait(t *testing.T, s CheckpointStore, key, val string) error {
 	t.Helper()
-	f, err := s.Put(key, []byte(val), nil)
+	f, err := s.Put(t.Context(), key, []byte(val), nil)
 	if err != nil {
 		return err
 	}
@@ -411,4 +413,149 @@ func metricValue(c prometheus.Collector) float64 {
 		return d.Gauge.GetValue()
 	}
 	return d.Counter.GetValue()
+}
+
+// TestFencedUnknownOutcome: a write whose answer never came (here: the
+// store gives up on answers at once, as after a route cut between its
+// server and the bucket's leader) may have been stored. The next write of
+// the key must not take the key's revision as it finds it: a new owner may
+// have written since, and overwriting its checkpoint with the stale owner's
+// older one makes the next replay skip events the new owner acked (views
+// that differ from the fold of their stored events). The store is fenced
+// instead, and the new owner's checkpoint stays. With nobody else writing,
+// the owner goes on whether its write was stored or not.
+func TestFencedUnknownOutcome(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	ctx := t.Context()
+	// answerless makes st give up on every put's answer at once; the put
+	// is sent all the same.
+	answerless := func(st *fencedStore) {
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(time.Nanosecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.js = js
+	}
+	unanswered := func(st *fencedStore, key, val string) {
+		t.Helper()
+		if err := putWait(t, st, key, val); !errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			t.Fatalf("put %s: %v, want no answer", val, err)
+		}
+	}
+	holds := func(st *fencedStore, key, want string) {
+		t.Helper()
+		waitFor(t, 5*time.Second, func() error {
+			if _, v, err := st.last(ctx, key); err != nil || string(v) != want {
+				return fmt.Errorf("%s holds %q (%v), want %q", key, v, err, want)
+			}
+			return nil
+		})
+	}
+
+	var fencedA []error
+	a := newTestFencedStore(t, nc, "UNSURE", func(err error) { fencedA = append(fencedA, err) })
+	b := newTestFencedStore(t, nc, "UNSURE", nil)
+	if _, err := a.Get(ctx, "acme.t1"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatal(err)
+	}
+	if err := putWait(t, a, "acme.t1", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	answerless(a)
+	unanswered(a, "acme.t1", "a2")
+	holds(b, "acme.t1", "a2") // stored, although a never learned it
+	// b takes over: reads a2, writes b1.
+	if v, err := b.Get(ctx, "acme.t1"); err != nil || string(v) != "a2" {
+		t.Fatalf("new owner reads %q, %v", v, err)
+	}
+	if err := putWait(t, b, "acme.t1", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	// a, answered again, writes again: fenced, b1 stays.
+	a.js = b.js
+	if err := putWait(t, a, "acme.t1", "a3-stale"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale owner's write after an unanswered one: %v, want ErrFenced", err)
+	}
+	if len(fencedA) != 1 {
+		t.Errorf("onFence called %d times, want 1", len(fencedA))
+	}
+	holds(b, "acme.t1", "b1")
+
+	// Stored and unanswered, nobody else writing: the owner recognises
+	// its own write and goes on.
+	c := newTestFencedStore(t, nc, "UNSURE", nil)
+	if _, err := c.Get(ctx, "acme.t2"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatal(err)
+	}
+	answerless(c)
+	unanswered(c, "acme.t2", "c1")
+	holds(c, "acme.t2", "c1")
+	c.js = b.js // answers again
+	if err := putWait(t, c, "acme.t2", "c2"); err != nil {
+		t.Fatalf("write after its own unanswered one: %v", err)
+	}
+	holds(c, "acme.t2", "c2")
+
+	// Refused (not stored, not a fence): the owner goes on from the
+	// revision it knew.
+	d := newTestFencedStore(t, nc, "UNSURE", nil)
+	if _, err := d.Get(ctx, "acme.t3"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatal(err)
+	}
+	if err := putWait(t, d, "acme.t3", "d1"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.Put(ctx, "acme.t3", []byte("d2"), nats.Header{jetstream.ExpectedStreamHeader: {"NOT_THE_BUCKET"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Wait(ctx); err == nil || errors.Is(err, ErrFenced) {
+		t.Fatalf("write to the wrong expected stream: %v, want a refusal", err)
+	}
+	if err := putWait(t, d, "acme.t3", "d3"); err != nil {
+		t.Fatalf("write after a refused one: %v", err)
+	}
+	holds(d, "acme.t3", "d3")
+
+	// The read-back is bounded by the caller's context.
+	e := newTestFencedStore(t, nc, "UNSURE", nil)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := e.Put(done, "acme.t4", []byte("e1"), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read-back with an ended context: %v", err)
+	}
+}
+
+// TestLeasesStopWhenUnanswered: an instance whose requests go unanswered
+// (cut off from the servers, still connected) stops each partition TTL/2
+// after its last renewal, although its lease loop, waiting out one request
+// after another (each bounded by TTL/5), gets round to checking it much
+// later; the instance that takes the partitions over never runs one while
+// the cut-off instance still does.
+func TestLeasesStopWhenUnanswered(t *testing.T) {
+	s := runServer(t)
+	const parts, ttl = 8, 2 * time.Second
+	x := newExclusive()
+	px := newStallProxy(t, s.ClientURL())
+	ncA := natstest.Connect(t, px.URL(), nats.MaxReconnects(-1))
+	startLeases(t, ncA, "a", ttl, parts, x.runner("a"))
+	waitFor(t, 10*time.Second, func() error {
+		if n := x.count("a"); n != parts {
+			return fmt.Errorf("a runs %d", n)
+		}
+		return nil
+	})
+	px.stall(true)
+	cut := time.Now()
+	startLeases(t, connect(t, s), "b", ttl, parts, x.runner("b"))
+	waitFor(t, 3*ttl, func() error {
+		if n := x.count("b"); n != parts {
+			return fmt.Errorf("b runs %d", n)
+		}
+		return nil
+	})
+	t.Logf("takeover from a holder cut off: %v (lease TTL %v)", time.Since(cut), ttl)
+	x.check(t)
+	px.stall(false)
 }

@@ -724,20 +724,20 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 	chunk := s.chunkSize()
 	meta := summaryHeader(t)
 	if len(rec) <= chunk {
-		f, err := s.store.Put(key, rec, meta)
+		f, err := s.store.Put(ctx, key, rec, meta)
 		put.f = f
 		return put, err
 	}
 	gen := t.th.Seq()
 	if gen == t.chunkGen && t.chunkN > 0 { // this generation's chunks are stored
-		f, err := s.store.Put(key, chunkHead(gen, t.chunkN), meta)
+		f, err := s.store.Put(ctx, key, chunkHead(gen, t.chunkN), meta)
 		put.f, put.chunkGen, put.chunkN = f, gen, t.chunkN
 		return put, err
 	}
 	n := (len(rec) + chunk - 1) / chunk
 	futs := make([]PutFuture, 0, n)
 	for i := 0; i < n; i++ {
-		f, err := s.store.Put(chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)], nil)
+		f, err := s.store.Put(ctx, chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)], nil)
 		if err != nil {
 			return nil, err
 		}
@@ -750,7 +750,7 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 			return nil, fmt.Errorf("pipeline: checkpoint chunk: %w", err)
 		}
 	}
-	f, err := s.store.Put(key, chunkHead(gen, n), meta)
+	f, err := s.store.Put(ctx, key, chunkHead(gen, n), meta)
 	put.f, put.chunkGen, put.chunkN = f, gen, n
 	return put, err
 }
@@ -916,6 +916,10 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 	return nil
 }
 
+// keyForgetter is a CheckpointStore that keeps state per key (the fenced
+// store's revisions): evict tells it when a thread's key is no longer hot.
+type keyForgetter interface{ forget(key string) }
+
 // touch moves t to the head of the LRU list.
 func (s *shard) touch(t *hotThread) {
 	if s.lruHead == t {
@@ -954,6 +958,9 @@ func (s *shard) evict() {
 		if t.dirtySeq == 0 && !t.inBatch && t.put == nil {
 			s.unlink(t)
 			delete(s.threads, t.key)
+			if f, ok := s.store.(keyForgetter); ok {
+				f.forget(wire.CheckpointKey(t.key.tenant, t.key.token))
+			}
 			s.mem -= int64(t.mem)
 			s.m.Evictions.Inc()
 			s.m.HotThreads.Dec()

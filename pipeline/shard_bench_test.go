@@ -32,7 +32,7 @@ func (m memStore) Get(_ context.Context, key string) ([]byte, error) {
 	return nil, ErrNoCheckpoint
 }
 
-func (m memStore) Put(key string, v []byte, _ nats.Header) (PutFuture, error) {
+func (m memStore) Put(_ context.Context, key string, v []byte, _ nats.Header) (PutFuture, error) {
 	m[key] = v
 	return doneFuture{}, nil
 }

@@ -98,11 +98,11 @@ type errFuture struct{ err error }
 func (f errFuture) Wait(context.Context) error { return f.err }
 func (f errFuture) Result() (bool, error)      { return true, f.err }
 
-func (m *headFailStore) Put(key string, v []byte, meta nats.Header) (PutFuture, error) {
+func (m *headFailStore) Put(ctx context.Context, key string, v []byte, meta nats.Header) (PutFuture, error) {
 	if key == m.failKey {
 		return errFuture{errors.New("no quorum")}, nil
 	}
-	return m.memStore.Put(key, v, meta)
+	return m.memStore.Put(ctx, key, v, meta)
 }
 
 func (m *headFailStore) Purge(key string) error {
@@ -170,11 +170,11 @@ func TestChunkPurgeWaitsForHead(t *testing.T) {
 // floorFailStore refuses writes of partition floors only.
 type floorFailStore struct{ memStore }
 
-func (m floorFailStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+func (m floorFailStore) Put(ctx context.Context, key string, v []byte, h nats.Header) (PutFuture, error) {
 	if strings.HasPrefix(key, "_f.") {
 		return nil, errors.New("store down")
 	}
-	return m.memStore.Put(key, v, h)
+	return m.memStore.Put(ctx, key, v, h)
 }
 
 // TestFloorFollowsAcks: a shard stores its partition's floor after acking
@@ -254,11 +254,11 @@ type lateFuture struct {
 func (f lateFuture) Result() (bool, error)      { return false, nil }
 func (f lateFuture) Wait(context.Context) error { f.s.waited++; return f.s.err }
 
-func (m *lateFloorStore) Put(key string, v []byte, h nats.Header) (PutFuture, error) {
+func (m *lateFloorStore) Put(ctx context.Context, key string, v []byte, h nats.Header) (PutFuture, error) {
 	if strings.HasPrefix(key, "_f.") {
 		return lateFuture{m}, nil
 	}
-	return m.memStore.Put(key, v, h)
+	return m.memStore.Put(ctx, key, v, h)
 }
 
 // TestFinalFloorAwaited: at shutdown (a forced flush) the floor write is
@@ -304,5 +304,44 @@ func TestFinalFloorAwaited(t *testing.T) {
 	}
 	if store.waited != 2 || ps.floor != 12 {
 		t.Errorf("unforced floor write: waited %d (want 2: not waited for), floor %d (want 12)", store.waited, ps.floor)
+	}
+}
+
+// ctxStore is a memStore whose Put waits for its context to end, like a
+// fenced store reading a revision back from a leader that does not answer.
+type ctxStore struct{ memStore }
+
+func (ctxStore) Put(ctx context.Context, _ string, _ []byte, _ nats.Header) (PutFuture, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestCheckpointPutEndsWithHardContext: a checkpoint write that waits on
+// the store (a read-back nobody answers) ends when the shard's hard
+// context does — the drain's bound — and leaves its thread dirty, its
+// message un-acked.
+func TestCheckpointPutEndsWithHardContext(t *testing.T) {
+	s := unitShard(testConfig(), 0, ctxStore{memStore{}})
+	var acked []uint64
+	hard, cancel := context.WithCancel(context.Background())
+	s.now = time.Now()
+	s.handle(hard, &testMsg{subject: wire.StoredSubject(0, "acme", "a"), seq: 1, acked: &acked,
+		data: []byte(`{"type":"RUN_STARTED","threadId":"a","runId":"r"}`)}, 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.flush(hard, true)
+	}()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("flush still waits on the store after the hard context ended")
+	}
+	if len(acked) != 0 {
+		t.Errorf("acked %v without a stored checkpoint", acked)
+	}
+	if n := len(s.parts[0].dirty); n != 1 {
+		t.Errorf("%d dirty threads, want 1", n)
 	}
 }
