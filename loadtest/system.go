@@ -74,6 +74,9 @@ func startEmbedded(partitions int, log *slog.Logger) (*embedded, error) {
 	cfg.AuthKey = e.Key
 	cfg.Logger = log
 	cfg.Quota.Default.Streams = 0 // the load is the point
+	// Every simulated subscriber connects from this one loopback address:
+	// the cap per source would refuse all but a quarter of MaxConns.
+	cfg.MaxConnsPerSource = 0
 	cfg.Drain = 10 * time.Second
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
@@ -208,6 +211,9 @@ func startNode(partitions int, log *slog.Logger) (*nodeSystem, []byte, error) {
 	cfg.AuthKey = key
 	cfg.Logger = log
 	cfg.Quota.Default.Streams = 0 // the load is the point
+	// Every simulated subscriber connects from this one loopback address:
+	// the cap per source would refuse all but a quarter of MaxConns.
+	cfg.MaxConnsPerSource = 0
 	if partitions > 0 {
 		cfg.Pipeline.Partitions = partitions
 	}
