@@ -176,6 +176,7 @@ const maxHeld = 8
 // drained by its caller's goroutine.
 type hub struct {
 	nc     *nats.Conn
+	req    *wire.Requester // snapshot and window requests, one reply subscription for all
 	cfg    HubConfig
 	m      *Metrics
 	log    *slog.Logger
@@ -241,7 +242,7 @@ func newHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &hub{nc: nc, cfg: cfg, m: m, log: log, closing: make(chan struct{})}
+	h := &hub{nc: nc, req: wire.NewRequester(nc), cfg: cfg, m: m, log: log, closing: make(chan struct{})}
 	h.idle.init(cfg.MaxIdleFeedsPerTenant, cfg.MaxIdleFeeds, m)
 	for i := range h.shards {
 		h.shards[i].feeds = make(map[feedKey]*feed)
@@ -299,7 +300,10 @@ func (h *hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Vari
 // still open keep their queues; their writers end them (Server does so
 // first). Idempotent.
 func (h *hub) Close() {
-	h.closeOnce.Do(func() { close(h.closing) })
+	h.closeOnce.Do(func() {
+		close(h.closing)
+		_ = h.req.Close()
+	})
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.Lock()

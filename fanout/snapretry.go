@@ -141,14 +141,14 @@ func retryReason(hdr nats.Header, err error) string {
 
 // requestParts sends a request with reqBody on subject and returns the
 // whole reply, assembled from its parts when it was larger than one NATS
-// message (wire.Request), of at most HubConfig.MaxMessageBytes. Every
+// message (wire.Requester), of at most HubConfig.MaxMessageBytes. Every
 // request whose reply may be large goes through it. A reply that carries
 // an error in its headers (Tc-Error-Kind) is returned as is, for the
 // caller to read. Errors: nats.ErrNoResponders, ctx's, the connection's,
 // and wire.ErrPartLost, wire.ErrBadPart or wire.ErrTooLarge for a reply
 // that could not be assembled (counted in BadReplies).
 func (h *hub) requestParts(ctx context.Context, subject string, reqBody []byte) (hdr nats.Header, body []byte, err error) {
-	m, err := wire.Request(ctx, h.nc, subject, reqBody, h.cfg.MaxMessageBytes)
+	m, err := h.req.Request(ctx, subject, reqBody, h.cfg.MaxMessageBytes)
 	if err != nil {
 		if errors.Is(err, wire.ErrPartLost) || errors.Is(err, wire.ErrBadPart) || errors.Is(err, wire.ErrTooLarge) {
 			h.m.BadReplies.Inc()

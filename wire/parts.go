@@ -253,11 +253,11 @@ func eachOwn(h nats.Header, fn func(k string, v []string) bool) bool {
 // reply, assembled from its parts, of at most max bytes (0: no limit). It
 // waits until ctx ends. The reply goes to an inbox subscribed for this
 // request alone (nc.NewInbox, so a custom inbox prefix is kept), since a
-// reply in parts is several messages. Errors: nats.ErrNoResponders when
-// nothing listens on subject, ctx.Err() when ctx ended first, ErrPartLost
-// (also when the responder went away between two windows: a new request
-// may succeed), ErrBadPart or ErrTooLarge for a reply that could not be
-// assembled, or
+// reply in parts is several messages; a Requester shares one subscription
+// between many requests. Errors: nats.ErrNoResponders when nothing listens
+// on subject, ctx.Err() when ctx ended first, ErrPartLost (also when the
+// responder went away between two windows: a new request may succeed),
+// ErrBadPart or ErrTooLarge for a reply that could not be assembled, or
 // the connection's error. A reply that carries an error (in its headers)
 // is the caller's to read.
 func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, max int) (*nats.Msg, error) {
@@ -270,13 +270,19 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte, ma
 	// The responder sends one reply; what it may hold is bounded by max,
 	// not by the subscription's default pending limits.
 	_ = sub.SetPendingLimits(-1, -1)
+	return request(ctx, nc, subject, inbox, body, max, sub.NextMsgWithContext)
+}
+
+// request publishes the request with its replies to inbox, which next
+// reads, and assembles the reply (Request).
+func request(ctx context.Context, nc *nats.Conn, subject, inbox string, body []byte, max int, next func(context.Context) (*nats.Msg, error)) (*nats.Msg, error) {
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}); err != nil {
 		return nil, fmt.Errorf("wire: request on %s: %w", subject, err)
 	}
 	asm := Assembler{Max: max, MaxOpen: 1}
 	asked := false // a window was asked for: the responder was there
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := next(ctx)
 		if asked && errors.Is(err, nats.ErrNoResponders) {
 			// The responder went away between two windows (its process
 			// stopped): what arrived is lost, a new request may succeed.

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
@@ -253,9 +255,23 @@ func TestAssemblerLimits(t *testing.T) {
 
 // TestRequest answers requests with Publish on a server with a small max
 // payload: small replies and replies in parts arrive whole.
+// requesters are the two ways to make a request whose reply may come in
+// parts: a subscription of its own (Request) and a Requester's shared one.
+// Each case gets its own Requester, closed when the test ends.
+func requesters(t *testing.T, nc *nats.Conn) map[string]func(ctx context.Context, subject string, body []byte, max int) (*nats.Msg, error) {
+	r := NewRequester(nc)
+	t.Cleanup(func() { _ = r.Close() })
+	return map[string]func(context.Context, string, []byte, int) (*nats.Msg, error){
+		"own": func(ctx context.Context, subject string, body []byte, max int) (*nats.Msg, error) {
+			return Request(ctx, nc, subject, body, max)
+		},
+		"shared": r.Request,
+	}
+}
+
 func TestRequest(t *testing.T) {
 	ns := startNATS(t, 8<<10)
-	resp, req := connect(t, ns), connect(t, ns)
+	resp := connect(t, ns)
 	size := PartSize(resp.MaxPayload())
 	sub, err := resp.Subscribe("tc.snap.>", func(m *nats.Msg) {
 		n, _ := strconv.Atoi(string(m.Data))
@@ -265,36 +281,114 @@ func TestRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	silent, _ := resp.Subscribe("silent", func(*nats.Msg) {})
+	defer silent.Unsubscribe()
 	if err := resp.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	req := connect(t, ns)
+	for name, request := range requesters(t, req) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for _, n := range []int{10, size + 1, 3 << 20} {
+				m, err := request(ctx, "tc.snap.1", []byte(strconv.Itoa(n)), 4<<20)
+				if err != nil {
+					t.Fatalf("len %d: %v", n, err)
+				}
+				if !bytes.Equal(m.Data, randomBody(n)) || m.Header.Get("Tc-Seq") != "42" {
+					t.Fatalf("len %d: %d bytes, header %v", n, len(m.Data), m.Header)
+				}
+			}
+			if _, err := request(ctx, "tc.snap.1", []byte(strconv.Itoa(5<<20)), 4<<20); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("over the limit: %v", err)
+			}
+			if _, err := request(ctx, "nobody.here", nil, 0); !errors.Is(err, nats.ErrNoResponders) {
+				t.Fatalf("no responders: %v", err)
+			}
+			short, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel2()
+			if _, err := request(short, "silent", nil, 0); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("silent responder: %v", err)
+			}
+		})
+	}
+	// Request leaves no subscription behind; the Requester keeps its one
+	// until closed.
+	if n := req.NumSubscriptions(); n != 1 {
+		t.Errorf("%d reply subscriptions, want the Requester's 1", n)
+	}
+}
+
+// TestRequesterConcurrent: many requests at once on one Requester, their
+// replies in windows of parts interleaved on its one subscription, each
+// get their own reply whole; Close ends a request still waiting, and
+// refuses new ones.
+func TestRequesterConcurrent(t *testing.T) {
+	ns := startNATS(t, 8<<10)
+	resp, req := connect(t, ns), connect(t, ns)
+	r, err := NewResponder(resp, ResponderConfig{Window: 12 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	serve(t, resp, "snap", func(reply string, body []byte) error {
+		return r.Respond(reply, nats.Header{"Tc-Seq": {"9"}}, body)
+	})
+	rq := NewRequester(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, n := range []int{10, size + 1, 3 << 20} {
-		m, err := Request(ctx, req, "tc.snap.1", []byte(strconv.Itoa(n)), 4<<20)
-		if err != nil {
-			t.Fatalf("len %d: %v", n, err)
-		}
-		if !bytes.Equal(m.Data, randomBody(n)) || m.Header.Get("Tc-Seq") != "42" {
-			t.Fatalf("len %d: %d bytes, header %v", n, len(m.Data), m.Header)
-		}
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		n := []int{5, 3000, 12<<10 + 1, 100 << 10}[i%4] + i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := rq.Request(ctx, "snap", []byte(strconv.Itoa(n)), 0)
+			if err != nil {
+				t.Errorf("len %d: %v", n, err)
+				return
+			}
+			if !bytes.Equal(m.Data, randomBody(n)) || m.Header.Get("Tc-Seq") != "9" {
+				t.Errorf("len %d: %d bytes, header %v", n, len(m.Data), m.Header)
+			}
+		}()
 	}
-	if _, err := Request(ctx, req, "tc.snap.1", []byte(strconv.Itoa(5<<20)), 4<<20); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("over the limit: %v", err)
+	wg.Wait()
+	if n := req.NumSubscriptions(); n != 1 {
+		t.Errorf("%d subscriptions for 64 requests, want 1", n)
 	}
-	if _, err := Request(ctx, req, "nobody.here", nil, 0); !errors.Is(err, nats.ErrNoResponders) {
-		t.Fatalf("no responders: %v", err)
+	rq.mu.Lock()
+	left := len(rq.waiting)
+	rq.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d requests still registered", left)
 	}
+
 	silent, _ := resp.Subscribe("silent", func(*nats.Msg) {})
 	defer silent.Unsubscribe()
 	_ = resp.Flush()
-	short, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel2()
-	if _, err := Request(short, req, "silent", nil, 0); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("silent responder: %v", err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := rq.Request(ctx, "silent", nil, 0)
+		waited <- err
+	}()
+	testsupport.WaitFor(t, 5*time.Second, "the request registered", func() bool {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		return len(rq.waiting) == 1
+	})
+	if err := rq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; !errors.Is(err, ErrRequesterClosed) {
+		t.Fatalf("waiting request after Close: %v, want ErrRequesterClosed", err)
+	}
+	if _, err := rq.Request(ctx, "snap", []byte("5"), 0); !errors.Is(err, ErrRequesterClosed) {
+		t.Fatalf("request after Close: %v, want ErrRequesterClosed", err)
 	}
 	if n := req.NumSubscriptions(); n != 0 {
-		t.Errorf("%d reply subscriptions left", n)
+		t.Errorf("%d subscriptions after Close", n)
 	}
 }
 

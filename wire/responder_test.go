@@ -161,4 +161,15 @@ func TestResponderGone(t *testing.T) {
 	if _, err := Request(ctx, req, "snap", []byte(strconv.Itoa(100<<10)), 0); !errors.Is(err, ErrPartLost) {
 		t.Fatalf("got %v, want ErrPartLost", err)
 	}
+	// The same over a Requester's shared subscription, where the server's
+	// no-responders status is read from the message itself.
+	r, err = NewResponder(resp, ResponderConfig{Window: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rq := NewRequester(req)
+	defer rq.Close()
+	if _, err := rq.Request(ctx, "snap", []byte(strconv.Itoa(100<<10)), 0); !errors.Is(err, ErrPartLost) {
+		t.Fatalf("shared: got %v, want ErrPartLost", err)
+	}
 }
