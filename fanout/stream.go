@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -83,6 +84,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	s.capSendBuffer(r)
 	var sk sink
 	if ws {
 		conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -104,6 +106,37 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// the SSE binding says happens after the last run's terminal event.
 	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
 	s.m.Ended.WithLabelValues(reason).Inc()
+}
+
+// connKey is the context key of the request's connection (withConn).
+type connKey struct{}
+
+// withConn is the http.Server's ConnContext: it keeps each connection in
+// its requests' contexts, for capSendBuffer.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// capSendBuffer sets the kernel send buffer of r's connection to
+// Config.SendBuffer (see there), when it is a TCP connection served by Run
+// or Serve (wrapped connections are unwrapped through NetConn). Any other
+// (an httptest server's, say) keeps the kernel's.
+func (s *Server) capSendBuffer(r *http.Request) {
+	if s.cfg.SendBuffer <= 0 {
+		return
+	}
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	for c != nil {
+		if b, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+			_ = b.SetWriteBuffer(s.cfg.SendBuffer)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
 }
 
 // checkRunInput validates a POSTed RunAgentInput (what an AG-UI HttpAgent
@@ -271,40 +304,44 @@ func (k *sseSink) open() error {
 	return k.rc.Flush()
 }
 
-// writeChunk is the most written under one write deadline: a larger item
-// (the snapshot of a long thread, tens of megabytes) is written in chunks,
-// the deadline moved before each, so that WriteTimeout bounds how long a
-// client accepts no bytes, not how long a large snapshot takes to send.
-const writeChunk = 1 << 20
+// writeChunk is the most written under one write deadline: a batch is
+// written item by item and a larger item (a consolidated backlog, the
+// snapshot of a long thread) in chunks, the deadline moved before each, so
+// that WriteTimeout bounds how long a client accepts no bytes at all (no
+// chunk of the connection's buffer, 4 KiB), not how long a batch takes: a
+// slow reader that keeps reading is never cut.
+const writeChunk = 4 << 10
 
 func (k *sseSink) write(items []item) (int, error) {
 	k.start()
-	k.refresh()
 	n := 0
 	for i := range items {
 		b := items[i].b
 		for len(b) > writeChunk {
+			k.refresh()
 			m, err := k.w.Write(b[:writeChunk])
 			n += m
 			if err != nil {
 				return n, err
 			}
 			b = b[writeChunk:]
-			k.refresh()
 		}
+		k.refresh()
 		m, err := k.w.Write(b)
 		n += m
 		if err != nil {
 			return n, err
 		}
 	}
+	k.refresh()
 	return n, k.rc.Flush()
 }
 
-// refresh moves the write deadline. It costs a timer update; moving it only
-// once half of it is used keeps every write bounded by timeout/2..timeout.
+// refresh moves the write deadline. It costs a clock read, and a timer
+// update only once an eighth of the timeout is used: every write gets at
+// least 7/8 of it.
 func (k *sseSink) refresh() {
-	if now := time.Now(); k.deadline.Sub(now) < k.timeout/2 {
+	if now := time.Now(); k.deadline.Sub(now) < k.timeout-k.timeout/8 {
 		k.deadline = now.Add(k.timeout)
 		_ = k.rc.SetWriteDeadline(k.deadline)
 	}
@@ -334,31 +371,32 @@ type wsSink struct {
 	timeout time.Duration
 }
 
+// write writes one WebSocket message per item, with the timeout counted
+// from the last message (or chunk of a large one) written, not from the
+// start of the batch, as sseSink does.
 func (k *wsSink) write(items []item) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	idle := time.AfterFunc(k.timeout, cancel)
+	defer idle.Stop()
 	n := 0
 	for i := range items {
 		if len(items[i].b) > writeChunk {
-			if err := k.writeLarge(items[i].b); err != nil {
+			if err := k.writeLarge(ctx, idle, items[i].b); err != nil {
 				return n, err
 			}
 		} else if err := k.c.Write(ctx, websocket.MessageText, items[i].b); err != nil {
 			return n, err
 		}
 		n += len(items[i].b)
+		idle.Reset(k.timeout)
 	}
 	return n, nil
 }
 
 // writeLarge writes one message larger than writeChunk in chunks (one
-// WebSocket message still), with the timeout counted from the last chunk
-// written rather than from the start, as sseSink does.
-func (k *wsSink) writeLarge(b []byte) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	idle := time.AfterFunc(k.timeout, cancel)
-	defer idle.Stop()
+// WebSocket message still), resetting idle after each.
+func (k *wsSink) writeLarge(ctx context.Context, idle *time.Timer, b []byte) error {
 	w, err := k.c.Writer(ctx, websocket.MessageText)
 	if err != nil {
 		return err
