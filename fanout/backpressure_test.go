@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/codec"
@@ -470,4 +473,197 @@ func TestSlowSubscriberCoalesced(t *testing.T) {
 		t.Logf("%s: %v consolidations, %v bytes saved", v, counterValue(m.Coalesced.WithLabelValues(v.String())), counterValue(m.CoalescedSaved.WithLabelValues(v.String())))
 	}
 	t.Logf("%d events; messages read, fast/slow: agui %d/%d, view %d/%d", len(evs), fastAgui.msgs, slowAgui.msgs, fastView.msgs, slowView.msgs)
+}
+
+// View-mode consolidation keeps the view: the change documents of the real
+// ingest's frames for this file's stream and random streams
+// (tools/streamgen), folded by a client (viewFold, the rules of
+// web/static/viewdoc.js), give the same document whether a backlog of them
+// was merged (mergeFrames; in two steps, as a window consolidated again
+// with the frames after it) or not, compared where the merged backlog
+// ends. Folding every frame as it is must give the REST view, which checks
+// the fold itself.
+func TestCoalesceChangesDifferential(t *testing.T) {
+	ns := startNATS(t)
+	const parts = 4
+	startIngest(t, ns, parts)
+	_, hs := newServer(t, connect(t, ns), func(c *Config) { c.Hub.Partitions = parts })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := token(t, "acme")
+	// This file's stream: long runs of appends, tool call arguments and
+	// state patches, with no restated view between run boundaries.
+	streams := [][]string{backpressureStream("thread-1", 3, 200)}
+	if _, err := exec.LookPath("node"); err == nil {
+		gen := testsupport.Streamgen(t)
+		for _, seed := range []string{"bpv-1", "bpv-2"} {
+			out := testsupport.Generate(t, gen, "--seed", seed, "--events", "1500")
+			var evs []string
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				evs = append(evs, l)
+			}
+			streams = append(streams, evs)
+		}
+	} else {
+		t.Log("node not installed: the random streams of tools/streamgen are not checked")
+	}
+	for si, evs := range streams {
+		thread := "thread-1"
+		tenant := fmt.Sprintf("acme%d", si)
+		tok = token(t, tenant)
+		nc := connect(t, ns)
+		var asm wire.Assembler
+		frames := make(chan *frame, 1<<16)
+		sub, err := nc.Subscribe(wire.ViewSubject(tenant, wire.EncodeThread(thread)), func(part *nats.Msg) {
+			m, err := asm.Add(part)
+			if err != nil || m == nil {
+				return
+			}
+			if fr, err := decodeFrame(m); err == nil {
+				frames <- fr
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := wire.EventSubject(tenant, thread)
+		var last uint64
+		for _, ev := range evs {
+			time.Sleep(time.Millisecond / 2)
+			ack, err := js.Publish(context.Background(), subj, []byte(ev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = ack.Sequence
+		}
+		var all []*frame
+		testsupport.WaitFor(t, 20*time.Second, "every frame", func() bool {
+			for {
+				select {
+				case fr := <-frames:
+					all = append(all, fr)
+				default:
+					return len(all) > 0 && all[len(all)-1].seq == last
+				}
+			}
+		})
+		_ = sub.Unsubscribe()
+		for i := 1; i < len(all); i++ {
+			if all[i].prev != all[i-1].seq {
+				t.Fatalf("frame %d: prev %d after %d", i, all[i].prev, all[i-1].seq)
+			}
+		}
+		fold := func(t *testing.T, payloads [][]byte) map[string]json.RawMessage {
+			t.Helper()
+			vd := viewFold{have: true, seq: all[0].prev, other: map[string]json.RawMessage{}}
+			vd.state, _ = jsondoc.Parse(json.RawMessage("{}"))
+			for i, p := range payloads {
+				if err := vd.apply(p); err != nil {
+					t.Fatalf("payload %d: %v\n%.300s", i, err, p)
+				}
+			}
+			return vd.doc()
+		}
+		payloadsOf := func(frames []*frame) [][]byte {
+			var out [][]byte
+			for _, fr := range frames {
+				out = append(out, changesPayload(fr))
+			}
+			return out
+		}
+		want := fold(t, payloadsOf(all))
+		_, rest := restView(t, hs.URL, tok, thread)
+		var rv map[string]json.RawMessage
+		if err := json.Unmarshal(rest, &rv); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range rv {
+			if k == "seq" {
+				continue
+			}
+			if eq, err := jsondoc.Equal(want[k], v); err != nil || !eq {
+				t.Fatalf("stream %d: the fold of every frame differs from the REST view in %s\n got %.300s\nwant %.300s", si, k, want[k], v)
+			}
+		}
+		rng := rand.New(rand.NewPCG(uint64(si), 11))
+		in, out := 0, 0
+		for trial := 0; trial < 40; trial++ {
+			j := rng.IntN(len(all) - 1)
+			k := j + 2 + rng.IntN(min(len(all)-j-1, 200))
+			mid := j + 1 + rng.IntN(k-j-1)
+			docs, err := mergeFrames(nil, all[j:mid])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if docs, err = mergeFrames(docs, all[mid:k]); err != nil {
+				t.Fatal(err)
+			}
+			merged := encodeDocs(docs, ViewWS)
+			// Compared where the window ends: later frames restate what
+			// they change, and would hide a wrong merge.
+			wantK := fold(t, payloadsOf(all[:k]))
+			got := fold(t, append(payloadsOf(all[:j]), merged...))
+			for key, w := range wantK {
+				if eq, err := jsondoc.Equal(got[key], w); err != nil || !eq {
+					t.Fatalf("stream %d: frames %d..%d merged (%d documents) give another %s\n got %.300s\nwant %.300s", si, j, k, len(merged), key, got[key], w)
+				}
+			}
+			in, out = in+k-j, out+len(merged)
+		}
+		t.Logf("stream %d: %d events, %d frames; %d change documents merged into %d", si, len(evs), len(all), in, out)
+		if out*4 > in {
+			t.Errorf("stream %d: merged %d documents into %d", si, in, out)
+		}
+	}
+}
+
+// When even the consolidated backlog exceeds QueueBytes — a reader that
+// stopped while a thread streams messages that nothing folds together —
+// the subscriber is resynchronised as without consolidation: its agui
+// stream ends with reason=resync.
+func TestCoalescedStillOverflows(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, nc, "acme", "overflowing")
+	th.publishEvents(t, `{"type":"RUN_STARTED","threadId":"overflowing","runId":"r1"}`)
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	cfg.Hub.QueueBytes = 32 << 10
+	cfg.Hub.CoalesceBytes = 8 << 10
+	cfg.WriteTimeout = time.Minute
+	s, err := New(connect(t, ns), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Listener = smallBufListener{hs.Listener}
+	hs.Start()
+	t.Cleanup(func() { s.Drain(); hs.Close() })
+	r := openReader(t, smallBufClient(), hs.URL, token(t, "acme"), "overflowing", false)
+	r.name = "stalled"
+	if err := r.readUntil(seqIs(th.seq)); err != nil {
+		t.Fatal(err)
+	}
+	// Whole messages of 2 KB each, every one its own: consolidation joins
+	// nothing.
+	pad := strings.Repeat("x", 2000)
+	for i := 0; i < 120; i++ {
+		th.publishEvents(t, fmt.Sprintf(`{"type":"TEXT_MESSAGE_CHUNK","messageId":"m%d","role":"assistant","delta":"%d %s"}`, i, i, pad))
+	}
+	m := s.Metrics()
+	testsupport.WaitFor(t, 10*time.Second, "a queue dropped for overflow", func() bool {
+		return counterValue(m.Drops.WithLabelValues(ReasonOverflow)) == 1
+	})
+	if n := counterValue(m.Coalesced.WithLabelValues(AguiSSE.String())); n == 0 {
+		t.Errorf("no consolidation was tried before the drop")
+	}
+	err = r.readUntil(seqIs(th.seq))
+	if err == nil || !strings.Contains(r.ended, "reason=resync") {
+		t.Fatalf("the stream did not end for a resync: %v", err)
+	}
 }

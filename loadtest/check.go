@@ -177,13 +177,13 @@ type Result struct {
 	ErrorSamples  map[string]int       `json:"errorSamples,omitempty"`
 	PublishErrors uint64               `json:"publishErrors"`
 	// PublishErrorSamples counts failed publishes by cause.
-	PublishErrorSamples map[string]int     `json:"publishErrorSamples,omitempty"`
-	FoldWarnings        uint64             `json:"foldWarnings"`
-	Events              []string           `json:"events"`
-	Series              []SecondOut        `json:"series"`
-	Check               Check              `json:"check"`
-	ServerMetrics       map[string]float64 `json:"serverMetrics,omitempty"`
-	Slow                *SlowOut           `json:"slow,omitempty"`
+	PublishErrorSamples map[string]int      `json:"publishErrorSamples,omitempty"`
+	FoldWarnings        uint64              `json:"foldWarnings"`
+	Events              []string            `json:"events"`
+	Series              []SecondOut         `json:"series"`
+	Check               Check               `json:"check"`
+	ServerMetrics       map[string]float64  `json:"serverMetrics,omitempty"`
+	Slow                map[string]*SlowOut `json:"slow,omitempty"` // by mode: "agui", "view"
 }
 
 // SlowOut is what the slow subscribers got, beside the others of their
@@ -204,11 +204,25 @@ type SlowOut struct {
 	FastBytes float64 `json:"fastBytes"`
 }
 
-// slowOut summarises the slow subscribers (nil when there are none).
-func (r *runner) slowOut() *SlowOut {
+// slowOut summarises the slow subscribers of each mode (nil when there are
+// none).
+func (r *runner) slowOut() map[string]*SlowOut {
+	out := map[string]*SlowOut{}
+	for _, mode := range []string{"agui", "view"} {
+		if o := r.slowOf(mode == "view"); o != nil {
+			out[mode] = o
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (r *runner) slowOf(view bool) *SlowOut {
 	var o SlowOut
 	for _, s := range r.subs {
-		if !s.slow {
+		if !s.slow || s.v.view() != view {
 			continue
 		}
 		o.Slow++
