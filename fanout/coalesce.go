@@ -33,23 +33,26 @@ import (
 // cut off inside a consolidated batch gets a fresh snapshot, never a
 // duplicate or a gap.
 //
-// The frames covered stay referenced (they are shared with the ring and
-// every other subscriber) while the window grows, so that the next
-// consolidation compacts the whole backlog as one stream again; the window
-// is consolidated again only once the queue has grown by as many bytes as
-// the window's frames hold (at least CoalesceBytes), which keeps the work
-// linear in the bytes queued. A window whose frames hold more than
+// An agui window keeps the frames it covers referenced (they are shared
+// with the ring and every other subscriber) while it grows, so that the
+// next consolidation compacts the whole backlog as one stream again; a view
+// window keeps its merged documents, onto which the next frames merge. A
+// window is consolidated again once the queue has grown by as much as it
+// holds (its frames, or its messages; at least CoalesceBytes), which keeps
+// the work linear in the bytes queued, and whenever the queue would pass
+// QueueBytes. An agui window whose frames hold more than maxPinned ×
 // QueueBytes is sealed: it keeps its consolidated messages only, and the
-// next window starts after it. So a subscriber holds at most QueueBytes of
-// wire messages plus QueueBytes of frames (shared) for consolidation.
-// Only when the consolidated queue still exceeds QueueBytes is the
-// subscriber resynchronised (ReasonOverflow), as without consolidation.
+// next window starts after it. Only when the consolidated queue still
+// exceeds QueueBytes is the subscriber resynchronised (ReasonOverflow), as
+// without consolidation. A subscriber that passed the mark stays "slow"
+// until a Take finds little queued: what it takes is consolidated first.
 //
-// Fast subscribers never reach the mark and keep the shared encodings
-// (frame.enc): consolidation costs nothing but a byte count for them. The
-// feed's verdict fold (one decode and reducer step per event, per thread
-// on this node, not per subscriber) runs while coalescing is enabled and
-// the feed has subscribers.
+// Subscribers that keep up never reach the mark (unless one large frame
+// puts them past it) and write the shared encodings (frame.enc):
+// consolidation costs them a byte count. The feed's verdict fold (one
+// decode and reducer step per event, per thread on this node, not per
+// subscriber) runs while coalescing is enabled and the feed has
+// subscribers.
 
 // maxPinned bounds the frames an agui window keeps for its next
 // consolidation, in QueueBytes: a slow subscriber holds at most QueueBytes
