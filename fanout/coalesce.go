@@ -41,7 +41,7 @@ import (
 // holds (its frames, or its messages; at least CoalesceBytes), which keeps
 // the work linear in the bytes queued, and whenever the queue would pass
 // QueueBytes. An agui window whose frames hold more than maxPinned ×
-// QueueBytes is sealed: it keeps its consolidated messages only, and the
+// CoalesceBytes is sealed: it keeps its consolidated messages only, and the
 // next window starts after it. Only when the consolidated queue still
 // exceeds QueueBytes is the subscriber resynchronised (ReasonOverflow), as
 // without consolidation. A subscriber that passed the mark stays "slow"
@@ -55,10 +55,13 @@ import (
 // subscribers.
 
 // maxPinned bounds the frames an agui window keeps for its next
-// consolidation, in QueueBytes: a slow subscriber holds at most QueueBytes
-// of wire messages and maxPinned × QueueBytes of frames (shared with the
-// ring and the other subscribers while they have them).
-const maxPinned = 4
+// consolidation, in CoalesceBytes: a slow subscriber holds at most
+// QueueBytes of wire messages and maxPinned × CoalesceBytes of frames
+// (shared with the ring and the other subscribers while they have them).
+// It also bounds one consolidation's work, done under the feed's lock
+// (256 KiB of frames by default: a few milliseconds), so that the
+// subscribers that keep up are not held up by it.
+const maxPinned = 8
 
 // coalesced is the consolidated part of a subscriber's queue: each of its
 // items carries it. An agui window keeps the frames it covers, in order,
@@ -247,7 +250,7 @@ func (s *subscriber) coalesceLocked() bool {
 		// The frames a window keeps for the next consolidation are bounded:
 		// past the bound it keeps only its events, and the next window
 		// starts after it.
-		co.sealed = raw > maxPinned*s.limit
+		co.sealed = raw > maxPinned*s.feed.hub.cfg.CoalesceBytes
 	} else {
 		if prior != nil {
 			co.docs = append(co.docs, prior.docs...)
