@@ -291,6 +291,10 @@ type conn struct {
 	once sync.Once
 }
 
+// NetConn returns the connection it wraps (as tls.Conn.NetConn does), for
+// socket options such as the send buffer.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {

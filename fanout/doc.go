@@ -40,8 +40,11 @@
 //   - Resume: a cursor (Last-Event-ID or ?after=) the node's ring of recent
 //     frames still covers continues with no gap and no duplicate; otherwise a
 //     fresh snapshot. All state is node-local, so nodes are interchangeable.
-//   - Slow subscribers: a per-subscriber byte-bounded queue; overflow drops
-//     the queue and resynchronises that subscriber alone (Drops{overflow}).
+//   - Slow subscribers: a per-subscriber byte-bounded queue; past a
+//     high-water mark its backlog is consolidated by meaning for it alone
+//     (AG-UI events compacted with the reducer's rules, view changes
+//     merged: coalesce.go); only when even that overflows is the queue
+//     dropped and that subscriber alone resynchronised (Drops{overflow}).
 //   - Windows: a subscriber may join with a window (?window=N): its join and
 //     resyncs carry only the newest N messages, its view-mode restatements
 //     are windowed (window.go), and older messages are read page by page

@@ -39,6 +39,13 @@ type frame struct {
 	wenc      []windowEnc // those encodings (window.go), guarded like enc
 	run       runState    // frameRun's cache, guarded like enc
 	runDone   bool
+	// verdicts are the events' verdicts on the view (coalesce.go), set
+	// under the feed's lock before the frame is delivered when the feed's
+	// verdict fold follows it; nil otherwise. Never written afterwards.
+	verdicts []uint8
+	// lanesOpen: chunk lanes were open before the frame's first event
+	// (set with verdicts): its consolidation cannot assume them closed.
+	lanesOpen bool
 }
 
 // decodeFrame parses a view frame. The message data belongs to the frame

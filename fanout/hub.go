@@ -79,8 +79,17 @@ type HubConfig struct {
 	// default; negative trims at the first Sweep.
 	IdleTrimAfter time.Duration
 	// QueueBytes bounds each subscriber's queue. Past it the queue is
-	// dropped and the subscriber resynchronised (ReasonOverflow).
+	// dropped and the subscriber resynchronised (ReasonOverflow), unless
+	// consolidating it (CoalesceBytes) brings it back under.
 	QueueBytes int
+	// CoalesceBytes is the high-water mark of a subscriber's queue: past
+	// it, the frames queued for that subscriber are consolidated by
+	// meaning, for it alone (coalesce.go): AG-UI events compacted with the
+	// reducer's rules, view change documents merged. Fewer, larger
+	// messages, no reset, the same view. Zero means the default; negative
+	// turns consolidation off (a queue past QueueBytes is dropped). It is
+	// capped at QueueBytes.
+	CoalesceBytes int
 	// JoinWait is how long a joiner waits for frames still in flight to
 	// reach the seq of a snapshot newer than the feed, before adopting it.
 	JoinWait time.Duration
@@ -134,6 +143,10 @@ func DefaultHubConfig() HubConfig {
 		// small ring.)
 		IdleTrimAfter: 10 * time.Second,
 		QueueBytes:    1 << 20,
+		// Low enough to act while the backlog is small: a reader that
+		// stalls has some 64 KB of small messages in the kernel's socket
+		// buffers already before its queue grows.
+		CoalesceBytes: 32 << 10,
 		JoinWait:      250 * time.Millisecond,
 		Linger:        time.Minute,
 		// A lingering feed of a thread that gets no frames holds about
@@ -225,6 +238,14 @@ func newHub(nc *nats.Conn, cfg HubConfig, m *Metrics, log *slog.Logger) *hub {
 	if cfg.QueueBytes <= 0 {
 		cfg.QueueBytes = d.QueueBytes
 	}
+	switch {
+	case cfg.CoalesceBytes == 0:
+		cfg.CoalesceBytes = min(d.CoalesceBytes, cfg.QueueBytes)
+	case cfg.CoalesceBytes < 0:
+		cfg.CoalesceBytes = 0
+	case cfg.CoalesceBytes > cfg.QueueBytes:
+		cfg.CoalesceBytes = cfg.QueueBytes
+	}
 	if cfg.JoinWait <= 0 {
 		cfg.JoinWait = d.JoinWait
 	}
@@ -284,7 +305,7 @@ func (h *hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Vari
 	if err != nil {
 		return nil, err
 	}
-	s := &subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, signal: make(chan struct{}, 1)}
+	s := &subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, nextCoalesce: h.cfg.CoalesceBytes, signal: make(chan struct{}, 1)}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
@@ -524,6 +545,7 @@ type feed struct {
 	holding  bool              // onMsg is delivering: enqueue defers wake-ups to dirty
 	held     int               // frames delivered since the last wake-up pass
 	dirty    []*subscriber     // subscribers with items whose writer is not yet woken
+	vf       *verdictFold      // the events' verdicts for agui consolidation (coalesce.go); nil: none
 }
 
 type snapCall struct {
@@ -611,6 +633,7 @@ func (f *feed) onMsg(part *nats.Msg) {
 		f.cutLocked() // nobody reads it here now, this frame included
 	}
 	f.hi = fr.seq
+	f.followLocked(fr)
 	for s := range f.subs {
 		if s.state == stLive {
 			f.deliverLocked(s, fr)
@@ -640,7 +663,11 @@ func (f *feed) deliverLocked(s *subscriber, fr *frame) {
 			s.run = st.open
 		}
 	}
-	s.enqueue(enc, fr.seq, fr.eventTS, false)
+	shared := fr
+	if s.window > 0 && s.variant.ViewMode() {
+		shared = nil // its own encoding of the frame (window.go)
+	}
+	s.enqueue(enc, shared, fr.seq, fr.eventTS, false)
 }
 
 type fit uint8
@@ -769,6 +796,7 @@ func (f *feed) requestSnapshot(ctx context.Context, window int) (*snapshot, erro
 			// resynchronised.
 			f.adoptLocked(sn.seq)
 		}
+		f.startVerdictsLocked(sn)
 	}
 	call.sn, call.err = sn, err
 	delete(f.calls, window)

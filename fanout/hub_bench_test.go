@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/threadcast/threadcast/reducer"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -78,10 +79,28 @@ func BenchmarkRingPush(b *testing.B) {
 
 // BenchmarkOnMsg measures what the hub does with one small view frame as
 // it arrives from NATS — parts check, decode, ring, delivery to one live
-// subscriber, its Take — the path every frame takes.
+// subscriber, its Take — the path every frame takes; with fold=on, the
+// feed's verdict fold for consolidation (coalesce.go) too.
 func BenchmarkOnMsg(b *testing.B) {
+	b.Run("fold=off", func(b *testing.B) { benchOnMsg(b, false) })
+	b.Run("fold=on", func(b *testing.B) { benchOnMsg(b, true) })
+}
+
+func benchOnMsg(b *testing.B, fold bool) {
 	h := newHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
 	f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(1024)}
+	startFold := func() {
+		if !fold {
+			return
+		}
+		f.vf = &verdictFold{th: reducer.NewThread("t1")}
+		for _, ev := range []string{`{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}`, `{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`} {
+			if _, err := f.vf.apply([]byte(ev)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	startFold()
 	s := &subscriber{feed: f, variant: AguiSSE, limit: 1 << 30, signal: make(chan struct{}, 1), state: stLive}
 	f.subs[s] = struct{}{}
 	const n = 4096
@@ -100,6 +119,7 @@ func BenchmarkOnMsg(b *testing.B) {
 		if i == n { // start the chain again
 			f.mu.Lock()
 			f.known, s.last = false, 0
+			startFold()
 			f.mu.Unlock()
 			i = 0
 		}

@@ -29,7 +29,11 @@ type Metrics struct {
 	IdleFeeds       prometheus.Gauge                // of Feeds, the threads lingering with no subscriber
 	IdleEnded       *prometheus.CounterVec          // lingering threads ended early by an idle bound, by bound (no tenant label: unbounded)
 	QuotaRefused    *prometheus.CounterVec          // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
+	Coalesced       *prometheus.CounterVec          // subscriber backlogs consolidated past the high-water mark, by variant
+	CoalescedSaved  *prometheus.CounterVec          // bytes those consolidations took out of the queues, by variant
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
+	coalesced       [numVariants]prometheus.Counter // Coalesced's children
+	coalescedSaved  [numVariants]prometheus.Counter // CoalescedSaved's children
 	collectors      []prometheus.Collector
 }
 
@@ -68,12 +72,18 @@ func NewMetrics() *Metrics {
 			Help: "Lingering threads ended before the linger time because an idle bound was reached, by bound (tenant, total)."}, []string{"bound"}),
 		QuotaRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_quota_refused_total",
 			Help: "Streams refused over a tenant quota (429), by tenant (bounded: the rest as _other) and quota."}, []string{"tenant", "quota"}),
+		Coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_coalesced_total",
+			Help: "Subscriber backlogs consolidated by meaning past the high-water mark (--coalesce-bytes), by variant."}, []string{"variant"}),
+		CoalescedSaved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_coalesced_saved_bytes_total",
+			Help: "Bytes taken out of subscriber queues by consolidation (queued before minus after), by variant."}, []string{"variant"}),
 	}
 	// Create every label value up front, so dashboards see zeros, not gaps.
 	for v := Variant(0); v < numVariants; v++ {
 		m.Subscribers.WithLabelValues(v.String())
 		m.delivered[v] = m.Delivered.WithLabelValues(v.String())
 		m.BytesSent.WithLabelValues(v.String())
+		m.coalesced[v] = m.Coalesced.WithLabelValues(v.String())
+		m.coalescedSaved[v] = m.CoalescedSaved.WithLabelValues(v.String())
 	}
 	for _, r := range []string{ReasonOverflow, ReasonGap} {
 		m.Drops.WithLabelValues(r)
@@ -92,7 +102,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
-		m.IdleFeeds, m.IdleEnded, m.QuotaRefused}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved}
 	return m
 }
 

@@ -43,9 +43,20 @@ type Config struct {
 	// MaxLifetime ends a stream after this long (with its cursor, so the
 	// client resumes, possibly on another node); 0 disables it.
 	MaxLifetime time.Duration
-	// WriteTimeout bounds one batched write to a connection; a client that
-	// does not read for that long is disconnected.
+	// WriteTimeout bounds how long a stream's connection may accept no
+	// bytes (the deadline moves with each write's progress, stream.go): a
+	// client that does not read for that long is disconnected; one that
+	// reads slowly is not.
 	WriteTimeout time.Duration
+	// SendBuffer is the kernel send buffer (SO_SNDBUF) of a stream's
+	// connection. Left to itself the kernel grows it to megabytes for a
+	// client that stops reading, and whatever sits there reaches the client
+	// event by event, too late to be consolidated (HubConfig.CoalesceBytes):
+	// a small one keeps the backlog in the subscriber's queue, where it is.
+	// It also bounds a stream's throughput to about SendBuffer per round
+	// trip. Zero means the default; negative leaves the kernel's
+	// autotuning.
+	SendBuffer int
 	// ReadHeaderTimeout bounds the reading of a request's headers (so a
 	// connection that sends nothing is closed after it); IdleTimeout how
 	// long a keep-alive connection may wait for its next request. They are
@@ -88,10 +99,14 @@ type Config struct {
 // DefaultConfig returns the defaults (Verifier and AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
-		Hub:               DefaultHubConfig(),
-		Heartbeat:         15 * time.Second,
-		MaxLifetime:       30 * time.Minute,
-		WriteTimeout:      10 * time.Second,
+		Hub:          DefaultHubConfig(),
+		Heartbeat:    15 * time.Second,
+		MaxLifetime:  30 * time.Minute,
+		WriteTimeout: 10 * time.Second,
+		// 32 KiB per round trip: 640 KiB/s at 50 ms, far above what a
+		// thread streams, and a large snapshot still goes at a few MB/s
+		// within a region.
+		SendBuffer:        32 << 10,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		Retry:             2 * time.Second,
@@ -155,6 +170,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = d.WriteTimeout
+	}
+	if cfg.SendBuffer == 0 {
+		cfg.SendBuffer = d.SendBuffer
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = d.Retry
@@ -241,7 +259,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: withConn}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	loopCtx, stopLoop := context.WithCancel(context.Background())

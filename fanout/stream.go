@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -83,6 +84,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	s.capSendBuffer(r)
 	var sk sink
 	if ws {
 		cc := &corkConn{timeout: s.cfg.WriteTimeout}
@@ -105,6 +107,37 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// the SSE binding says happens after the last run's terminal event.
 	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
 	s.m.Ended.WithLabelValues(reason).Inc()
+}
+
+// connKey is the context key of the request's connection (withConn).
+type connKey struct{}
+
+// withConn is the http.Server's ConnContext: it keeps each connection in
+// its requests' contexts, for capSendBuffer.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// capSendBuffer sets the kernel send buffer of r's connection to
+// Config.SendBuffer (see there), when it is a TCP connection served by Run
+// or Serve (wrapped connections are unwrapped through NetConn). Any other
+// (an httptest server's, say) keeps the kernel's.
+func (s *Server) capSendBuffer(r *http.Request) {
+	if s.cfg.SendBuffer <= 0 {
+		return
+	}
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	for c != nil {
+		if b, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+			_ = b.SetWriteBuffer(s.cfg.SendBuffer)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
 }
 
 // checkRunInput validates a POSTed RunAgentInput (what an AG-UI HttpAgent
@@ -272,40 +305,44 @@ func (k *sseSink) open() error {
 	return k.rc.Flush()
 }
 
-// writeChunk is the most written under one write deadline: a larger item
-// (the snapshot of a long thread, tens of megabytes) is written in chunks,
-// the deadline moved before each, so that WriteTimeout bounds how long a
-// client accepts no bytes, not how long a large snapshot takes to send.
-const writeChunk = 1 << 20
+// writeChunk is the most written under one write deadline: a batch is
+// written item by item and a larger item (a consolidated backlog, the
+// snapshot of a long thread) in chunks, the deadline moved before each, so
+// that WriteTimeout bounds how long a client accepts no bytes at all (no
+// chunk of the connection's buffer, 4 KiB), not how long a batch takes: a
+// slow reader that keeps reading is never cut.
+const writeChunk = 4 << 10
 
 func (k *sseSink) write(items []item) (int, error) {
 	k.start()
-	k.refresh()
 	n := 0
 	for i := range items {
 		b := items[i].b
 		for len(b) > writeChunk {
+			k.refresh()
 			m, err := k.w.Write(b[:writeChunk])
 			n += m
 			if err != nil {
 				return n, err
 			}
 			b = b[writeChunk:]
-			k.refresh()
 		}
+		k.refresh()
 		m, err := k.w.Write(b)
 		n += m
 		if err != nil {
 			return n, err
 		}
 	}
+	k.refresh()
 	return n, k.rc.Flush()
 }
 
-// refresh moves the write deadline. It costs a timer update; moving it only
-// once half of it is used keeps every write bounded by timeout/2..timeout.
+// refresh moves the write deadline. It costs a clock read, and a timer
+// update only once an eighth of the timeout is used: every write gets at
+// least 7/8 of it.
 func (k *sseSink) refresh() {
-	if now := time.Now(); k.deadline.Sub(now) < k.timeout/2 {
+	if now := time.Now(); k.deadline.Sub(now) < k.timeout-k.timeout/8 {
 		k.deadline = now.Add(k.timeout)
 		_ = k.rc.SetWriteDeadline(k.deadline)
 	}
@@ -330,8 +367,9 @@ func (k *sseSink) end(reason string, cursor uint64) {
 }
 
 // wsSink writes WebSocket messages: one wire message per item, a batch of
-// them in one socket write (corkConn). The socket's write deadline bounds
-// every write, so the messages are written without a context of their own.
+// them in one socket write (corkConn). The socket's write deadline, moved
+// while the client accepts bytes, bounds every write, so the messages are
+// written without a context of their own.
 type wsSink struct {
 	c       *websocket.Conn
 	cc      *corkConn
@@ -342,42 +380,13 @@ func (k *wsSink) write(items []item) (int, error) {
 	k.cc.cork()
 	n := 0
 	for i := range items {
-		var err error
-		if len(items[i].b) > writeChunk {
-			err = k.writeLarge(items[i].b)
-		} else {
-			err = k.c.Write(context.Background(), websocket.MessageText, items[i].b)
-		}
-		if err != nil {
+		if err := k.c.Write(context.Background(), websocket.MessageText, items[i].b); err != nil {
 			_ = k.cc.uncork()
 			return n, err
 		}
 		n += len(items[i].b)
 	}
 	return n, k.cc.uncork()
-}
-
-// writeLarge writes one message larger than writeChunk in chunks (one
-// WebSocket message still), with the timeout counted from the last chunk
-// written rather than from the start, as sseSink does.
-func (k *wsSink) writeLarge(b []byte) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	idle := time.AfterFunc(k.timeout, cancel)
-	defer idle.Stop()
-	w, err := k.c.Writer(ctx, websocket.MessageText)
-	if err != nil {
-		return err
-	}
-	for len(b) > 0 {
-		c := b[:min(len(b), writeChunk)]
-		if _, err := w.Write(c); err != nil {
-			return err
-		}
-		b = b[len(c):]
-		idle.Reset(k.timeout)
-	}
-	return w.Close()
 }
 
 func (k *wsSink) open() error { return nil }

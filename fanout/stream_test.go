@@ -192,13 +192,17 @@ func TestResumeOnAnotherNode(t *testing.T) {
 }
 
 // A client that stops reading overflows its queue and is resynchronised
-// with a snapshot, while a client reading normally never is.
+// with a snapshot, while a client reading normally never is. Consolidation
+// is off here (it would fold this thread's deltas into one event: see
+// TestSlowSubscriberCoalesced, and TestCoalescedStillOverflows for a
+// backlog that overflows even consolidated).
 func TestSlowSubscriberResynced(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
 	th := newTestThread(t, connect(t, ns), "acme", "slow")
 	srv, hs := newServer(t, nc, func(c *Config) {
 		c.Hub.QueueBytes = 512 << 10
+		c.Hub.CoalesceBytes = -1
 		c.WriteTimeout = time.Minute // the slow client stalls on purpose
 	})
 	tok := token(t, "acme")

@@ -21,6 +21,11 @@ const (
 type item struct {
 	b  []byte
 	ts int64 // event timestamp (Unix ms) for the latency metric, 0 if none
+	// fr is the frame whose shared encoding b is (or is part of), for
+	// consolidation (coalesce.go); nil for snapshots and partial frames.
+	fr *frame
+	// co is set on the items of a consolidated window.
+	co *coalesced
 }
 
 // subscriber is one connection's view of a thread: a bounded queue of wire
@@ -40,7 +45,13 @@ type subscriber struct {
 
 	mu     sync.Mutex
 	queue  []item
-	queued int    // bytes in queue
+	queued int // bytes in queue
+	// nextCoalesce: queued bytes past which the queue is consolidated
+	// (coalesce.go); 0 when consolidation is off.
+	nextCoalesce int
+	// slow: the queue passed the high-water mark; Take consolidates what
+	// it takes until the reader keeps up again.
+	slow   bool
 	cursor uint64 // seq reached once everything in queue is written
 	resync string // non-empty: the queue was dropped for this reason
 	closed bool
@@ -76,10 +87,28 @@ func (s *subscriber) Variant() Variant { return s.variant }
 // — the reason, in which case the caller must call CatchUp before taking
 // more. The returned byte slices are shared: the caller writes them and must
 // not modify or retain them.
+//
+// A subscriber found slow (its queue passed the high-water mark since an
+// earlier Take) has the frames queued since its last consolidation
+// consolidated too before they are taken (coalesce.go), so that what a
+// slow reader gets is consolidated all through.
 func (s *subscriber) Take(dst []item) (items []item, cursor uint64, resync string) {
 	s.mu.Lock()
+	if s.slow && len(s.queue) > 1 && s.resync == "" {
+		s.mu.Unlock()
+		f := s.feed
+		f.mu.Lock() // lock order: feed.mu, then subscriber.mu
+		s.mu.Lock()
+		if s.resync == "" {
+			s.coalesceLocked()
+		}
+		f.mu.Unlock()
+	}
+	// Slow until a Take finds little queued: a reader keeping up again.
+	s.slow = s.slow && s.queued >= s.feed.hub.cfg.CoalesceBytes/4
 	items, s.queue = s.queue, dst[:0]
 	s.queued = 0
+	s.nextCoalesce = s.feed.hub.cfg.CoalesceBytes
 	s.dirty = false
 	cursor, resync = s.cursor, s.resync
 	s.mu.Unlock()
@@ -117,15 +146,18 @@ func (s *subscriber) Close() {
 	})
 }
 
-// enqueue appends msgs (all of one frame or snapshot) to the queue. Called
-// with feed.mu held. Past the byte limit the whole queue is dropped and the
-// subscriber flagged for resync. The limit bounds the backlog of frames: a
+// enqueue appends msgs (all of one frame or snapshot; fr is the frame when
+// msgs are its shared encoding) to the queue. Called with feed.mu held.
+// Past the high-water mark the queue is consolidated (coalesce.go); past
+// the byte limit, when consolidation cannot bring it back under, the whole
+// queue is dropped and the subscriber flagged for resync. The limit bounds
+// the backlog of frames: a
 // snapshot (force) skips it and does not count against it, so that a view
 // larger than the limit is delivered and the frames that follow it while
 // it is being written are not dropped for its size; and a frame is always
 // taken into an empty backlog, so that a frame larger than the limit (one
 // large event) reaches a subscriber that keeps up.
-func (s *subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
+func (s *subscriber) enqueue(msgs [][]byte, fr *frame, seq uint64, ts int64, force bool) {
 	n := 0
 	for _, b := range msgs {
 		n += len(b)
@@ -135,7 +167,8 @@ func (s *subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 		s.mu.Unlock()
 		return
 	}
-	if !force && s.queued > 0 && s.queued+n > s.limit {
+	over := !force && s.queued > 0 && s.queued+n > s.limit
+	if over && s.nextCoalesce <= 0 {
 		s.mu.Unlock()
 		s.dropLocked(ReasonOverflow)
 		s.feed.hub.m.Drops.WithLabelValues(ReasonOverflow).Inc()
@@ -143,11 +176,21 @@ func (s *subscriber) enqueue(msgs [][]byte, seq uint64, ts int64, force bool) {
 	}
 	for _, b := range msgs {
 		if len(b) > 0 {
-			s.queue = append(s.queue, item{b: b, ts: ts})
+			s.queue = append(s.queue, item{b: b, ts: ts, fr: fr})
 		}
 	}
 	if !force {
 		s.queued += n
+		if s.nextCoalesce > 0 && (over || s.queued > s.nextCoalesce) {
+			s.coalesceLocked()
+			s.slow = true
+		}
+		if over && s.queued > s.limit {
+			s.mu.Unlock()
+			s.dropLocked(ReasonOverflow)
+			s.feed.hub.m.Drops.WithLabelValues(ReasonOverflow).Inc()
+			return
+		}
 	}
 	s.cursor = seq
 	wake := !s.dirty
@@ -307,7 +350,10 @@ func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resum
 			return stepFailed, nil, false, ErrRunSplice
 		}
 		s.last, s.state = sn.seq, stLive
-		s.enqueue(enc, sn.seq, 0, true)
+		s.enqueue(enc, nil, sn.seq, 0, true)
+		if sn.window == 0 {
+			f.startVerdictsLocked(sn)
+		}
 		f.replayLocked(s, sn.seq)
 		return stepLive, nil, false, nil
 	case fitFuture:
@@ -403,7 +449,7 @@ func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 		if st := runOf(fr.events[:after.Index+1]); st.changed { // what the client saw of this frame
 			s.run = st.open
 		}
-		s.enqueue(encodePartial(fr, s.variant, after.Index), fr.seq, fr.eventTS, true)
+		s.enqueue(encodePartial(fr, s.variant, after.Index), nil, fr.seq, fr.eventTS, true)
 		f.replayLocked(s, fr.seq)
 		return true
 	}

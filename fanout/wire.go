@@ -35,7 +35,9 @@ func (v Variant) String() string {
 // got: no duplicate and no gap (hub.Subscribe parses both forms). Snapshot
 // events before the last carry "id: <seq>.snap", which is not a resumable
 // cursor: a client cut off inside a snapshot gets a fresh one, because a
-// partial snapshot plus later frames would not be the view.
+// partial snapshot plus later frames would not be the view. Likewise the
+// events of a slow subscriber's consolidated batch before its last carry
+// "id: <seq>.c" (coalesce.go): they do not map to a frame's events.
 
 // encodeFrame returns the wire messages of f in variant v. For SSE it is one
 // slice holding every SSE message of the frame; for WebSocket one slice per

@@ -2,8 +2,10 @@ package fanout
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -21,9 +23,10 @@ const corkMax = 64 << 10
 // the socket one write, as one Flush of the SSE sink does. Outside a batch
 // (pings, pongs, the close frame) writes go straight through.
 //
-// Every write to the socket has a deadline, moved as sseSink.refresh moves
-// it, so a client that accepts no bytes for the write timeout ends its
-// stream whatever the library's own contexts say. mu serialises writes to
+// Every write to the socket has a deadline, moved while the client accepts
+// bytes (writeLocked), so a client that accepts no bytes for the write
+// timeout ends its stream whatever the library's own contexts say, and one
+// that reads slowly does not. mu serialises writes to
 // the socket and is held across them: a pong written by the library's
 // reader goroutine must not land inside a batch being written.
 type corkConn struct {
@@ -84,12 +87,22 @@ func (c *corkConn) flushLocked() error {
 	return err
 }
 
+// writeLocked writes p to the socket. A write that reaches its deadline
+// having written some of p goes on with a new one: the client is reading,
+// slowly. Only a deadline reached with nothing written ends it.
 func (c *corkConn) writeLocked(p []byte) (int, error) {
-	if now := time.Now(); c.deadline.Sub(now) < c.timeout/2 {
-		c.deadline = now.Add(c.timeout)
-		_ = c.Conn.SetWriteDeadline(c.deadline)
+	n := 0
+	for {
+		if now := time.Now(); c.deadline.Sub(now) < c.timeout-c.timeout/8 {
+			c.deadline = now.Add(c.timeout)
+			_ = c.Conn.SetWriteDeadline(c.deadline)
+		}
+		m, err := c.Conn.Write(p[n:])
+		n += m
+		if err == nil || m == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
 	}
-	return c.Conn.Write(p)
 }
 
 // corkWriter hands the WebSocket library a corkConn when it hijacks the

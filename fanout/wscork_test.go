@@ -2,8 +2,10 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -125,5 +127,57 @@ func TestWebSocketStalledClientTimesOut(t *testing.T) {
 	}
 	if got := counterValue(srv.m.Drops.WithLabelValues(ReasonOverflow)); got != 0 {
 		t.Fatalf("overflow drops = %v: the queue ended it, not the deadline", got)
+	}
+}
+
+// A corked socket whose client reads slowly but steadily is never cut,
+// though a write takes it many times the timeout; one whose client reads
+// nothing is, after the timeout. net.Pipe has no buffer: a write returns
+// when the other side has read it all.
+func TestCorkConnDeadlineMovesWithProgress(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	cc := &corkConn{Conn: server, timeout: 300 * time.Millisecond}
+	defer cc.Close()
+	payload := []byte(strings.Repeat("z", 40<<10))
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 1<<10)
+		n := 0
+		for n < len(payload) {
+			m, err := client.Read(buf)
+			n += m
+			if err != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // about 50 KB/s: the write takes about 0.8 s
+		}
+		got <- n
+	}()
+	start := time.Now()
+	cc.cork()
+	if _, err := cc.Write(payload[:1<<10]); err != nil { // gathered
+		t.Fatal(err)
+	}
+	if _, err := cc.Write(payload[1<<10:]); err != nil { // gathered too: uncork writes it all
+		t.Fatal(err)
+	}
+	if err := cc.uncork(); err != nil {
+		t.Fatalf("slow reader cut after %v: %v", time.Since(start), err)
+	}
+	if n := <-got; n != len(payload) {
+		t.Fatalf("read %d of %d bytes", n, len(payload))
+	}
+	if d := time.Since(start); d < 2*cc.timeout {
+		t.Logf("the write took only %v: it did not outlast the timeout", d)
+	}
+
+	// Nobody reads now: the next write fails after the timeout.
+	start = time.Now()
+	if _, err := cc.Write(payload); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a reader that reads nothing: %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d < cc.timeout-cc.timeout/8 {
+		t.Fatalf("gave up after %v, before the timeout", d)
 	}
 }

@@ -76,7 +76,9 @@ func (r *runner) check(ctx context.Context) Check {
 			continue
 		}
 		c.SubsChecked++
-		if ok, why := s.matches(want); !ok {
+		ok, why := s.matches(want)
+		s.matched = ok
+		if !ok {
 			if why == "no view" {
 				c.SubsNoView++
 			}
@@ -175,12 +177,80 @@ type Result struct {
 	ErrorSamples  map[string]int       `json:"errorSamples,omitempty"`
 	PublishErrors uint64               `json:"publishErrors"`
 	// PublishErrorSamples counts failed publishes by cause.
-	PublishErrorSamples map[string]int     `json:"publishErrorSamples,omitempty"`
-	FoldWarnings        uint64             `json:"foldWarnings"`
-	Events              []string           `json:"events"`
-	Series              []SecondOut        `json:"series"`
-	Check               Check              `json:"check"`
-	ServerMetrics       map[string]float64 `json:"serverMetrics,omitempty"`
+	PublishErrorSamples map[string]int      `json:"publishErrorSamples,omitempty"`
+	FoldWarnings        uint64              `json:"foldWarnings"`
+	Events              []string            `json:"events"`
+	Series              []SecondOut         `json:"series"`
+	Check               Check               `json:"check"`
+	ServerMetrics       map[string]float64  `json:"serverMetrics,omitempty"`
+	Slow                map[string]*SlowOut `json:"slow,omitempty"` // by mode: "agui", "view"
+}
+
+// SlowOut is what the slow subscribers got, beside the others of their
+// threads.
+type SlowOut struct {
+	Slow       int    `json:"slow"`
+	Equal      int    `json:"equal"` // final view = REST view
+	Resyncs    uint64 `json:"resyncs"`
+	Reconnects uint64 `json:"reconnects"`
+	// Per subscriber, summed over the slow subscribers that have a
+	// subscriber of the same thread and mode (agui or view) that is not
+	// slow: what each slow one received, and the mean of what those
+	// others received.
+	Paired    int     `json:"paired"`
+	SlowMsgs  uint64  `json:"slowMsgs"`
+	SlowBytes uint64  `json:"slowBytes"`
+	FastMsgs  float64 `json:"fastMsgs"`
+	FastBytes float64 `json:"fastBytes"`
+}
+
+// slowOut summarises the slow subscribers of each mode (nil when there are
+// none).
+func (r *runner) slowOut() map[string]*SlowOut {
+	out := map[string]*SlowOut{}
+	for _, mode := range []string{"agui", "view"} {
+		if o := r.slowOf(mode == "view"); o != nil {
+			out[mode] = o
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (r *runner) slowOf(view bool) *SlowOut {
+	var o SlowOut
+	for _, s := range r.subs {
+		if !s.slow || s.v.view() != view {
+			continue
+		}
+		o.Slow++
+		if s.matched {
+			o.Equal++
+		}
+		o.Resyncs += s.resyncs
+		o.Reconnects += s.reconnects
+		var n, msgs, bytes float64
+		for _, f := range r.subs {
+			if !f.slow && f.th == s.th && f.v.view() == s.v.view() {
+				n++
+				msgs += float64(f.msgs)
+				bytes += float64(f.bytes)
+			}
+		}
+		if n > 0 {
+			o.Paired++
+			o.SlowMsgs += s.msgs
+			o.SlowBytes += s.bytes
+			o.FastMsgs += msgs / n
+			o.FastBytes += bytes / n
+		}
+	}
+	if o.Slow == 0 {
+		return nil
+	}
+	return &o
 }
 
 func (r *runner) result(start time.Time, published time.Duration) *Result {
@@ -270,7 +340,8 @@ func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
 		line := sc.Text()
 		for _, p := range []string{"threadcast_fanout_resyncs_total", "threadcast_fanout_queue_drops_total",
 			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total",
-			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total"} {
+			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total",
+			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total"} {
 			if strings.HasPrefix(line, p) {
 				if i := strings.LastIndexByte(line, ' '); i > 0 {
 					if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {

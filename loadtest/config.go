@@ -212,8 +212,8 @@ var scenarios = map[string]scenario{
 	}},
 	"reconnect-storm": {doc: "steady; at half time 50% of the subscribers drop and reconnect at once", rate: constant(1),
 		stormAt: 0.5, stormFraction: 0.5},
-	"slow-subscribers": {doc: "steady; 10% of the subscribers pause 50 ms per message read", rate: constant(1),
-		slowFraction: 0.1, slowPause: 50 * time.Millisecond},
+	"slow-subscribers": {doc: "steady; 10% of the subscribers read 4 messages/s (pause 250 ms per message)", rate: constant(1),
+		slowFraction: 0.1, slowPause: 250 * time.Millisecond},
 	"ingest-restart": {doc: "steady; at 40% of the run the ingest is stopped for 2 s and restarted", rate: constant(1),
 		restartAt: 0.4, restartPause: 2 * time.Second},
 }

@@ -80,9 +80,12 @@
 //   - reconnect-storm: steady; at half time half of the subscribers drop
 //     their connection at once and reconnect immediately with their cursor:
 //     the resume path (ring) and the snapshot path under a thundering herd.
-//   - slow-subscribers: steady; 10 % of the subscribers pause 50 ms after
-//     every message they read: their queues overflow and they are
-//     resynchronised alone; the others' latency must not suffer.
+//   - slow-subscribers: steady; 10 % of the subscribers pause 250 ms after
+//     every message they read (4 messages/s): their backlogs are
+//     consolidated (fewer, larger messages) rather than dropped, and the
+//     report's "Slow subscribers" section says whether they converged and
+//     what they received beside fast subscribers of the same threads; the
+//     others' latency must not suffer.
 //   - ingest-restart: steady; at 40 % of the run the embedded ingest is
 //     stopped (graceful drain), left down for 2 s, and a new one started:
 //     recovery from checkpoints, frames resuming, subscribers continuing.

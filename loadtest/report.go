@@ -114,6 +114,23 @@ func writeMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "    %s\n", e)
 	}
 
+	if len(r.Slow) > 0 {
+		fmt.Fprintf(w, "\n## Slow subscribers\n\n| | |\n| --- | ---: |\n")
+	}
+	for _, mode := range []string{"agui", "view"} {
+		o := r.Slow[mode]
+		if o == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %s: final view = REST view | %d of %d |\n", mode, o.Equal, o.Slow)
+		fmt.Fprintf(w, "| %s: their resyncs / reconnects | %d / %d |\n", mode, o.Resyncs, o.Reconnects)
+		if o.Paired > 0 && o.FastBytes > 0 && o.FastMsgs > 0 {
+			fmt.Fprintf(w, "| %s: received by the %d with a fast subscriber of the same thread and mode: messages, slow / fast | %d / %.0f (%.2f×) |\n",
+				mode, o.Paired, o.SlowMsgs, o.FastMsgs, float64(o.SlowMsgs)/o.FastMsgs)
+			fmt.Fprintf(w, "| %s: the same, bytes, slow / fast | %d / %.0f (%.2f×) |\n", mode, o.SlowBytes, o.FastBytes, float64(o.SlowBytes)/o.FastBytes)
+		}
+	}
+
 	k := r.Check
 	fmt.Fprintf(w, "\n## Correctness: %s\n\n", verdict)
 	fmt.Fprintf(w, "| check | result |\n| --- | --- |\n")

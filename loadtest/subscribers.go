@@ -76,6 +76,8 @@ type sub struct {
 	cancel context.CancelFunc // the current connection's (reconnect storm)
 
 	gaps, dups, resyncs, reconnects, errs, warnings, foldFatal uint64
+	msgs, bytes                                                uint64 // received, over every connection
+	matched                                                    bool   // set by check: its final view equals the REST view
 	// moves counts failed connections: the subscriber connects to fanout
 	// node (id+moves) mod n of the run's nodes.
 	moves int
@@ -216,6 +218,7 @@ func (s *sub) readSSE(ctx context.Context) error {
 	hasData := false
 	for sc.Scan() {
 		line := sc.Bytes()
+		s.bytes += uint64(len(line) + 1)
 		s.r.series.at(time.Now()).bytesOut.Add(uint64(len(line) + 1))
 		s.r.stats.bytesOut.Add(uint64(len(line) + 1))
 		switch {
@@ -328,6 +331,7 @@ func (s *sub) readWS(ctx context.Context) error {
 		}
 		now := time.Now()
 		s.received(now)
+		s.bytes += uint64(len(data))
 		s.r.series.at(now).bytesOut.Add(uint64(len(data)))
 		s.r.stats.bytesOut.Add(uint64(len(data)))
 		if s.v.view() {
@@ -350,6 +354,7 @@ func (s *sub) readWS(ctx context.Context) error {
 }
 
 func (s *sub) received(now time.Time) {
+	s.msgs++
 	s.lastRecv.Store(now.UnixNano())
 	s.r.stats.msgsOut.Add(1)
 	s.r.series.at(now).msgsOut.Add(1)

@@ -79,6 +79,11 @@ func (t *Thread) Warnings() uint64 { return t.warnings }
 // Rejection returns the reason of the most recent stream rejection, or "".
 func (t *Thread) Rejection() string { return t.rejection }
 
+// ChunkLanesOpen reports how many chunk streams are open (patterns.md §3):
+// a Compactor for the events that follow must assume them open
+// (compact.NewMidStream) unless there are none (compact.New).
+func (t *Thread) ChunkLanesOpen() int { return len(t.m.lanes) }
+
 // Status is where the thread's protocol machine stands.
 type Status uint8
 

@@ -125,6 +125,19 @@ func New() *Compactor {
 	}
 }
 
+// NewMidStream returns an empty Compactor for a stream that begins in the
+// middle of a thread: the first event Added is not the thread's first, so
+// chunk lanes may already be open. Until a clean run-level event resets
+// them (as after an event that was not clean), every lane counts as
+// possibly open, which disables every fold that would drop a lane closure.
+// Use it for a segment of a thread's stream; New is for a stream from the
+// thread's start, or one whose every earlier event a Compactor has seen.
+func NewMidStream() *Compactor {
+	c := New()
+	c.lanesUnknown = true
+	return c
+}
+
 // Events returns events compacted for a thread that starts empty (as
 // reducer.NewThread makes it): folding the result into a new Thread gives the same
 // view as folding events. To compact for another starting point, use
