@@ -182,8 +182,12 @@ type scenario struct {
 	// t of a run lasting d.
 	rate func(t, d time.Duration) float64
 	// slowFraction of the subscribers read slowly (slowPause per message).
+	// slowRecvBuf > 0 caps their connections' kernel receive buffer
+	// (SO_RCVBUF): a client behind a slow link, whose kernel cannot hold
+	// megabytes ahead of the application as a loopback connection's does.
 	slowFraction float64
 	slowPause    time.Duration
+	slowRecvBuf  int
 	// stormAt (fraction of the duration, 0 = never): that many of the
 	// subscribers (stormFraction) drop their connection at once and
 	// reconnect with their cursor.

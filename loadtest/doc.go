@@ -85,7 +85,10 @@
 //     consolidated (fewer, larger messages) rather than dropped, and the
 //     report's "Slow subscribers" section says whether they converged and
 //     what they received beside fast subscribers of the same threads; the
-//     others' latency must not suffer.
+//     others' latency must not suffer. On loopback a slow reader's own
+//     kernel buffers megabytes ahead of it, out of the server's reach; a
+//     scenario file's "slowRecvBuffer" caps their receive buffer, as a
+//     slow link would.
 //   - ingest-restart: steady; at 40 % of the run the embedded ingest is
 //     stopped (graceful drain), left down for 2 s, and a new one started:
 //     recovery from checkpoints, frames resuming, subscribers continuing.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -71,6 +72,9 @@ type runner struct {
 	pub    *agent.Publisher            // every tenant's, in process (nil with Target)
 	pubs   map[string]*agent.Publisher // per tenant, with Target (nil in process)
 	client *http.Client
+	// slowClient is client, or one with a capped receive buffer for the
+	// slow subscribers (scenario.slowRecvBuf).
+	slowClient *http.Client
 
 	tenants []string
 	tokens  map[string]string
@@ -178,6 +182,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 		MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
 	}}
 	defer r.client.CloseIdleConnections()
+	r.slowClient = r.client
+	if n := r.sc.slowRecvBuf; n > 0 {
+		dial := (&net.Dialer{}).DialContext
+		r.slowClient = &http.Client{Transport: &http.Transport{
+			MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetReadBuffer(n)
+				}
+				return c, err
+			},
+		}}
+		defer r.slowClient.CloseIdleConnections()
+	}
 	start := time.Now()
 	if err := r.build(key, start); err != nil {
 		return nil, err

@@ -169,11 +169,11 @@ func TestCommandLineHidesKey(t *testing.T) {
 
 func TestScenarioFile(t *testing.T) {
 	sc, name, err := parseScenario([]byte(`{"name":"double-peak","rate":[[1,0.2],[0,0.2],[0.5,2]],
-		"slowFraction":0.05,"slowPause":"20ms","stormAt":0.6,"stormFraction":0.3}`))
+		"slowFraction":0.05,"slowPause":"20ms","slowRecvBuffer":16384,"stormAt":0.6,"stormFraction":0.3}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name != "double-peak" || sc.slowPause != 20*time.Millisecond || sc.restartPause != 2*time.Second || sc.stormAt != 0.6 {
+	if name != "double-peak" || sc.slowPause != 20*time.Millisecond || sc.slowRecvBuf != 16384 || sc.restartPause != 2*time.Second || sc.stormAt != 0.6 {
 		t.Errorf("parsed %q %+v", name, sc)
 	}
 	d := 100 * time.Second
@@ -190,7 +190,7 @@ func TestScenarioFile(t *testing.T) {
 		t.Errorf("empty file: %v, rate %v", err, flat.rate(time.Second, d))
 	}
 	for _, bad := range []string{
-		`{"rate":[[1.5,1]]}`, `{"rate":[[0.5,0]]}`, `{"stormAt":2}`, `{"slowPause":"soon"}`,
+		`{"rate":[[1.5,1]]}`, `{"rate":[[0.5,0]]}`, `{"stormAt":2}`, `{"slowPause":"soon"}`, `{"slowRecvBuffer":-1}`,
 		`{"unknown":1}`, `not json`,
 	} {
 		if _, _, err := parseScenario([]byte(bad)); !errors.Is(err, errConfig) {

@@ -15,7 +15,7 @@ import (
 //	{"name": "double-peak",
 //	 "doc": "two peaks at 200%",
 //	 "rate": [[0, 0.2], [0.25, 2], [0.5, 0.2], [0.75, 2], [1, 0.2]],
-//	 "slowFraction": 0.05, "slowPause": "20ms",
+//	 "slowFraction": 0.05, "slowPause": "20ms", "slowRecvBuffer": 16384,
 //	 "stormAt": 0.6, "stormFraction": 0.3,
 //	 "restartAt": 0, "restartPause": "2s"}
 //
@@ -29,6 +29,7 @@ type scenarioFile struct {
 	Rate          [][2]float64 `json:"rate"`
 	SlowFraction  float64      `json:"slowFraction"`
 	SlowPause     string       `json:"slowPause"`
+	SlowRecvBuf   int          `json:"slowRecvBuffer"`
 	StormAt       float64      `json:"stormAt"`
 	StormFraction float64      `json:"stormFraction"`
 	RestartAt     float64      `json:"restartAt"`
@@ -76,7 +77,10 @@ func parseScenario(b []byte) (*scenario, string, error) {
 		return d, nil
 	}
 	var err error
-	sc := &scenario{doc: f.Doc, slowFraction: f.SlowFraction, stormAt: f.StormAt, stormFraction: f.StormFraction, restartAt: f.RestartAt}
+	if f.SlowRecvBuf < 0 {
+		return nil, "", fmt.Errorf("%w: scenario file: slowRecvBuffer %d is negative", errConfig, f.SlowRecvBuf)
+	}
+	sc := &scenario{doc: f.Doc, slowFraction: f.SlowFraction, slowRecvBuf: f.SlowRecvBuf, stormAt: f.StormAt, stormFraction: f.StormFraction, restartAt: f.RestartAt}
 	if sc.slowPause, err = dur("slowPause", f.SlowPause, 50*time.Millisecond); err != nil {
 		return nil, "", err
 	}

@@ -202,7 +202,7 @@ func (s *sub) readSSE(ctx context.Context) error {
 	if s.cursor != "" {
 		req.Header.Set("Last-Event-ID", s.cursor)
 	}
-	res, err := s.r.client.Do(req)
+	res, err := s.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("loadtest: connect: %w", err)
 	}
@@ -312,7 +312,7 @@ func (s *sub) startSnapshot() {
 
 func (s *sub) readWS(ctx context.Context) error {
 	c, _, err := websocket.Dial(ctx, s.streamURL(true), &websocket.DialOptions{
-		HTTPClient: s.r.client,
+		HTTPClient: s.httpClient(),
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + s.token}},
 	})
 	if err != nil {
@@ -470,4 +470,13 @@ func (s *sub) resolve() {
 		n++
 	}
 	s.pend = append(s.pend[:0], s.pend[n:]...)
+}
+
+// httpClient is the client s connects with: a slow subscriber's may have
+// a capped receive buffer (scenario.slowRecvBuf).
+func (s *sub) httpClient() *http.Client {
+	if s.slow {
+		return s.r.slowClient
+	}
+	return s.r.client
 }
