@@ -223,6 +223,28 @@ func TestSoak(t *testing.T) {
 		float64(answers)/secs, float64(conns)/secs, float64(tx)/secs/1e6, float64(rx)/secs/1e6, attackCPU.Seconds()/secs, attackerWhere())
 	t.Logf("the node's process used %.2f of a core in the quiet runs, %.2f in the abuse runs",
 		quietCPU.Seconds()/quietWall.Seconds(), abuseCPU.Seconds()/secs)
+	// The attacker kept its pace (at the lowest CPU priority it could
+	// fall behind on a busy machine, and a weaker attack measure less):
+	// every paced kind made at least half the requests its rate schedules.
+	for _, k := range []struct {
+		kind, prefix string
+		perSec       float64
+	}{{"tap-huge", "tap types huge ", 1}, {"http-churn", "http churn ", 20}, {"nats-churn", "nats churn ", 10},
+		{"cursor", "cursor ", 10}, {"bridge-bad", "bridge not json ", 10}, {"bridge-bad", "bridge huge number ", 10},
+		{"bridge-bad", "bridge wrong thread ", 10}, {"bridge-big", "bridge oversized ", 2}} {
+		if *soakKinds != "all" && !slices.Contains(strings.Split(*soakKinds, ","), k.kind) {
+			continue
+		}
+		made := 0
+		for key, v := range counts {
+			if strings.HasPrefix(key, k.prefix) {
+				made += v
+			}
+		}
+		if want := k.perSec * *soakPace * secs; float64(made) < want/2 {
+			t.Errorf("noisy made %d %q requests, under half the %.0f its pace schedules", made, strings.TrimSpace(k.prefix), want)
+		}
+	}
 	ratio := float64(ap99) / float64(qp99)
 	switch {
 	case *soakMaxRatio > 0 && ratio > *soakMaxRatio:
