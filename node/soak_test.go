@@ -83,16 +83,13 @@ var soakKinds = flag.String("soak.kinds", "all",
 // soak.duration/soak.rounds.
 var soakRounds = flag.Int("soak.rounds", 4, "how many quiet and abuse runs TestSoak alternates")
 
-// soakPace scales the rate of every paced kind of abuse (requests,
-// connects and noisy's own events per second).
 // soakMaxRatio is the largest accepted ratio of quiet's p99 under abuse to
 // its p99 in the quiet runs (the criterion is 2); 0 measures and reports the
-// ratio without judging it (scripts/test.sh: on this project's shared
-// 2-core machines the ratio measures 4-6x at a load average of 25, where
-// the soak without the cap per source measures 4.7x, the attacker's load
-// generator sharing the cores with the node).
+// ratio without judging it.
 var soakMaxRatio = flag.Float64("soak.max-p99-ratio", 2, "largest accepted ratio of quiet's p99 under abuse to its quiet p99 (0: report only)")
 
+// soakPace scales the rate of every paced kind of abuse (requests,
+// connects and noisy's own events per second).
 var soakPace = flag.Float64("soak.pace", 1, "how many times the documented rates TestSoak's paced abuse runs at")
 
 // soakAttacker says where noisy's attack runs: "process", a process of its
@@ -100,14 +97,16 @@ var soakPace = flag.Float64("soak.pace", 1, "how many times the documented rates
 // in the node's process, sharing its runtime (to compare the two).
 var soakAttacker = flag.String("soak.attacker", "process", "where TestSoak's attacker runs: process (a process of its own) or inprocess")
 
-// soakAttackerNice is the attacker process's niceness: at 19 it gets a
-// CPU only when nothing of the node's (niceness 0) wants it, as an attacker
-// on a machine of its own takes none of the node's.
+// soakAttackerNice is the attacker process's niceness: at 19 it weighs 15
+// against the node's 1024 (niceness 0) where both want a CPU, so it takes
+// next to none of the node's CPU time and does not preempt it, as an
+// attacker on machines of its own would not.
 var soakAttackerNice = flag.Int("soak.attacker-nice", 19, "the niceness TestSoak's attacker process runs at (0: the node's own)")
 
 // soakAttackerCPUs, when set, pins the attacker process to these CPUs
-// (taskset -c): with the test process pinned to the others, the two share
-// no CPU (see README.md).
+// (taskset -c): with the test process pinned to the others (taskset -c
+// when starting it), the two share no CPU, and the Go runtime sizes the
+// node's GOMAXPROCS to its CPUs.
 var soakAttackerCPUs = flag.String("soak.attacker-cpus", "", "the CPUs TestSoak's attacker process is pinned to (taskset -c list; empty: any)")
 
 // soakProfile, when set, writes a CPU profile of the node's process for
@@ -892,11 +891,14 @@ func processCPU() time.Duration {
 }
 
 // startProfile starts a CPU profile named by -soak.cpuprofile and name, and
-// returns its stop; without the flag, nothing.
+// returns its stop; without the flag, nothing. Heap profiles taken at the
+// start and the stop (-heap0, -heap1) give what the run allocated (pprof
+// -sample_index=alloc_space -diff_base).
 func startProfile(t *testing.T, name string) func() {
 	if *soakProfile == "" {
 		return func() {}
 	}
+	writeHeap(t, *soakProfile+name+"-heap0.pprof")
 	f, err := os.Create(*soakProfile + name + ".pprof")
 	if err != nil {
 		t.Error(err)
@@ -912,6 +914,22 @@ func startProfile(t *testing.T, name string) func() {
 		if err := f.Close(); err != nil {
 			t.Error(err)
 		}
+		writeHeap(t, *soakProfile+name+"-heap1.pprof")
+	}
+}
+
+// writeHeap writes the heap profile to path.
+func writeHeap(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Error(err)
 	}
 }
 
