@@ -28,7 +28,8 @@ package node_test
 // keep-alive after one request, half send nothing, each reopened when the
 // server times it out); 16 taps held that never read (8
 // within the tap quota, the rest refused), half with a ?types= list of 60
-// duplicates; a 40,000-entry ?types= list once a second; 10 HTTP connects
+// duplicates; a 40,000-entry ?types= list (840 KB, over the node's
+// bound on a request's headers) once a second; 10 HTTP connects
 // a second each with a bad and a good token; 5 NATS connects a second
 // each with a bad and a good token; 5 a second each of a Last-Event-ID far
 // ahead and of a garbage one; 10 a second each of a body that is not
@@ -66,6 +67,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/connlimit"
+	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/quota"
 )
 
@@ -122,14 +124,14 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 // The soak's node limits: the bound on RSS is derived from them.
 const (
-	soakMaxConns   = 512     // Config.MaxConns
-	soakPerSource  = 128     // Config.MaxConnsPerSource: a quarter of soakMaxConns, the default
-	soakIdleConns  = 400     // noisy's idle connections attempted at once (past the cap per source; quiet needs ~10)
-	soakTaps       = 8       // noisy's tap quota
-	soakTapReaders = 16      // noisy's tap streams that never read, attempted at once (half refused)
-	soakBodyFlight = 4 << 20 // noisy's BodyBytesInFlight
-	soakHeaderMax  = 1 << 20 // net/http's DefaultMaxHeaderBytes: a ?types= list is read within it
-	soakMaxMsg     = 1 << 20 // Pipeline.MaxMsgSize: an event over it is refused by the bridge
+	soakMaxConns   = 512                                 // Config.MaxConns
+	soakPerSource  = 128                                 // Config.MaxConnsPerSource: a quarter of soakMaxConns, the default
+	soakIdleConns  = 400                                 // noisy's idle connections attempted at once (past the cap per source; quiet needs ~10)
+	soakTaps       = 8                                   // noisy's tap quota
+	soakTapReaders = 16                                  // noisy's tap streams that never read, attempted at once (half refused)
+	soakBodyFlight = 4 << 20                             // noisy's BodyBytesInFlight
+	soakHeaderMax  = fanout.DefaultMaxHeaderBytes + 4096 // Config.HTTPMaxHeaderBytes and net/http's slack: a ?types= list is read within it
+	soakMaxMsg     = 1 << 20                             // Pipeline.MaxMsgSize: an event over it is refused by the bridge
 )
 
 // TestSoak: while tenant noisy keeps idle connections near the node's cap,
@@ -252,7 +254,7 @@ func TestSoak(t *testing.T) {
 		t.Logf("quiet's p99 under abuse is %.2fx the quiet runs' (%v vs %v); accepted at most: %gx (0: report only)", ratio, ap99, qp99, *soakMaxRatio)
 	}
 	// Every kind of abuse was made and answered as the product documents.
-	for _, want := range []string{"idle held", "tap types huge 400", "tap unread duplicated types 200", "tap unread 200",
+	for _, want := range []string{"idle held", "tap types huge 431", "tap unread duplicated types 200", "tap unread 200",
 		"tap unread 429", "http churn bad token 401", "http churn 200", "nats churn bad token refused", "nats churn ok",
 		"cursor ahead 200", "cursor garbage 200", "bridge not json 400", "bridge huge number 422",
 		"bridge wrong thread 422", "bridge oversized declared 413", "bridge oversized event 413", "idle refused 503"} {
@@ -495,8 +497,8 @@ func (a *attack) run(spec attackSpec, stop <-chan struct{}) {
 		})
 	}
 
-	// Tap floods: a 40,000-entry ?types= list (refused: over the entry
-	// bound); and soakTapReaders taps held at once that never read a
+	// Tap floods: a 40,000-entry ?types= list (refused with a 431: over
+	// the bound on a request's headers); and soakTapReaders taps held at once that never read a
 	// byte, half of them with a list of 60 duplicates (under the entry
 	// bound, one type once deduplicated), the others with every type.
 	huge := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 40000), ",")
