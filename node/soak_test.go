@@ -298,7 +298,8 @@ func checkRSS(t *testing.T, round int, r *rssPeak) {
 	// the limits let noisy hold, twice over for the garbage collector's
 	// headroom (GOGC=100): per connection up to the cap, the server's and
 	// the client's buffers and goroutines (64 KiB together; the server's
-	// alone when the attacker is a process of its own); per tap within the quota, its 4096 pending messages (fanout's tap buffer) (at
+	// alone when the attacker is a process of its own); per tap within
+	// the quota, its 4096 pending messages (fanout's tap buffer) (at
 	// most 1 KiB each here); the bodies in flight within the quota, four
 	// times over for decoding; and one huge ?types= request's headers, on
 	// each side.
@@ -498,7 +499,8 @@ func (a *attack) run(spec attackSpec, stop <-chan struct{}) {
 	}
 
 	// Tap floods: a 40,000-entry ?types= list (refused with a 431: over
-	// the bound on a request's headers); and soakTapReaders taps held at once that never read a
+	// the bound on a request's headers); and soakTapReaders taps held at
+	// once that never read a
 	// byte, half of them with a list of 60 duplicates (under the entry
 	// bound, one type once deduplicated), the others with every type.
 	huge := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 40000), ",")
