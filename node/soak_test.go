@@ -500,9 +500,9 @@ func (a *attack) run(spec attackSpec, stop <-chan struct{}) {
 
 	// Tap floods: a 40,000-entry ?types= list (refused with a 431: over
 	// the bound on a request's headers); and soakTapReaders taps held at
-	// once that never read a
-	// byte, half of them with a list of 60 duplicates (under the entry
-	// bound, one type once deduplicated), the others with every type.
+	// once that never read a byte, half of them with a list of 60
+	// duplicates (under the entry bound, one type once deduplicated), the
+	// others with every type.
 	huge := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 40000), ",")
 	dup := strings.TrimSuffix(strings.Repeat("TEXT_MESSAGE_CONTENT,", 60), ",")
 	spawn("tap-huge", func() {
