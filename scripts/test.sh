@@ -79,9 +79,10 @@ go test -count=1 -tags cluster -run TestClusterFaults -timeout 5m ./pipeline
 # stays within 2x of its quiet p99, RSS under the bound the limits give. 60 s
 # of abuse (THREADCAST_SOAK_DURATION for a longer one); without -race, which
 # would change both the latencies and the memory it measures. The attacker
-# is a process of its own at niceness 19: on the few cores this runs on, an
-# attacker sharing the node's process or its CPU priority measures the
-# machine's load more than the node (README.md, "Tests, benchmarks, load test").
+# is a process of its own at niceness 19, as one on machines of its own
+# takes none of the node's CPU; on 2 cores the ratio measured 1.2-1.4x with
+# the machine otherwise idle, 0.5-1.1x under other work's load (README.md,
+# "Tests, benchmarks, load test").
 go test -count=1 -tags soak -run TestSoak -timeout 10m ./node
 
 # The bus locked down: three nats-server processes configured from
