@@ -125,6 +125,10 @@ const refusal = "HTTP/1.1 503 Service Unavailable\r\n" +
 	"Content-Length: 33\r\n\r\n" +
 	`{"error":"too_many_connections"}` + "\n"
 
+// refusalBytes is refusal, converted once: a conversion per refusal would
+// allocate for every connection of a flood.
+var refusalBytes = []byte(refusal)
+
 // refuseTimeout bounds the write of the refusal: the socket is new, its
 // buffer empty, so the write does not block unless something is very wrong.
 const refuseTimeout = 100 * time.Millisecond
@@ -222,7 +226,7 @@ func (l *Listener) refuse(c net.Conn, r Reason, hook func()) {
 		hook()
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
-	_, _ = c.Write([]byte(refusal))
+	_, _ = c.Write(refusalBytes)
 	_ = c.Close()
 }
 

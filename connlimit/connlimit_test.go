@@ -349,3 +349,21 @@ func get(t *testing.T, c net.Conn) string {
 	resp.Body.Close()
 	return resp.Status + " " + strings.TrimSpace(string(body))
 }
+
+// nopConn is a net.Conn whose writes and closes do nothing: the refusal's
+// own cost, without the kernel's.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (nopConn) Close() error                     { return nil }
+func (nopConn) SetWriteDeadline(time.Time) error { return nil }
+func (nopConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1} }
+
+// BenchmarkRefuse is the listener's own work for one connection refused.
+func BenchmarkRefuse(b *testing.B) {
+	l := New(nil, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.refuse(nopConn{}, BySource, nil)
+	}
+}

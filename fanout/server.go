@@ -63,6 +63,11 @@ type Config struct {
 	// the http.Server's of Run and Serve; zero means the default.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// MaxHeaderBytes bounds a request's line and headers together (the
+	// http.Server's of Run and Serve): past it the request is answered 431
+	// before more of it is read or buffered. Zero means
+	// DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
 	// Retry is the reconnection delay announced to SSE clients.
 	Retry time.Duration
 	// Quota holds each tenant to its open streams (SSE, WebSocket, live
@@ -96,6 +101,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultMaxHeaderBytes is the default bound on a request's line and
+// headers: 64 KiB holds the largest token (auth.MaxTokenLen, 8 KiB) and a
+// ?types= list of every entry allowed many times over, where net/http's own
+// default, 1 MiB, let one request make the server buffer a megabyte.
+const DefaultMaxHeaderBytes = 64 << 10
+
 // DefaultConfig returns the defaults (Verifier and AuthKey left empty).
 func DefaultConfig() Config {
 	return Config{
@@ -109,6 +120,7 @@ func DefaultConfig() Config {
 		SendBuffer:        32 << 10,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Retry:             2 * time.Second,
 		Quota:             defaultQuota(),
 		ViewsBucket:       wire.DefaultViewsKV,
@@ -182,6 +194,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = d.IdleTimeout
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = d.MaxHeaderBytes
 	}
 	if cfg.ViewsBucket == "" {
 		cfg.ViewsBucket = d.ViewsBucket
@@ -259,7 +274,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: withConn}
+		MaxHeaderBytes: s.cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: withConn}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	loopCtx, stopLoop := context.WithCancel(context.Background())

@@ -108,6 +108,9 @@ type Config struct {
 	// how long a keep-alive connection may wait for its next request.
 	HTTPHeaderTimeout time.Duration
 	HTTPIdleTimeout   time.Duration
+	// HTTPMaxHeaderBytes bounds a request's line and headers together:
+	// past it the request is answered 431 before more of it is read.
+	HTTPMaxHeaderBytes int
 
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -129,6 +132,8 @@ func DefaultConfig() Config {
 		MaxConnsPerSource: connlimit.AutoPerSource,
 		HTTPHeaderTimeout: 10 * time.Second,
 		HTTPIdleTimeout:   2 * time.Minute,
+
+		HTTPMaxHeaderBytes: fanout.DefaultMaxHeaderBytes,
 	}
 }
 
@@ -176,6 +181,8 @@ func (c *Config) validate() (IngestPlan, error) {
 		return plan, fmt.Errorf("%w: the auth callout verifies tokens with the auth key (shorter than %d bytes) or a JWKS source (none)", ErrConfig, auth.MinKeyLen)
 	case c.HTTPHeaderTimeout <= 0 || c.HTTPIdleTimeout <= 0:
 		return plan, fmt.Errorf("%w: HTTP header timeout %v, idle timeout %v: both must be positive", ErrConfig, c.HTTPHeaderTimeout, c.HTTPIdleTimeout)
+	case c.HTTPMaxHeaderBytes <= 0:
+		return plan, fmt.Errorf("%w: HTTP max header bytes %d: must be positive", ErrConfig, c.HTTPMaxHeaderBytes)
 	}
 	fds, err := connlimit.FDLimit()
 	if err != nil {

@@ -33,7 +33,8 @@
 // first part that is not, named) and /metrics (one Prometheus registry for
 // all parts). Every NATS connection reconnects with the same backoff, and
 // the HTTP server has one set of timeouts (Config.HTTPHeaderTimeout,
-// HTTPIdleTimeout).
+// HTTPIdleTimeout) and one bound on a request's headers
+// (HTTPMaxHeaderBytes).
 //
 // The node holds the ingest side only through the IngestRole interface,
 // whose documentation gives the contract (call order, who stops what,

@@ -35,7 +35,7 @@ func (n *Node) startHTTP(h http.Handler) error {
 		Help: "HTTP connections open now (at most --max-conns)."}, func() float64 { return float64(capped.Open()) }))
 	n.ln = capped
 	timeouts := func(hs *http.Server) {
-		hs.ReadHeaderTimeout, hs.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
+		hs.ReadHeaderTimeout, hs.IdleTimeout, hs.MaxHeaderBytes = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout, n.cfg.HTTPMaxHeaderBytes
 	}
 	serve := func(ctx context.Context) error { return serveHTTP(ctx, capped, h, n.cfg.Drain, n.log, timeouts) }
 	if n.fs != nil {

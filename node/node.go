@@ -134,7 +134,7 @@ func (n *Node) start() error {
 	if n.cfg.Fanout {
 		fc := n.cfg.FanoutConfig
 		fc.Verifier = n.verifier
-		fc.ReadHeaderTimeout, fc.IdleTimeout = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout
+		fc.ReadHeaderTimeout, fc.IdleTimeout, fc.MaxHeaderBytes = n.cfg.HTTPHeaderTimeout, n.cfg.HTTPIdleTimeout, n.cfg.HTTPMaxHeaderBytes
 		if n.side != nil {
 			fc.Hub.Partitions = n.plan.Partitions
 			fc.Hub.EventStream = n.plan.Stream

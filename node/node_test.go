@@ -248,6 +248,7 @@ func TestStartErrors(t *testing.T) {
 		{"no drain", func(c *Config) { c.Drain = 0 }, ErrConfig},
 		{"no idle timeout", func(c *Config) { c.HTTPIdleTimeout = 0 }, ErrConfig},
 		{"no header timeout", func(c *Config) { c.HTTPHeaderTimeout = -1 }, ErrConfig},
+		{"no header bound", func(c *Config) { c.HTTPMaxHeaderBytes = 0 }, ErrConfig},
 		{"connection cap over the fd limit", func(c *Config) { c.MaxConns = int(fdLimit(t)) }, connlimit.ErrTooMany},
 		{"per-source cap over the node cap", func(c *Config) { c.MaxConns, c.MaxConnsPerSource = 10, 11 }, ErrConfig},
 		{"negative per-source cap", func(c *Config) { c.MaxConnsPerSource = -2 }, ErrConfig},
@@ -376,6 +377,53 @@ func fdLimit(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestNodeMaxHeaderBytes: a request whose line and headers exceed
+// HTTPMaxHeaderBytes is answered 431 (net/http's refusal, with its slack of
+// 4 KiB) whichever server holds the port (the fanout's, or the node's own
+// without the fanout), and one within it is served. The default bound
+// (DefaultConfig) refuses a 128 KiB request line, which net/http's own
+// default, 1 MiB, would read whole.
+func TestNodeMaxHeaderBytes(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		bound int // 0: DefaultConfig's
+		give  func(c *Config)
+	}{
+		{"fanout, default bound", 0, func(c *Config) {}},
+		{"fanout, 16 KiB", 16 << 10, func(c *Config) {}},
+		{"no fanout, 16 KiB", 16 << 10, func(c *Config) { c.Fanout, c.Dashboard, c.Ingest = false, false, true }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testConfig(t)
+			tt.give(&c)
+			if tt.bound != 0 {
+				c.HTTPMaxHeaderBytes = tt.bound
+			}
+			bound := c.HTTPMaxHeaderBytes
+			n, err := Start(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = n.Stop() })
+			get := func(pad int) int {
+				req, _ := http.NewRequest("GET", n.URL()+"/livez?pad="+strings.Repeat("x", pad), nil)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				return res.StatusCode
+			}
+			if code := get(bound / 2); code != http.StatusOK {
+				t.Errorf("a request line of %d bytes under the bound of %d: %d, want 200", bound/2, bound, code)
+			}
+			if code := get(2 * bound); code != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("a request line of %d bytes over the bound of %d: %d, want 431", 2*bound, bound, code)
+			}
+		})
+	}
 }
 
 // TestNodeConnectionCap: over real TCP, idle keep-alive connections fill

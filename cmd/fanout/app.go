@@ -37,7 +37,7 @@ func (a *app) nodeConfig() node.Config {
 	nc.AuthKey, nc.Tokens = f.AuthKey, c.Tokens
 	nc.FanoutConfig, nc.Quota = f, f.Quota
 	nc.Drain, nc.MaxConns, nc.MaxConnsPerSource = c.Drain, c.MaxConns, c.MaxConnsPerSource
-	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = f.ReadHeaderTimeout, f.IdleTimeout
+	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout, nc.HTTPMaxHeaderBytes = f.ReadHeaderTimeout, f.IdleTimeout, f.MaxHeaderBytes
 	nc.Logger = a.log
 	return nc
 }

@@ -63,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.MaxConnsPerSource, "max-conns-per-source", connlimit.AutoPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&f.ReadHeaderTimeout, "http-header-timeout", f.ReadHeaderTimeout, "bound on reading a request's headers")
 	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", f.IdleTimeout, "how long an idle keep-alive HTTP connection is kept")
+	fs.IntVar(&f.MaxHeaderBytes, "http-max-header-bytes", f.MaxHeaderBytes, "bound on a request's line and headers together, in `bytes`; past it 431")
 	fs.DurationVar(&f.Retry, "sse-retry", f.Retry, "reconnection delay announced to SSE clients")
 	finishQuota := quota.BindFlags(fs, &f.Quota, quota.FanoutFlags, "max-conns-per-tenant")
 	fs.IntVar(&f.MaxWindow, "max-window", f.MaxWindow, "largest ?window=N of a stream or view request (beyond it: 400 bad_window)")

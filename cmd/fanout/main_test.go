@@ -88,11 +88,14 @@ func TestParseConfig(t *testing.T) {
 				}
 			}},
 		{name: "memory limit ratio above 1", args: []string{"--auth-key", key, "--memory-limit-ratio", "1.2"}, wantErr: "--memory-limit-ratio: memlimit: ratio 1.2 is not between 0 and 1"},
-		{name: "connection cap and HTTP timeouts", args: []string{"--auth-key", key, "--max-conns", "50", "--http-idle-timeout", "7s"},
+		{name: "connection cap and HTTP timeouts", args: []string{"--auth-key", key, "--max-conns", "50", "--http-idle-timeout", "7s", "--http-max-header-bytes", "32768"},
 			env: map[string]string{"THREADCAST_HTTP_HEADER_TIMEOUT": "3s"},
 			check: func(t *testing.T, c config) {
-				if c.MaxConns != 50 || c.Fanout.IdleTimeout != 7*time.Second || c.Fanout.ReadHeaderTimeout != 3*time.Second {
-					t.Fatalf("cap %d, idle %v, header %v", c.MaxConns, c.Fanout.IdleTimeout, c.Fanout.ReadHeaderTimeout)
+				if c.MaxConns != 50 || c.Fanout.IdleTimeout != 7*time.Second || c.Fanout.ReadHeaderTimeout != 3*time.Second || c.Fanout.MaxHeaderBytes != 32768 {
+					t.Fatalf("cap %d, idle %v, header %v, header bytes %d", c.MaxConns, c.Fanout.IdleTimeout, c.Fanout.ReadHeaderTimeout, c.Fanout.MaxHeaderBytes)
+				}
+				if nc := (&app{cfg: c}).nodeConfig(); nc.HTTPMaxHeaderBytes != 32768 {
+					t.Fatalf("the node's header bound %d", nc.HTTPMaxHeaderBytes)
 				}
 			}},
 		{name: "connection cap defaults below the fd limit", args: []string{"--auth-key", key},

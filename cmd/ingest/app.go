@@ -50,7 +50,7 @@ func (a *app) nodeConfig() node.Config {
 	ic.ReadyMaxLag, ic.StoreMinFree = c.ReadyMaxLag, c.StoreMinFree
 	ic.OTLP = c.OTLP
 	nc.IngestRole = ic
-	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout = c.HeaderTimeout, c.IdleTimeout
+	nc.HTTPHeaderTimeout, nc.HTTPIdleTimeout, nc.HTTPMaxHeaderBytes = c.HeaderTimeout, c.IdleTimeout, c.MaxHeaderBytes
 	nc.Logger = a.log
 	return nc
 }

@@ -26,14 +26,18 @@ func TestParseConfig(t *testing.T) {
 		check   func(c config) error
 		wantErr string
 	}{
-		{name: "connection cap and HTTP timeouts", give: []string{"--max-conns", "50", "--http-idle-timeout", "7s"},
+		{name: "connection cap and HTTP timeouts", give: []string{"--max-conns", "50", "--http-idle-timeout", "7s", "--http-max-header-bytes", "32768"},
 			env: map[string]string{"THREADCAST_HTTP_HEADER_TIMEOUT": "3s"},
 			check: func(c config) error {
-				if c.MaxConns != 50 || c.IdleTimeout != 7*time.Second || c.HeaderTimeout != 3*time.Second {
-					return fmt.Errorf("cap %d, idle %v, header %v", c.MaxConns, c.IdleTimeout, c.HeaderTimeout)
+				if c.MaxConns != 50 || c.IdleTimeout != 7*time.Second || c.HeaderTimeout != 3*time.Second || c.MaxHeaderBytes != 32768 {
+					return fmt.Errorf("cap %d, idle %v, header %v, header bytes %d", c.MaxConns, c.IdleTimeout, c.HeaderTimeout, c.MaxHeaderBytes)
+				}
+				if nc := (&app{cfg: c}).nodeConfig(); nc.HTTPMaxHeaderBytes != 32768 {
+					return fmt.Errorf("the node's header bound %d", nc.HTTPMaxHeaderBytes)
 				}
 				return nil
 			}},
+		{name: "no header bound", give: []string{"--http-max-header-bytes", "0"}, wantErr: "--http-max-header-bytes"},
 		{name: "connection cap over the fd limit", give: []string{"--max-conns", "100000000"}, wantErr: "--max-conns: connlimit: connection cap does not fit"},
 		{name: "no idle timeout", give: []string{"--http-idle-timeout", "0s"}, wantErr: "--http-idle-timeout"},
 		{name: "defaults", check: func(c config) error {

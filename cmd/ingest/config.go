@@ -16,6 +16,7 @@ import (
 	"github.com/threadcast/threadcast/cmd/internal/tokenflags"
 	"github.com/threadcast/threadcast/connlimit"
 	"github.com/threadcast/threadcast/envflag"
+	"github.com/threadcast/threadcast/fanout"
 	"github.com/threadcast/threadcast/memlimit"
 	"github.com/threadcast/threadcast/otelexport"
 	"github.com/threadcast/threadcast/pipeline"
@@ -33,13 +34,15 @@ type config struct {
 	NatsListen  string // embedded server's client listen address host:port
 	HTTP        string
 	Drain       time.Duration
-	// MaxConns, HeaderTimeout and IdleTimeout guard the HTTP listener
-	// (package connlimit; the http.Server's timeouts).
+	// MaxConns, HeaderTimeout, IdleTimeout and MaxHeaderBytes guard the
+	// HTTP listener (package connlimit; the http.Server's timeouts and its
+	// bound on a request's headers).
 	MaxConns int
 	// MaxConnsPerSource caps one source address's share of them.
 	MaxConnsPerSource int
 	HeaderTimeout     time.Duration
 	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 	ReadyMaxLag       uint64
 	AuthKey           string // HMAC key of bearer tokens; enables the HTTP bridge
 	BridgeNoAuth      bool   // serve the bridge without tokens (development only)
@@ -80,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.MaxConnsPerSource, "max-conns-per-source", connlimit.AutoPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&c.HeaderTimeout, "http-header-timeout", 10*time.Second, "bound on reading a request's headers")
 	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", 2*time.Minute, "how long an idle keep-alive HTTP connection is kept")
+	fs.IntVar(&c.MaxHeaderBytes, "http-max-header-bytes", fanout.DefaultMaxHeaderBytes, "bound on a request's line and headers together, in `bytes`; past it 431")
 	fs.Uint64Var(&c.ReadyMaxLag, "ready-max-lag", 100000, "readyz fails while more messages than this wait")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)
@@ -165,6 +169,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.HeaderTimeout <= 0 || c.IdleTimeout <= 0 {
 		return c, errors.New("--http-header-timeout and --http-idle-timeout must be positive")
+	}
+	if c.MaxHeaderBytes <= 0 {
+		return c, errors.New("--http-max-header-bytes must be positive")
 	}
 	fds, err := connlimit.FDLimit()
 	if err != nil {

@@ -218,6 +218,7 @@ func serveFlags(c *serveConfig, getenv func(string) string) (*flag.FlagSet, func
 	fs.IntVar(&n.MaxConnsPerSource, "max-conns-per-source", n.MaxConnsPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&n.HTTPHeaderTimeout, "http-header-timeout", n.HTTPHeaderTimeout, "bound on reading a request's headers (a connection that sends nothing is closed after it)")
 	fs.DurationVar(&n.HTTPIdleTimeout, "http-idle-timeout", n.HTTPIdleTimeout, "how long an idle keep-alive HTTP connection is kept")
+	fs.IntVar(&n.HTTPMaxHeaderBytes, "http-max-header-bytes", n.HTTPMaxHeaderBytes, "bound on a request's line and headers together, in `bytes`; past it 431")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format` on stderr: text or json")
 	fs.Float64Var(&c.memRatio, "memory-limit-ratio", memlimit.DefaultRatio, memlimit.FlagUsage)

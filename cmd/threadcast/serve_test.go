@@ -553,6 +553,12 @@ func TestParseServe(t *testing.T) {
 			}
 			return nil
 		}},
+		{name: "HTTP header bound", give: []string{"--http-max-header-bytes", "32768"}, check: func(c serveConfig) error {
+			if c.node.HTTPMaxHeaderBytes != 32768 {
+				return fmt.Errorf("header bound %d", c.node.HTTPMaxHeaderBytes)
+			}
+			return nil
+		}},
 		{name: "external NATS with --demo", give: []string{"--nats-url", "nats://n:4222", "--auth-key", key, "--demo"}, check: func(c serveConfig) error {
 			if !c.node.Demo {
 				return errors.New("demo off")
