@@ -170,8 +170,14 @@ type benchClients struct {
 }
 
 func dialClients(b *testing.B, addr, path, tok string, n, frames int) *benchClients {
-	c := &benchClients{last: make([]atomic.Int64, n), lat: make([][]int64, n), conns: make([]net.Conn, n)}
 	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	return dialRaw(b, addr, req, n, frames, (*benchClients).read)
+}
+
+// dialRaw opens n connections to addr, sends req on each and reads each
+// with read in a goroutine of its own.
+func dialRaw(b *testing.B, addr, req string, n, frames int, read func(c *benchClients, k int, conn net.Conn)) *benchClients {
+	c := &benchClients{last: make([]atomic.Int64, n), lat: make([][]int64, n), conns: make([]net.Conn, n)}
 	for k := 0; k < n; k++ {
 		c.last[k].Store(-1)
 		c.lat[k] = make([]int64, 0, frames)
@@ -184,7 +190,7 @@ func dialClients(b *testing.B, addr, path, tok string, n, frames int) *benchClie
 		}
 		c.conns[k] = conn
 		c.wg.Add(1)
-		go c.read(k, conn)
+		go read(c, k, conn)
 	}
 	return c
 }

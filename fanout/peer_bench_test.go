@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -306,24 +305,9 @@ func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time
 // library reader would tax the shared cores more than the servers under
 // test). Server frames are read whole; pings are answered.
 func dialWSClients(b *testing.B, addr, path string, n, frames int) *benchClients {
-	c := &benchClients{last: make([]atomic.Int64, n), lat: make([][]int64, n), conns: make([]net.Conn, n)}
 	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	for k := 0; k < n; k++ {
-		c.last[k].Store(-1)
-		c.lat[k] = make([]int64, 0, frames)
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := conn.Write([]byte(req)); err != nil {
-			b.Fatal(err)
-		}
-		c.conns[k] = conn
-		c.wg.Add(1)
-		go c.readWS(k, conn)
-	}
-	return c
+	return dialRaw(b, addr, req, n, frames, (*benchClients).readWS)
 }
 
 func (c *benchClients) readWS(k int, conn net.Conn) {
