@@ -51,8 +51,9 @@ import (
 // puts them past it) and write the shared encodings (frame.enc):
 // consolidation costs them a byte count. The feed's verdict fold (one
 // decode and reducer step per event, per thread on this node, not per
-// subscriber) runs while coalescing is enabled and the feed has
-// subscribers.
+// subscriber, and a reducer.Thread of the thread held) runs while
+// coalescing is enabled and the feed has agui subscribers: a feed read
+// only in view mode (a dashboard) pays nothing for it.
 
 // maxPinned bounds the frames an agui window keeps for its next
 // consolidation, in CoalesceBytes: a slow subscriber holds at most
@@ -106,10 +107,11 @@ type verdictFold struct {
 var errUndecodable = errors.New("fanout: frame event does not decode")
 
 // startVerdictsLocked starts the feed's verdict fold from sn (a whole
-// snapshot) when none runs, coalescing is on and the ring continues from
-// sn. Called with f.mu held.
+// snapshot) when none runs, coalescing is on, the feed has an agui
+// subscriber (view-mode consolidation needs no verdicts) and the ring
+// continues from sn. Called with f.mu held.
 func (f *feed) startVerdictsLocked(sn *snapshot) {
-	if f.vf != nil || sn == nil || sn.window != 0 || f.hub.cfg.CoalesceBytes <= 0 || len(f.subs) == 0 || f.fitLocked(sn.seq) != fitOK {
+	if f.vf != nil || sn == nil || sn.window != 0 || f.hub.cfg.CoalesceBytes <= 0 || f.aguiSubs == 0 || f.fitLocked(sn.seq) != fitOK {
 		return
 	}
 	vf := &verdictFold{th: reducer.NewThread(f.key.token)}
@@ -138,7 +140,7 @@ func (f *feed) followLocked(fr *frame) {
 	if fr.seq <= vf.seq {
 		return
 	}
-	if len(f.subs) == 0 || !vf.follow(fr) {
+	if f.aguiSubs == 0 || !vf.follow(fr) {
 		f.vf = nil
 	}
 }

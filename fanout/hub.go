@@ -308,6 +308,9 @@ func (h *hub) SubscribeWindow(ctx context.Context, tenant, thread string, v Vari
 	s := &subscriber{feed: f, variant: v, window: max(window, 0), limit: h.cfg.QueueBytes, nextCoalesce: h.cfg.CoalesceBytes, signal: make(chan struct{}, 1)}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
+	if !v.ViewMode() {
+		f.aguiSubs++
+	}
 	f.mu.Unlock()
 	h.m.Subscribers.WithLabelValues(v.String()).Inc()
 	if err := s.catchUp(ctx, after, ReasonJoin); err != nil {
@@ -535,6 +538,7 @@ type feed struct {
 
 	mu       sync.Mutex
 	subs     map[*subscriber]struct{}
+	aguiSubs int // of subs, those in agui mode: the ones the verdict fold (vf) serves
 	ring     ring
 	known    bool              // lo and hi are meaningful
 	lo, hi   uint64            // see the NOTE at the top of the file

@@ -136,6 +136,9 @@ func (s *subscriber) Close() {
 		f := s.feed
 		f.mu.Lock()
 		delete(f.subs, s)
+		if !s.variant.ViewMode() {
+			f.aguiSubs--
+		}
 		f.mu.Unlock()
 		s.mu.Lock()
 		s.closed = true
