@@ -39,25 +39,28 @@ type cluster struct {
 	cut int // the server cut off from its peers, or -1
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func freePorts(n int) ([]int, error) {
-	ps := make([]int, n)
-	for i := range ps {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
+// reservePorts returns n distinct free loopback ports, each held by a
+// listener until release. Ports picked one after another with nothing held
+// can repeat (a port just closed is free again), and the harness's own
+// listeners (the route proxies) could take one before its process binds
+// it: a route proxy then forwarded to an HTTP port.
+func reservePorts(n int) (ports []int, release func(), err error) {
+	lns := make([]net.Listener, 0, n)
+	release = func() {
+		for _, l := range lns {
+			l.Close()
 		}
-		ps[i] = p
 	}
-	return ps, nil
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, release, nil
 }
 
 // writeKey writes kp as `nk -gen ... -pubout` does: the seed, then the
@@ -136,10 +139,11 @@ func newCluster(cfg Config, dir string) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3*3 + 1 + 4)
+	ports, release, err := reservePorts(3*3 + 1 + 4)
 	if err != nil {
 		return nil, err
 	}
+	defer release() // once the proxies hold their own ports
 	client, route, mon := ports[0:3], ports[3:6], ports[6:9]
 	// nowhere: a port nothing listens on, advertised as every server's
 	// route address, so that no server learns a direct way to a peer from
