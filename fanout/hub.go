@@ -617,7 +617,7 @@ func (f *feed) onMsg(part *nats.Msg) {
 		if n, _, err := m.Sub.Pending(); err != nil || n <= 1 || f.held >= maxHeld {
 			f.held = 0
 			for i, s := range f.dirty {
-				s.notify()
+				s.notifyData()
 				f.dirty[i] = nil
 			}
 			f.dirty = f.dirty[:0]

@@ -31,9 +31,11 @@ type Metrics struct {
 	QuotaRefused    *prometheus.CounterVec          // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
 	Coalesced       *prometheus.CounterVec          // subscriber backlogs consolidated past the high-water mark, by variant
 	CoalescedSaved  *prometheus.CounterVec          // bytes those consolidations took out of the queues, by variant
+	Paced           *prometheus.CounterVec          // stream writers that held back for a client with too much unread, by variant
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
 	coalesced       [numVariants]prometheus.Counter // Coalesced's children
 	coalescedSaved  [numVariants]prometheus.Counter // CoalescedSaved's children
+	paced           [numVariants]prometheus.Counter // Paced's children
 	collectors      []prometheus.Collector
 }
 
@@ -76,6 +78,8 @@ func NewMetrics() *Metrics {
 			Help: "Subscriber backlogs consolidated by meaning past the high-water mark (--coalesce-bytes), by variant."}, []string{"variant"}),
 		CoalescedSaved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_coalesced_saved_bytes_total",
 			Help: "Bytes taken out of subscriber queues by consolidation (queued before minus after), by variant."}, []string{"variant"}),
+		Paced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_paced_total",
+			Help: "Times a stream's writer held back because its client had more than --client-unread-bytes unread, by variant."}, []string{"variant"}),
 	}
 	// Create every label value up front, so dashboards see zeros, not gaps.
 	for v := Variant(0); v < numVariants; v++ {
@@ -84,6 +88,7 @@ func NewMetrics() *Metrics {
 		m.BytesSent.WithLabelValues(v.String())
 		m.coalesced[v] = m.Coalesced.WithLabelValues(v.String())
 		m.coalescedSaved[v] = m.CoalescedSaved.WithLabelValues(v.String())
+		m.paced[v] = m.Paced.WithLabelValues(v.String())
 	}
 	for _, r := range []string{ReasonOverflow, ReasonGap} {
 		m.Drops.WithLabelValues(r)
@@ -102,7 +107,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
-		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced}
 	return m
 }
 

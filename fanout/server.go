@@ -57,6 +57,12 @@ type Config struct {
 	// trip. Zero means the default; negative leaves the kernel's
 	// autotuning.
 	SendBuffer int
+	// UnreadBytes is how much a stream's client may have left unread (in
+	// its receive buffer and this side's unsent queue, as TCP reports
+	// them) before the stream's writer holds back and lets the backlog
+	// gather in the subscriber's queue, where it is consolidated
+	// (pace.go). Linux only; zero means the default, negative disables.
+	UnreadBytes int
 	// ReadHeaderTimeout bounds the reading of a request's headers (so a
 	// connection that sends nothing is closed after it); IdleTimeout how
 	// long a keep-alive connection may wait for its next request. They are
@@ -117,7 +123,11 @@ func DefaultConfig() Config {
 		// 32 KiB per round trip: 640 KiB/s at 50 ms, far above what a
 		// thread streams, and a large snapshot still goes at a few MB/s
 		// within a region.
-		SendBuffer:        32 << 10,
+		SendBuffer: 32 << 10,
+		// About 60 typical AG-UI events: what a client that reads a few
+		// messages a second still has to read before it sees a
+		// consolidated one.
+		UnreadBytes:       8 << 10,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
@@ -185,6 +195,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.SendBuffer == 0 {
 		cfg.SendBuffer = d.SendBuffer
+	}
+	if cfg.UnreadBytes == 0 {
+		cfg.UnreadBytes = d.UnreadBytes
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = d.Retry

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -97,15 +99,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // Accept wrote the HTTP error
 		}
-		defer conn.CloseNow()
 		ctx = conn.CloseRead(ctx) // discards client messages; cancels ctx when the peer closes
-		sk = &wsSink{c: conn, cc: cc, timeout: s.cfg.WriteTimeout}
+		wk := &wsSink{c: conn, cc: cc, timeout: s.cfg.WriteTimeout}
+		defer wk.close()
+		sk = wk
 	} else {
 		sk = newSSESink(w, s.cfg)
 	}
+	pc := newPacer(connOf(r), s.cfg.UnreadBytes, s.cfg.WriteTimeout)
 	// An AG-UI HttpAgent POSTs and waits for the response to end, which
 	// the SSE binding says happens after the last run's terminal event.
-	reason := s.pump(ctx, sub, sk, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
+	reason := s.pump(ctx, sub, sk, pc, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
 	s.m.Ended.WithLabelValues(reason).Inc()
 }
 
@@ -118,6 +122,13 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
+// connOf returns the connection r came on, when it is one served by Run or
+// Serve (withConn), else nil.
+func connOf(r *http.Request) net.Conn {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	return c
+}
+
 // capSendBuffer sets the kernel send buffer of r's connection to
 // Config.SendBuffer (see there), when it is a TCP connection served by Run
 // or Serve (wrapped connections are unwrapped through NetConn). Any other
@@ -126,7 +137,7 @@ func (s *Server) capSendBuffer(r *http.Request) {
 	if s.cfg.SendBuffer <= 0 {
 		return
 	}
-	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	c := connOf(r)
 	for c != nil {
 		if b, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
 			_ = b.SetWriteBuffer(s.cfg.SendBuffer)
@@ -169,6 +180,9 @@ type sink interface {
 	// write writes items (one batch) and flushes; it returns bytes written.
 	write(items []item) (int, error)
 	heartbeat() error
+	// probe sends the least the client will ignore, so that the
+	// acknowledgement of it announces the client's receive window (pace.go).
+	probe() error
 	// end tells the client why the stream ends and where to resume.
 	end(reason string, cursor uint64)
 }
@@ -181,7 +195,10 @@ type sink interface {
 // and a one-channel receive instead of a five-way select per batch, which
 // the fan-out benchmark showed in its profile). The stream ends at
 // expires, its token's deadline, whatever MaxLifetime says.
-func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, endWhenIdle bool, expires time.Time) string {
+//
+// With a pacer (pace.go), the writer takes nothing while its client has
+// too much unread; a timer, not the frames, wakes it then.
+func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, endWhenIdle bool, expires time.Time) string {
 	hb := time.AfterFunc(s.cfg.Heartbeat, func() { sub.raise(ctlHeartbeat) })
 	defer hb.Stop()
 	if s.cfg.MaxLifetime > 0 {
@@ -198,36 +215,48 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, endWhenIdle
 	if sk.open() != nil {
 		return EndWrite
 	}
+	var hold paceHold
+	defer hold.stop()
 	for {
-		items, cur, resync := sub.Take(buf)
-		if resync != "" {
-			if err := sub.CatchUp(ctx); err != nil {
-				if ctx.Err() != nil {
-					return EndClient
+		if held, reason := hold.check(s, pc, sub, sk); reason != "" {
+			return reason
+		} else if !held {
+			items, cur, resync := sub.Take(buf)
+			if resync != "" {
+				if err := sub.CatchUp(ctx); err != nil {
+					if ctx.Err() != nil {
+						return EndClient
+					}
+					s.log.Debug("fanout: stream ends for a resync", "err", err)
+					sk.end(EndResync, cursor)
+					return EndResync
 				}
-				s.log.Debug("fanout: stream ends for a resync", "err", err)
-				sk.end(EndResync, cursor)
-				return EndResync
+				buf = items[:0]
+				continue
+			}
+			if len(items) > 0 {
+				n, err := sk.write(items)
+				bytesSent.Add(float64(n))
+				if pc != nil {
+					pc.wrote(n)
+				}
+				s.observeLatency(items)
+				clear(items) // drop references to shared frames
+				if err != nil {
+					return EndWrite
+				}
 			}
 			buf = items[:0]
-			continue
-		}
-		if len(items) > 0 {
-			n, err := sk.write(items)
-			bytesSent.Add(float64(n))
-			s.observeLatency(items)
-			clear(items) // drop references to shared frames
-			if err != nil {
-				return EndWrite
+			cursor = max(cursor, cur)
+			if endWhenIdle && sub.idle() {
+				return EndIdle
 			}
-		}
-		buf = items[:0]
-		cursor = max(cursor, cur)
-		if endWhenIdle && sub.idle() {
-			return EndIdle
 		}
 		switch ctl := sub.ctl.Swap(0); {
 		case ctx.Err() != nil:
+			if f, ok := sk.(*wsSink); ok && f.pingFailed.Load() {
+				return EndWrite
+			}
 			return EndClient
 		case s.stopped.Load():
 			s.flushAndEnd(sub, sk, EndShutdown, cursor)
@@ -247,6 +276,52 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, endWhenIdle
 		// Anything enqueued while we wrote left a signal behind, so
 		// waiting now cannot miss it.
 		<-sub.Ready()
+	}
+}
+
+// paceHold is the writer's side of pacing (pace.go): the timer that wakes
+// a held writer.
+type paceHold struct {
+	tick *time.Timer
+}
+
+// check asks pc whether the writer may take and write now. When not, it
+// marks the subscriber paced (frames stop waking the writer, and what it
+// takes next is consolidated), sends a probe if pc asks for one, and arms
+// the timer that wakes the writer to look again. A non-empty reason ends
+// the stream.
+func (h *paceHold) check(s *Server, pc *pacer, sub *subscriber, sk sink) (held bool, reason string) {
+	if pc == nil {
+		return false, ""
+	}
+	act := pc.next()
+	if act == paceWrite {
+		sub.paced.Store(false)
+		return false, ""
+	}
+	if !sub.paced.Swap(true) {
+		sub.markSlow()
+		s.m.paced[sub.Variant()].Inc()
+	}
+	switch act {
+	case paceCut:
+		return true, EndWrite
+	case paceProbeNow:
+		if sk.probe() != nil {
+			return true, EndWrite
+		}
+	}
+	if h.tick == nil {
+		h.tick = time.AfterFunc(paceTick, sub.notify)
+	} else {
+		h.tick.Reset(paceTick)
+	}
+	return true, ""
+}
+
+func (h *paceHold) stop() {
+	if h.tick != nil {
+		h.tick.Stop()
 	}
 }
 
@@ -358,6 +433,15 @@ func (k *sseSink) heartbeat() error {
 	return err
 }
 
+// probeComment is an empty SSE comment line: nothing to an SSE parser,
+// a segment to acknowledge to the client's kernel.
+var probeComment = []byte(":\n")
+
+func (k *sseSink) probe() error {
+	_, err := k.write([]item{{b: probeComment}})
+	return err
+}
+
 // end sends a comment naming the reason and the cursor. EventSource clients
 // reconnect by themselves with Last-Event-ID (the last id: they saw), which
 // is the same cursor; the comment is for other clients and for people.
@@ -374,6 +458,10 @@ type wsSink struct {
 	c       *websocket.Conn
 	cc      *corkConn
 	timeout time.Duration
+
+	pinging    atomic.Bool // a ping is unanswered
+	pingFailed atomic.Bool // one was not answered in time: the connection was closed
+	pings      sync.WaitGroup
 }
 
 func (k *wsSink) write(items []item) (int, error) {
@@ -391,10 +479,46 @@ func (k *wsSink) write(items []item) (int, error) {
 
 func (k *wsSink) open() error { return nil }
 
+// heartbeat pings; a client that does not answer within the write timeout
+// is disconnected (ping).
 func (k *wsSink) heartbeat() error {
-	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
-	defer cancel()
-	return k.c.Ping(ctx)
+	k.ping()
+	return nil
+}
+
+func (k *wsSink) probe() error {
+	k.ping()
+	return nil
+}
+
+// ping sends a ping unless one is unanswered, and does not wait for the
+// pong: behind a slow reader's backlog it can take seconds, during which
+// the writer goes on. A goroutine waits for it, for at most staleFactor ×
+// the write timeout (pace.go), and closes the connection when it does not
+// come (the writer then ends with EndWrite); close waits for that
+// goroutine.
+func (k *wsSink) ping() {
+	if !k.pinging.CompareAndSwap(false, true) {
+		return
+	}
+	k.pings.Add(1)
+	go func() {
+		defer k.pings.Done()
+		defer k.pinging.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), staleFactor*k.timeout)
+		defer cancel()
+		if err := k.c.Ping(ctx); err != nil {
+			k.pingFailed.Store(true)
+			_ = k.c.CloseNow()
+		}
+	}()
+}
+
+// close closes the connection (if the stream did not end it) and waits for
+// an unanswered ping's goroutine, which that ends.
+func (k *wsSink) close() {
+	_ = k.c.CloseNow()
+	k.pings.Wait()
 }
 
 // end closes with 1012 (service restart) on shutdown, 1013 (try again

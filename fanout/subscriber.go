@@ -60,6 +60,9 @@ type subscriber struct {
 	once   sync.Once
 
 	ctl atomic.Uint32 // ctl* bits raised for the writer (raise)
+	// paced: the writer holds back for its client (pace.go); new frames
+	// do not wake it, its own timer does.
+	paced atomic.Bool
 }
 
 // Control bits for the writer, raised by timers (Server.pump).
@@ -73,6 +76,23 @@ const (
 func (s *subscriber) raise(bit uint32) {
 	s.ctl.Or(bit)
 	s.notify()
+}
+
+// markSlow makes the next Take consolidate what is queued, as for a queue
+// that passed the high-water mark: the writer is holding back for its
+// client (pace.go), and what it takes next should be one consolidated
+// batch, however little is queued.
+func (s *subscriber) markSlow() {
+	s.mu.Lock()
+	s.slow = true
+	s.mu.Unlock()
+}
+
+// notifyData wakes the writer for new frames, unless it is paced.
+func (s *subscriber) notifyData() {
+	if !s.paced.Load() {
+		s.notify()
+	}
 }
 
 // Ready returns the channel that receives a value whenever Take or CatchUp
@@ -201,7 +221,7 @@ func (s *subscriber) enqueue(msgs [][]byte, fr *frame, seq uint64, ts int64, for
 	s.mu.Unlock()
 	switch {
 	case !s.feed.holding:
-		s.notify()
+		s.notifyData()
 	case wake:
 		s.feed.dirty = append(s.feed.dirty, s)
 	}

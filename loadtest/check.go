@@ -341,7 +341,7 @@ func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
 		for _, p := range []string{"threadcast_fanout_resyncs_total", "threadcast_fanout_queue_drops_total",
 			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total",
 			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total",
-			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total"} {
+			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total", "threadcast_fanout_paced_total"} {
 			if strings.HasPrefix(line, p) {
 				if i := strings.LastIndexByte(line, ' '); i > 0 {
 					if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {

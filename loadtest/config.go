@@ -216,8 +216,8 @@ var scenarios = map[string]scenario{
 	}},
 	"reconnect-storm": {doc: "steady; at half time 50% of the subscribers drop and reconnect at once", rate: constant(1),
 		stormAt: 0.5, stormFraction: 0.5},
-	"slow-subscribers": {doc: "steady; 10% of the subscribers read 4 messages/s (pause 250 ms per message)", rate: constant(1),
-		slowFraction: 0.1, slowPause: 250 * time.Millisecond},
+	"slow-subscribers": {doc: "steady; 10% of the subscribers read 4 messages/s (pause 250 ms per message), with a 16 KiB receive buffer", rate: constant(1),
+		slowFraction: 0.1, slowPause: 250 * time.Millisecond, slowRecvBuf: 16 << 10},
 	"ingest-restart": {doc: "steady; at 40% of the run the ingest is stopped for 2 s and restarted", rate: constant(1),
 		restartAt: 0.4, restartPause: 2 * time.Second},
 }

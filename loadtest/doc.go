@@ -85,10 +85,13 @@
 //     consolidated (fewer, larger messages) rather than dropped, and the
 //     report's "Slow subscribers" section says whether they converged and
 //     what they received beside fast subscribers of the same threads; the
-//     others' latency must not suffer. On loopback a slow reader's own
-//     kernel buffers megabytes ahead of it, out of the server's reach; a
-//     scenario file's "slowRecvBuffer" caps their receive buffer, as a
-//     slow link would.
+//     others' latency must not suffer. Their receive buffer is 16 KiB
+//     (SO_RCVBUF, set before they connect): the server paces a stream by
+//     the window its client announces, and a receiver's window does not
+//     shrink for the first tens of KiB left unread in a larger buffer, so
+//     a slow reader with the kernel's default buffer has that much raw
+//     backlog to read before it sees a consolidated message. A scenario
+//     file's "slowRecvBuffer" sets it (0: the kernel's default).
 //   - ingest-restart: steady; at 40 % of the run the embedded ingest is
 //     stopped (graceful drain), left down for 2 s, and a new one started:
 //     recovery from checkpoints, frames resuming, subscribers continuing.

@@ -184,16 +184,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	defer r.client.CloseIdleConnections()
 	r.slowClient = r.client
 	if n := r.sc.slowRecvBuf; n > 0 {
-		dial := (&net.Dialer{}).DialContext
+		// Set before connecting, as a client's buffer is: the window
+		// announced in the handshake then fits it.
+		d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
 		r.slowClient = &http.Client{Transport: &http.Transport{
 			MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := dial(ctx, network, addr)
-				if tc, ok := c.(*net.TCPConn); ok {
-					_ = tc.SetReadBuffer(n)
-				}
-				return c, err
-			},
+			DialContext: d.DialContext,
 		}}
 		defer r.slowClient.CloseIdleConnections()
 	}

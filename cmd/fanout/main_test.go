@@ -30,19 +30,20 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
-		{name: "backpressure flags", args: []string{"--auth-key", key, "--coalesce-bytes", "8192", "--send-buffer", "-1"},
+		{name: "backpressure flags", args: []string{"--auth-key", key, "--coalesce-bytes", "8192", "--send-buffer", "-1", "--client-unread-bytes", "4096"},
 			check: func(t *testing.T, c config) {
-				if c.Fanout.Hub.CoalesceBytes != 8192 || c.Fanout.SendBuffer != -1 {
-					t.Fatalf("coalesce %d, send buffer %d", c.Fanout.Hub.CoalesceBytes, c.Fanout.SendBuffer)
+				if c.Fanout.Hub.CoalesceBytes != 8192 || c.Fanout.SendBuffer != -1 || c.Fanout.UnreadBytes != 4096 {
+					t.Fatalf("coalesce %d, send buffer %d, unread %d", c.Fanout.Hub.CoalesceBytes, c.Fanout.SendBuffer, c.Fanout.UnreadBytes)
 				}
 			}},
-		{name: "backpressure env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_COALESCE_BYTES": "-1", "THREADCAST_SEND_BUFFER": "65536"},
+		{name: "backpressure env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_COALESCE_BYTES": "-1", "THREADCAST_SEND_BUFFER": "65536", "THREADCAST_CLIENT_UNREAD_BYTES": "-1"},
 			check: func(t *testing.T, c config) {
-				if c.Fanout.Hub.CoalesceBytes != -1 || c.Fanout.SendBuffer != 65536 {
-					t.Fatalf("coalesce %d, send buffer %d", c.Fanout.Hub.CoalesceBytes, c.Fanout.SendBuffer)
+				if c.Fanout.Hub.CoalesceBytes != -1 || c.Fanout.SendBuffer != 65536 || c.Fanout.UnreadBytes != -1 {
+					t.Fatalf("coalesce %d, send buffer %d, unread %d", c.Fanout.Hub.CoalesceBytes, c.Fanout.SendBuffer, c.Fanout.UnreadBytes)
 				}
 			}},
 		{name: "bad coalesce-bytes", args: []string{"--auth-key", key, "--coalesce-bytes", "lots"}, wantErr: "coalesce-bytes"},
+		{name: "bad client-unread-bytes", args: []string{"--auth-key", key, "--client-unread-bytes", "8k"}, wantErr: "client-unread-bytes"},
 		{name: "env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_LIFETIME": "1m", "THREADCAST_NATS_URL": "nats://x:1"},
 			check: func(t *testing.T, c config) {
 				if c.Fanout.MaxLifetime != time.Minute || c.NatsURL != "nats://x:1" {

@@ -1,0 +1,189 @@
+package fanout
+
+import (
+	"net"
+	"syscall"
+	"time"
+)
+
+// NOTE: pacing a stream to its client. Consolidation (coalesce.go) can
+// only shorten what is still in a subscriber's queue. Whatever the writer
+// has handed to the kernel reaches the client event by event, and the
+// kernels on both ends hold a lot: the client's receive buffer alone grows
+// to hundreds of KiB, and on loopback its window opens in 64 KiB steps. A
+// dashboard that reads 4 messages a second would spend minutes reading
+// stale deltas out of its own socket before it saw a consolidated one.
+//
+// So the writer watches how much its client has not read yet, as TCP sees
+// it (TCP_INFO), and holds back while that passes Config.UnreadBytes:
+//
+//	unread = (the largest window the client has advertised − its current one)
+//	       + the bytes still unsent in this side's send queue
+//
+// The first term is what sits in the client's receive buffer (a window is
+// its free space); bytes in flight are not counted, so a fast client far
+// away is not held to a round trip's worth. While held, the writer takes
+// nothing from the subscriber's queue, which grows and is consolidated by
+// meaning as any slow subscriber's is (the subscriber is marked slow, so
+// that what it takes next is consolidated even below the high-water mark);
+// frames do not wake it (subscriber.paced), a timer does (paceTick). When
+// the client has read enough, the writer takes the whole queue as it is
+// then, in one consolidated batch: the slower the client, the longer the
+// interval a batch covers and the fewer, larger messages it holds.
+//
+// A client's receive window is re-announced lazily: a receiver that reads
+// part of its buffer sends no window update until the window would double
+// or until it acknowledges new data. A held writer therefore sends a
+// probe (an SSE comment line, a WebSocket ping) when the hold begins and
+// again while it lasts; its acknowledgement carries the current window
+// (probes back off while the window stays shut, from paceProbe to
+// 16 × paceProbe). The window shows reading only in whole segments, though: a
+// receiver keeps it shut until a segment's worth (up to 64 KiB on
+// loopback, where segments are large) is free again, and a client reading
+// a few messages a second takes many seconds for that. A held client
+// whose window has not opened for staleFactor × WriteTimeout is cut off
+// (EndWrite): holding back never writes into a full socket, so the write
+// deadline alone would not notice a client that stopped reading. The
+// same bound applies to a WebSocket pong, which a slow client sends only
+// once it has read up to the ping.
+//
+// Fast subscribers pay one getsockopt per UnreadBytes/2 bytes written, and
+// nothing else: a client that keeps up drains its receive buffer, and the
+// acknowledgement of the last segment carries the full window at once. A
+// client that was held is looked at before every write, until it is seen
+// to have read everything. On
+// systems without TCP_INFO's peer window (not Linux, or Linux before 6.2,
+// where it reads zero) and on connections that are not TCP, nothing is
+// held, and the kernel buffers are bounded by Config.SendBuffer only.
+
+const (
+	// paceTick is how often a held writer looks at its client's window.
+	paceTick = 20 * time.Millisecond
+	// paceProbe is how long a held writer waits for the window to move
+	// before it sends a probe, whose acknowledgement announces it.
+	paceProbe = 100 * time.Millisecond
+	// maxProbeBackoff caps the probe interval at paceProbe << 4 (1.6 s).
+	maxProbeBackoff = 4
+	// staleFactor × WriteTimeout is how long a held client may show no
+	// reading, and a WebSocket ping wait for its pong.
+	staleFactor = 6
+)
+
+// peerWindow reads a TCP connection's state for pacing. unread returns the
+// bytes the client has not read (see above) and whether the kernel tells
+// (false: do not pace).
+type peerWindow interface {
+	unread() (unread int, ok bool)
+}
+
+// pacer holds one stream's writer back while its client has more than
+// limit bytes unread. Only the stream's writer goroutine uses it.
+type pacer struct {
+	pw    peerWindow
+	limit int
+	// timeout is how long a held client may show no reading.
+	timeout time.Duration
+	now     func() time.Time
+
+	sinceCheck int // bytes written since the last look at the window
+	held       bool
+	suspect    bool      // held before, and has not read everything since
+	last       int       // unread at the last look while held
+	moved      time.Time // when the client was last seen reading (or the hold began)
+	probed     time.Time // the last probe
+	backoff    uint      // the next probe waits paceProbe << backoff
+}
+
+// newPacer returns the pacer of a connection, or nil when c cannot be
+// paced (limit ≤ 0, not TCP, no peer window from the kernel).
+func newPacer(c net.Conn, limit int, timeout time.Duration) *pacer {
+	if limit <= 0 || c == nil {
+		return nil
+	}
+	pw := tcpPeerWindow(c)
+	if pw == nil {
+		return nil
+	}
+	if _, ok := pw.unread(); !ok {
+		return nil
+	}
+	return &pacer{pw: pw, limit: limit, timeout: staleFactor * timeout, now: time.Now}
+}
+
+// paceAction is what a held writer does next.
+type paceAction int
+
+const (
+	paceWrite    paceAction = iota // not held: take and write
+	paceWait                       // held: wait for the next tick
+	paceProbeNow                   // held: send a probe, then wait
+	paceCut                        // held, and the client read nothing for the timeout
+)
+
+// wrote accounts n bytes written to the connection.
+func (p *pacer) wrote(n int) { p.sinceCheck += n }
+
+// next says whether the writer may write now. It looks at the window when
+// the writer is held, or once limit/2 bytes were written since it last
+// looked.
+func (p *pacer) next() paceAction {
+	if !p.held && !p.suspect && p.sinceCheck < p.limit/2 {
+		return paceWrite
+	}
+	p.sinceCheck = 0
+	unread, ok := p.pw.unread()
+	now := p.now()
+	// A client held before is looked at before every write until it has
+	// read everything once: otherwise it would get limit/2 bytes of
+	// frames as they are, not consolidated, after each hold.
+	p.suspect = p.suspect && ok && unread > 0
+	if !ok || unread <= p.limit {
+		p.held = false
+		return paceWrite
+	}
+	if !p.held {
+		// The hold begins. The window may be stale (a client that read
+		// its buffer after the last acknowledgement announced nothing):
+		// probe at once, so that one that keeps up is held only for as
+		// long as its acknowledgement takes.
+		p.held, p.moved, p.last, p.probed, p.backoff = true, now, unread, now, 0
+		p.suspect = true
+		return paceProbeNow
+	}
+	if unread < p.last { // the client read some (probes only add)
+		p.moved, p.backoff = now, 0
+	}
+	p.last = unread
+	switch {
+	case now.Sub(p.moved) >= p.timeout:
+		return paceCut
+	case now.Sub(p.probed) >= paceProbe<<p.backoff:
+		// Each probe takes room in the client's receive buffer (a
+		// segment's overhead, not its two bytes): while the window
+		// stays shut they are sent less and less often.
+		p.probed = now
+		p.backoff = min(p.backoff+1, maxProbeBackoff)
+		return paceProbeNow
+	}
+	return paceWait
+}
+
+// rawConn returns the syscall.RawConn of c, unwrapping wrappers that expose
+// NetConn (as tls.Conn and the connection limiter's do), or nil.
+func rawConn(c net.Conn) syscall.RawConn {
+	for c != nil {
+		if tc, ok := c.(*net.TCPConn); ok {
+			rc, err := tc.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return rc
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}

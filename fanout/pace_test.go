@@ -1,0 +1,195 @@
+package fanout
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
+)
+
+// fakeWindow is a peerWindow whose unread bytes the test sets.
+type fakeWindow struct {
+	n  int
+	ok bool
+}
+
+func (f *fakeWindow) unread() (int, bool) { return f.n, f.ok }
+
+// The pacer's decisions, step by step, on a clock the test moves.
+func TestPacerDecisions(t *testing.T) {
+	w := &fakeWindow{ok: true}
+	now := time.Unix(1000, 0)
+	p := &pacer{pw: w, limit: 8 << 10, timeout: time.Minute, now: func() time.Time { return now }}
+	step := func(d time.Duration, unread int, want paceAction) {
+		t.Helper()
+		now = now.Add(d)
+		w.n = unread
+		if got := p.next(); got != want {
+			t.Fatalf("at +%v with %d unread: action %d, want %d", now.Sub(time.Unix(1000, 0)), unread, got, want)
+		}
+	}
+	// Below limit/2 bytes written, the window is not looked at.
+	p.wrote(1 << 10)
+	step(0, 100<<10, paceWrite)
+	// Past it, a client with little unread is written to.
+	p.wrote(4 << 10)
+	step(0, 2<<10, paceWrite)
+	// One with too much unread is held, and probed at once: its window may
+	// be stale.
+	p.wrote(4 << 10)
+	step(0, 20<<10, paceProbeNow)
+	step(paceTick, 20<<10, paceWait)
+	// No reading seen: probes back off (100 ms, then 200 ms, ...).
+	step(paceProbe, 20<<10, paceProbeNow)
+	step(paceProbe, 20<<10, paceWait)
+	step(paceProbe, 20<<10, paceProbeNow)
+	// The client read some: the probe interval starts over.
+	step(paceTick, 15<<10, paceWait)
+	step(paceProbe-paceTick, 15<<10, paceProbeNow)
+	// It read enough: written to again, and looked at before every write
+	// (even below limit/2 bytes) until it has read everything.
+	step(paceTick, 4<<10, paceWrite)
+	p.wrote(100)
+	step(0, 9<<10, paceProbeNow)
+	step(paceTick, 0, paceWrite)
+	p.wrote(100)
+	w.n = 100 << 10
+	if got := p.next(); got != paceWrite {
+		t.Fatalf("a client that read everything is looked at again before limit/2 bytes: %d", got)
+	}
+	// Held with no reading for the timeout: cut.
+	p.wrote(8 << 10)
+	step(0, 20<<10, paceProbeNow)
+	step(time.Minute-time.Millisecond, 20<<10, paceProbeNow)
+	step(time.Millisecond, 20<<10, paceCut)
+	// A kernel that stops telling releases the hold.
+	w.ok = false
+	step(0, 0, paceWrite)
+}
+
+// rcvBufClient reads with a receive buffer of n bytes, set before it
+// connects (as a client's own buffer is, so that the handshake announces a
+// window that fits it).
+func rcvBufClient(n int) *http.Client {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// startPacedServer is startBackpressureServer served as Run serves (its
+// connections reach the streams, so they are paced), with the kernel's own
+// buffers, and unread as Config.UnreadBytes.
+func startPacedServer(t *testing.T, unread int) (*Server, string, jetstream.JetStream) {
+	t.Helper()
+	ns := startNATS(t)
+	const parts = 4
+	startIngest(t, ns, parts)
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	cfg.Hub.Partitions = parts
+	cfg.UnreadBytes = unread
+	cfg.WriteTimeout = time.Minute // the slow readers stop reading while the thread streams
+	s, err := New(connect(t, ns), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Config.ConnContext = withConn
+	hs.Start()
+	t.Cleanup(func() { s.Drain(); hs.Close() })
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, hs.URL, js
+}
+
+// A reader that falls behind gets its backlog consolidated, although its
+// kernel would have taken it event by event: the writer holds back once
+// the client has more than UnreadBytes unread, and the backlog gathers in
+// its queue. The reader stops reading while the thread streams (its
+// receive buffer, 64 KiB, holds hundreds of these events), then reads to
+// the end: it must reach the REST view having read few messages. Without
+// pacing (UnreadBytes < 0) the same reader reads every event the kernels
+// took before the queue passed the high-water mark.
+func TestPacedReaderGetsConsolidated(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pacing reads the peer's window from Linux's TCP_INFO")
+	}
+	results := map[string]int{}
+	for _, tc := range []struct {
+		name   string
+		unread int
+	}{{"paced", 8 << 10}, {"unpaced", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, base, js := startPacedServer(t, tc.unread)
+			const thread = "paced-thread"
+			tok := token(t, "acme")
+			evs := backpressureStream(thread, 4, 300)
+			first := publishAll(t, js, thread, evs[:1], 0)
+			testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+
+			fast := openReader(t, http.DefaultClient, base, tok, thread, false)
+			slow := openReader(t, rcvBufClient(32<<10), base, tok, thread, false)
+			fast.name, slow.name = "fast", "slow"
+			for _, r := range []*streamReader{fast, slow} {
+				if err := r.readUntil(seqIs(first)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var target uint64
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := fast.readUntil(func() uint64 { mu.Lock(); defer mu.Unlock(); return target }); err != nil {
+					t.Error(err)
+				}
+			}()
+			last := publishAll(t, js, thread, evs[1:], time.Millisecond)
+			mu.Lock()
+			target = last
+			mu.Unlock()
+			wg.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+			testsupport.WaitFor(t, 10*time.Second, "REST view at the last event", func() bool { seq, _ := restView(t, base, tok, thread); return seq == last })
+			_, want := restView(t, base, tok, thread)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			go func() { <-ctx.Done(); slow.body.Close() }()
+			if err := slow.readUntil(seqIs(last)); err != nil {
+				t.Fatal(err)
+			}
+			fast.checkView(t, want)
+			slow.checkView(t, want)
+			paced := counterValue(s.Metrics().Paced.WithLabelValues(AguiSSE.String()))
+			t.Logf("%d events; messages read: fast %d, slow %d; holds %v", len(evs), fast.msgs, slow.msgs, paced)
+			results[tc.name] = slow.msgs
+			if tc.unread > 0 && paced == 0 {
+				t.Errorf("the slow reader's writer never held back")
+			}
+		})
+	}
+	if p, u := results["paced"], results["unpaced"]; p == 0 || u == 0 || p*4 > u {
+		t.Errorf("the slow reader read %d messages paced and %d unpaced: want at most a quarter", p, u)
+	}
+}
