@@ -49,9 +49,7 @@ import (
 //
 // Fast subscribers pay one getsockopt per UnreadBytes/2 bytes written, and
 // nothing else: a client that keeps up drains its receive buffer, and the
-// acknowledgement of the last segment carries the full window at once. A
-// client that was held is looked at before every write, until it is seen
-// to have read everything. On
+// acknowledgement of the last segment carries the full window at once. On
 // systems without TCP_INFO's peer window (not Linux, or Linux before 6.2,
 // where it reads zero) and on connections that are not TCP, nothing is
 // held, and the kernel buffers are bounded by Config.SendBuffer only.
@@ -87,7 +85,6 @@ type pacer struct {
 
 	sinceCheck int // bytes written since the last look at the window
 	held       bool
-	suspect    bool      // held before, and has not read everything since
 	last       int       // unread at the last look while held
 	moved      time.Time // when the client was last seen reading (or the hold began)
 	probed     time.Time // the last probe
@@ -127,16 +124,12 @@ func (p *pacer) wrote(n int) { p.sinceCheck += n }
 // the writer is held, or once limit/2 bytes were written since it last
 // looked.
 func (p *pacer) next() paceAction {
-	if !p.held && !p.suspect && p.sinceCheck < p.limit/2 {
+	if !p.held && p.sinceCheck < p.limit/2 {
 		return paceWrite
 	}
 	p.sinceCheck = 0
 	unread, ok := p.pw.unread()
 	now := p.now()
-	// A client held before is looked at before every write until it has
-	// read everything once: otherwise it would get limit/2 bytes of
-	// frames as they are, not consolidated, after each hold.
-	p.suspect = p.suspect && ok && unread > 0
 	if !ok || unread <= p.limit {
 		p.held = false
 		return paceWrite
@@ -147,7 +140,6 @@ func (p *pacer) next() paceAction {
 		// probe at once, so that one that keeps up is held only for as
 		// long as its acknowledgement takes.
 		p.held, p.moved, p.last, p.probed, p.backoff = true, now, unread, now, 0
-		p.suspect = true
 		return paceProbeNow
 	}
 	if unread < p.last { // the client read some (probes only add)
