@@ -29,7 +29,9 @@ import (
 // frames do not wake it (subscriber.paced), a timer does (paceTick). When
 // the client has read enough, the writer takes the whole queue as it is
 // then, in one consolidated batch: the slower the client, the longer the
-// interval a batch covers and the fewer, larger messages it holds.
+// interval a batch covers and the fewer, larger messages it holds. Until
+// the writer sees the client within UnreadBytes/4 of the end, what it
+// takes stays consolidated (pacer.behind).
 //
 // A client's receive window is re-announced lazily: a receiver that reads
 // part of its buffer sends no window update until the window would double
@@ -85,6 +87,7 @@ type pacer struct {
 
 	sinceCheck int // bytes written since the last look at the window
 	held       bool
+	behind     bool      // released from a hold, and not seen to have caught up since
 	last       int       // unread at the last look while held
 	moved      time.Time // when the client was last seen reading (or the hold began)
 	probed     time.Time // the last probe
@@ -131,6 +134,10 @@ func (p *pacer) next() paceAction {
 	unread, ok := p.pw.unread()
 	now := p.now()
 	if !ok || unread <= p.limit {
+		// A client just released, or released before and still more
+		// than limit/4 behind, has what it takes consolidated: else it
+		// would get frames as they are, one by one, until the next hold.
+		p.behind = p.held || (p.behind && ok && unread > p.limit/4)
 		p.held = false
 		return paceWrite
 	}

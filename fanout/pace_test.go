@@ -56,10 +56,24 @@ func TestPacerDecisions(t *testing.T) {
 	step(paceTick, 15<<10, paceWait)
 	step(paceProbe-paceTick, 15<<10, paceProbeNow)
 	// It read enough: written to again, and looked at again once limit/2
-	// bytes were written.
+	// bytes were written. What it takes is consolidated (behind) until
+	// it is seen within limit/4 of the end.
 	step(paceTick, 4<<10, paceWrite)
+	if !p.behind {
+		t.Fatal("a client released from a hold is not behind")
+	}
 	p.wrote(100)
 	step(0, 100<<10, paceWrite)
+	p.wrote(4 << 10)
+	step(0, 3<<10, paceWrite)
+	if !p.behind {
+		t.Fatal("a client released with 3 KiB unread is no longer behind")
+	}
+	p.wrote(4 << 10)
+	step(0, 1<<10, paceWrite)
+	if p.behind {
+		t.Fatal("a client within limit/4 of the end is still behind")
+	}
 	// Held with no reading for the timeout: cut.
 	p.wrote(8 << 10)
 	step(0, 20<<10, paceProbeNow)

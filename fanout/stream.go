@@ -296,6 +296,9 @@ func (h *paceHold) check(s *Server, pc *pacer, sub *subscriber, sk sink) (held b
 	}
 	act := pc.next()
 	if act == paceWrite {
+		if pc.behind {
+			sub.markSlow()
+		}
 		sub.paced.Store(false)
 		return false, ""
 	}
