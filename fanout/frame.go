@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/threadcast/threadcast/wire"
@@ -33,6 +34,8 @@ type frame struct {
 	events    []json.RawMessage
 	changes   json.RawMessage
 	eventTS   int64 // the first event's "timestamp" (Unix ms), 0 if absent
+	recvAt    int64 // when this node received it (Unix ns)
+	sentAt    int64 // when ingest sent it (wire.HeaderSent, Unix ns), 0 if absent
 	size      int
 	enc       [numVariants][][]byte
 	wide      bool        // changes may restate messages: windowed subscribers get their own encoding
@@ -66,7 +69,11 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
-	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64, wide: isWide(body.Changes)}
+	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64, wide: isWide(body.Changes),
+		recvAt: time.Now().UnixNano()}
+	if h := m.Header.Get(wire.HeaderSent); h != "" {
+		f.sentAt, _ = strconv.ParseInt(h, 10, 64)
+	}
 	if len(f.events) > 0 {
 		var ts struct {
 			Timestamp int64 `json:"timestamp"`

@@ -597,6 +597,9 @@ func (f *feed) onMsg(part *nats.Msg) {
 		return
 	}
 	f.hub.m.Frames.Inc()
+	if fr.sentAt > 0 {
+		f.hub.m.stageTransit.Observe(float64(fr.recvAt-fr.sentAt) / 1e9)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Writers are woken once per burst, not once per frame: while more

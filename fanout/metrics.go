@@ -2,6 +2,8 @@ package fanout
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/threadcast/threadcast/wire"
 )
 
 // Metrics are the fanout's counters. They are created per Server (no
@@ -21,23 +23,32 @@ type Metrics struct {
 	Snapshots   *prometheus.CounterVec // snapshot requests, by result (ok, error, gave_up)
 	// SnapshotRetries counts snapshot attempts retried, by reason (RetryBusy, ...).
 	SnapshotRetries *prometheus.CounterVec
-	Rejected        *prometheus.CounterVec          // requests refused, by status reason
-	Latency         prometheus.Histogram            // event timestamp → write, seconds
-	Ended           *prometheus.CounterVec          // streams ended, by reason
-	TapDropped      prometheus.Counter              // tap messages dropped by a slow tap reader
-	BogusCursors    prometheus.Counter              // client cursors past the thread's last stored event
-	IdleFeeds       prometheus.Gauge                // of Feeds, the threads lingering with no subscriber
-	IdleEnded       *prometheus.CounterVec          // lingering threads ended early by an idle bound, by bound (no tenant label: unbounded)
-	QuotaRefused    *prometheus.CounterVec          // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
-	Coalesced       *prometheus.CounterVec          // subscriber backlogs consolidated past the high-water mark, by variant
-	CoalescedSaved  *prometheus.CounterVec          // bytes those consolidations took out of the queues, by variant
-	Paced           *prometheus.CounterVec          // stream writers that held back for a client with too much unread, by variant
+	Rejected        *prometheus.CounterVec   // requests refused, by status reason
+	Latency         prometheus.Histogram     // event timestamp → write, seconds
+	Ended           *prometheus.CounterVec   // streams ended, by reason
+	TapDropped      prometheus.Counter       // tap messages dropped by a slow tap reader
+	BogusCursors    prometheus.Counter       // client cursors past the thread's last stored event
+	IdleFeeds       prometheus.Gauge         // of Feeds, the threads lingering with no subscriber
+	IdleEnded       *prometheus.CounterVec   // lingering threads ended early by an idle bound, by bound (no tenant label: unbounded)
+	QuotaRefused    *prometheus.CounterVec   // streams refused over a tenant quota, by tenant (bounded by quota.TenantLabels) and quota
+	Coalesced       *prometheus.CounterVec   // subscriber backlogs consolidated past the high-water mark, by variant
+	CoalescedSaved  *prometheus.CounterVec   // bytes those consolidations took out of the queues, by variant
+	Paced           *prometheus.CounterVec   // stream writers that held back for a client with too much unread, by variant
+	Stage           *prometheus.HistogramVec // where a frame's time goes on this node, by stage (StageTransit, StageDeliver)
+	stageTransit    prometheus.Observer
+	stageDeliver    prometheus.Observer
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
 	coalesced       [numVariants]prometheus.Counter // Coalesced's children
 	coalescedSaved  [numVariants]prometheus.Counter // CoalescedSaved's children
 	paced           [numVariants]prometheus.Counter // Paced's children
 	collectors      []prometheus.Collector
 }
+
+// The stages of threadcast_fanout_stage_seconds.
+const (
+	StageTransit = "transit"
+	StageDeliver = "deliver"
+)
 
 // Reasons used as label values.
 const (
@@ -78,9 +89,14 @@ func NewMetrics() *Metrics {
 			Help: "Subscriber backlogs consolidated by meaning past the high-water mark (--coalesce-bytes), by variant."}, []string{"variant"}),
 		CoalescedSaved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_coalesced_saved_bytes_total",
 			Help: "Bytes taken out of subscriber queues by consolidation (queued before minus after), by variant."}, []string{"variant"}),
+		Stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "threadcast_fanout_stage_seconds",
+			Help:    "Where a frame's time goes in the fanout, by stage: transit (ingest sent it, by ingest's clock, to this node received it), deliver (received to written to a subscriber, per write, for the oldest frame written as it came; consolidated backlogs are not timed).",
+			Buckets: wire.StageBuckets}, []string{"stage"}),
 		Paced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_paced_total",
 			Help: "Times a stream's writer held back because its client had more than --client-unread-bytes unread, by variant."}, []string{"variant"}),
 	}
+	m.stageTransit = m.Stage.WithLabelValues(StageTransit)
+	m.stageDeliver = m.Stage.WithLabelValues(StageDeliver)
 	// Create every label value up front, so dashboards see zeros, not gaps.
 	for v := Variant(0); v < numVariants; v++ {
 		m.Subscribers.WithLabelValues(v.String())
@@ -107,7 +123,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
-		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced, m.Stage}
 	return m
 }
 

@@ -340,12 +340,23 @@ func (s *Server) flushAndEnd(sub *subscriber, sk sink, reason string, cursor uin
 }
 
 // observeLatency records, once per batch, the latency of the batch's
-// oldest timestamped item: the worst in the batch, for one clock read and
-// one histogram update.
+// oldest timestamped item and the deliver stage of its oldest frame: the
+// worst in the batch, for one clock read and two histogram updates.
 func (s *Server) observeLatency(items []item) {
+	var now time.Time
 	for i := range items {
 		if ts := items[i].ts; ts > 0 {
-			s.m.Latency.Observe(float64(time.Now().UnixMilli()-ts) / 1000)
+			now = time.Now()
+			s.m.Latency.Observe(float64(now.UnixMilli()-ts) / 1000)
+			break
+		}
+	}
+	for i := range items {
+		if fr := items[i].fr; fr != nil {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			s.m.stageDeliver.Observe(float64(now.UnixNano()-fr.recvAt) / 1e9)
 			return
 		}
 	}

@@ -183,7 +183,8 @@ type Result struct {
 	Series              []SecondOut         `json:"series"`
 	Check               Check               `json:"check"`
 	ServerMetrics       map[string]float64  `json:"serverMetrics,omitempty"`
-	Slow                map[string]*SlowOut `json:"slow,omitempty"` // by mode: "agui", "view"
+	Stages              []StageOut          `json:"stages,omitempty"` // the server's latency budget
+	Slow                map[string]*SlowOut `json:"slow,omitempty"`   // by mode: "agui", "view"
 }
 
 // SlowOut is what the slow subscribers got, beside the others of their
@@ -341,7 +342,8 @@ func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
 		for _, p := range []string{"threadcast_fanout_resyncs_total", "threadcast_fanout_queue_drops_total",
 			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total",
 			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total",
-			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total", "threadcast_fanout_paced_total"} {
+			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total", "threadcast_fanout_paced_total",
+			"threadcast_ingest_stage_seconds_bucket", "threadcast_fanout_stage_seconds_bucket"} {
 			if strings.HasPrefix(line, p) {
 				if i := strings.LastIndexByte(line, ' '); i > 0 {
 					if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {

@@ -84,6 +84,17 @@ func writeMarkdown(w io.Writer, r *Result) {
 		"WebSocket has none, so it is measured per delivered content/delta event from its `timestamp`, 1 ms resolution). "+
 		"Events published before the connection that delivered them opened (a reconnect's catch-up) and slow subscribers are not sampled. Log-linear histogram, ≤0.8%% relative error.\n\n")
 	fmt.Fprintf(w, "![latency and throughput over time](chart.svg)\n\n")
+	if len(r.Stages) > 0 {
+		fmt.Fprintf(w, "### Where the time goes (the server's stage histograms)\n\n| stage | samples | p50 | p90 | p99 |\n| --- | ---: | ---: | ---: | ---: |\n")
+		for _, s := range r.Stages {
+			fmt.Fprintf(w, "| %s | %d | %.2f ms | %.2f ms | %.2f ms |\n", s.Stage, s.Count, s.P50, s.P90, s.P99)
+		}
+		fmt.Fprintf(w, "\nIngest publish: the event's `timestamp` (set by the load generator when it calls publish; 1 ms resolution) to JetStream storing it: "+
+			"the SDK's linger and the store. Consume: stored to taken up by the shard. Frame: taken up to the frame's publish (the frame interval and the apply). "+
+			"Fanout transit: the frame's publish to its receipt. Deliver: receipt to the write to a subscriber, per write (the oldest frame of the write). "+
+			"What is left of the end-to-end figures is the client's side: the socket and its read. "+
+			"Quantiles are interpolated within buckets that double from 100 µs, over the whole run (settle included); quantiles of stages do not add up.\n\n")
+	}
 
 	fmt.Fprintf(w, "## Disturbances\n\n| | count |\n| --- | ---: |\n")
 	fmt.Fprintf(w, "| resyncs seen by subscribers (snapshots after the first) | %d |\n", r.Resyncs)

@@ -259,6 +259,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	res.Check.Settled = settled
 	res.Check.Pass = res.Check.Pass && settled
 	res.ServerMetrics = r.scrapeMetrics()
+	res.Stages = takeStages(res.ServerMetrics)
 	res.Slow = r.slowOut()
 	return res, nil
 }

@@ -48,6 +48,7 @@ type hotThread struct {
 	applied  int                // events applied since the checkpoint
 	runEnded bool               // a run ended since the checkpoint
 	inBatch  bool               // seq advanced in the current batch: a frame is due
+	batchAt  time.Time          // when the first event of the frame due was taken up
 	compact  *compact.Compactor // the frame's events since the last frame
 	run      runAcc
 	lastAt   int64 // Unix ms of the last event applied (wire.HeaderLastEvent); 0: none since loaded
@@ -157,9 +158,13 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
-	replyMsg                  nats.Msg    // respondParts' message, reused likewise
-	snapHdr                   nats.Header // snapshot replies' header, over snapHdrSeq
-	snapHdrSeq                [1]string
+	frameHdrSent              [1]string
+	// stored is when JetStream stored the message being handled (Unix ns;
+	// 0: unknown).
+	stored     int64
+	replyMsg   nats.Msg    // respondParts' message, reused likewise
+	snapHdr    nats.Header // snapshot replies' header, over snapHdrSeq
+	snapHdrSeq [1]string
 
 	partSize int             // the largest body sent as one message (send.go)
 	sendLog  sendLog         // rate limit of send failure logs
@@ -175,7 +180,7 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		snapq:   newSnapQueue(cfg.SnapshotQueue),
 		threads: make(map[threadKey]*hotThread),
 	}
-	s.frameMsg.Header = nats.Header{wire.HeaderSeq: s.frameHdrSeq[:], wire.HeaderPrev: s.frameHdrPrev[:]}
+	s.frameMsg.Header = nats.Header{wire.HeaderSeq: s.frameHdrSeq[:], wire.HeaderPrev: s.frameHdrPrev[:], wire.HeaderSent: s.frameHdrSent[:]}
 	s.snapHdr = nats.Header{wire.HeaderSeq: s.snapHdrSeq[:]}
 	s.partSize = partSizeOf(pub, cfg)
 	return s
@@ -325,6 +330,11 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		s.countSkipped(t, msg.Data())
 		return
 	}
+	s.stored = 0
+	if ns, ok := ackReplyTime(msg.Reply()); ok {
+		s.stored = ns
+		s.m.stageConsume.Observe(float64(s.now.UnixNano()-ns) / 1e9)
+	}
 	start := time.Now()
 	s.apply(t, seq, msg.Data(), msg.Headers())
 	s.m.ApplySeconds.Observe(time.Since(start).Seconds())
@@ -419,6 +429,9 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 		return
 	}
 	t.lastAt = eventTime(&s.ev, s.now)
+	if s.stored > 0 && s.ev.Has(codec.FieldTimestamp) && s.ev.Timestamp > 0 {
+		s.m.stagePublish.Observe(float64(s.stored-s.ev.Timestamp*int64(time.Millisecond)) / 1e9)
+	}
 	res := t.th.Apply(seq, &s.ev)
 	if len(res.Warnings) > 0 {
 		s.m.Warnings.Add(float64(len(res.Warnings)))
@@ -493,6 +506,7 @@ func (s *shard) runEnded(t *hotThread) {
 func (s *shard) changed(t *hotThread, seq uint64) {
 	if !t.inBatch {
 		t.inBatch = true
+		t.batchAt = s.now
 		s.batch = append(s.batch, t)
 	}
 	t.applied++
@@ -612,7 +626,10 @@ func (s *shard) frame(t *hotThread) {
 	// A frame that could not be sent is lost like one a subscriber missed:
 	// the next frame's Tc-Prev (this seq) shows the gap, and frameSeq
 	// advances all the same so that it does.
+	now := time.Now()
+	s.frameHdrSent[0] = strconv.FormatInt(now.UnixNano(), 10)
 	_ = s.send(sendFrame, &s.frameMsg)
+	s.m.stageFrame.Observe(now.Sub(t.batchAt).Seconds())
 	s.frameMsg.Data = nil
 	s.buf = b[:0]
 	s.m.Frames.Inc()

@@ -29,6 +29,7 @@ func (m *testMsg) Metadata() (*jetstream.MsgMetadata, error) {
 func (m *testMsg) Data() []byte         { return m.data }
 func (m *testMsg) Headers() nats.Header { return nil }
 func (m *testMsg) Subject() string      { return m.subject }
+func (m *testMsg) Reply() string        { return "" } // no ack subject: not from a consumer
 func (m *testMsg) Ack() error {
 	*m.acked = append(*m.acked, m.seq)
 	return nil

@@ -16,6 +16,9 @@ const (
 	// HeaderPrev is the HeaderSeq of the previous frame of the same thread
 	// (0 for the first frame since the thread was loaded from nothing).
 	HeaderPrev = "Tc-Prev"
+	// HeaderSent is, on a frame, when ingest sent it (Unix ns, its clock):
+	// what the fanout measures a frame's transit from.
+	HeaderSent = "Tc-Sent"
 	// HeaderErrorKind and HeaderError describe why a dead letter was rejected:
 	// kind is one of the ErrKind* values, the text a truncated message.
 	HeaderErrorKind = "Tc-Error-Kind"
@@ -44,3 +47,15 @@ const (
 	ErrKindTooBig  = "too-big" // over a configured limit
 	ErrKindQuota   = "quota"   // shed over its tenant's quota (HeaderQuota names it)
 )
+
+// StageBuckets are the bucket bounds (seconds) of the stage histograms,
+// threadcast_ingest_stage_seconds and threadcast_fanout_stage_seconds: 100 µs
+// to 3.3 s, doubling, so that the stages of one event's latency can be
+// read side by side.
+var StageBuckets = func() []float64 {
+	b := make([]float64, 16)
+	for i, v := 0, 1e-4; i < len(b); i, v = i+1, v*2 {
+		b[i] = v
+	}
+	return b
+}()
