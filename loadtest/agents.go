@@ -71,7 +71,7 @@ type inflight struct {
 }
 
 // play publishes until ctx ends, closes the runs it left open with
-// RUN_ERROR (as demo.Run does), and waits for every ack.
+// RUN_ERROR (as demo.Run does) at its pace, and waits for every ack.
 func (a *simAgent) play(ctx context.Context, start time.Time) {
 	interval := func() time.Duration {
 		f := a.r.sc.rate(time.Since(start), a.r.cfg.Duration)
@@ -106,12 +106,24 @@ func (a *simAgent) play(ctx context.Context, start time.Time) {
 		a.publish(ctx, th, ev.JSON)
 		a.reap(false)
 	}
+	// The open runs are closed at the agent's pace during the load (the
+	// configured rate), one after another: all of the fleet's at once
+	// would be a burst of one event per thread in the same instant, far
+	// above any rate the run was given, which the burst scenario is for.
 	gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	pace := time.Duration(float64(time.Second) * float64(a.r.cfg.Agents) / a.r.cfg.Rate)
+	tick := time.NewTicker(max(pace, time.Millisecond))
+	defer tick.Stop()
 	for _, th := range a.threads {
 		if th.pos > 0 && th.pos < len(th.events) {
+			select {
+			case <-tick.C:
+			case <-gctx.Done():
+			}
 			a.publish(gctx, th, []byte(`{"type":"RUN_ERROR","message":"load test stopped","code":"agent_stopped"}`))
 			th.pos = len(th.events)
+			a.reap(false)
 		}
 	}
 	a.reap(true)

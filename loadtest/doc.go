@@ -59,7 +59,9 @@
 // # The check
 //
 // After --duration the agents close the runs they left open (RUN_ERROR, as
-// the demo agents do), the publisher drains, and the settle phase waits (up
+// the demo agents do), each at its pace during the load (--rate over
+// --agents), so the close is not a burst of one event per thread in one
+// instant; the publisher drains, and the settle phase waits (up
 // to --settle) until every thread's REST view (GET /v1/threads/{thread}) is
 // at the last stored seq and every subscriber has caught up. Then: every
 // thread's REST view must equal its offline reduction (the whole view,
