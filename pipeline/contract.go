@@ -31,8 +31,10 @@ var ErrNoCheckpoint = errors.New("pipeline: no checkpoint")
 // that never came); the caller retries by putting again. The value passed to
 // Put must not be modified until the future has reported.
 //
-// A CheckpointStore is used by one shard goroutine at a time; implementations
-// need not be safe for concurrent use unless they say so.
+// A CheckpointStore belongs to one shard. Its Gets of different keys may
+// run at once (the shard reads the checkpoints of a batch's threads
+// together); Put and Purge are called by the shard's goroutine, never
+// while a Get is in flight.
 //
 // Purge removes a key and its history, fire-and-forget (a lost purge leaves
 // garbage, never a wrong view). It is used for the chunks of a superseded

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,8 +59,12 @@ type fencedStore struct {
 	unsure          map[string]unsureWrite
 	// writer names this store in ckptWriterHeader (random); writes
 	// counts its writes, so that each carries its own value.
-	writer  string
-	writes  uint64
+	writer string
+	writes uint64
+	// mu guards revs and unsure where Get writes them: a shard reads
+	// several keys at once (preload); everything else runs on the shard's
+	// goroutine while no read is in flight.
+	mu      sync.Mutex
 	onFence func(error)
 	// fencedErr is set by the first refused write: from then on every
 	// fenced write fails at once (no silent re-read of the revision: this
@@ -143,6 +148,8 @@ func (s *fencedStore) lastMsg(ctx context.Context, key string) (uint64, *wire.St
 }
 
 func (s *fencedStore) remember(key string, rev uint64) {
+	s.mu.Lock() // Gets of different keys run at once (shard.preload)
+	defer s.mu.Unlock()
 	s.revs[key] = rev
 	delete(s.unsure, key)
 }

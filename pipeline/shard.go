@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -158,7 +159,11 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
-	frameHdrSent              [1]string
+	ds                        []delivery // the batch being handled (run), reused
+	// preloaded holds threads whose checkpoints preload read for the batch
+	// being handled; thread takes them from here.
+	preloaded    map[threadKey]*hotThread
+	frameHdrSent [1]string
 	// stored is when JetStream stored the message being handled (Unix ns;
 	// 0: unknown).
 	stored     int64
@@ -215,16 +220,23 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 		select {
 		case d := <-s.q:
 			s.now = time.Now()
-			s.handle(hardCtx, d.msg, d.seq)
-			for n := 1; n < maxBatch; n++ {
+			ds := append(s.ds[:0], d)
+			for len(ds) < maxBatch {
 				select {
 				case d = <-s.q:
-					s.handle(hardCtx, d.msg, d.seq)
+					ds = append(ds, d)
 					continue
 				default:
 				}
 				break
 			}
+			s.preload(hardCtx, ds)
+			for i, d := range ds {
+				s.handle(hardCtx, d.msg, d.seq)
+				ds[i] = delivery{}
+			}
+			s.ds = ds[:0]
+			clear(s.preloaded) // read for this batch only
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
 				// Within the interval only the threads that framed
 				// within it wait: a thread quiet for longer gains
@@ -881,6 +893,14 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	if err != nil { // wire.ParseStoredSubject validated it
 		id = k.token
 	}
+	if t := s.preloaded[k]; t != nil {
+		delete(s.preloaded, k)
+		if t.part == ps {
+			s.threads[k] = t
+			s.m.HotThreads.Inc()
+			return t
+		}
+	}
 	t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
 		idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(k.tenant, k.token)}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
@@ -898,6 +918,67 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	s.threads[k] = t
 	s.m.HotThreads.Inc()
 	return t
+}
+
+// preloadParallel bounds the checkpoint reads preload has in flight.
+const preloadParallel = 16
+
+// preload reads the checkpoints of the threads a batch's messages touch
+// that are not in memory, concurrently, before the batch is handled in
+// order. Handled one by one, each such message would stall the shard a
+// round trip to the store: when many threads start or come back at once
+// (a fleet of agents starting, a partition taken over), a batch of them
+// took as many round trips as it had threads, and every frame of the
+// shard waited for all of them. A read that fails is left to thread,
+// which retries it in order.
+func (s *shard) preload(ctx context.Context, ds []delivery) {
+	var todo []*hotThread
+	for _, d := range ds {
+		part, tenant, token, err := wire.ParseStoredSubject(d.msg.Subject())
+		ps := s.parts[part]
+		if err != nil || ps == nil {
+			continue
+		}
+		k := threadKey{tenant, token}
+		if s.threads[k] != nil || s.preloaded[k] != nil {
+			continue
+		}
+		id, err := wire.DecodeThread(token)
+		if err != nil {
+			id = token
+		}
+		t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
+			idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(tenant, token)}
+		if s.preloaded == nil {
+			s.preloaded = make(map[threadKey]*hotThread)
+		}
+		s.preloaded[k] = t
+		todo = append(todo, t)
+	}
+	if len(todo) < 2 {
+		for _, t := range todo {
+			delete(s.preloaded, t.key) // one read gains nothing from going first
+		}
+		return
+	}
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, preloadParallel)
+	var wg sync.WaitGroup
+	for i, t := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.load(ctx, t)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	for i, t := range todo {
+		if errs[i] != nil {
+			delete(s.preloaded, t.key)
+		}
+	}
 }
 
 // load fills t from its checkpoint, or as a new thread.
