@@ -703,12 +703,24 @@ func (f *feed) fitLocked(seq uint64) fit {
 
 // replayLocked delivers every ring frame after seq to s.
 func (f *feed) replayLocked(s *subscriber, seq uint64) {
+	n := 0
 	f.ring.each(func(fr *frame) {
 		if fr.seq > seq {
 			f.deliverLocked(s, fr)
+			n++
 		}
 	})
+	if n >= replayCoalesceMin {
+		// The client has read none of them: it gains nothing from their
+		// steps, and a slow one would spend as long on them as they took
+		// to happen. Its first Take consolidates them (coalesce.go).
+		s.markSlow()
+	}
 }
+
+// replayCoalesceMin is how many frames from the ring a joining or resuming
+// subscriber takes one by one; from that many on they are consolidated.
+const replayCoalesceMin = 8
 
 // adoptLocked makes seq (a snapshot newer than the feed) the feed's
 // position when the frames up to it never came: frames at or before it are
