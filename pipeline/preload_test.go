@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -86,3 +88,56 @@ func TestPreloadReadsCheckpointsTogether(t *testing.T) {
 	}
 }
 
+// seqPub records the Tc-Seq of each message it is given, by subject.
+type seqPub struct{ seqs map[string]string }
+
+func (p *seqPub) PublishMsg(m *nats.Msg) error {
+	p.seqs[m.Subject] = m.Header.Get(wire.HeaderSeq)
+	return nil
+}
+
+// Snapshot requests for many threads not in memory read their checkpoints
+// together, and each is answered at its own thread's seq.
+func TestPreloadColdSnapshots(t *testing.T) {
+	mem := memStore{}
+	ctx := context.Background()
+	var acked []uint64
+	first := unitShard(testConfig(), 0, mem)
+	first.now = time.Now()
+	for i := range 10 {
+		th := fmt.Sprintf("c%d", i)
+		first.handle(ctx, &testMsg{subject: wire.StoredSubject(0, "acme", th), seq: uint64(10 + i), acked: &acked,
+			data: fmt.Appendf(nil, `{"type":"RUN_STARTED","threadId":%q,"runId":"r"}`, th)}, 0)
+	}
+	first.flush(ctx, true)
+
+	store := &slowStore{memStore: mem}
+	pub := &seqPub{seqs: map[string]string{}}
+	cfg := testConfig()
+	cfg.Tap = false
+	s := newShard(0, &cfg, discardLogger(), NewMetrics(nil), pub, store)
+	for p := range cfg.Partitions {
+		s.parts[p] = &partState{p: p, dirty: make(map[*hotThread]struct{})}
+	}
+	var gs []snapGroup
+	for i := range 10 {
+		tok := wire.EncodeThread(fmt.Sprintf("c%d", i))
+		subj := wire.SnapSubject(wire.Partition("acme", tok, cfg.Partitions), "acme", tok)
+		gs = append(gs, snapGroup{subject: subj, reqs: []*nats.Msg{{Subject: subj, Reply: fmt.Sprintf("_INBOX.%d", i)}}})
+	}
+	s.preloadCold(ctx, gs)
+	if n := store.most.Load(); n < 2 {
+		t.Errorf("at most %d checkpoint reads at once, want several", n)
+	}
+	for _, g := range gs {
+		s.snapshot(ctx, g)
+	}
+	for i := range 10 {
+		if got, want := pub.seqs[fmt.Sprintf("_INBOX.%d", i)], fmt.Sprint(10+i); got != want {
+			t.Errorf("thread c%d answered at seq %q, want %s", i, got, want)
+		}
+	}
+	if len(s.threads) != 0 {
+		t.Errorf("%d threads kept hot by snapshots of cold ones", len(s.threads))
+	}
+}

@@ -162,7 +162,10 @@ type shard struct {
 	ds                        []delivery // the batch being handled (run), reused
 	// preloaded holds threads whose checkpoints preload read for the batch
 	// being handled; thread takes them from here.
-	preloaded    map[threadKey]*hotThread
+	preloaded map[threadKey]*hotThread
+	// cold holds the threads preloadCold read for the snapshot groups
+	// being answered (not kept hot); snapshot takes them from here.
+	cold         map[threadKey]*hotThread
 	frameHdrSent [1]string
 	// stored is when JetStream stored the message being handled (Unix ns;
 	// 0: unknown).
@@ -264,10 +267,12 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				last = s.now
 			}
 			s.snaps = s.snapq.take(s.snaps[:0], snapGroupsPerTurn)
+			s.preloadCold(hardCtx, s.snaps)
 			for i, g := range s.snaps {
 				s.snapshot(hardCtx, g)
 				s.snaps[i] = snapGroup{}
 			}
+			clear(s.cold)
 		case <-tick.C:
 			s.now = time.Now()
 			s.flush(hardCtx, false)
@@ -961,10 +966,21 @@ func (s *shard) preload(ctx context.Context, ds []delivery) {
 		}
 		return
 	}
-	errs := make([]error, len(todo))
+	errs := s.loadAll(ctx, todo)
+	for i, t := range todo {
+		if errs[i] != nil {
+			delete(s.preloaded, t.key)
+		}
+	}
+}
+
+// loadAll loads ts from their checkpoints, preloadParallel at a time, and
+// returns each one's error.
+func (s *shard) loadAll(ctx context.Context, ts []*hotThread) []error {
+	errs := make([]error, len(ts))
 	sem := make(chan struct{}, preloadParallel)
 	var wg sync.WaitGroup
-	for i, t := range todo {
+	for i, t := range ts {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -974,11 +990,7 @@ func (s *shard) preload(ctx context.Context, ds []delivery) {
 		}()
 	}
 	wg.Wait()
-	for i, t := range todo {
-		if errs[i] != nil {
-			delete(s.preloaded, t.key)
-		}
-	}
+	return errs
 }
 
 // load fills t from its checkpoint, or as a new thread.

@@ -17,8 +17,42 @@ const DefaultSnapshotQueue = 256
 const snapWaitersPerThread = 64
 
 // snapGroupsPerTurn bounds the threads answered per turn of the shard loop,
-// so that a queue of cold loads does not hold frames back for long.
-const snapGroupsPerTurn = 8
+// so that a queue of snapshot requests does not hold frames back for long
+// (the cold ones among them are read together: preloadCold).
+const snapGroupsPerTurn = 16
+
+// preloadCold reads the checkpoints of the threads of gs that are not in
+// memory, concurrently (loadAll), for snapshot to answer from. Read one by
+// one, a join storm over many cold threads (thousands of dashboards
+// opening at once) cost a round trip per thread, and the shard's frames
+// waited for all of them. A read that fails is left to snapshot, which
+// reads it again and answers the error.
+func (s *shard) preloadCold(ctx context.Context, gs []snapGroup) {
+	var todo []*hotThread
+	for _, g := range gs {
+		p, tenant, token, err := wire.ParseSnapSubject(g.subject)
+		if err != nil || s.parts[p] == nil || wire.Partition(tenant, token, s.cfg.Partitions) != p {
+			continue
+		}
+		k := threadKey{tenant, token}
+		if s.threads[k] != nil || s.cold[k] != nil {
+			continue
+		}
+		id, _ := wire.DecodeThread(token)
+		todo = append(todo, &hotThread{key: k, id: id, part: s.parts[p]})
+	}
+	if len(todo) < 2 {
+		return
+	}
+	if s.cold == nil {
+		s.cold = make(map[threadKey]*hotThread)
+	}
+	for i, err := range s.loadAll(ctx, todo) {
+		if err == nil {
+			s.cold[todo[i].key] = todo[i]
+		}
+	}
+}
 
 // snapQueue is a shard's bounded queue of snapshot requests, coalesced by
 // thread and body: a request for a thread already queued with the same body
@@ -146,6 +180,9 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 	}
 	k := threadKey{tenant, token}
 	t, result := s.threads[k], "hot"
+	if t == nil && s.cold[k] != nil {
+		t, result = s.cold[k], "cold"
+	}
 	if t == nil {
 		id, _ := wire.DecodeThread(token)
 		t = &hotThread{key: k, id: id, part: part}
