@@ -120,14 +120,18 @@
 //
 // # Frames and snapshots
 //
-// A shard takes what its queue holds (up to 1,024 messages) as one batch, and
-// coalesces batches for at most FrameInterval (5 ms) per thread — a thread
+// A shard takes what its queue holds (up to 1,024 messages) as one batch,
+// reads the checkpoints of the batch's threads that are not in memory
+// together (16 at a time; snapshot requests for cold threads likewise), so
+// that many threads starting or coming back at once cost a round trip, not
+// one each, and coalesces batches for at most FrameInterval (5 ms) per thread — a thread
 // that framed within the interval waits for the shard's next burst, one that
 // did not is framed after its batch at once, so a busy thread in the shard
 // adds no latency to a quiet one; each thread whose seq advanced publishes
 // one frame (frame.go) on
 // view.<tenant>.<thread> carrying Tc-Seq (the stream seq the view now
-// reflects) and Tc-Prev (the previous frame's Tc-Seq), with the batch's
+// reflects), Tc-Prev (the previous frame's Tc-Seq) and Tc-Sent (when it
+// was sent, Unix ns: the fanout's transit stage), with the batch's
 // events compacted (compact.Compactor) and the change journal. Under load
 // batches grow and frames coalesce more; idle, a frame follows each message
 // at once.
