@@ -78,8 +78,9 @@ type Config struct {
 	ConsumerEpoch uint64
 
 	// Checkpoints: a dirty thread is checkpointed after CheckpointEvery
-	// applied events, after CheckpointInterval, at the end of each run, and
-	// at shutdown.
+	// applied events, after CheckpointInterval, and at shutdown. A run's
+	// end is not a reason of its own: listings see its status within
+	// CheckpointInterval.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 

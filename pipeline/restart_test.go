@@ -132,7 +132,7 @@ func TestGracefulRestart(t *testing.T) {
 	nc := connect(t, s)
 	js, _ := jetstream.New(nc)
 	cfg := testConfig()
-	cfg.CheckpointInterval = time.Minute // only run ends, counts and shutdown checkpoint
+	cfg.CheckpointInterval = time.Minute // only counts and shutdown checkpoint
 	cfg.AckWait = time.Hour
 	streams := genStreams(t, 100, "g")
 	seqs := map[string][]uint64{}

@@ -47,7 +47,6 @@ type hotThread struct {
 	dirtySeq uint64             // first stream seq applied since the checkpoint; 0 = clean
 	dirtyAt  time.Time          // when it became dirty
 	applied  int                // events applied since the checkpoint
-	runEnded bool               // a run ended since the checkpoint
 	inBatch  bool               // seq advanced in the current batch: a frame is due
 	batchAt  time.Time          // when the first event of the frame due was taken up
 	compact  *compact.Compactor // the frame's events since the last frame
@@ -502,9 +501,11 @@ func (s *shard) overView(t *hotThread, n int) bool {
 	return false
 }
 
-// runEnded publishes the run summary and asks for a checkpoint.
+// runEnded publishes the run summary. The thread is checkpointed as any
+// dirty thread is (Config.CheckpointInterval), not at once: under load it
+// is written within the interval anyway, and a write per run end on top
+// of that doubled the store's writes when many runs ended together.
 func (s *shard) runEnded(t *hotThread) {
-	t.runEnded = true
 	sum := t.run.s
 	sum.Tenant, sum.Thread = t.key.tenant, t.id
 	s.m.Runs.WithLabelValues(sum.Outcome).Inc()
@@ -667,7 +668,7 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 	for _, ps := range s.parts {
 		pressure := len(ps.pending) >= s.cfg.MaxAckPending/2
 		for t := range ps.dirty {
-			if t.put != nil || !(force || pressure || t.runEnded || t.applied >= s.cfg.CheckpointEvery ||
+			if t.put != nil || !(force || pressure || t.applied >= s.cfg.CheckpointEvery ||
 				s.now.Sub(t.dirtyAt) >= s.cfg.CheckpointInterval) {
 				continue
 			}
@@ -686,7 +687,7 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 				continue
 			}
 			t.put, t.nextDirty = put, 0
-			t.applied, t.runEnded = 0, false
+			t.applied = 0
 			s.puts = append(s.puts, t.put)
 		}
 	}

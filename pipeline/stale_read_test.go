@@ -62,7 +62,7 @@ func TestCheckpointsReadFromLeader(t *testing.T) {
 	nc := connect(t, s)
 	js, _ := jetstream.New(nc)
 	cfg := testConfig()
-	cfg.CheckpointInterval = time.Minute // only run ends, counts and shutdown checkpoint
+	cfg.CheckpointInterval = time.Minute // only counts and shutdown checkpoint
 	cfg.AckWait = time.Hour
 	streams := genStreams(t, 40, "lag")
 	seqs := map[string][]uint64{}
