@@ -346,3 +346,29 @@ func TestCheckpointPutEndsWithHardContext(t *testing.T) {
 		t.Errorf("%d dirty threads, want 1", n)
 	}
 }
+
+// A run's end is not a reason to checkpoint its thread before the
+// interval: many runs ending together would double the store's writes.
+// The thread is written once the interval has passed, as any dirty one.
+func TestRunEndWaitsForTheInterval(t *testing.T) {
+	mem := memStore{}
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.CheckpointInterval = time.Minute
+	s := unitShard(cfg, 0, mem)
+	var acked []uint64
+	s.now = time.Now()
+	for i, ev := range []string{`{"type":"RUN_STARTED","threadId":"r","runId":"r1"}`, `{"type":"RUN_FINISHED","threadId":"r","runId":"r1"}`} {
+		s.handle(ctx, &testMsg{subject: wire.StoredSubject(0, "acme", "r"), seq: uint64(i + 1), acked: &acked, data: []byte(ev)}, 0)
+	}
+	s.flush(ctx, false)
+	if len(mem) != 0 {
+		t.Fatalf("checkpointed at the run's end: %d keys written", len(mem))
+	}
+	s.now = s.now.Add(time.Minute)
+	s.flush(ctx, false)
+	s.flush(ctx, false) // the write confirmed
+	if len(mem) == 0 {
+		t.Fatal("not checkpointed once the interval passed")
+	}
+}
