@@ -59,7 +59,7 @@ func (s *shard) beginQuota(tenant string, msg jetstream.Msg) {
 		q.retained = s.cfg.Retained(tenant)
 	}
 	if q.rated {
-		q.at = storedTime(msg, s.now)
+		q.at = storedTime(msg, s.stored, s.now)
 	}
 }
 
@@ -135,12 +135,12 @@ func structural(t codec.Type) bool {
 	return true
 }
 
-// storedTime is msg's stored timestamp, read from its reply subject as
-// nats.go's Metadata reads it (<tm>, Unix ns: see ackReplySeqs); else from
-// its metadata; else now.
-func storedTime(msg jetstream.Msg, now time.Time) time.Time {
-	if ns, ok := ackReplyTime(msg.Reply()); ok {
-		return time.Unix(0, ns)
+// storedTime is msg's stored timestamp: stored, when the shard read it
+// from the reply subject (ackReplyTime, as nats.go's Metadata reads it);
+// else from its metadata; else now.
+func storedTime(msg jetstream.Msg, stored int64, now time.Time) time.Time {
+	if stored > 0 {
+		return time.Unix(0, stored)
 	}
 	if meta, err := msg.Metadata(); err == nil {
 		return meta.Timestamp

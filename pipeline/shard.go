@@ -328,6 +328,10 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		return
 	}
 	ps.track(seq, msg)
+	s.stored = 0
+	if ns, ok := ackReplyTime(msg.Reply()); ok {
+		s.stored = ns
+	}
 	s.beginQuota(tenant, msg)
 	t := s.thread(ctx, ps, threadKey{tenant, token})
 	if t == nil {
@@ -346,10 +350,8 @@ func (s *shard) handle(ctx context.Context, msg jetstream.Msg, seq uint64) {
 		s.countSkipped(t, msg.Data())
 		return
 	}
-	s.stored = 0
-	if ns, ok := ackReplyTime(msg.Reply()); ok {
-		s.stored = ns
-		s.m.stageConsume.Observe(float64(s.now.UnixNano()-ns) / 1e9)
+	if s.stored > 0 {
+		s.m.stageConsume.Observe(float64(s.now.UnixNano()-s.stored) / 1e9)
 	}
 	start := time.Now()
 	s.apply(t, seq, msg.Data(), msg.Headers())
@@ -895,10 +897,6 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	if t := s.threads[k]; t != nil {
 		return t
 	}
-	id, err := wire.DecodeThread(k.token)
-	if err != nil { // wire.ParseStoredSubject validated it
-		id = k.token
-	}
 	if t := s.preloaded[k]; t != nil {
 		delete(s.preloaded, k)
 		if t.part == ps {
@@ -907,8 +905,8 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 			return t
 		}
 	}
-	t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
-		idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(k.tenant, k.token)}
+	t := newHotThread(ps, k)
+	var err error
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		err = s.load(ctx, t)
 		if err == nil {
@@ -924,6 +922,28 @@ func (s *shard) thread(ctx context.Context, ps *partState, k threadKey) *hotThre
 	s.threads[k] = t
 	s.m.HotThreads.Inc()
 	return t
+}
+
+// newHotThread is the thread k of partition ps, not yet loaded (load).
+func newHotThread(ps *partState, k threadKey) *hotThread {
+	id := threadID(k.token)
+	return &hotThread{key: k, id: id, part: ps, compact: compact.New(),
+		idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(k.tenant, k.token)}
+}
+
+// coldThread is the thread k of partition ps read only to answer a
+// snapshot (never kept hot), not yet loaded (load).
+func coldThread(ps *partState, k threadKey) *hotThread {
+	return &hotThread{key: k, id: threadID(k.token), part: ps}
+}
+
+// threadID is the thread id a token encodes (the token itself for one
+// that does not decode: the subject parsers validated it).
+func threadID(token string) string {
+	if id, err := wire.DecodeThread(token); err == nil {
+		return id
+	}
+	return token
 }
 
 // preloadParallel bounds the checkpoint reads preload has in flight.
@@ -949,22 +969,15 @@ func (s *shard) preload(ctx context.Context, ds []delivery) {
 		if s.threads[k] != nil || s.preloaded[k] != nil {
 			continue
 		}
-		id, err := wire.DecodeThread(token)
-		if err != nil {
-			id = token
-		}
-		t := &hotThread{key: k, id: id, part: ps, compact: compact.New(),
-			idJSON: appendJSONString(nil, id), subject: wire.ViewSubject(tenant, token)}
 		if s.preloaded == nil {
 			s.preloaded = make(map[threadKey]*hotThread)
 		}
+		t := newHotThread(ps, k)
 		s.preloaded[k] = t
 		todo = append(todo, t)
 	}
 	if len(todo) < 2 {
-		for _, t := range todo {
-			delete(s.preloaded, t.key) // one read gains nothing from going first
-		}
+		clear(s.preloaded) // one read gains nothing from going first
 		return
 	}
 	errs := s.loadAll(ctx, todo)

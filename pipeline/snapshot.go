@@ -38,8 +38,7 @@ func (s *shard) preloadCold(ctx context.Context, gs []snapGroup) {
 		if s.threads[k] != nil || s.cold[k] != nil {
 			continue
 		}
-		id, _ := wire.DecodeThread(token)
-		todo = append(todo, &hotThread{key: k, id: id, part: s.parts[p]})
+		todo = append(todo, coldThread(s.parts[p], k))
 	}
 	if len(todo) < 2 {
 		return
@@ -184,8 +183,7 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 		t, result = s.cold[k], "cold"
 	}
 	if t == nil {
-		id, _ := wire.DecodeThread(token)
-		t = &hotThread{key: k, id: id, part: part}
+		t = coldThread(part, k)
 		if err := s.load(ctx, t); err != nil {
 			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
 			snapErrorAll(g.reqs, wire.SnapErrStore, err.Error())
