@@ -355,21 +355,32 @@ func (d *viewFold) doc() map[string]json.RawMessage {
 // connections have small kernel buffers, with the given queue bounds.
 func startBackpressureServer(t *testing.T, queue, coalesce int) (*Server, string, jetstream.JetStream) {
 	t.Helper()
+	return startIngestServer(t, func(cfg *Config) {
+		cfg.Hub.QueueBytes = queue
+		cfg.Hub.CoalesceBytes = coalesce
+	}, func(hs *httptest.Server) { hs.Listener = smallBufListener{hs.Listener} })
+}
+
+// startIngestServer is a fanout Server over a real NATS and ingest, with
+// cfg changed by mod and its httptest server by prep before it starts;
+// slow readers stop reading while the thread streams, so the write timeout
+// is a minute.
+func startIngestServer(t *testing.T, mod func(*Config), prep func(*httptest.Server)) (*Server, string, jetstream.JetStream) {
+	t.Helper()
 	ns := startNATS(t)
 	const parts = 4
 	startIngest(t, ns, parts)
 	cfg := DefaultConfig()
 	cfg.AuthKey = testKey
 	cfg.Hub.Partitions = parts
-	cfg.Hub.QueueBytes = queue
-	cfg.Hub.CoalesceBytes = coalesce
-	cfg.WriteTimeout = time.Minute // the slow readers stop reading while the thread streams
+	cfg.WriteTimeout = time.Minute
+	mod(&cfg)
 	s, err := New(connect(t, ns), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(s.Handler())
-	hs.Listener = smallBufListener{hs.Listener}
+	prep(hs)
 	hs.Start()
 	t.Cleanup(func() { s.Drain(); hs.Close() })
 	js, err := jetstream.New(connect(t, ns))

@@ -2,7 +2,6 @@ package fanout
 
 import (
 	"net"
-	"syscall"
 	"time"
 )
 
@@ -94,13 +93,13 @@ type pacer struct {
 	backoff    uint      // the next probe waits paceProbe << backoff
 }
 
-// newPacer returns the pacer of a connection, or nil when c cannot be
+// newPacer returns the pacer of a connection, or nil when it cannot be
 // paced (limit ≤ 0, not TCP, no peer window from the kernel).
-func newPacer(c net.Conn, limit int, timeout time.Duration) *pacer {
-	if limit <= 0 || c == nil {
+func newPacer(tc *net.TCPConn, limit int, timeout time.Duration) *pacer {
+	if limit <= 0 || tc == nil {
 		return nil
 	}
-	pw := tcpPeerWindow(c)
+	pw := tcpPeerWindow(tc)
 	if pw == nil {
 		return nil
 	}
@@ -165,24 +164,4 @@ func (p *pacer) next() paceAction {
 		return paceProbeNow
 	}
 	return paceWait
-}
-
-// rawConn returns the syscall.RawConn of c, unwrapping wrappers that expose
-// NetConn (as tls.Conn and the connection limiter's do), or nil.
-func rawConn(c net.Conn) syscall.RawConn {
-	for c != nil {
-		if tc, ok := c.(*net.TCPConn); ok {
-			rc, err := tc.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return rc
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = u.NetConn()
-	}
-	return nil
 }

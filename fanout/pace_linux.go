@@ -20,9 +20,9 @@ type tcpWindow struct {
 	max  uint32 // the largest window seen: the client's buffer when it was empty
 }
 
-func tcpPeerWindow(c net.Conn) peerWindow {
-	rc := rawConn(c)
-	if rc == nil {
+func tcpPeerWindow(tc *net.TCPConn) peerWindow {
+	rc, err := tc.SyscallConn()
+	if err != nil {
 		return nil
 	}
 	w := &tcpWindow{rc: rc}

@@ -6,4 +6,4 @@ import "net"
 
 // tcpPeerWindow is nil where the kernel's TCP_INFO does not report the
 // client's window: streams are not paced (pace.go).
-func tcpPeerWindow(net.Conn) peerWindow { return nil }
+func tcpPeerWindow(*net.TCPConn) peerWindow { return nil }

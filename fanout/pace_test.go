@@ -2,17 +2,16 @@ package fanout
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/threadcast/threadcast/internal/sockopt"
 	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
@@ -84,48 +83,13 @@ func TestPacerDecisions(t *testing.T) {
 	step(0, 0, paceWrite)
 }
 
-// rcvBufClient reads with a receive buffer of n bytes, set before it
-// connects (as a client's own buffer is, so that the handshake announces a
-// window that fits it).
-func rcvBufClient(n int) *http.Client {
-	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
-}
-
-// startPacedServer is startBackpressureServer served as Run serves (its
-// connections reach the streams, so they are paced), with the kernel's own
-// buffers, and unread as Config.UnreadBytes.
+// startPacedServer is a server over real NATS and ingest whose
+// connections reach the streams as Run serves them (so they are paced),
+// with the kernel's own buffers, and unread as Config.UnreadBytes.
 func startPacedServer(t *testing.T, unread int) (*Server, string, jetstream.JetStream) {
 	t.Helper()
-	ns := startNATS(t)
-	const parts = 4
-	startIngest(t, ns, parts)
-	cfg := DefaultConfig()
-	cfg.AuthKey = testKey
-	cfg.Hub.Partitions = parts
-	cfg.UnreadBytes = unread
-	cfg.WriteTimeout = time.Minute // the slow readers stop reading while the thread streams
-	s, err := New(connect(t, ns), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(s.Handler())
-	hs.Config.ConnContext = withConn
-	hs.Start()
-	t.Cleanup(func() { s.Drain(); hs.Close() })
-	js, err := jetstream.New(connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, hs.URL, js
+	return startIngestServer(t, func(cfg *Config) { cfg.UnreadBytes = unread },
+		func(hs *httptest.Server) { hs.Config.ConnContext = withConn })
 }
 
 // A reader that falls behind gets its backlog consolidated, although its
@@ -154,7 +118,7 @@ func TestPacedReaderGetsConsolidated(t *testing.T) {
 			testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
 
 			fast := openReader(t, http.DefaultClient, base, tok, thread, false)
-			slow := openReader(t, rcvBufClient(32<<10), base, tok, thread, false)
+			slow := openReader(t, &http.Client{Transport: &http.Transport{DialContext: sockopt.RecvBufferDialer(32 << 10).DialContext}}, base, tok, thread, false)
 			fast.name, slow.name = "fast", "slow"
 			for _, r := range []*streamReader{fast, slow} {
 				if err := r.readUntil(seqIs(first)); err != nil {

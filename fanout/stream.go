@@ -86,7 +86,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	s.capSendBuffer(r)
+	tc := tcpConnOf(connOf(r))
+	s.capSendBuffer(tc)
 	var sk sink
 	if ws {
 		cc := &corkConn{timeout: s.cfg.WriteTimeout}
@@ -106,7 +107,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sk = newSSESink(w, s.cfg)
 	}
-	pc := newPacer(connOf(r), s.cfg.UnreadBytes, s.cfg.WriteTimeout)
+	pc := newPacer(tc, s.cfg.UnreadBytes, s.cfg.WriteTimeout)
 	// An AG-UI HttpAgent POSTs and waits for the response to end, which
 	// the SSE binding says happens after the last run's terminal event.
 	reason := s.pump(ctx, sub, sk, pc, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
@@ -117,7 +118,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 type connKey struct{}
 
 // withConn is the http.Server's ConnContext: it keeps each connection in
-// its requests' contexts, for capSendBuffer.
+// its requests' contexts, for the stream handlers (tcpConnOf).
 func withConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
@@ -129,25 +130,29 @@ func connOf(r *http.Request) net.Conn {
 	return c
 }
 
-// capSendBuffer sets the kernel send buffer of r's connection to
-// Config.SendBuffer (see there), when it is a TCP connection served by Run
-// or Serve (wrapped connections are unwrapped through NetConn). Any other
-// (an httptest server's, say) keeps the kernel's.
-func (s *Server) capSendBuffer(r *http.Request) {
-	if s.cfg.SendBuffer <= 0 {
-		return
-	}
-	c := connOf(r)
+// tcpConnOf returns the TCP connection under c (wrappers that expose
+// NetConn, as tls.Conn and the connection limiter's do, are unwrapped), or
+// nil: an httptest server's, say, or none.
+func tcpConnOf(c net.Conn) *net.TCPConn {
 	for c != nil {
-		if b, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
-			_ = b.SetWriteBuffer(s.cfg.SendBuffer)
-			return
+		if tc, ok := c.(*net.TCPConn); ok {
+			return tc
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return
+			return nil
 		}
 		c = u.NetConn()
+	}
+	return nil
+}
+
+// capSendBuffer sets the kernel send buffer of a stream's connection to
+// Config.SendBuffer (see there); nil (not a connection served by Run or
+// Serve) keeps the kernel's.
+func (s *Server) capSendBuffer(tc *net.TCPConn) {
+	if s.cfg.SendBuffer > 0 && tc != nil {
+		_ = tc.SetWriteBuffer(s.cfg.SendBuffer)
 	}
 }
 

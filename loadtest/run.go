@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/auth"
 	"github.com/threadcast/threadcast/demo"
+	"github.com/threadcast/threadcast/internal/sockopt"
 	"github.com/threadcast/threadcast/node"
 	"github.com/threadcast/threadcast/reducer"
 )
@@ -184,20 +184,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	defer r.client.CloseIdleConnections()
 	r.slowClient = r.client
 	if n := r.sc.slowRecvBuf; n > 0 {
-		// Set before connecting, as a client's buffer is: the window
-		// announced in the handshake then fits it.
-		d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			if err := c.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}}
 		r.slowClient = &http.Client{Transport: &http.Transport{
 			MaxIdleConns: 0, MaxIdleConnsPerHost: 64, DisableCompression: true, ForceAttemptHTTP2: false,
-			DialContext: d.DialContext,
+			DialContext: sockopt.RecvBufferDialer(n).DialContext,
 		}}
 		defer r.slowClient.CloseIdleConnections()
 	}
