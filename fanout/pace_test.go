@@ -165,3 +165,30 @@ func TestPacedReaderGetsConsolidated(t *testing.T) {
 		t.Errorf("the slow reader read %d messages paced and %d unpaced: want at most a quarter", p, u)
 	}
 }
+
+// A held client that reads nothing is cut after staleFactor × the write
+// timeout (EndWrite), although no write ever blocks: holding back never
+// fills its socket.
+func TestPacedStalledClientIsCut(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pacing reads the peer's window from Linux's TCP_INFO")
+	}
+	s, base, js := startIngestServer(t, func(cfg *Config) { cfg.WriteTimeout = 200 * time.Millisecond },
+		func(hs *httptest.Server) { hs.Config.ConnContext = withConn })
+	const thread = "stalled-thread"
+	tok := token(t, "acme")
+	evs := backpressureStream(thread, 2, 200)
+	first := publishAll(t, js, thread, evs[:1], 0)
+	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	stalled := openReader(t, &http.Client{Transport: &http.Transport{DialContext: sockopt.RecvBufferDialer(4 << 10).DialContext}}, base, tok, thread, false)
+	if err := stalled.readUntil(seqIs(first)); err != nil {
+		t.Fatal(err)
+	}
+	publishAll(t, js, thread, evs[1:], 0) // the reader reads no more
+	testsupport.WaitFor(t, 20*time.Second, "the stalled stream cut", func() bool {
+		return counterValue(s.Metrics().Ended.WithLabelValues(EndWrite)) == 1
+	})
+	if n := counterValue(s.Metrics().Paced.WithLabelValues(AguiSSE.String())); n == 0 {
+		t.Error("cut, but never held back: the write deadline cut it, not the pacer")
+	}
+}
