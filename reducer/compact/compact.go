@@ -47,6 +47,9 @@ import (
 //   - Activity events are folded the same way per activity message: deltas
 //     into a preceding replacing snapshot or delta, a replacing snapshot over
 //     what precedes it.
+//   - A step that starts and finishes inside the window (STEP_STARTED and
+//     its STEP_FINISHED, same owner and name) vanishes: neither is emitted,
+//     when the lane of each was quiet as it came (see below).
 //
 // Why it is safe. Add is told the verdict the reducer gave each event on the
 // real view (clean: applied with no warning and no fatal error). Only clean
@@ -65,6 +68,16 @@ import (
 //     a continuation or a state event the tag builds nothing (both were
 //     clean, so each agreed with the owner), and the place where a lane
 //     closes in the output stays where it was.
+//   - A view holds only the steps still active (events.md, processing.md
+//     §7.1), so a finished step leaves nothing in it. While it was active,
+//     only a STEP_STARTED or STEP_FINISHED of the same owner and name
+//     (L11, L12) or a RUN_FINISHED (L5) could have judged differently,
+//     and none of them was clean in between: a clean STEP_FINISHED of it
+//     is its own end, and RUN_FINISHED and unclean events seal the window,
+//     which forgets the pending step. Its events close their lane, so the
+//     pair vanishes only when neither closing did anything: no chunk
+//     stream open there in the input, and no triad there waiting for a
+//     closing to commit (laneQuiet).
 //   - Metadata merges per key, last write wins, without recursion
 //     (metadata.md §3), so merging the metadata of folded events in order
 //     and then into the item gives the item the same metadata.
@@ -82,6 +95,8 @@ type Compactor struct {
 
 	active []*triad // explicit triads that may still become one chunk
 
+	steps map[stepKey]int // open step -> index of its STEP_STARTED entry, while the pair may still vanish
+
 	lanes        map[string]*chunkStream // lane key (see laneOf) -> open chunk stream
 	lanesUnknown bool                    // a non-clean event made the lane model unreliable
 	serial       uint64                  // chunk stream counter
@@ -95,6 +110,12 @@ type itemKey struct {
 }
 
 var stateKey = itemKey{kind: 's'}
+
+// stepKey names a step the way the reducer matches it: by owner (the
+// event's lane) and name.
+type stepKey struct {
+	lane, name string
+}
 
 // chunkStream is the chunk stream a lane is assembling.
 type chunkStream struct {
@@ -115,6 +136,8 @@ type entry struct {
 
 	conv  *triad // on a *_START entry: the triad it may turn into a chunk
 	endOf *triad // on an *_END entry: the triad that absorbed it
+
+	vanished bool // a STEP_STARTED whose STEP_FINISHED came in the window: neither is emitted
 }
 
 // New returns an empty Compactor.
@@ -122,6 +145,7 @@ func New() *Compactor {
 	return &Compactor{
 		heads: make(map[itemKey]int),
 		lanes: make(map[string]*chunkStream),
+		steps: make(map[stepKey]int),
 	}
 }
 
@@ -228,8 +252,11 @@ func (c *Compactor) Add(ev *codec.Event, res reducer.Result) {
 		c.closeLane(laneOf(ev))
 		c.appendEntry(ev, 0)
 
-	case codec.TypeReasoningStart, codec.TypeReasoningEnd,
-		codec.TypeStepStarted, codec.TypeStepFinished, codec.TypeCustom:
+	case codec.TypeStepStarted:
+		c.addStepStarted(ev)
+	case codec.TypeStepFinished:
+		c.addStepFinished(ev)
+	case codec.TypeReasoningStart, codec.TypeReasoningEnd, codec.TypeCustom:
 		c.closeLane(laneOf(ev))
 		c.appendEntry(ev, 0)
 	case codec.TypeSubagentFinished, codec.TypeSubagentError:
@@ -268,6 +295,7 @@ func (c *Compactor) Flush(dst []*codec.Event) []*codec.Event {
 	}
 	c.entries = c.entries[:0]
 	clear(c.heads)
+	clear(c.steps)
 	return dst
 }
 
@@ -278,6 +306,7 @@ func (c *Compactor) Pending() int { return len(c.entries) }
 func (c *Compactor) barrier() {
 	c.abortAll()
 	clear(c.heads)
+	clear(c.steps)
 }
 
 func (c *Compactor) drop(k itemKey) { delete(c.heads, k) }
@@ -399,6 +428,51 @@ func (c *Compactor) resolveChunk(ev *codec.Event, id string, hasID bool) (string
 		return lane, s
 	}
 	return lane, nil
+}
+
+// addStepStarted keeps a STEP_STARTED. When its lane is quiet (closing it
+// is a no-op in the input and in the output), the step may still vanish
+// with its STEP_FINISHED (addStepFinished).
+func (c *Compactor) addStepStarted(ev *codec.Event) {
+	lane := laneOf(ev)
+	if !c.laneQuiet(lane) {
+		c.closeLane(lane)
+		c.appendEntry(ev, 0)
+		return
+	}
+	i := c.appendEntry(ev, 0)
+	c.steps[stepKey{lane, c.entries[i].ev.StepName}] = i
+}
+
+// addStepFinished drops a finished step, STEP_STARTED and STEP_FINISHED
+// both, when its STEP_STARTED is still pending in the window and neither
+// closes anything; otherwise the STEP_FINISHED is kept, closing its lane.
+func (c *Compactor) addStepFinished(ev *codec.Event) {
+	lane := laneOf(ev)
+	k := stepKey{lane, ev.StepName}
+	i, pending := c.steps[k]
+	delete(c.steps, k)
+	if pending && c.laneQuiet(lane) {
+		c.entries[i].vanished = true
+		return
+	}
+	c.closeLane(lane)
+	c.appendEntry(ev, 0)
+}
+
+// laneQuiet reports whether an event closing lane changes nothing: the
+// input has no chunk stream open there, and no triad there waits for a
+// closing to become a chunk (in the output, its stream would be open).
+func (c *Compactor) laneQuiet(lane string) bool {
+	if c.laneOpen(lane) {
+		return false
+	}
+	for _, cv := range c.active {
+		if cv.lane == lane && !cv.done() && !cv.laneClosed {
+			return false
+		}
+	}
+	return true
 }
 
 // addState folds STATE_SNAPSHOT and STATE_DELTA.

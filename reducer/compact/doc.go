@@ -6,7 +6,8 @@
 // A Compactor takes a thread's events, each with the verdict the reducer
 // gave it (reducer.Result), and returns, at every Flush, a shorter stream
 // that folds into the same view: content deltas of one item joined, finished
-// triads turned into one chunk, state and activity events folded into one.
+// triads turned into one chunk, state and activity events folded into one,
+// steps that started and finished in the window left out.
 // The rules, and why each is safe, are on Compactor. Events and EventsFrom
 // compact a whole stream at once, learning the verdicts from a reducer.Thread
 // of their own.

@@ -206,9 +206,12 @@ func itemsNamed(ev *codec.Event, fn func(itemKey)) {
 
 // emit appends the entry's output events to dst: normally its one event; for
 // a triad's START, the chunk it became or the START and its joined CONTENT;
-// nothing for the END of a triad that became a chunk.
+// nothing for the END of a triad that became a chunk, or for a step that
+// vanished.
 func (e *entry) emit(dst []*codec.Event) []*codec.Event {
 	switch {
+	case e.vanished:
+		return dst
 	case e.endOf != nil:
 		if e.endOf.committed {
 			return dst
