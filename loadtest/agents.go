@@ -77,25 +77,33 @@ func (a *simAgent) play(ctx context.Context, start time.Time) {
 		f := a.r.sc.rate(time.Since(start), a.r.cfg.Duration)
 		return time.Duration(float64(time.Second) * float64(a.r.cfg.Agents) / (a.r.cfg.Rate * max(f, 0.001)))
 	}
-	next := time.Now()
-	rr := a.index % len(a.threads) // agents do not start in lockstep on thread 0
-	for {
+	// Agents tick at evenly spread phases of their interval: started
+	// together, they would otherwise all publish in the same instant,
+	// Agents events at once every interval, a burst the configured rate
+	// does not describe (the burst scenario is for bursts).
+	next := time.Now().Add(time.Duration(float64(interval()) * float64(a.index) / float64(a.r.cfg.Agents)))
+	// tick waits for the agent's next tick, iv after the last one, and
+	// reports whether ctx let it.
+	tick := func(ctx context.Context, iv time.Duration) bool {
 		now := time.Now()
-		if now.Sub(next) > time.Second { // forgive a backlog rather than burst it out
-			next = now
+		if behind := now.Sub(next); behind > time.Second {
+			// Forgive a backlog rather than burst it out, keeping the
+			// agent's phase.
+			next = next.Add(behind.Truncate(iv))
 		}
-		next = next.Add(interval())
+		next = next.Add(iv)
 		if d := next.Sub(now); d > 0 {
 			t := time.NewTimer(d)
+			defer t.Stop()
 			select {
 			case <-ctx.Done():
-				t.Stop()
 			case <-t.C:
 			}
 		}
-		if ctx.Err() != nil {
-			break
-		}
+		return ctx.Err() == nil
+	}
+	rr := a.index % len(a.threads) // agents do not start in lockstep on thread 0
+	for tick(ctx, interval()) {
 		th := a.threads[rr]
 		rr = (rr + 1) % len(a.threads)
 		if th.pos == len(th.events) {
@@ -107,20 +115,15 @@ func (a *simAgent) play(ctx context.Context, start time.Time) {
 		a.reap(false)
 	}
 	// The open runs are closed at the agent's pace during the load (the
-	// configured rate), one after another: all of the fleet's at once
-	// would be a burst of one event per thread in the same instant, far
-	// above any rate the run was given, which the burst scenario is for.
+	// configured rate, on the same phase), one after another: all of the
+	// fleet's at once would be a burst of one event per thread in the same
+	// instant, far above any rate the run was given.
 	gctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pace := time.Duration(float64(time.Second) * float64(a.r.cfg.Agents) / a.r.cfg.Rate)
-	tick := time.NewTicker(max(pace, time.Millisecond))
-	defer tick.Stop()
+	pace := max(time.Duration(float64(time.Second)*float64(a.r.cfg.Agents)/a.r.cfg.Rate), time.Millisecond)
 	for _, th := range a.threads {
 		if th.pos > 0 && th.pos < len(th.events) {
-			select {
-			case <-tick.C:
-			case <-gctx.Done():
-			}
+			tick(gctx, pace)
 			a.publish(gctx, th, []byte(`{"type":"RUN_ERROR","message":"load test stopped","code":"agent_stopped"}`))
 			th.pos = len(th.events)
 			a.reap(false)
