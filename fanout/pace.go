@@ -28,9 +28,21 @@ import (
 // frames do not wake it (subscriber.paced), a timer does (paceTick). When
 // the client has read enough, the writer takes the whole queue as it is
 // then, in one consolidated batch: the slower the client, the longer the
-// interval a batch covers and the fewer, larger messages it holds. Until
-// the writer sees the client within UnreadBytes/4 of the end, what it
-// takes stays consolidated (pacer.behind).
+// interval a batch covers and the fewer, larger messages it holds.
+//
+// A client whose hold outlasted quickRelease is behind (pacer.behind):
+// everything it takes is consolidated, the writer looks at its window
+// before every write, and holds it as soon as more than UnreadBytes/4 is
+// unread. So it is written to only once it has read nearly all it was
+// sent, and then gets everything since in one batch: frames as they come,
+// one by one, would fill the room between the two marks with raw events
+// after every hold, and a reader of a few messages a second would spend
+// most of its reading on them. A behind client released within
+// quickRelease (it read its backlog as soon as a probe let it say so)
+// keeps up again, and is paced as any other. One held within UnreadBytes
+// whose window has not moved for behindStill is written to all the same:
+// the window is rounded down to whole segments, and a client that has
+// read everything may never show less than UnreadBytes/4 unread.
 //
 // A client's receive window is re-announced lazily: a receiver that reads
 // part of its buffer sends no window update until the window would double
@@ -66,6 +78,13 @@ const (
 	// staleFactor × WriteTimeout is how long a held client may show no
 	// reading, and a WebSocket ping wait for its pong.
 	staleFactor = 6
+	// quickRelease: a hold released within it (the probe sent as it began
+	// showed the client had read, at the first look after it) does not
+	// make the client behind.
+	quickRelease = 2 * paceTick
+	// behindStill: a behind client held within UnreadBytes whose window
+	// has not moved for it is written to (see pacer.next).
+	behindStill = time.Second
 )
 
 // peerWindow reads a TCP connection's state for pacing. unread returns the
@@ -86,8 +105,9 @@ type pacer struct {
 
 	sinceCheck int // bytes written since the last look at the window
 	held       bool
-	behind     bool      // released from a hold, and not seen to have caught up since
+	behind     bool      // its last hold lasted longer than quickRelease
 	last       int       // unread at the last look while held
+	heldAt     time.Time // when the hold began
 	moved      time.Time // when the client was last seen reading (or the hold began)
 	probed     time.Time // the last probe
 	backoff    uint      // the next probe waits paceProbe << backoff
@@ -123,20 +143,28 @@ const (
 func (p *pacer) wrote(n int) { p.sinceCheck += n }
 
 // next says whether the writer may write now. It looks at the window when
-// the writer is held, or once limit/2 bytes were written since it last
-// looked.
+// the writer is held or the client behind, or once limit/2 bytes were
+// written since it last looked.
 func (p *pacer) next() paceAction {
-	if !p.held && p.sinceCheck < p.limit/2 {
+	if !p.held && !p.behind && p.sinceCheck < p.limit/2 {
 		return paceWrite
 	}
 	p.sinceCheck = 0
 	unread, ok := p.pw.unread()
 	now := p.now()
-	if !ok || unread <= p.limit {
-		// A client just released, or released before and still more
-		// than limit/4 behind, has what it takes consolidated: else it
-		// would get frames as they are, one by one, until the next hold.
-		p.behind = p.held || (p.behind && ok && unread > p.limit/4)
+	limit := p.limit
+	if p.behind {
+		limit = p.limit / 4
+	}
+	// A behind client within the normal limit whose window has not moved
+	// for behindStill is let go as well: a window opens in whole segments
+	// and is rounded down to them, so a drained client may go on showing
+	// more than limit/4 unread for as long as it stays connected.
+	still := p.behind && p.held && unread <= p.limit && now.Sub(p.moved) >= behindStill
+	if !ok || unread <= limit || still {
+		if p.held {
+			p.behind = ok && now.Sub(p.heldAt) > quickRelease
+		}
 		p.held = false
 		return paceWrite
 	}
@@ -145,7 +173,7 @@ func (p *pacer) next() paceAction {
 		// its buffer after the last acknowledgement announced nothing):
 		// probe at once, so that one that keeps up is held only for as
 		// long as its acknowledgement takes.
-		p.held, p.moved, p.last, p.probed, p.backoff = true, now, unread, now, 0
+		p.held, p.heldAt, p.moved, p.last, p.probed, p.backoff = true, now, now, unread, now, 0
 		return paceProbeNow
 	}
 	if unread < p.last { // the client read some (probes only add)

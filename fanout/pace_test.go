@@ -54,24 +54,42 @@ func TestPacerDecisions(t *testing.T) {
 	// The client read some: the probe interval starts over.
 	step(paceTick, 15<<10, paceWait)
 	step(paceProbe-paceTick, 15<<10, paceProbeNow)
-	// It read enough: written to again, and looked at again once limit/2
-	// bytes were written. What it takes is consolidated (behind) until
-	// it is seen within limit/4 of the end.
+	// It read enough: written to again. Held for longer than quickRelease,
+	// it is behind: what it takes is consolidated, its window is looked at
+	// before every write, and it is held past limit/4 unread.
 	step(paceTick, 4<<10, paceWrite)
 	if !p.behind {
-		t.Fatal("a client released from a hold is not behind")
+		t.Fatal("a client released from a long hold is not behind")
+	}
+	p.wrote(100)
+	step(0, 1<<10, paceWrite)
+	p.wrote(100)
+	step(0, 3<<10, paceProbeNow)
+	// A behind client within the limit whose window does not move is
+	// written to once it has not moved for behindStill, and stays behind.
+	step(paceTick, 3<<10, paceWait)
+	step(behindStill-paceTick-time.Millisecond, 3<<10, paceProbeNow)
+	step(time.Millisecond, 3<<10, paceWrite)
+	if !p.behind {
+		t.Fatal("a behind client let go after behindStill is no longer behind")
+	}
+	p.wrote(100)
+	step(0, 3<<10, paceProbeNow)
+	// Released at the first look after the probe: it keeps up again, and
+	// its window is looked at only once limit/2 bytes were written.
+	step(paceTick, 1<<10, paceWrite)
+	if p.behind {
+		t.Fatal("a client released within quickRelease is still behind")
 	}
 	p.wrote(100)
 	step(0, 100<<10, paceWrite)
+	// A client held at the normal mark and released as quickly is not
+	// behind either.
 	p.wrote(4 << 10)
-	step(0, 3<<10, paceWrite)
-	if !p.behind {
-		t.Fatal("a client released with 3 KiB unread is no longer behind")
-	}
-	p.wrote(4 << 10)
-	step(0, 1<<10, paceWrite)
+	step(0, 20<<10, paceProbeNow)
+	step(paceTick, 0, paceWrite)
 	if p.behind {
-		t.Fatal("a client within limit/4 of the end is still behind")
+		t.Fatal("a client released within quickRelease is behind")
 	}
 	// Held with no reading for the timeout: cut.
 	p.wrote(8 << 10)
