@@ -35,6 +35,7 @@ type Metrics struct {
 	CoalescedSaved  *prometheus.CounterVec   // bytes those consolidations took out of the queues, by variant
 	Paced           *prometheus.CounterVec   // stream writers that held back for a client with too much unread, by variant
 	Stage           *prometheus.HistogramVec // where a frame's time goes on this node, by stage (StageTransit, StageDeliver)
+	JoinWait        prometheus.Histogram     // how long streams waited for a join slot (Config.MaxJoins)
 	stageTransit    prometheus.Observer
 	stageDeliver    prometheus.Observer
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
@@ -94,6 +95,9 @@ func NewMetrics() *Metrics {
 			Buckets: wire.StageBuckets}, []string{"stage"}),
 		Paced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "threadcast_fanout_paced_total",
 			Help: "Times a stream's writer held back because its client had more than --client-unread-bytes unread, by variant."}, []string{"variant"}),
+		JoinWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "threadcast_fanout_join_wait_seconds",
+			Help:    "How long a stream waited for one of the --max-joins slots before subscribing (0 when one was free).",
+			Buckets: wire.StageBuckets}),
 	}
 	m.stageTransit = m.Stage.WithLabelValues(StageTransit)
 	m.stageDeliver = m.Stage.WithLabelValues(StageDeliver)
@@ -123,7 +127,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
-		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced, m.Stage}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced, m.Stage, m.JoinWait}
 	return m
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,13 @@ type Config struct {
 	// gather in the subscriber's queue, where it is consolidated
 	// (pace.go). Linux only; zero means the default, negative disables.
 	UnreadBytes int
+	// MaxJoins is how many streams may be joining at once: between their
+	// admission and their first write (subscribing, the snapshot, writing
+	// it); the others wait for a slot, parked. A storm of joins (every
+	// dashboard reconnecting after a deploy) then does not crowd the live
+	// frames of the streams already joined out of the cores. Zero means
+	// the default (16 per GOMAXPROCS), negative no limit.
+	MaxJoins int
 	// ReadHeaderTimeout bounds the reading of a request's headers (so a
 	// connection that sends nothing is closed after it); IdleTimeout how
 	// long a keep-alive connection may wait for its next request. They are
@@ -127,7 +135,11 @@ func DefaultConfig() Config {
 		// About 60 typical AG-UI events: what a client that reads a few
 		// messages a second still has to read before it sees a
 		// consolidated one.
-		UnreadBytes:       8 << 10,
+		UnreadBytes: 8 << 10,
+		// Enough joins at once to keep the cores busy with them (a join
+		// mostly waits on its snapshot), few enough that live frames are
+		// not queued behind thousands of them.
+		MaxJoins:          16 * runtime.GOMAXPROCS(0),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
@@ -156,6 +168,7 @@ var ErrConfig = errors.New("fanout: bad config")
 // it with Run (or mount Handler and call Drain). Safe for concurrent use.
 type Server struct {
 	cfg      Config
+	joins    chan struct{} // join slots (Config.MaxJoins)
 	nc       *nats.Conn
 	hub      *hub
 	m        *Metrics
@@ -198,6 +211,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.UnreadBytes == 0 {
 		cfg.UnreadBytes = d.UnreadBytes
+	}
+	if cfg.MaxJoins == 0 {
+		cfg.MaxJoins = d.MaxJoins
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = d.Retry
@@ -249,6 +265,9 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
 	reg.MustRegister(VerifierCollectors(cfg.Verifier)...)
 	s := &Server{cfg: cfg, nc: nc, m: m, reg: reg, log: log, hub: newHub(nc, cfg.Hub, m, log), quota: lim}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	if cfg.MaxJoins > 0 {
+		s.joins = make(chan struct{}, cfg.MaxJoins)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)

@@ -79,6 +79,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	ctx := r.Context()
+	joined, ok := s.admitJoin(ctx, w)
+	if !ok {
+		return
+	}
+	defer joined()
 	sub, err := s.hub.SubscribeWindow(ctx, c.Tenant, thread, v, after, window)
 	if err != nil {
 		s.log.Warn("fanout: subscribe failed", "tenant", c.Tenant, "err", err)
@@ -110,7 +115,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	pc := newPacer(tc, s.cfg.UnreadBytes, s.cfg.WriteTimeout)
 	// An AG-UI HttpAgent POSTs and waits for the response to end, which
 	// the SSE binding says happens after the last run's terminal event.
-	reason := s.pump(ctx, sub, sk, pc, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
+	reason := s.pump(ctx, sub, sk, pc, joined, r.Method == http.MethodPost, s.cfg.Verifier.Deadline(c))
 	s.m.Ended.WithLabelValues(reason).Inc()
 }
 
@@ -203,7 +208,7 @@ type sink interface {
 //
 // With a pacer (pace.go), the writer takes nothing while its client has
 // too much unread; a timer, not the frames, wakes it then.
-func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, endWhenIdle bool, expires time.Time) string {
+func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, joined func(), endWhenIdle bool, expires time.Time) string {
 	hb := time.AfterFunc(s.cfg.Heartbeat, func() { sub.raise(ctlHeartbeat) })
 	defer hb.Stop()
 	if s.cfg.MaxLifetime > 0 {
@@ -250,6 +255,7 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, 
 				if err != nil {
 					return EndWrite
 				}
+				joined()
 			}
 			buf = items[:0]
 			cursor = max(cursor, cur)
@@ -555,4 +561,28 @@ func (k *wsSink) end(reason string, cursor uint64) {
 		code = StatusTokenExpired
 	}
 	_ = k.c.Close(code, reason+" after="+strconv.FormatUint(cursor, 10))
+}
+
+// admitJoin waits for one of the join slots (Config.MaxJoins) and returns
+// the function that gives it back, which the stream calls after its first
+// write and again as it ends (only the first call counts). A client that
+// leaves while it waits gets nothing; a server that starts draining
+// answers 503, as for a stream that came after.
+func (s *Server) admitJoin(ctx context.Context, w http.ResponseWriter) (func(), bool) {
+	if s.joins == nil {
+		return func() {}, true
+	}
+	start := time.Now()
+	select {
+	case s.joins <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	case <-s.drainCtx.Done():
+		w.Header().Set("Retry-After", "1")
+		s.deny(w, http.StatusServiceUnavailable, "draining")
+		return nil, false
+	}
+	s.m.JoinWait.Observe(time.Since(start).Seconds())
+	var once sync.Once
+	return func() { once.Do(func() { <-s.joins }) }, true
 }

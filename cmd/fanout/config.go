@@ -60,6 +60,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&f.WriteTimeout, "write-timeout", f.WriteTimeout, "disconnect a client that accepts no bytes for this long")
 	fs.IntVar(&f.SendBuffer, "send-buffer", f.SendBuffer, "kernel send buffer of a stream's connection, in bytes: small keeps a slow reader's backlog in its queue, where it is consolidated (negative: the kernel's autotuning)")
 	fs.IntVar(&f.UnreadBytes, "client-unread-bytes", f.UnreadBytes, "how much a stream's client may leave unread (its receive buffer and our unsent bytes, from TCP_INFO; Linux) before the stream's writer holds back and its backlog is consolidated in its queue (negative: never hold back)")
+	fs.IntVar(&f.MaxJoins, "max-joins", f.MaxJoins, "streams joining at once (subscribing, their snapshot and its write); the others wait for a slot, so that a storm of joins leaves the live streams their cores (negative: no limit)")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections open at once, streams included; past it 503 too_many_connections (0: min(16384, half the file descriptor limit left after 1024))")
 	fs.IntVar(&c.MaxConnsPerSource, "max-conns-per-source", connlimit.AutoPerSource, "HTTP connections open at once from one source address (IPv4, or IPv6 /64); past it 503 too_many_connections (-1: a quarter of --max-conns; 0: no cap, for a node behind a load balancer or proxy)")
 	fs.DurationVar(&f.ReadHeaderTimeout, "http-header-timeout", f.ReadHeaderTimeout, "bound on reading a request's headers")

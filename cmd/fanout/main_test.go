@@ -44,6 +44,19 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{name: "bad coalesce-bytes", args: []string{"--auth-key", key, "--coalesce-bytes", "lots"}, wantErr: "coalesce-bytes"},
 		{name: "bad client-unread-bytes", args: []string{"--auth-key", key, "--client-unread-bytes", "8k"}, wantErr: "client-unread-bytes"},
+		{name: "max-joins", args: []string{"--auth-key", key, "--max-joins", "7"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.MaxJoins != 7 {
+					t.Fatalf("max joins %d", c.Fanout.MaxJoins)
+				}
+			}},
+		{name: "max-joins env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_JOINS": "-1"},
+			check: func(t *testing.T, c config) {
+				if c.Fanout.MaxJoins != -1 {
+					t.Fatalf("max joins %d", c.Fanout.MaxJoins)
+				}
+			}},
+		{name: "bad max-joins", args: []string{"--auth-key", key, "--max-joins", "many"}, wantErr: "max-joins"},
 		{name: "env", env: map[string]string{"THREADCAST_AUTH_KEY": key, "THREADCAST_MAX_LIFETIME": "1m", "THREADCAST_NATS_URL": "nats://x:1"},
 			check: func(t *testing.T, c config) {
 				if c.Fanout.MaxLifetime != time.Minute || c.NatsURL != "nats://x:1" {

@@ -1,0 +1,165 @@
+package fanout
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// stallSnapshots makes th answer its snapshot requests only once release
+// is closed; the returned channel receives a value per request.
+func stallSnapshots(t *testing.T, th *testThread, release <-chan struct{}) <-chan struct{} {
+	t.Helper()
+	requested := make(chan struct{}, 16)
+	subj := th.sub.Subject
+	if err := th.sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := th.nc.Subscribe(subj, func(m *nats.Msg) {
+		select {
+		case requested <- struct{}{}:
+		default:
+		}
+		go func() { <-release; th.answer(m) }()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return requested
+}
+
+// opening is a stream request in flight: its response (nil with the
+// status when it was refused) arrives on done.
+type opening struct {
+	done   chan struct{}
+	c      *sseClient
+	status int
+	cancel context.CancelFunc
+}
+
+func openAsync(t *testing.T, url, tok string) *opening {
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &opening{done: make(chan struct{}), cancel: cancel}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	go func() {
+		defer close(o.done)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return // cancelled
+		}
+		o.status = resp.StatusCode
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return
+		}
+		o.c = &sseClient{resp: resp, br: newBufReader(resp.Body), cancel: cancel}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-o.done
+		if o.c != nil {
+			o.c.resp.Body.Close()
+		}
+	})
+	return o
+}
+
+func (o *opening) opened(d time.Duration) bool {
+	select {
+	case <-o.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// With MaxJoins 1, a stream whose snapshot has not come holds the one join
+// slot: the next stream waits (its response has not begun) until the first
+// has written its snapshot, and then joins. A client that gives up while
+// waiting leaves the slot as it was; a server that drains answers the
+// waiting 503.
+func TestJoinSlots(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	slow := newTestThread(t, connect(t, ns), "acme", "slow")
+	slow.publish(t, "a;")
+	release := make(chan struct{})
+	requested := stallSnapshots(t, slow, release)
+	fast := newTestThread(t, connect(t, ns), "acme", "fast")
+	fast.publish(t, "b;")
+	s, hs := newServer(t, nc, func(c *Config) { c.MaxJoins = 1 })
+	tok := token(t, "acme")
+
+	first := openAsync(t, hs.URL+"/v1/threads/slow/events", tok)
+	select {
+	case <-requested: // the first stream holds the slot, waiting for its snapshot
+	case <-time.After(5 * time.Second):
+		t.Fatal("no snapshot request for the first stream")
+	}
+	second := openAsync(t, hs.URL+"/v1/threads/fast/events", tok)
+	gaveUp := openAsync(t, hs.URL+"/v1/threads/fast/events", tok)
+	if second.opened(300 * time.Millisecond) {
+		t.Fatalf("a second stream began (status %d) while the one join slot was held", second.status)
+	}
+	gaveUp.cancel()
+	<-gaveUp.done
+
+	close(release)
+	if !first.opened(5*time.Second) || first.c == nil {
+		t.Fatalf("first stream: status %d", first.status)
+	}
+	var a aguiModel
+	a.follow(t, first.c, slow.Text, 5*time.Second)
+	if !second.opened(5 * time.Second) {
+		t.Fatal("the second stream did not begin after the first wrote its snapshot")
+	}
+	if second.c == nil {
+		t.Fatalf("second stream: status %d", second.status)
+	}
+	var b aguiModel
+	b.follow(t, second.c, fast.Text, 5*time.Second)
+	if b.snapshots != 1 {
+		t.Fatalf("second stream: %d snapshots, want 1", b.snapshots)
+	}
+	// Both slots taken by the joined streams were given back once, so the
+	// next join is admitted while they run.
+	third := openSSE(t, hs.URL+"/v1/threads/fast/events", tok, nil)
+	var c aguiModel
+	c.follow(t, third, fast.Text, 5*time.Second)
+	var m dto.Metric
+	if err := s.Metrics().JoinWait.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetHistogram().GetSampleCount(); n != 3 {
+		t.Fatalf("join waits observed %d, want 3 (the stream that gave up is not one)", n)
+	}
+
+	// A stream waiting for a slot when the server drains is refused.
+	stall := make(chan struct{})
+	defer close(stall)
+	stuck := newTestThread(t, connect(t, ns), "acme", "stuck")
+	stuckReq := stallSnapshots(t, stuck, stall)
+	openAsync(t, hs.URL+"/v1/threads/stuck/events", tok)
+	select {
+	case <-stuckReq:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no snapshot request for the stalled thread")
+	}
+	waiting := openAsync(t, hs.URL+"/v1/threads/fast/events", tok)
+	if waiting.opened(300 * time.Millisecond) {
+		t.Fatalf("a stream began (status %d) while the join slot was held", waiting.status)
+	}
+	s.Drain()
+	if !waiting.opened(5*time.Second) || waiting.status != http.StatusServiceUnavailable {
+		t.Fatalf("waiting stream at drain: status %d, want 503", waiting.status)
+	}
+}
