@@ -12,7 +12,9 @@
 // Agents: --agents goroutines, each owning threads/agents of the --threads
 // threads (a tenant per agent, --tenants tenants round robin), publishing
 // one event per tick round robin over its threads so that many runs are
-// open at once. The events are the demo generator's (demo.NewScript: runs
+// open at once. Their ticks are spread evenly over the interval (agent i
+// ticks i/agents of an interval after agent 0), as independent agents'
+// would be, and each thread's first run is made before the load starts. The events are the demo generator's (demo.NewScript: runs
 // with reasoning, tool calls, subagents, activities, state patches, long
 // streamed answers, errors and cancellations), stamped with the wall clock
 // (`timestamp`, ms) and published with agent.Publisher (batching on, its
