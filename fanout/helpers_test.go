@@ -65,6 +65,7 @@ type testThread struct {
 	windows    []int  // the window of every snapshot request answered (0: whole)
 	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
+	unknown    bool   // snapshots say the thread was never written: no events, an empty view
 	sub        *nats.Subscription
 	// partSize, when set, sends frames and snapshot replies in parts of
 	// that size (wire.Publish), as the pipeline does above its max
@@ -134,6 +135,9 @@ func (th *testThread) answer(m *nats.Msg) {
 	evs := []string{
 		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q}`, th.id, run),
 		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m1","role":"assistant","content":` + string(mustJSON(text)) + `}]}`,
+	}
+	if th.unknown {
+		evs, view = nil, []byte(`{"messages":[]}`)
 	}
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"status":"running","found":%v,%s"view":%s,"events":[%s]}`,
 		th.tenant, th.id, th.seq, th.seq > 0, window, view, strings.Join(evs, ","))

@@ -3,9 +3,11 @@ package fanout
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -130,17 +132,31 @@ func TestJoinSlots(t *testing.T) {
 	if b.snapshots != 1 {
 		t.Fatalf("second stream: %d snapshots, want 1", b.snapshots)
 	}
-	// Both slots taken by the joined streams were given back once, so the
-	// next join is admitted while they run.
-	third := openSSE(t, hs.URL+"/v1/threads/fast/events", tok, nil)
+	// A thread never written, over WebSocket: the join has nothing to
+	// write, and gives its slot back all the same.
+	newTestThread(t, connect(t, ns), "acme", "empty").unknown = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/threads/empty/events",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// The slots taken by the joined streams were given back, so the next
+	// join is admitted while they run.
+	third := openAsync(t, hs.URL+"/v1/threads/fast/events", tok)
+	if !third.opened(5*time.Second) || third.c == nil {
+		t.Fatalf("a join after the others: status %d (did one keep its slot?)", third.status)
+	}
 	var c aguiModel
-	c.follow(t, third, fast.Text, 5*time.Second)
+	c.follow(t, third.c, fast.Text, 5*time.Second)
 	var m dto.Metric
 	if err := s.Metrics().JoinWait.Write(&m); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.GetHistogram().GetSampleCount(); n != 3 {
-		t.Fatalf("join waits observed %d, want 3 (the stream that gave up is not one)", n)
+	if n := m.GetHistogram().GetSampleCount(); n != 4 {
+		t.Fatalf("join waits observed %d, want 4 (the stream that gave up is not one)", n)
 	}
 
 	// A stream waiting for a slot when the server drains is refused.

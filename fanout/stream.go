@@ -255,8 +255,8 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, 
 				if err != nil {
 					return EndWrite
 				}
-				joined()
 			}
+			joined() // the join is done: written, or nothing to write
 			buf = items[:0]
 			cursor = max(cursor, cur)
 			if endWhenIdle && sub.idle() {
@@ -564,8 +564,9 @@ func (k *wsSink) end(reason string, cursor uint64) {
 }
 
 // admitJoin waits for one of the join slots (Config.MaxJoins) and returns
-// the function that gives it back, which the stream calls after its first
-// write and again as it ends (only the first call counts). A client that
+// the function that gives it back, which the stream calls once its first
+// take is written (or had nothing to write) and again as it ends (only
+// the first call counts). A client that
 // leaves while it waits gets nothing; a server that starts draining
 // answers 503, as for a stream that came after.
 func (s *Server) admitJoin(ctx context.Context, w http.ResponseWriter) (func(), bool) {
