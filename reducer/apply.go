@@ -267,12 +267,12 @@ func (t *Thread) violation(code, reason string) *ProtocolError {
 func (t *Thread) reject(err *ProtocolError) {
 	t.res.Fatal = err
 	t.rejection = err.Error()
+	t.j.runsChanged() // the status and the error, at least
 	if r := t.lastRun(); r != nil && !r.rejected {
 		r.status = runError
 		r.rejected = true
 		r.rejectCode = err.Code
 		r.rejectReason = err.Reason
-		t.j.runsChanged()
 	}
 	t.abandonSubagents()
 	t.m.abandon()

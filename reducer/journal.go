@@ -59,7 +59,7 @@ type Changes struct {
 	// StateOps are the JSON Patch arrays applied to the state, in order,
 	// when State is StateDelta.
 	StateOps [][]byte
-	Runs     bool // runs, steps or subagents changed (re-read AppendView)
+	Runs     bool // runs, steps, subagents, the status or the rejection changed (re-read AppendRunMembers)
 	Warnings bool // the warning count changed
 }
 

@@ -15,16 +15,25 @@ import (
 type viewClient struct {
 	msgs  [][]byte
 	state *jsondoc.Doc
+	run   map[string]json.RawMessage // the run-level members (AppendRunMembers)
 }
 
 func newViewClient(t *testing.T, thr *Thread) *viewClient {
 	c := &viewClient{}
 	c.reload(t, thr)
+	c.setRun(t, thr)
 	var err error
 	if c.state, err = jsondoc.Parse(thr.AppendState(nil)); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// setRun takes the run-level members as a change document restates them.
+func (c *viewClient) setRun(t *testing.T, thr *Thread) {
+	t.Helper()
+	c.run = nil
+	mustUnmarshal(t, append(append([]byte{'{'}, thr.AppendRunMembers(nil)...), '}'), &c.run)
 }
 
 func (c *viewClient) reload(t *testing.T, thr *Thread) {
@@ -64,6 +73,9 @@ func (c *viewClient) apply(t *testing.T, thr *Thread, ch *Changes) {
 			c.msgs[mc.Index] = b
 		}
 	}
+	if ch.Runs {
+		c.setRun(t, thr)
+	}
 	switch ch.State {
 	case StateReplaced:
 		if err := c.state.Set(thr.AppendState(nil)); err != nil {
@@ -88,6 +100,15 @@ func (c *viewClient) check(t *testing.T, thr *Thread, where string) {
 	got := []byte("[" + string(joinBytes(c.msgs)) + "]")
 	jsonEqual(t, where+": messages", got, thr.AppendMessages(nil))
 	jsonEqual(t, where+": state", c.state.AppendJSON(nil), thr.AppendState(nil))
+	// The run-level members held equal the whole view's.
+	var view map[string]json.RawMessage
+	mustUnmarshal(t, thr.AppendView(nil), &view)
+	for k, v := range c.run {
+		jsonEqual(t, where+": "+k, v, view[k])
+	}
+	if len(c.run) != 5 {
+		t.Errorf("%s: %d run-level members, want 5 (status, runs, steps, subagents, error)", where, len(c.run))
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -106,7 +127,9 @@ func joinBytes(bs [][]byte) []byte {
 
 // TestJournalRebuildsView follows every corpus stream with a view-mode
 // client flushing after every event, and every 3 events: the client must
-// always hold exactly the Thread's messages and state.
+// always hold exactly the Thread's messages, state and run-level members
+// (status, runs, steps, subagents, error), re-reading the latter only when
+// Changes.Runs says so.
 func TestJournalRebuildsView(t *testing.T) {
 	for _, every := range []int{1, 3} {
 		for _, s := range corpusStreams(t) {

@@ -69,12 +69,36 @@ func (t *Thread) appendView(dst []byte, w span) []byte {
 	dst = append(dst, `,"warnings":`...)
 	dst = strconv.AppendUint(dst, t.warnings, 10)
 	dst = append(dst, `,"error":`...)
-	if t.rejection == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = codec.AppendViewString(dst, t.rejection)
-	}
+	dst = t.appendRejection(dst)
 	return append(dst, '}')
+}
+
+// AppendRunMembers appends the members of the view document that runs,
+// steps and subagents change — "status", "runs", "steps", "subagents" and
+// "error", written as AppendView writes them — as members of an object
+// the caller opened (no braces, no leading comma). A frame's change
+// document restates them, rather than the whole view, when one of them
+// changed.
+func (t *Thread) AppendRunMembers(dst []byte) []byte {
+	dst = append(dst, `"status":`...)
+	dst = codec.AppendViewString(dst, t.Status().String())
+	dst = append(dst, `,"runs":`...)
+	dst = appendRuns(dst, t.runs)
+	dst = append(dst, `,"steps":`...)
+	dst = t.appendSteps(dst)
+	dst = append(dst, `,"subagents":`...)
+	dst = t.appendSubagents(dst, t.subagents)
+	dst = append(dst, `,"error":`...)
+	return t.appendRejection(dst)
+}
+
+// appendRejection appends the most recent stream rejection as a JSON
+// string, or null.
+func (t *Thread) appendRejection(dst []byte) []byte {
+	if t.rejection == "" {
+		return append(dst, "null"...)
+	}
+	return codec.AppendViewString(dst, t.rejection)
 }
 
 func appendCount(dst []byte, key string, n int) []byte {
