@@ -334,8 +334,10 @@ func (d *viewFold) applyChanges(raw json.RawMessage) error {
 			}
 		}
 	}
-	if w, ok := c["warnings"]; ok {
-		d.other["warnings"] = w
+	for _, k := range []string{"warnings", "status", "runs", "steps", "subagents", "error"} {
+		if v, ok := c[k]; ok {
+			d.other[k] = v
+		}
 	}
 	return nil
 }
@@ -571,8 +573,13 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 		}
 		fold := func(t *testing.T, payloads [][]byte) map[string]json.RawMessage {
 			t.Helper()
-			vd := viewFold{have: true, seq: all[0].prev, other: map[string]json.RawMessage{}}
-			vd.state, _ = jsondoc.Parse(json.RawMessage("{}"))
+			// From the view of a thread not yet written, which its first
+			// frame continues.
+			var vd viewFold
+			if err := vd.setView(reducer.NewThread(thread).AppendView(nil)); err != nil {
+				t.Fatal(err)
+			}
+			vd.seq = all[0].prev
 			for i, p := range payloads {
 				if err := vd.apply(p); err != nil {
 					t.Fatalf("payload %d: %v\n%.300s", i, err, p)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/threadcast/threadcast/codec"
@@ -415,6 +417,11 @@ type changeDoc struct {
 	stateOps    []json.RawMessage
 	view        json.RawMessage // "view": the whole view restated
 	warnings    json.RawMessage
+	// run is the view's run-level members restated by name ("status",
+	// "runs", "steps", "subagents", "error", and a window's "runsFrom",
+	// "runCount", "subagentsFrom", "subagentCount"): each replaces the
+	// document's member of that name.
+	run         map[string]json.RawMessage
 	hasMessages bool
 	hasStateOps bool
 }
@@ -491,7 +498,13 @@ func parseChanges(raw json.RawMessage) (*changeDoc, error) {
 		case "warnings":
 			d.warnings = v
 		default:
-			return nil, errUnknownChange
+			if !slices.Contains(runMembers, k) {
+				return nil, errUnknownChange
+			}
+			if d.run == nil {
+				d.run = make(map[string]json.RawMessage, 5)
+			}
+			d.run[k] = v
 		}
 	}
 	return d, nil
@@ -502,7 +515,8 @@ func parseChanges(raw json.RawMessage) (*changeDoc, error) {
 // loadtest/viewdoc.go: a "view" replaces the document and ignores the
 // rest; otherwise "allMessages" replaces the list, then "messages" ops
 // apply in order, then "state" replaces the state or "stateOps" patch it
-// in order, then "warnings" is set), or false when it cannot:
+// in order, then "warnings" and the run-level members are set), or false
+// when it cannot:
 //
 //   - b restates the view: b alone (a is redundant);
 //   - a restates the view, b does not: no (that needs the view applied);
@@ -512,7 +526,9 @@ func parseChanges(raw json.RawMessage) (*changeDoc, error) {
 //     applier ignores ops beside "allMessages");
 //   - the state: b's "state" replaces a's state and ops; b's ops follow
 //     a's ops; no when a replaced the state and b has ops;
-//   - warnings: b's when it has them, else a's.
+//   - warnings: b's when it has them, else a's;
+//   - run-level members: each of b's, else a's (they are set, not
+//     applied, and nothing else reads them).
 //
 // a and b may be nil ("changes":null).
 func mergeChanges(a, b *changeDoc) (*changeDoc, bool) {
@@ -546,6 +562,13 @@ func mergeChanges(a, b *changeDoc) (*changeDoc, bool) {
 	}
 	if b.warnings != nil {
 		m.warnings = b.warnings
+	}
+	if b.run != nil {
+		m.run = maps.Clone(a.run)
+		if m.run == nil {
+			m.run = make(map[string]json.RawMessage, len(b.run))
+		}
+		maps.Copy(m.run, b.run)
 	}
 	return &m, true
 }
@@ -657,8 +680,15 @@ func (d *changeDoc) encode() json.RawMessage {
 	}
 	member("view", d.view)
 	member("warnings", d.warnings)
+	for _, k := range runMembers {
+		member(k, d.run[k])
+	}
 	return append(b, '}')
 }
+
+// runMembers are the run-level members of a change document, in the order
+// they are encoded.
+var runMembers = []string{"status", "runs", "steps", "subagents", "error", "runsFrom", "runCount", "subagentsFrom", "subagentCount"}
 
 // appendJSONString appends s as a JSON string, without HTML escaping.
 func appendJSONString(b []byte, s string) []byte {

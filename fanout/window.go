@@ -12,15 +12,17 @@ import (
 // after it are the thread's frames, shared with every other subscriber.
 //
 // In agui mode that is all: the live AG-UI events are the same for every
-// joiner. In view mode, two members of a frame's changes restate the
-// messages (wire/frame.go): "allMessages" (after a structural change)
-// and "view" (runs, steps or subagents changed). Sent as they are, they
-// would hand a windowed subscriber the whole thread at every run boundary.
-// For a windowed view-mode subscriber they are windowed to N
-// (windowChanges) once per frame and window, encoded once per variant, and
-// shared:
+// joiner. In view mode, members of a frame's changes restate lists that
+// grow with the thread (wire/frame.go): "allMessages" (after a structural
+// change), "runs" and "subagents" (with the other run-level members, when
+// runs, steps or subagents changed), and "view" (the whole view). Sent as
+// they are, they would hand a windowed subscriber the whole thread. For a
+// windowed view-mode subscriber they are windowed to N (windowChanges)
+// once per frame and window, encoded once per variant, and shared:
 //
 //	"allMessages":[the newest N],"messagesFrom":i,"messageCount":n
+//	"runs":[the newest N],"subagents":[theirs],"runsFrom":i,"runCount":n,
+//	        "subagentsFrom":j,"subagentCount":m
 //	"view":{the view with the newest N messages, the newest N runs and their
 //	        subagents, and messagesFrom, messageCount, runsFrom, runCount,
 //	        subagentsFrom, subagentCount}
@@ -33,9 +35,9 @@ import (
 // the client drops it and reads older messages page by page again.
 
 // wideKeys are the top-level members of a frame's changes that restate
-// messages. A frame whose changes text contains neither is never windowed;
+// a growing list. A frame whose changes text contains neither is never windowed;
 // a false positive (the name inside some nested object) costs only a parse.
-var wideKeys = [][]byte{[]byte(`"allMessages":`), []byte(`"view":`)}
+var wideKeys = [][]byte{[]byte(`"allMessages":`), []byte(`"view":`), []byte(`"runs":`)}
 
 func isWide(changes []byte) bool {
 	for _, k := range wideKeys {
@@ -103,8 +105,8 @@ func (fr *frame) dropEncodings() {
 	fr.wenc = nil
 }
 
-// windowChanges returns changes with "allMessages" and "view" windowed to
-// the newest n messages (see the NOTE), or changes itself when there is
+// windowChanges returns changes with "allMessages", "runs" and
+// "subagents", and "view" windowed to the newest n (see the NOTE), or changes itself when there is
 // nothing to window or it cannot be parsed (the subscriber then gets what
 // every other one does: never less than the truth).
 func windowChanges(changes json.RawMessage, n int) json.RawMessage {
@@ -114,7 +116,8 @@ func windowChanges(changes json.RawMessage, n int) json.RawMessage {
 	}
 	all, hasAll := members["allMessages"]
 	view, hasView := members["view"]
-	if !hasAll && !hasView {
+	_, hasRuns := members["runs"]
+	if !hasAll && !hasView && !hasRuns {
 		return changes
 	}
 	if hasAll {
@@ -133,6 +136,9 @@ func windowChanges(changes json.RawMessage, n int) json.RawMessage {
 			return changes
 		}
 		members["view"] = w
+	}
+	if hasRuns && !windowRuns(members, n) {
+		return changes
 	}
 	b, err := marshalRaw(members)
 	if err != nil {
@@ -167,12 +173,28 @@ func windowView(view json.RawMessage, n int) (json.RawMessage, bool) {
 	if _, done := doc["messagesFrom"]; done {
 		return view, true
 	}
-	var msgs, runs, subs []json.RawMessage
-	if json.Unmarshal(doc["messages"], &msgs) != nil || json.Unmarshal(doc["runs"], &runs) != nil ||
-		json.Unmarshal(doc["subagents"], &subs) != nil {
+	var msgs []json.RawMessage
+	if json.Unmarshal(doc["messages"], &msgs) != nil || !windowRuns(doc, n) {
 		return nil, false
 	}
 	from := max(0, len(msgs)-n)
+	doc["messages"] = encodeArray(msgs[from:])
+	doc["messagesFrom"] = json.RawMessage(strconv.Itoa(from))
+	doc["messageCount"] = json.RawMessage(strconv.Itoa(len(msgs)))
+	b, err := marshalRaw(doc)
+	return b, err == nil
+}
+
+// windowRuns windows the "runs" and "subagents" of doc (a view, or a
+// change document restating them) to the newest n runs (at least one) and
+// the subagents announced in them, and adds runsFrom, runCount,
+// subagentsFrom and subagentCount. It reports false when they do not
+// parse.
+func windowRuns(doc map[string]json.RawMessage, n int) bool {
+	var runs, subs []json.RawMessage
+	if json.Unmarshal(doc["runs"], &runs) != nil || json.Unmarshal(doc["subagents"], &subs) != nil {
+		return false
+	}
 	runsFrom := max(0, len(runs)-max(n, 1))
 	held := make(map[string]bool, len(runs)-runsFrom)
 	for _, r := range runs[runsFrom:] {
@@ -193,15 +215,12 @@ func windowView(view json.RawMessage, n int) (json.RawMessage, bool) {
 		}
 		subsFrom--
 	}
-	doc["messages"] = encodeArray(msgs[from:])
 	doc["runs"] = encodeArray(runs[runsFrom:])
 	doc["subagents"] = encodeArray(subs[subsFrom:])
-	for k, v := range map[string]int{"messagesFrom": from, "messageCount": len(msgs), "runsFrom": runsFrom,
-		"runCount": len(runs), "subagentsFrom": subsFrom, "subagentCount": len(subs)} {
+	for k, v := range map[string]int{"runsFrom": runsFrom, "runCount": len(runs), "subagentsFrom": subsFrom, "subagentCount": len(subs)} {
 		doc[k] = json.RawMessage(strconv.Itoa(v))
 	}
-	b, err := marshalRaw(doc)
-	return b, err == nil
+	return true
 }
 
 func encodeArray(items []json.RawMessage) json.RawMessage {

@@ -312,6 +312,10 @@ func (v *viewJoiner) apply(t testing.TB, data string) {
 			MessagesFrom int             `json:"messagesFrom"`
 			MessageCount int             `json:"messageCount"`
 			View         json.RawMessage `json:"view"`
+			Status       *string         `json:"status"`
+			Runs         []any           `json:"runs"`
+			RunsFrom     *int            `json:"runsFrom"`
+			RunCount     int             `json:"runCount"`
 		}
 		if len(p.Changes) > 0 && string(p.Changes) != "null" {
 			if err := json.Unmarshal(p.Changes, &ch); err != nil {
@@ -345,6 +349,16 @@ func (v *viewJoiner) apply(t testing.TB, data string) {
 		}
 		if ch.View != nil {
 			v.restate(t, ch.View, false)
+		}
+		if ch.Status != nil {
+			v.status = *ch.Status
+		}
+		if ch.Runs != nil {
+			// Run-level members restated: windowed, they hold the newest
+			// runs only.
+			if ch.RunsFrom == nil || *ch.RunsFrom+len(ch.Runs) != ch.RunCount {
+				t.Fatalf("a windowed subscriber got %d runs restated (runsFrom %v of %d)", len(ch.Runs), ch.RunsFrom, ch.RunCount)
+			}
 		}
 	default:
 		t.Fatalf("unknown payload %.200s", data)
@@ -387,9 +401,8 @@ func (v *viewJoiner) restate(t testing.TB, raw json.RawMessage, whole bool) {
 // messages pages agree with it; a late windowed join while the thread
 // streams ends equal to the offline reduction.
 //
-// The frames that restate the view (at each run boundary) carry the whole
-// thread, 1.5 MB, from the pipeline to the fanout in parts (the server's
-// max payload is 1 MiB), and the fanout windows them (window.go).
+// The frames that restate the runs (at each run boundary) are windowed for
+// them (window.go).
 func TestWindowedJoins(t *testing.T) { windowedJoins(t, 10_000) }
 
 func windowedJoins(t *testing.T, size int) {
@@ -415,13 +428,8 @@ func windowedJoins(t *testing.T, size int) {
 	}
 	tok := token(t, "acme")
 	lt := newStoredThread(t, js, "acme", "long one")
-	// One run for the whole thread: a run boundary makes a frame that
-	// restates the whole view (1.5 MB), and the one at the end is enough to
-	// check that windowed subscribers get it windowed. (With a boundary
-	// every 50 messages, the frames of the live phase below came to 20 MB
-	// in a few seconds, and in some runs on this shared machine the
-	// fanout's connection lost frames; the test's server runs no Reconcile
-	// to repair that.)
+	// One run for the whole thread: the run boundary at the end is enough
+	// to check that windowed subscribers get the runs restated windowed.
 	lt.gen.RunLen = 1 << 30
 	lt.publish(t, lt.gen.Messages(size)) // ends inside an open run
 	waitApplied(t, hs.URL, tok, lt)

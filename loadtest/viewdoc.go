@@ -19,6 +19,7 @@ import (
 //	   "messages":[{"index":i,"op":"add"|"replace","message":{..}} |
 //	               {"index":i,"op":"append","text":".."}],
 //	   "allMessages":[..], "stateOps":[[patch],..] | "state":<any>,
+//	   "status":"..", "runs":[..], "steps":[..], "subagents":[..], "error":..,
 //	   "view":{..}, "warnings":n}}
 //
 // Appended text is kept beside each message and folded in only by JSON, so
@@ -64,6 +65,13 @@ type viewChanges struct {
 	State       json.RawMessage   `json:"state"`
 	View        json.RawMessage   `json:"view"`
 	Warnings    json.RawMessage   `json:"warnings"`
+	// The run-level members, restated when runs, steps or subagents
+	// changed.
+	Status    json.RawMessage `json:"status"`
+	Runs      json.RawMessage `json:"runs"`
+	Steps     json.RawMessage `json:"steps"`
+	Subagents json.RawMessage `json:"subagents"`
+	Error     json.RawMessage `json:"error"`
 }
 
 // apply folds one payload in. It returns the payload's type and seq and
@@ -165,6 +173,11 @@ func (d *viewDoc) applyChanges(raw json.RawMessage) error {
 	}
 	if c.Warnings != nil {
 		d.other["warnings"] = c.Warnings
+	}
+	for k, v := range map[string]json.RawMessage{"status": c.Status, "runs": c.Runs, "steps": c.Steps, "subagents": c.Subagents, "error": c.Error} {
+		if v != nil {
+			d.other[k] = v
+		}
 	}
 	return nil
 }

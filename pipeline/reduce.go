@@ -56,7 +56,8 @@ func jsonlToArray(dst []byte, start int) []byte {
 //	             {"index":i,"op":"append","text":".."}],
 //	 "allMessages":[..],        // instead of "messages" after a structural change
 //	 "stateOps":[[patch],..] | "state":{..},
-//	 "view":{..},               // runs, steps or subagents changed: the whole view
+//	 "status":"..","runs":[..],"steps":[..],"subagents":[..],"error":..,
+//	                            // runs, steps or subagents changed: those restated
 //	 "warnings":n}
 func appendChanges(dst []byte, t *reducer.Thread) []byte {
 	c := t.Flush()
@@ -113,8 +114,7 @@ func appendChanges(dst []byte, t *reducer.Thread) []byte {
 	}
 	if c.Runs {
 		sep()
-		dst = append(dst, `"view":`...)
-		dst = t.AppendView(dst)
+		dst = t.AppendRunMembers(dst)
 	}
 	if c.Warnings {
 		sep()

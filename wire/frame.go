@@ -54,13 +54,18 @@ import (
 //	"allMessages":[..],  // instead of "messages": inserted/removed/reordered
 //	"stateOps":[[RFC 6902 patch],..]  // apply in order, or
 //	"state":{..},        // the state replaced
-//	"view":{..},         // runs, steps or subagents changed: the whole view
+//	"status":"..", "runs":[..], "steps":[..], "subagents":[..], "error":..,
+//	                     // runs, steps or subagents changed: the view's run-level
+//	                     // members restated (reducer.AppendRunMembers)
 //	"warnings":n         // the view's new warning count
+//
+// Consumers also accept "view":{..}: the whole view restated, which
+// replaces the document and makes the other members redundant.
 //
 // Events the reducer refused stay in "events" in their place (folding the
 // frame's events refuses them the same way). An event that could not be
 // decoded at all has no AG-UI form: its rejection of the run shows only as
-// "status":"rejected" and in changes.view (its run's error); an AG-UI
+// "status":"rejected" and in the changes' "error"; an AG-UI
 // consumer restates it as RUN_ERROR, as reducer.AppendSnapshotEvents does.
 //
 // A frame is published for every thread whose seq advanced in a processed

@@ -13,11 +13,11 @@
 //                {"index":i,"op":"append","text":".."}],
 //    "allMessages":[..],          instead of "messages" after a structural change
 //    "stateOps":[[patch],..] | "state":<any>,
-//    "view":{..},                 runs, steps or subagents changed: the whole view
+//    "status":"..","runs":[..],"steps":[..],"subagents":[..],"error":..,
+//                                 runs, steps or subagents changed: those restated
 //    "warnings":n}
 //
-// (also accepted: "runs", "steps", "subagents", "status", "error" by name,
-// in place of "view").
+// (also accepted: "view":{..}, the whole view, which replaces the document).
 //
 // and says what changed, so that the renderer touches only that. No AG-UI
 // semantics live here: the server has already reduced the events.
@@ -84,10 +84,9 @@ export function apply(holder, payload) {
   if (ch != null) {
     if (!isObject(ch)) throw new ResyncNeeded('changes is not an object');
     if (isObject(ch.view)) {
-      // The whole view, sent when runs, steps or subagents changed; it
-      // already holds every other change of the document. Windowed, it
-      // keeps the older messages held, unless the list changed shape
-      // (allMessages beside it): those may have moved.
+      // The whole view: it already holds every other change of the
+      // document. Windowed, it keeps the older messages held, unless the
+      // list changed shape (allMessages beside it): those may have moved.
       if (Array.isArray(ch.allMessages)) holder.paged = null;
       replaceView(holder, Array.isArray(ch.allMessages) ? ch.view : keepOlder(v, ch.view), d);
     } else {
@@ -100,8 +99,8 @@ export function apply(holder, payload) {
 }
 
 // replaceView installs a whole view document, marking dirty only what
-// differs from the held one, so that a whole view arriving for a step
-// boundary does not redraw every message.
+// differs from the held one, so that a whole view arriving while the
+// thread changed little does not redraw every message.
 function replaceView(holder, nv, d) {
   const old = holder.view;
   holder.view = nv;
@@ -177,11 +176,14 @@ function applyChanges(holder, v, ch, d, seq) {
     d.state = true;
   }
   if (Number.isInteger(ch.warnings)) v.warnings = ch.warnings;
-  // Narrower than "view": the changed parts by name. Not sent by the
-  // pipeline today (it sends "view"); accepted so that it can switch to them
-  // without a dashboard change.
+  // The run-level members by name, sent when runs, steps or subagents
+  // changed (windowed: the newest runs, their subagents, and where they
+  // start in the whole lists).
   for (const k of ['runs', 'steps', 'subagents']) {
     if (Array.isArray(ch[k])) { v[k] = ch[k]; d.runs = true; }
+  }
+  for (const k of ['runsFrom', 'runCount', 'subagentsFrom', 'subagentCount']) {
+    if (Number.isInteger(ch[k])) v[k] = ch[k];
   }
   if (typeof ch.status === 'string') v.status = ch.status;
   if ('error' in ch) v.error = ch.error;
