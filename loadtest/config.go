@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/url"
@@ -64,6 +65,13 @@ type Config struct {
 	Seed       uint64 // traffic seed (0: random)
 	Verbosity  float64
 	Out        string // report directory
+
+	// Trace, when set, receives the Go execution trace (runtime/trace) of
+	// this process — the load generator and any embedded system — from the
+	// start of the load for TraceFor (or until the load ends): scheduler
+	// delays, what ran when, for `go tool trace`.
+	Trace    io.Writer `json:"-"`
+	TraceFor time.Duration
 }
 
 // DefaultConfig returns the defaults: a small steady run against an
@@ -85,6 +93,7 @@ func DefaultConfig() Config {
 		ViewFraction: 0.5,
 		JoinOver:     5 * time.Second,
 		Verbosity:    1,
+		TraceFor:     5 * time.Second,
 	}
 }
 
@@ -105,6 +114,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: hot threads %d, fraction %v", errConfig, c.HotThreads, c.HotFraction)
 	case c.WSFraction < 0 || c.WSFraction > 1 || c.ViewFraction < 0 || c.ViewFraction > 1:
 		return fmt.Errorf("%w: fractions must be in [0,1]", errConfig)
+	case c.Trace != nil && c.TraceFor <= 0:
+		return fmt.Errorf("%w: --trace-for must be positive", errConfig)
 	}
 	if _, ok := scenarios[c.Scenario]; !ok && c.Custom == nil {
 		return fmt.Errorf("%w: unknown scenario %q (one of %s)", errConfig, c.Scenario, strings.Join(scenarioNames(), ", "))

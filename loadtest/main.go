@@ -54,6 +54,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Out, "out", "", "report `DIR` (default: a new directory under the system temp dir)")
 	verbose := fs.Bool("v", false, "log the embedded system's warnings to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator and embedded system) to `FILE`")
+	tracePath := fs.String("trace", "", "write the Go execution trace of the load's first --trace-for (load generator and embedded system) to `FILE`, for go tool trace")
+	fs.DurationVar(&cfg.TraceFor, "trace-for", cfg.TraceFor, "how much of the load --trace covers, from its start")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: loadtest [flags]
 
@@ -108,6 +110,15 @@ flags:
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *tracePath != "" {
+		f, err := os.Create(*tracePath)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		defer f.Close()
+		cfg.Trace = f
 	}
 	res, err := Run(ctx, cfg, stderr, log)
 	if err != nil {

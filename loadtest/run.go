@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -205,6 +206,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	}
 
 	r.series = newSeries(start, int((cfg.Duration+cfg.Settle).Seconds())+5)
+	stopTrace, err := r.traceLoad()
+	if err != nil {
+		return nil, err
+	}
+	defer stopTrace()
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
 	var subsWG sync.WaitGroup
@@ -226,6 +232,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	cpu0 := cpuTime()
 	agentsWG.Wait()
 	scWG.Wait()
+	stopTrace()
 	loadCPU := cpuTime() - cpu0
 	r.event(start, "agents stopped")
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -380,6 +387,23 @@ func (r *runner) build(key []byte, start time.Time) error {
 }
 
 func frac(x float64) float64 { return x - math.Floor(x) }
+
+// traceLoad starts the execution trace of the load (Config.Trace) and
+// returns the function that ends it; it also ends by itself after
+// TraceFor. The returned function may be called more than once, and
+// returns once the trace is written.
+func (r *runner) traceLoad() (stop func(), err error) {
+	if r.cfg.Trace == nil {
+		return func() {}, nil
+	}
+	if err := trace.Start(r.cfg.Trace); err != nil {
+		return nil, fmt.Errorf("loadtest: trace: %w", err)
+	}
+	var once sync.Once
+	end := func() { once.Do(trace.Stop) }
+	t := time.AfterFunc(r.cfg.TraceFor, end)
+	return func() { t.Stop(); end() }, nil
+}
 
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime() time.Duration {

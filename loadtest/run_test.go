@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,10 +21,15 @@ func TestTinyRunPassesItsCheck(t *testing.T) {
 	cfg.Duration, cfg.Settle, cfg.JoinOver = 3*time.Second, 30*time.Second, 500*time.Millisecond
 	cfg.Tenants, cfg.Threads, cfg.Agents, cfg.Rate, cfg.Subscribers = 2, 12, 4, 400, 40
 	cfg.Seed = 42
-	var progress bytes.Buffer
+	var progress, tr bytes.Buffer
+	cfg.Trace, cfg.TraceFor = &tr, time.Second
 	res, err := Run(context.Background(), cfg, &progress, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An execution trace begins with its header, "go 1.N trace".
+	if !bytes.HasPrefix(tr.Bytes(), []byte("go 1.")) || tr.Len() < 1<<10 {
+		t.Errorf("trace: %d bytes, starting %.12q", tr.Len(), tr.Bytes())
 	}
 	if !res.Check.Pass {
 		t.Fatalf("check failed: %+v", res.Check)
@@ -96,6 +102,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero rate", func(c *Config) { c.Rate = 0 }, true},
 		{"hot fraction over 1", func(c *Config) { c.HotFraction = 1.5 }, true},
 		{"bad url", func(c *Config) { c.Target, c.NatsURL, c.AuthKey = "::", "nats://127.0.0.1:4222", []byte("k") }, true},
+		{"trace", func(c *Config) { c.Trace = io.Discard }, false},
+		{"trace for nothing", func(c *Config) { c.Trace, c.TraceFor = io.Discard, 0 }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +128,8 @@ func TestCLIRefusesBadFlags(t *testing.T) {
 		{"unknown flag", []string{"--nope"}},
 		{"remote target", []string{"--target", "http://192.0.2.1:8080", "--nats-url", "nats://192.0.2.1:4222", "--auth-key", "k"}},
 		{"bad scenario", []string{"--scenario", "x"}},
+		{"trace into a missing directory", []string{"--trace", "/nonexistent/dir/trace.out"}},
+		{"bad trace-for", []string{"--trace-for", "soon"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
