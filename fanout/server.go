@@ -510,6 +510,13 @@ func (s *Server) denyUnavailable(w http.ResponseWriter, err error) {
 	s.deny(w, http.StatusServiceUnavailable, "unavailable")
 }
 
+// denyDraining refuses a stream because the server is draining: 503, to
+// be retried shortly (on another node).
+func (s *Server) denyDraining(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	s.deny(w, http.StatusServiceUnavailable, "draining")
+}
+
 // beginStream registers a stream handler (so Run waits for it) and takes
 // the tenant's quotas: a stream, a tap when tap, and thread when not "" (a
 // thread the tenant has no other stream on takes one of its threads). It
@@ -518,8 +525,7 @@ func (s *Server) beginStream(w http.ResponseWriter, tenant, thread string, tap b
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
 	if s.stopped.Load() {
-		w.Header().Set("Retry-After", "1")
-		s.deny(w, http.StatusServiceUnavailable, "draining")
+		s.denyDraining(w)
 		return nil, false
 	}
 	if err := s.quota.AcquireStream(tenant); err != nil {

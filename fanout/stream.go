@@ -256,7 +256,10 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, 
 					return EndWrite
 				}
 			}
-			joined() // the join is done: written, or nothing to write
+			if joined != nil { // the join is done: written, or nothing to write
+				joined()
+				joined = nil
+			}
 			buf = items[:0]
 			cursor = max(cursor, cur)
 			if endWhenIdle && sub.idle() {
@@ -354,22 +357,28 @@ func (s *Server) flushAndEnd(sub *subscriber, sk sink, reason string, cursor uin
 // oldest timestamped item and the deliver stage of its oldest frame: the
 // worst in the batch, for one clock read and two histogram updates.
 func (s *Server) observeLatency(items []item) {
-	var now time.Time
+	var ts int64
+	var fr *frame
 	for i := range items {
-		if ts := items[i].ts; ts > 0 {
-			now = time.Now()
-			s.m.Latency.Observe(float64(now.UnixMilli()-ts) / 1000)
+		if ts == 0 {
+			ts = items[i].ts
+		}
+		if fr == nil {
+			fr = items[i].fr
+		}
+		if ts > 0 && fr != nil {
 			break
 		}
 	}
-	for i := range items {
-		if fr := items[i].fr; fr != nil {
-			if now.IsZero() {
-				now = time.Now()
-			}
-			s.m.stageDeliver.Observe(float64(now.UnixNano()-fr.recvAt) / 1e9)
-			return
-		}
+	if ts <= 0 && fr == nil {
+		return
+	}
+	now := time.Now()
+	if ts > 0 {
+		s.m.Latency.Observe(float64(now.UnixMilli()-ts) / 1000)
+	}
+	if fr != nil {
+		s.m.stageDeliver.Observe(float64(now.UnixNano()-fr.recvAt) / 1e9)
 	}
 }
 
@@ -566,9 +575,9 @@ func (k *wsSink) end(reason string, cursor uint64) {
 // admitJoin waits for one of the join slots (Config.MaxJoins) and returns
 // the function that gives it back, which the stream calls once its first
 // take is written (or had nothing to write) and again as it ends (only
-// the first call counts). A client that
-// leaves while it waits gets nothing; a server that starts draining
-// answers 503, as for a stream that came after.
+// the first call counts). A client that leaves while it waits gets
+// nothing; a server that starts draining answers 503, as for a stream
+// that came after.
 func (s *Server) admitJoin(ctx context.Context, w http.ResponseWriter) (func(), bool) {
 	if s.joins == nil {
 		return func() {}, true
@@ -579,8 +588,7 @@ func (s *Server) admitJoin(ctx context.Context, w http.ResponseWriter) (func(), 
 	case <-ctx.Done():
 		return nil, false
 	case <-s.drainCtx.Done():
-		w.Header().Set("Retry-After", "1")
-		s.deny(w, http.StatusServiceUnavailable, "draining")
+		s.denyDraining(w)
 		return nil, false
 	}
 	s.m.JoinWait.Observe(time.Since(start).Seconds())

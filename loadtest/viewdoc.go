@@ -174,9 +174,12 @@ func (d *viewDoc) applyChanges(raw json.RawMessage) error {
 	if c.Warnings != nil {
 		d.other["warnings"] = c.Warnings
 	}
-	for k, v := range map[string]json.RawMessage{"status": c.Status, "runs": c.Runs, "steps": c.Steps, "subagents": c.Subagents, "error": c.Error} {
-		if v != nil {
-			d.other[k] = v
+	for _, m := range [...]struct {
+		k string
+		v json.RawMessage
+	}{{"status", c.Status}, {"runs", c.Runs}, {"steps", c.Steps}, {"subagents", c.Subagents}, {"error", c.Error}} {
+		if m.v != nil {
+			d.other[m.k] = m.v
 		}
 	}
 	return nil

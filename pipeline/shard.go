@@ -958,6 +958,9 @@ const preloadParallel = 16
 // shard waited for all of them. A read that fails is left to thread,
 // which retries it in order.
 func (s *shard) preload(ctx context.Context, ds []delivery) {
+	if len(ds) < 2 {
+		return // one read gains nothing from going first
+	}
 	var todo []*hotThread
 	for _, d := range ds {
 		part, tenant, token, err := wire.ParseStoredSubject(d.msg.Subject())
