@@ -392,6 +392,15 @@ func startIngestServer(t *testing.T, mod func(*Config), prep func(*httptest.Serv
 	return s, hs.URL, js
 }
 
+// publishFirst publishes a thread's first events and waits until the REST
+// view shows them, so that the subscribers that join next find the thread.
+func publishFirst(t *testing.T, js jetstream.JetStream, base, tok, thread string, evs ...string) uint64 {
+	t.Helper()
+	first := publishAll(t, js, thread, evs, 0)
+	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	return first
+}
+
 // publishAll publishes evs to the thread's subject, each acked before the
 // next and pause apart (so that the pipeline frames them a few at a time,
 // as live traffic), and returns the stream seq of the last.
@@ -422,8 +431,7 @@ func TestSlowSubscriberCoalesced(t *testing.T) {
 	tok := token(t, "acme")
 	evs := backpressureStream(thread, 4, 300)
 	// The thread exists before the subscribers join.
-	first := publishAll(t, js, thread, evs[:1], 0)
-	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	first := publishFirst(t, js, base, tok, thread, evs[0])
 
 	client := smallBufClient()
 	fastAgui := openReader(t, http.DefaultClient, base, tok, thread, false)

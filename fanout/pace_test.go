@@ -132,8 +132,7 @@ func TestPacedReaderGetsConsolidated(t *testing.T) {
 			const thread = "paced-thread"
 			tok := token(t, "acme")
 			evs := backpressureStream(thread, 4, 300)
-			first := publishAll(t, js, thread, evs[:1], 0)
-			testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+			first := publishFirst(t, js, base, tok, thread, evs[0])
 
 			fast := openReader(t, http.DefaultClient, base, tok, thread, false)
 			slow := openReader(t, &http.Client{Transport: &http.Transport{DialContext: sockopt.RecvBufferDialer(32 << 10).DialContext}}, base, tok, thread, false)
@@ -196,8 +195,7 @@ func TestPacedStalledClientIsCut(t *testing.T) {
 	const thread = "stalled-thread"
 	tok := token(t, "acme")
 	evs := backpressureStream(thread, 2, 200)
-	first := publishAll(t, js, thread, evs[:1], 0)
-	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	first := publishFirst(t, js, base, tok, thread, evs[0])
 	stalled := openReader(t, &http.Client{Transport: &http.Transport{DialContext: sockopt.RecvBufferDialer(4 << 10).DialContext}}, base, tok, thread, false)
 	if err := stalled.readUntil(seqIs(first)); err != nil {
 		t.Fatal(err)

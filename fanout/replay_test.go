@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/threadcast/threadcast/internal/testsupport"
 )
@@ -18,8 +17,7 @@ func TestReplayConsolidated(t *testing.T) {
 	const thread = "replay-thread"
 	tok := token(t, "acme")
 	evs := backpressureStream(thread, 1, 3*replayCoalesceMin)
-	first := publishAll(t, js, thread, evs[:3], 0) // the run, the state and the message started
-	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	first := publishFirst(t, js, base, tok, thread, evs[:3]...) // the run, the state and the message started
 	live := openReader(t, http.DefaultClient, base, tok, thread, false)
 	if err := live.readUntil(seqIs(first)); err != nil {
 		t.Fatal(err)

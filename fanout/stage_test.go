@@ -7,8 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // The fanout's stage histograms time real frames: transit from ingest's
@@ -19,8 +17,7 @@ func TestStageHistograms(t *testing.T) {
 	const thread = "stage-thread"
 	tok := token(t, "acme")
 	evs := backpressureStream(thread, 1, 20)
-	first := publishAll(t, js, thread, evs[:1], 0)
-	testsupport.WaitFor(t, 10*time.Second, "thread visible", func() bool { seq, _ := restView(t, base, tok, thread); return seq == first })
+	first := publishFirst(t, js, base, tok, thread, evs[0])
 	r := openReader(t, http.DefaultClient, base, tok, thread, false)
 	if err := r.readUntil(seqIs(first)); err != nil {
 		t.Fatal(err)
