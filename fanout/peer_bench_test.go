@@ -3,6 +3,7 @@ package fanout
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -14,9 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
 // NOTE: the fan-out against a real peer. Centrifugo v6 (its own process,
@@ -25,11 +30,16 @@ import (
 // request, and the HTTP API without a key) against Threadcast's fanout, one
 // busy channel/thread, n subscribers, over SSE (Centrifugo's uni_sse) and
 // WebSocket (Centrifugo's uni_websocket), the same clients code and the same
-// 256-byte events as BenchmarkFanoutSSE. Both sides are fan-out only:
-// Threadcast's frames are published on core NATS to the hub (as the ingest
-// does), Centrifugo's publications go through its HTTP API (batched: the
-// publisher sends every frame queued since its last request in one /api/batch
-// call, in order, as a Centrifugo user with a busy channel would).
+// 256-byte events as BenchmarkFanoutSSE. Both sides are fan-out only, and
+// each server runs in a process of its own, apart from the clients and the
+// publisher (this process): Threadcast as TestPeerServerProcess, the fanout
+// with an embedded NATS server, served as cmd/threadcast serves it, its
+// frames published on core NATS to the hub as the ingest does; Centrifugo
+// with its publications sent through its HTTP API (batched: the publisher
+// sends every frame queued since its last request in one /api/batch call,
+// in order, as a Centrifugo user with a busy channel would). Each server's
+// CPU time per delivery is read from /proc (server_cpu), and this process's
+// (client_cpu: the clients and the publisher) from getrusage.
 //
 // For each n and transport:
 //
@@ -64,21 +74,23 @@ func BenchmarkFanoutPeer(b *testing.B) {
 				var cf, tc benchResult
 				for r := 0; r < benchRounds; r++ {
 					cf = cf.best(runCentrifugo(b, bin, tr, n, frames, 0))
-					tc = tc.best(runThreadcastOver(b, tr, n, frames, 0))
+					tc = tc.best(runThreadcastProcess(b, tr, n, frames, 0))
 				}
 				light := pacing(n, lightDeliveries)
 				lightFrames := max(20, int(3*lightDeliveries)/n) // about 3 s
 				cfLight := runCentrifugo(b, bin, tr, n, lightFrames, light)
-				tcLight := runThreadcastOver(b, tr, n, lightFrames, light)
+				tcLight := runThreadcastProcess(b, tr, n, lightFrames, light)
 				peer := pacing(n, 0.9*cf.rate)
 				peerFrames := max(20, int(3*0.9*cf.rate)/n)
 				cfPeer := runCentrifugo(b, bin, tr, n, peerFrames, peer)
-				tcPeer := runThreadcastOver(b, tr, n, peerFrames, peer)
+				tcPeer := runThreadcastProcess(b, tr, n, peerFrames, peer)
 
 				b.ReportMetric(tc.rate, "tc_deliv/s")
 				b.ReportMetric(cf.rate, "cf_deliv/s")
 				b.ReportMetric(tc.rate/cf.rate, "ratio")
-				b.ReportMetric(tc.cpu, "tc_cpu_ns/deliv")
+				b.ReportMetric(tc.srvCPU, "tc_server_cpu_ns/deliv")
+				b.ReportMetric(cf.srvCPU, "cf_server_cpu_ns/deliv")
+				b.ReportMetric(tc.cpu, "tc_client_cpu_ns/deliv")
 				b.ReportMetric(cf.cpu, "cf_client_cpu_ns/deliv")
 				b.ReportMetric(tc.p50, "max_tc_p50_µs")
 				b.ReportMetric(tc.p99, "max_tc_p99_µs")
@@ -278,6 +290,7 @@ func (p *centrifugoPublisher) close() error {
 func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time.Duration) benchResult {
 	cf := startCentrifugo(b, bin)
 	defer cf.stop()
+	pid := cf.cmd.Process.Pid
 	connect := url.QueryEscape(`{"subs":{"busy":{}}}`)
 	var c *benchClients
 	if transport == "ws" {
@@ -291,13 +304,184 @@ func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time
 	waitCond(b, "centrifugo subscribers", func() bool { return c.seen.Load() == int64(n) })
 	pub := newCentrifugoPublisher(cf.addr)
 	b.ResetTimer()
+	cpu0 := procCPU(b, pid)
 	r := drive(b, c, n, frames, pace, func(i int) {
 		pub.publish(benchEvent(i, time.Now().UnixNano()))
 	})
+	r.srvCPU = float64((procCPU(b, pid) - cpu0).Nanoseconds()) / float64(n*frames)
 	if err := pub.close(); err != nil {
 		b.Fatal(err)
 	}
 	return r
+}
+
+// peerServerEnv makes TestPeerServerProcess serve: it is how
+// BenchmarkFanoutPeer runs Threadcast in a process of its own, as
+// Centrifugo runs, rather than in the benchmark's process, whose Go
+// scheduler and two Ps it would share with the clients.
+const peerServerEnv = "THREADCAST_PEER_SERVER"
+
+// TestPeerServerProcess is Threadcast's side of BenchmarkFanoutPeer when
+// $THREADCAST_PEER_SERVER is set (it skips otherwise): an embedded NATS
+// server (core NATS), the fanout with benchConfig, served by Server.Serve as
+// cmd/threadcast serves it, and GET /bench/subscribers?variant=V, the
+// subscriber gauge. It prints "peer-server http=ADDR nats=URL" and serves
+// until its standard input closes.
+func TestPeerServerProcess(t *testing.T) {
+	if os.Getenv(peerServerEnv) == "" {
+		t.Skip("BenchmarkFanoutPeer's server process; it sets " + peerServerEnv)
+	}
+	ns := natstest.Start(t, natstest.NoJetStream)
+	srv, err := New(connect(t, ns), benchConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	mux.HandleFunc("GET /bench/subscribers", func(w http.ResponseWriter, r *http.Request) {
+		for _, v := range []Variant{AguiSSE, AguiWS} {
+			if r.URL.Query().Get("variant") == v.String() {
+				fmt.Fprint(w, counterValue(srv.m.Subscribers.WithLabelValues(v.String())))
+				return
+			}
+		}
+		http.Error(w, "unknown variant", http.StatusBadRequest)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, mux, 5*time.Second) }()
+	fmt.Printf("peer-server http=%s nats=%s\n", ln.Addr(), ns.ClientURL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
+
+// tcProcess is TestPeerServerProcess running in a child process.
+type tcProcess struct {
+	http, nats string
+	cmd        *exec.Cmd
+	stdin      io.Closer
+	done       chan struct{}
+}
+
+func startThreadcastProcess(b *testing.B) *tcProcess {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestPeerServerProcess$")
+	cmd.Env = append(os.Environ(), peerServerEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &tcProcess{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	addrs := make(chan [2]string, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var a [2]string
+			if _, err := fmt.Sscanf(sc.Text(), "peer-server http=%s nats=%s", &a[0], &a[1]); err == nil {
+				addrs <- a
+				continue
+			}
+			fmt.Fprintln(os.Stderr, sc.Text())
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case a := <-addrs:
+		p.http, p.nats = a[0], a[1]
+	case <-p.done:
+		b.Fatalf("threadcast server process exited: %v", cmd.ProcessState)
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		b.Fatal("threadcast server process did not start")
+	}
+	return p
+}
+
+func (p *tcProcess) subscribers(b *testing.B, v Variant) int {
+	resp, err := http.Get("http://" + p.http + "/bench/subscribers?variant=" + v.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n float64
+	if _, err := fmt.Fscan(resp.Body, &n); err != nil {
+		b.Fatal(err)
+	}
+	return int(n)
+}
+
+func (p *tcProcess) stop() {
+	p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// runThreadcastProcess is runThreadcastOver with the fanout in a process
+// of its own (TestPeerServerProcess), fed over NATS by this one.
+func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace time.Duration) benchResult {
+	p := startThreadcastProcess(b)
+	defer p.stop()
+	pub := natstest.Connect(b, p.nats)
+	defer pub.Close()
+	feed := newBenchFeed(b, pub)
+	defer feed.close()
+	c := dialThreadcast(b, p.http, transport, n, frames)
+	defer c.close()
+	variant := AguiSSE
+	if transport == "ws" {
+		variant = AguiWS
+	}
+	waitCond(b, "threadcast subscribers", func() bool { return p.subscribers(b, variant) == n })
+	b.ResetTimer()
+	pid := p.cmd.Process.Pid
+	cpu0 := procCPU(b, pid)
+	r := drive(b, c, n, frames, pace, feed.publish)
+	r.srvCPU = float64((procCPU(b, pid) - cpu0).Nanoseconds()) / float64(n*frames)
+	return r
+}
+
+// procCPU returns the user+system CPU time process pid has used
+// (/proc/PID/stat, in the kernel's clock ticks of 10 ms).
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	var ticks int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // dialWSClients is dialClients over WebSocket: n readers of path on addr,
