@@ -388,8 +388,11 @@ type sseSink struct {
 	rc       *http.ResponseController
 	timeout  time.Duration
 	deadline time.Time // current write deadline
-	started  bool
-	retry    time.Duration
+	// unrefreshed counts the bytes written since the deadline was last
+	// looked at (refresh).
+	unrefreshed int
+	started     bool
+	retry       time.Duration
 }
 
 func newSSESink(w http.ResponseWriter, cfg Config) *sseSink {
@@ -416,34 +419,31 @@ func (k *sseSink) open() error {
 
 // writeChunk is the most written under one write deadline: a batch is
 // written item by item and a larger item (a consolidated backlog, the
-// snapshot of a long thread) in chunks, the deadline moved before each, so
-// that WriteTimeout bounds how long a client accepts no bytes at all (no
-// chunk of the connection's buffer, 4 KiB), not how long a batch takes: a
-// slow reader that keeps reading is never cut.
+// snapshot of a long thread) in chunks, the deadline moved before every
+// writeChunk bytes, so that WriteTimeout bounds how long a client accepts
+// no bytes at all (no chunk of the connection's buffer, 4 KiB), not how
+// long a batch takes: a slow reader that keeps reading is never cut.
 const writeChunk = 4 << 10
 
 func (k *sseSink) write(items []item) (int, error) {
 	k.start()
+	k.refresh()
 	n := 0
 	for i := range items {
 		b := items[i].b
-		for len(b) > writeChunk {
-			k.refresh()
-			m, err := k.w.Write(b[:writeChunk])
+		for len(b) > 0 {
+			if k.unrefreshed >= writeChunk {
+				k.refresh()
+			}
+			m, err := k.w.Write(b[:min(len(b), writeChunk-k.unrefreshed)])
 			n += m
+			k.unrefreshed += m
 			if err != nil {
 				return n, err
 			}
-			b = b[writeChunk:]
-		}
-		k.refresh()
-		m, err := k.w.Write(b)
-		n += m
-		if err != nil {
-			return n, err
+			b = b[m:]
 		}
 	}
-	k.refresh()
 	return n, k.rc.Flush()
 }
 
@@ -451,6 +451,7 @@ func (k *sseSink) write(items []item) (int, error) {
 // update only once an eighth of the timeout is used: every write gets at
 // least 7/8 of it.
 func (k *sseSink) refresh() {
+	k.unrefreshed = 0
 	if now := time.Now(); k.deadline.Sub(now) < k.timeout-k.timeout/8 {
 		k.deadline = now.Add(k.timeout)
 		_ = k.rc.SetWriteDeadline(k.deadline)

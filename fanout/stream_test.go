@@ -274,3 +274,29 @@ func TestGapForcesSnapshot(t *testing.T) {
 		t.Fatalf("in-place resyncs = %v, want 1 (the view subscriber)", got)
 	}
 }
+
+// A stream that was idle for longer than WriteTimeout is written to as
+// any other: every batch starts under a fresh write deadline, whatever the
+// last batch left behind. (A deadline moved only every few KiB would have
+// expired by then, and the small frame's write would end the stream.)
+func TestWriteAfterIdleOutlastingWriteTimeout(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	s, hs := newServer(t, nc, func(c *Config) {
+		c.WriteTimeout = 200 * time.Millisecond
+		c.Heartbeat = time.Minute
+	})
+	c := openSSE(t, hs.URL+"/v1/threads/t1/events", token(t, "acme"), nil)
+	defer c.close()
+	var a aguiModel
+	// A batch of several KiB, written under deadlines moved as it goes.
+	th.publish(t, strings.Repeat("a", 3000)+";", strings.Repeat("b", 3000)+";", strings.Repeat("c", 3000)+";")
+	a.follow(t, c, th.Text, 5*time.Second)
+	time.Sleep(3 * 200 * time.Millisecond)
+	th.publish(t, "d;")
+	a.follow(t, c, th.Text, 5*time.Second)
+	if n := counterValue(s.m.Ended.WithLabelValues(EndWrite)); n != 0 {
+		t.Fatalf("%v streams ended for a write", n)
+	}
+}
