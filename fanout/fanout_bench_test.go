@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -175,6 +176,9 @@ type benchClients struct {
 	reached []atomic.Int32
 	n       int32
 	wake    chan int
+	// refused is the first refusal of a subscription (a status other than
+	// the stream's, or no response), for the benchmark's failure message.
+	refused atomic.Pointer[string]
 	conns   []net.Conn
 	wg      sync.WaitGroup
 	started time.Time
@@ -212,6 +216,7 @@ func (c *benchClients) read(k int, conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 4096)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != 200 {
+		c.refuse(resp, err)
 		return
 	}
 	body := bufio.NewReaderSize(resp.Body, 16<<10)
@@ -230,6 +235,26 @@ func (c *benchClients) read(k int, conn net.Conn) {
 		}
 		c.record(k, line)
 	}
+}
+
+func (c *benchClients) refuse(resp *http.Response, err error) {
+	why := fmt.Sprint(err)
+	if resp != nil {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		why = resp.Status + ": " + strings.TrimSpace(string(body))
+	}
+	c.refused.CompareAndSwap(nil, &why)
+}
+
+// waitSubscribed waits until count says n clients are subscribed, and
+// fails at once when a client was refused.
+func (c *benchClients) waitSubscribed(b *testing.B, what string, n int, count func() int) {
+	waitCond(b, what, func() bool {
+		if why := c.refused.Load(); why != nil {
+			b.Fatalf("%s: a client was refused: %s", what, *why)
+		}
+		return count() == n
+	})
 }
 
 // record notes the bench event in msg, if it holds one, as read by client k.
@@ -462,8 +487,8 @@ func runThreadcastOver(b *testing.B, transport string, n, frames int, pace time.
 	if transport == "ws" {
 		variant = AguiWS
 	}
-	waitCond(b, "threadcast subscribers", func() bool {
-		return counterValue(srv.m.Subscribers.WithLabelValues(variant.String())) == float64(n)
+	c.waitSubscribed(b, "threadcast subscribers", n, func() int {
+		return int(counterValue(srv.m.Subscribers.WithLabelValues(variant.String())))
 	})
 	b.ResetTimer()
 	return drive(b, c, n, frames, pace, feed.publish)

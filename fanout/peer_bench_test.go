@@ -301,7 +301,7 @@ func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time
 	defer c.close()
 	// The first message of each connection is Centrifugo's connect reply,
 	// sent once its server-side subscription is in place.
-	waitCond(b, "centrifugo subscribers", func() bool { return c.seen.Load() == int64(n) })
+	c.waitSubscribed(b, "centrifugo subscribers", n, func() int { return int(c.seen.Load()) })
 	pub := newCentrifugoPublisher(cf.addr)
 	b.ResetTimer()
 	cpu0 := procCPU(b, pid)
@@ -454,7 +454,7 @@ func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace ti
 	if transport == "ws" {
 		variant = AguiWS
 	}
-	waitCond(b, "threadcast subscribers", func() bool { return p.subscribers(b, variant) == n })
+	c.waitSubscribed(b, "threadcast subscribers", n, func() int { return p.subscribers(b, variant) })
 	b.ResetTimer()
 	pid := p.cmd.Process.Pid
 	cpu0 := procCPU(b, pid)
@@ -499,6 +499,7 @@ func (c *benchClients) readWS(k int, conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 16<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		c.refuse(resp, err)
 		return
 	}
 	var msg []byte
