@@ -180,6 +180,7 @@ type Result struct {
 	PublishErrorSamples map[string]int      `json:"publishErrorSamples,omitempty"`
 	FoldWarnings        uint64              `json:"foldWarnings"`
 	Events              []string            `json:"events"`
+	StallTraces         []string            `json:"stallTraces,omitempty"` // --trace-stalls: the traces written
 	Series              []SecondOut         `json:"series"`
 	Check               Check               `json:"check"`
 	ServerMetrics       map[string]float64  `json:"serverMetrics,omitempty"`

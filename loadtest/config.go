@@ -72,6 +72,11 @@ type Config struct {
 	// delays, what ran when, for `go tool trace`.
 	Trace    io.Writer `json:"-"`
 	TraceFor time.Duration
+	// TraceStalls, when set, is a directory that receives the execution
+	// trace of the seconds around every stalled second of the load (at
+	// most five a run; stalls.go): a flight recorder keeps the last few
+	// seconds in memory for it.
+	TraceStalls string `json:"-"`
 }
 
 // DefaultConfig returns the defaults: a small steady run against an

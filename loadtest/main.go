@@ -56,6 +56,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load generator and embedded system) to `FILE`")
 	tracePath := fs.String("trace", "", "write the Go execution trace of the load's first --trace-for (load generator and embedded system) to `FILE`, for go tool trace")
 	fs.DurationVar(&cfg.TraceFor, "trace-for", cfg.TraceFor, "how much of the load --trace covers, from its start")
+	fs.StringVar(&cfg.TraceStalls, "trace-stalls", "", "write the Go execution trace of the seconds around every stalled second of the load (p50 above 3x the median of the seconds before it; at most 5) to `DIR`, from a flight recorder")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: loadtest [flags]
 

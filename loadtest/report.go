@@ -120,6 +120,9 @@ func writeMarkdown(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "- %d× %s\n", n, e)
 		}
 	}
+	if len(r.StallTraces) > 0 {
+		fmt.Fprintf(w, "\nExecution traces of stalled seconds (--trace-stalls; go tool trace): %s\n", strings.Join(r.StallTraces, ", "))
+	}
 	fmt.Fprintf(w, "\nTimeline:\n\n")
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "    %s\n", e)

@@ -210,6 +210,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	var stalls *stallTracer
+	if cfg.TraceStalls != "" {
+		if stalls, err = startStallTracer(cfg.TraceStalls); err != nil {
+			stopTrace()
+			return nil, err
+		}
+	}
 	defer stopTrace()
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
@@ -225,7 +232,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	}
 	progDone := make(chan struct{})
 	var progWG sync.WaitGroup
-	progWG.Go(func() { r.progress(progress, start, progDone) })
+	progWG.Go(func() { r.progress(progress, start, progDone, stalls) })
 	var scWG sync.WaitGroup
 	scWG.Go(func() { r.scenarioEvents(agentCtx, start) })
 
@@ -250,6 +257,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	close(progDone)
 	progWG.Wait()
 	res := r.result(start, published)
+	if stalls != nil {
+		paths, err := stalls.stop()
+		if err != nil {
+			r.noteError(err)
+		}
+		res.StallTraces = paths
+	}
 	res.ProcessCores = loadCPU.Seconds() / cfg.Duration.Seconds()
 	res.Check = r.check(ctx)
 	res.Check.Settled = settled
@@ -451,8 +465,9 @@ func (r *runner) scenarioEvents(ctx context.Context, start time.Time) {
 	}
 }
 
-// progress prints one line per second until done is closed.
-func (r *runner) progress(w io.Writer, start time.Time, done <-chan struct{}) {
+// progress prints one line per second until done is closed, and shows
+// each second of the load to stalls, when there is a stall tracer.
+func (r *runner) progress(w io.Writer, start time.Time, done <-chan struct{}, stalls *stallTracer) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -464,6 +479,11 @@ func (r *runner) progress(w io.Writer, start time.Time, done <-chan struct{}) {
 			phase := "load"
 			if now.Sub(start) > r.cfg.Duration {
 				phase = "settle"
+			}
+			if stalls != nil && phase == "load" {
+				if err := stalls.second(int(now.Sub(start).Seconds())-1, float64(sec.hist.Quantile(0.5))); err != nil {
+					r.noteError(err)
+				}
 			}
 			fmt.Fprintf(w, "%5.0fs %-6s in %6d ev/s  out %7d msg/s %7.2f MB/s  p50 %7s p99 %7s  conns %5d  err %d\n",
 				now.Sub(start).Seconds(), phase, sec.eventsIn.Load(), sec.msgsOut.Load(),

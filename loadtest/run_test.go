@@ -23,6 +23,7 @@ func TestTinyRunPassesItsCheck(t *testing.T) {
 	cfg.Seed = 42
 	var progress, tr bytes.Buffer
 	cfg.Trace, cfg.TraceFor = &tr, time.Second
+	cfg.TraceStalls = t.TempDir() // a flight recorder beside the trace
 	res, err := Run(context.Background(), cfg, &progress, nil)
 	if err != nil {
 		t.Fatal(err)
