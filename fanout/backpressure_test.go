@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,10 +125,16 @@ type streamReader struct {
 
 func openReader(t *testing.T, c *http.Client, base, tok, thread string, view bool) *streamReader {
 	t.Helper()
-	url := base + "/v1/threads/" + thread + "/events"
+	query := ""
 	if view {
-		url += "?mode=view"
+		query = "?mode=view"
 	}
+	return openReaderQuery(t, c, base, tok, thread, query, view)
+}
+
+func openReaderQuery(t *testing.T, c *http.Client, base, tok, thread, query string, view bool) *streamReader {
+	t.Helper()
+	url := base + "/v1/threads/" + thread + "/events" + query
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	res, err := c.Do(req)
@@ -438,8 +445,11 @@ func TestSlowSubscriberCoalesced(t *testing.T) {
 	fastView := openReader(t, http.DefaultClient, base, tok, thread, true)
 	slowAgui := openReader(t, client, base, tok, thread, false)
 	slowView := openReader(t, client, base, tok, thread, true)
-	fastAgui.name, fastView.name, slowAgui.name, slowView.name = "fast agui", "fast view", "slow agui", "slow view"
-	for _, r := range []*streamReader{fastAgui, fastView, slowAgui, slowView} {
+	// A windowed one too (window.go), whose window holds the whole thread,
+	// so that what it folds is the whole view.
+	slowWindow := openReaderQuery(t, smallBufClient(), base, tok, thread, "?mode=view&window=1000", true)
+	fastAgui.name, fastView.name, slowAgui.name, slowView.name, slowWindow.name = "fast agui", "fast view", "slow agui", "slow view", "slow windowed view"
+	for _, r := range []*streamReader{fastAgui, fastView, slowAgui, slowView, slowWindow} {
 		if err := r.readUntil(seqIs(first)); err != nil {
 			t.Fatal(err)
 		}
@@ -465,13 +475,13 @@ func TestSlowSubscriberCoalesced(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 10*time.Second, "REST view at the last event", func() bool { seq, _ := restView(t, base, tok, thread); return seq == last })
 	_, want := restView(t, base, tok, thread)
-	for _, r := range []*streamReader{slowAgui, slowView} {
+	for _, r := range []*streamReader{slowAgui, slowView, slowWindow} {
 		if err := r.readUntil(seqIs(last)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	for _, r := range []*streamReader{fastAgui, fastView, slowAgui, slowView} {
+	for _, r := range []*streamReader{fastAgui, fastView, slowAgui, slowView, slowWindow} {
 		r.checkView(t, want)
 	}
 	m := s.Metrics()
@@ -486,14 +496,14 @@ func TestSlowSubscriberCoalesced(t *testing.T) {
 	if n := counterValue(m.CoalescedSaved.WithLabelValues(AguiSSE.String())); n == 0 {
 		t.Errorf("consolidation saved no bytes")
 	}
-	if slowAgui.msgs*2 > fastAgui.msgs || slowView.msgs*2 > fastView.msgs {
-		t.Errorf("slow readers got %d (agui) and %d (view) messages, fast ones %d and %d: not consolidated",
-			slowAgui.msgs, slowView.msgs, fastAgui.msgs, fastView.msgs)
+	if slowAgui.msgs*2 > fastAgui.msgs || slowView.msgs*2 > fastView.msgs || slowWindow.msgs*2 > fastView.msgs {
+		t.Errorf("slow readers got %d (agui), %d (view) and %d (windowed view) messages, fast ones %d and %d: not consolidated",
+			slowAgui.msgs, slowView.msgs, slowWindow.msgs, fastAgui.msgs, fastView.msgs)
 	}
 	for v := Variant(0); v < numVariants; v++ {
 		t.Logf("%s: %v consolidations, %v bytes saved", v, counterValue(m.Coalesced.WithLabelValues(v.String())), counterValue(m.CoalescedSaved.WithLabelValues(v.String())))
 	}
-	t.Logf("%d events; messages read, fast/slow: agui %d/%d, view %d/%d", len(evs), fastAgui.msgs, slowAgui.msgs, fastView.msgs, slowView.msgs)
+	t.Logf("%d events; messages read, fast/slow: agui %d/%d, view %d/%d (windowed %d)", len(evs), fastAgui.msgs, slowAgui.msgs, fastView.msgs, slowView.msgs, slowWindow.msgs)
 }
 
 // View-mode consolidation keeps the view: the change documents of the real
@@ -616,6 +626,23 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 				t.Fatalf("stream %d: the fold of every frame differs from the REST view in %s\n got %.300s\nwant %.300s", si, k, want[k], v)
 			}
 		}
+		// A windowed subscriber's client (viewJoiner: messages from its
+		// base on, restatements windowed) from the thread not yet written.
+		foldWindow := func(t *testing.T, payloads [][]byte) viewJoiner {
+			t.Helper()
+			v := viewJoiner{seq: all[0].prev}
+			for _, p := range payloads {
+				v.apply(t, string(p))
+			}
+			return v
+		}
+		windowed := func(frames []*frame, w int) [][]byte {
+			var out [][]byte
+			for _, fr := range frames {
+				out = append(out, fr.encoding(ViewWS, w)...)
+			}
+			return out
+		}
 		rng := rand.New(rand.NewPCG(uint64(si), 11))
 		in, out := 0, 0
 		for trial := 0; trial < 40; trial++ {
@@ -629,7 +656,7 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 			if docs, err = mergeFrames(docs, all[mid:k]); err != nil {
 				t.Fatal(err)
 			}
-			merged := encodeDocs(docs, ViewWS)
+			merged := encodeDocs(docs, ViewWS, 0)
 			// Compared where the window ends: later frames restate what
 			// they change, and would hide a wrong merge.
 			wantK := fold(t, payloadsOf(all[:k]))
@@ -637,6 +664,16 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 			for key, w := range wantK {
 				if eq, err := jsondoc.Equal(got[key], w); err != nil || !eq {
 					t.Fatalf("stream %d: frames %d..%d merged (%d documents) give another %s\n got %.300s\nwant %.300s", si, j, k, len(merged), key, got[key], w)
+				}
+			}
+			// The same backlog for windowed subscribers: merged, then
+			// windowed as their frames are.
+			for _, w := range []int{1, 3} {
+				want := foldWindow(t, windowed(all[:k], w))
+				got := foldWindow(t, append(windowed(all[:j], w), encodeDocs(docs, ViewWS, w)...))
+				if got.seq != want.seq || got.base != want.base || got.count != want.count || got.status != want.status || !reflect.DeepEqual(got.msgs, want.msgs) {
+					t.Fatalf("stream %d, window %d: frames %d..%d merged give seq %d, messages from %d of %d, status %q:\n%.300v\nwant seq %d, from %d of %d, status %q:\n%.300v",
+						si, w, j, k, got.seq, got.base, got.count, got.status, got.msgs, want.seq, want.base, want.count, want.status, want.msgs)
 				}
 			}
 			in, out = in+k-j, out+len(merged)

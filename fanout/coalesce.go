@@ -26,7 +26,14 @@ import (
 //     feed learns that by folding the frames itself (verdicts, below).
 //   - view: consecutive change documents are merged (mergeChanges), and a
 //     document restating the whole view makes every one before it
-//     redundant.
+//     redundant. For a windowed subscriber (window.go) the frames' own
+//     documents are merged, and what the merge restates is windowed as
+//     its frames' restatements are: a client that sets what is restated
+//     and skips ops on messages it does not hold ends where it would have
+//     from the frames one by one. Its window's merged documents are
+//     unwindowed, so a restatement in them (the message list after a
+//     structural change, the runs) is as large as in the frames, which
+//     the ring holds anyway.
 //
 // The consolidated messages replace the frames' items in the subscriber's
 // queue. Its SSE ids keep the resume cursor exact: the last message carries
@@ -202,7 +209,7 @@ var (
 // made of whole frames (and the previous consolidation, while unsealed).
 // Called with feed.mu and s.mu held. It reports whether it consolidated.
 func (s *subscriber) coalesceLocked() bool {
-	if s.feed.hub.cfg.CoalesceBytes <= 0 || (s.variant.ViewMode() && s.window > 0) {
+	if s.feed.hub.cfg.CoalesceBytes <= 0 {
 		return false
 	}
 	q := s.queue
@@ -260,7 +267,7 @@ func (s *subscriber) coalesceLocked() bool {
 			co.docs = append(co.docs, prior.docs...)
 		}
 		co.docs, err = mergeFrames(co.docs, frames)
-		msgs = encodeDocs(co.docs, s.variant)
+		msgs = encodeDocs(co.docs, s.variant, s.window)
 	}
 	if err != nil {
 		return false
@@ -365,7 +372,7 @@ func coalesceChanges(frames []*frame, v Variant) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeDocs(docs, v), nil
+	return encodeDocs(docs, v, 0), nil
 }
 
 // mergeFrames merges the change documents of frames, which follow docs,
@@ -393,11 +400,16 @@ func mergeFrames(docs []viewDoc, frames []*frame) ([]viewDoc, error) {
 	return docs, nil
 }
 
-// encodeDocs encodes docs for v.
-func encodeDocs(docs []viewDoc, v Variant) [][]byte {
+// encodeDocs encodes docs for v, windowed to window (0: none) as a
+// windowed subscriber's frames are (windowChanges).
+func encodeDocs(docs []viewDoc, v Variant, window int) [][]byte {
 	msgs := make([][]byte, 0, len(docs))
 	for _, d := range docs {
-		p := changesPayload(&frame{seq: d.seq, prev: d.prev, changes: d.ch.encode()})
+		ch := d.ch.encode()
+		if window > 0 && isWide(ch) {
+			ch = windowChanges(ch, window)
+		}
+		p := changesPayload(&frame{seq: d.seq, prev: d.prev, changes: ch})
 		if v == ViewSSE {
 			b := append([]byte("id: "), strconv.FormatUint(d.seq, 10)...)
 			p = appendData(append(b, '\n'), p)

@@ -670,11 +670,7 @@ func (f *feed) deliverLocked(s *subscriber, fr *frame) {
 			s.run = st.open
 		}
 	}
-	shared := fr
-	if s.window > 0 && s.variant.ViewMode() {
-		shared = nil // its own encoding of the frame (window.go)
-	}
-	s.enqueue(enc, shared, fr.seq, fr.eventTS, false)
+	s.enqueue(enc, fr, fr.seq, fr.eventTS, false)
 }
 
 type fit uint8

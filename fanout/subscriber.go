@@ -21,8 +21,10 @@ const (
 type item struct {
 	b  []byte
 	ts int64 // event timestamp (Unix ms) for the latency metric, 0 if none
-	// fr is the frame whose shared encoding b is (or is part of), for
-	// consolidation (coalesce.go); nil for snapshots and partial frames.
+	// fr is the frame whose encoding b is (or is part of), for
+	// consolidation (coalesce.go): its shared one, or its windowed one for
+	// a windowed subscriber (window.go); nil for snapshots and partial
+	// frames.
 	fr *frame
 	// co is set on the items of a consolidated window.
 	co *coalesced
