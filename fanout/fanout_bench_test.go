@@ -543,6 +543,11 @@ func newBenchFeed(b *testing.B, pub *nats.Conn) *benchFeed {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The server must have the responder before the first join asks it:
+	// a request nobody answers is refused at once ("no responders").
+	if err := pub.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	f.sub = sub
 	return f
 }
