@@ -18,11 +18,12 @@ import (
 // trace; its -pprof=sched profile). --trace covers the load's start, this
 // the rest: a second is judged only once stallWarmup seconds are behind it.
 //
-// A second's p50 is judged as the second ends, from the latencies known
-// then; an event of that second delivered later counts in the report's
-// series, not here. So a trace may be written for a second the report
-// shows as merely slow; it is never missed for one the report shows
-// stalled but for its late deliveries.
+// A second's p50 is judged as the second ends, from the latencies recorded
+// by then. Some of its deliveries are recorded later (a frame's events are
+// accounted once their publishes are acknowledged), and the report's series
+// has them: the two can differ either way. A trace may be written for a
+// second the report shows as merely slow, and a second it shows stalled
+// may have none.
 const (
 	stallFactor = 3.0
 	stallWarmup = 3
