@@ -106,29 +106,23 @@ func (fr *frame) dropEncodings() {
 }
 
 // windowChanges returns changes with "allMessages", "runs" and
-// "subagents", and "view" windowed to the newest n (see the NOTE), or changes itself when there is
-// nothing to window or it cannot be parsed (the subscriber then gets what
-// every other one does: never less than the truth).
+// "subagents", and "view" windowed to the newest n (see the NOTE), or
+// changes itself when there is nothing to window or it cannot be parsed
+// (the subscriber then gets what every other one does: never less than
+// the truth).
 func windowChanges(changes json.RawMessage, n int) json.RawMessage {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(changes, &members) != nil {
 		return changes
 	}
-	all, hasAll := members["allMessages"]
+	_, hasAll := members["allMessages"]
 	view, hasView := members["view"]
 	_, hasRuns := members["runs"]
 	if !hasAll && !hasView && !hasRuns {
 		return changes
 	}
-	if hasAll {
-		var msgs []json.RawMessage
-		if json.Unmarshal(all, &msgs) != nil {
-			return changes
-		}
-		from := max(0, len(msgs)-n)
-		members["allMessages"] = encodeArray(msgs[from:])
-		members["messagesFrom"] = json.RawMessage(strconv.Itoa(from))
-		members["messageCount"] = json.RawMessage(strconv.Itoa(len(msgs)))
+	if hasAll && !windowMessages(members, "allMessages", n) {
+		return changes
 	}
 	if hasView {
 		w, ok := windowView(view, n)
@@ -173,16 +167,26 @@ func windowView(view json.RawMessage, n int) (json.RawMessage, bool) {
 	if _, done := doc["messagesFrom"]; done {
 		return view, true
 	}
-	var msgs []json.RawMessage
-	if json.Unmarshal(doc["messages"], &msgs) != nil || !windowRuns(doc, n) {
+	if !windowMessages(doc, "messages", n) || !windowRuns(doc, n) {
 		return nil, false
 	}
-	from := max(0, len(msgs)-n)
-	doc["messages"] = encodeArray(msgs[from:])
-	doc["messagesFrom"] = json.RawMessage(strconv.Itoa(from))
-	doc["messageCount"] = json.RawMessage(strconv.Itoa(len(msgs)))
 	b, err := marshalRaw(doc)
 	return b, err == nil
+}
+
+// windowMessages windows the message list doc[key] to the newest n and
+// adds messagesFrom and messageCount. It reports false when the list does
+// not parse.
+func windowMessages(doc map[string]json.RawMessage, key string, n int) bool {
+	var msgs []json.RawMessage
+	if json.Unmarshal(doc[key], &msgs) != nil {
+		return false
+	}
+	from := max(0, len(msgs)-n)
+	doc[key] = encodeArray(msgs[from:])
+	doc["messagesFrom"] = json.RawMessage(strconv.Itoa(from))
+	doc["messageCount"] = json.RawMessage(strconv.Itoa(len(msgs)))
+	return true
 }
 
 // windowRuns windows the "runs" and "subagents" of doc (a view, or a
