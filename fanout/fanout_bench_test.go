@@ -483,12 +483,8 @@ func runThreadcastOver(b *testing.B, transport string, n, frames int, pace time.
 	defer srv.Drain()
 	c := dialThreadcast(b, addr, transport, n, frames)
 	defer c.close()
-	variant := AguiSSE
-	if transport == "ws" {
-		variant = AguiWS
-	}
 	c.waitSubscribed(b, "threadcast subscribers", n, func() int {
-		return int(counterValue(srv.m.Subscribers.WithLabelValues(variant.String())))
+		return int(counterValue(srv.m.Subscribers.WithLabelValues(benchVariant(transport).String())))
 	})
 	b.ResetTimer()
 	return drive(b, c, n, frames, pace, feed.publish)
@@ -509,6 +505,14 @@ func benchConfig() Config {
 	cfg.Hub.CoalesceBytes = -1
 	cfg.UnreadBytes = -1
 	return cfg
+}
+
+// benchVariant is the variant of the bench's subscribers over transport.
+func benchVariant(transport string) Variant {
+	if transport == "ws" {
+		return AguiWS
+	}
+	return AguiSSE
 }
 
 // dialThreadcast opens n subscribers of the bench thread on addr over

@@ -290,7 +290,6 @@ func (p *centrifugoPublisher) close() error {
 func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time.Duration) benchResult {
 	cf := startCentrifugo(b, bin)
 	defer cf.stop()
-	pid := cf.cmd.Process.Pid
 	connect := url.QueryEscape(`{"subs":{"busy":{}}}`)
 	var c *benchClients
 	if transport == "ws" {
@@ -304,11 +303,9 @@ func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time
 	c.waitSubscribed(b, "centrifugo subscribers", n, func() int { return int(c.seen.Load()) })
 	pub := newCentrifugoPublisher(cf.addr)
 	b.ResetTimer()
-	cpu0 := procCPU(b, pid)
-	r := drive(b, c, n, frames, pace, func(i int) {
+	r := driveServer(b, cf.cmd.Process.Pid, c, n, frames, pace, func(i int) {
 		pub.publish(benchEvent(i, time.Now().UnixNano()))
 	})
-	r.srvCPU = float64((procCPU(b, pid) - cpu0).Nanoseconds()) / float64(n*frames)
 	if err := pub.close(); err != nil {
 		b.Fatal(err)
 	}
@@ -450,15 +447,16 @@ func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace ti
 	defer feed.close()
 	c := dialThreadcast(b, p.http, transport, n, frames)
 	defer c.close()
-	variant := AguiSSE
-	if transport == "ws" {
-		variant = AguiWS
-	}
-	c.waitSubscribed(b, "threadcast subscribers", n, func() int { return p.subscribers(b, variant) })
+	c.waitSubscribed(b, "threadcast subscribers", n, func() int { return p.subscribers(b, benchVariant(transport)) })
 	b.ResetTimer()
-	pid := p.cmd.Process.Pid
+	return driveServer(b, p.cmd.Process.Pid, c, n, frames, pace, feed.publish)
+}
+
+// driveServer is drive with the CPU time of the server's process pid per
+// delivery (srvCPU).
+func driveServer(b *testing.B, pid int, c *benchClients, n, frames int, pace time.Duration, publish func(i int)) benchResult {
 	cpu0 := procCPU(b, pid)
-	r := drive(b, c, n, frames, pace, feed.publish)
+	r := drive(b, c, n, frames, pace, publish)
 	r.srvCPU = float64((procCPU(b, pid) - cpu0).Nanoseconds()) / float64(n*frames)
 	return r
 }
