@@ -120,6 +120,15 @@
 // throughput per second, drawn here without external tools) and
 // report.json (every figure and the per-second series).
 //
+// # Traces
+//
+// --trace FILE writes the Go execution trace of the load's first
+// --trace-for (5 s); --trace-stalls DIR keeps the last five seconds in a
+// flight recorder and writes them for every second of the load whose p50
+// passes 3x the median of the seconds before it (at most five a run,
+// stalls.go). Both cover this process: the load generator and an embedded
+// Threadcast.
+//
 // # Bounds
 //
 // A run stops by itself after --duration plus at most --settle. Targets
