@@ -656,7 +656,7 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 			if docs, err = mergeFrames(docs, all[mid:k]); err != nil {
 				t.Fatal(err)
 			}
-			merged := encodeDocs(docs, ViewWS, 0)
+			merged, _ := encodeDocs(docs, ViewWS, 0)
 			// Compared where the window ends: later frames restate what
 			// they change, and would hide a wrong merge.
 			wantK := fold(t, payloadsOf(all[:k]))
@@ -670,7 +670,8 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 			// windowed as their frames are.
 			for _, w := range []int{1, 3} {
 				want := foldWindow(t, windowed(all[:k], w))
-				got := foldWindow(t, append(windowed(all[:j], w), encodeDocs(docs, ViewWS, w)...))
+				msgs, _ := encodeDocs(docs, ViewWS, w)
+				got := foldWindow(t, append(windowed(all[:j], w), msgs...))
 				if got.seq != want.seq || got.base != want.base || got.count != want.count || got.status != want.status || !reflect.DeepEqual(got.msgs, want.msgs) {
 					t.Fatalf("stream %d, window %d: frames %d..%d merged give seq %d, messages from %d of %d, status %q:\n%.300v\nwant seq %d, from %d of %d, status %q:\n%.300v",
 						si, w, j, k, got.seq, got.base, got.count, got.status, got.msgs, want.seq, want.base, want.count, want.status, want.msgs)
@@ -678,6 +679,58 @@ func TestCoalesceChangesDifferential(t *testing.T) {
 			}
 			in, out = in+k-j, out+len(merged)
 		}
+		// The whole backlog queued, frame by frame, for a windowed
+		// subscriber that takes nothing until the end, of a hub whose
+		// high-water mark is small: what its windows keep for the next
+		// consolidation (their documents, unwindowed) stays within
+		// maxPinned × CoalesceBytes, its windows being sealed past it, and
+		// what it takes at the end folds as the frames do.
+		const w = 3
+		h := newHub(nc, HubConfig{QueueBytes: 1 << 30, CoalesceBytes: 256}, nil, nil)
+		defer h.Close()
+		f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(16)}
+		slow := &subscriber{feed: f, variant: ViewWS, window: w, limit: h.cfg.QueueBytes, nextCoalesce: h.cfg.CoalesceBytes,
+			signal: make(chan struct{}, 1), state: stLive, last: all[0].prev}
+		f.subs[slow] = struct{}{}
+		bound := maxPinned * h.cfg.CoalesceBytes
+		held, sealed := 0, map[*coalesced]bool{}
+		for _, fr := range all {
+			f.mu.Lock()
+			f.deliverLocked(slow, fr)
+			f.mu.Unlock()
+			slow.mu.Lock()
+			for _, it := range slow.queue {
+				if co := it.co; co != nil {
+					_, kept := encodeDocs(co.docs, ViewWS, 0)
+					held = max(held, kept)
+					if co.sealed {
+						sealed[co] = true
+					}
+				}
+			}
+			slow.mu.Unlock()
+		}
+		items, _, resync := slow.Take(nil)
+		if resync != "" {
+			t.Fatalf("stream %d: the windowed subscriber was resynchronised: %s", si, resync)
+		}
+		var taken [][]byte
+		for _, it := range items {
+			taken = append(taken, it.b)
+		}
+		wantW := foldWindow(t, windowed(all, w))
+		got := foldWindow(t, taken)
+		if want := wantW; got.seq != want.seq || got.base != want.base || got.count != want.count || got.status != want.status || !reflect.DeepEqual(got.msgs, want.msgs) {
+			t.Fatalf("stream %d: a windowed subscriber's consolidated backlog gives seq %d, messages from %d of %d, status %q:\n%.300v\nwant seq %d, from %d of %d, status %q:\n%.300v",
+				si, got.seq, got.base, got.count, got.status, got.msgs, want.seq, want.base, want.count, want.status, want.msgs)
+		}
+		if held > bound {
+			t.Errorf("stream %d: a windowed subscriber's window kept %d bytes of documents, past the bound of %d", si, held, bound)
+		}
+		if len(sealed) < 2 {
+			t.Errorf("stream %d: %d windows sealed: the bound was not reached", si, len(sealed))
+		}
+		t.Logf("stream %d: a windowed subscriber's backlog of %d frames: %d messages taken, %d windows sealed, at most %d bytes of documents kept", si, len(all), len(items), len(sealed), held)
 		t.Logf("stream %d: %d events, %d frames; %d change documents merged into %d", si, len(evs), len(all), in, out)
 		if out*4 > in {
 			t.Errorf("stream %d: merged %d documents into %d", si, in, out)

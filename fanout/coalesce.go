@@ -32,8 +32,9 @@ import (
 //     and skips ops on messages it does not hold ends where it would have
 //     from the frames one by one. Its window's merged documents are
 //     unwindowed, so a restatement in them (the message list after a
-//     structural change, the runs) is as large as in the frames, which
-//     the ring holds anyway.
+//     structural change, the runs) is as large as in the frames: what
+//     the queue counts (the windowed encoding) does not bound them, the
+//     window's seal (below) does.
 //
 // The consolidated messages replace the frames' items in the subscriber's
 // queue. Its SSE ids keep the resume cursor exact: the last message carries
@@ -45,15 +46,18 @@ import (
 // An agui window keeps the frames it covers referenced (they are shared
 // with the ring and every other subscriber) while it grows, so that the
 // next consolidation compacts the whole backlog as one stream again; a view
-// window keeps its merged documents, onto which the next frames merge. A
-// window is consolidated again once the queue has grown by as much as it
-// holds (its frames, or its messages; at least CoalesceBytes), which keeps
+// window keeps its merged documents, onto which the next frames merge
+// (they hold parts of its frames, and so keep them). A window is
+// consolidated again once the queue has grown by as much as it holds (the
+// frames it covers, or its messages; at least CoalesceBytes), which keeps
 // the work linear in the bytes queued, and whenever the queue would pass
 // QueueBytes. An agui window whose frames hold more than maxPinned ×
-// CoalesceBytes is sealed: it keeps its consolidated messages only, and the
-// next window starts after it. Only when the consolidated queue still
-// exceeds QueueBytes is the subscriber resynchronised (ReasonOverflow), as
-// without consolidation. A subscriber that passed the mark stays "slow"
+// CoalesceBytes is sealed, and so is a windowed subscriber's view window
+// whose documents do (unwindowed): it keeps its consolidated messages only,
+// and the next window starts after it. (The documents of any other view
+// window are what its messages encode, which QueueBytes bounds.) Only when
+// the consolidated queue still exceeds QueueBytes is the subscriber
+// resynchronised (ReasonOverflow), as without consolidation. A subscriber that passed the mark stays "slow"
 // until a Take finds little queued: what it takes is consolidated first.
 //
 // Subscribers that keep up never reach the mark (unless one large frame
@@ -64,8 +68,9 @@ import (
 // coalescing is enabled and the feed has agui subscribers: a feed read
 // only in view mode (a dashboard) pays nothing for it.
 
-// maxPinned bounds the frames an agui window keeps for its next
-// consolidation, in CoalesceBytes: a slow subscriber holds at most
+// maxPinned bounds what a window keeps for its next consolidation (an agui
+// window's frames, a windowed subscriber's documents, which hold parts of
+// its frames), in CoalesceBytes: a slow subscriber holds at most
 // QueueBytes of wire messages and maxPinned × CoalesceBytes of frames
 // (shared with the ring and the other subscribers while they have them).
 // It also bounds one consolidation's work, done under the feed's lock
@@ -77,10 +82,10 @@ const maxPinned = 8
 // items carries it. An agui window keeps the frames it covers, in order,
 // to compact them again with the frames that follow, until sealed; a view
 // window keeps its merged documents, which the next frames' merge onto
-// (their encoding is what the queue counts).
+// (their encoding is what the queue counts), until sealed.
 type coalesced struct {
 	frames []*frame // agui: the frames it compacts
-	raw    int      // sum of frames' sizes
+	raw    int      // agui: the sizes of its frames, summed
 	docs   []viewDoc
 	sealed bool
 }
@@ -258,16 +263,17 @@ func (s *subscriber) coalesceLocked() bool {
 		}
 		co.frames, co.raw = frames, raw
 		msgs, err = coalesceEvents(frames, s.variant)
-		// The frames a window keeps for the next consolidation are bounded:
-		// past the bound it keeps only its events, and the next window
-		// starts after it.
 		co.sealed = raw > maxPinned*s.feed.hub.cfg.CoalesceBytes
 	} else {
 		if prior != nil {
 			co.docs = append(co.docs, prior.docs...)
 		}
 		co.docs, err = mergeFrames(co.docs, frames)
-		msgs = encodeDocs(co.docs, s.variant, s.window)
+		var kept int
+		msgs, kept = encodeDocs(co.docs, s.variant, s.window)
+		// A windowed subscriber's documents are unwindowed: the queue,
+		// which counts its messages, does not bound them.
+		co.sealed = s.window > 0 && kept > maxPinned*s.feed.hub.cfg.CoalesceBytes
 	}
 	if err != nil {
 		return false
@@ -281,7 +287,7 @@ func (s *subscriber) coalesceLocked() bool {
 		after += len(b)
 	}
 	if co.sealed {
-		co.frames, co.raw = nil, 0
+		co.frames, co.raw, co.docs = nil, 0, nil
 	}
 	ts := q[k].ts
 	clear(q[k:])
@@ -372,7 +378,8 @@ func coalesceChanges(frames []*frame, v Variant) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeDocs(docs, v, 0), nil
+	msgs, _ := encodeDocs(docs, v, 0)
+	return msgs, nil
 }
 
 // mergeFrames merges the change documents of frames, which follow docs,
@@ -401,11 +408,13 @@ func mergeFrames(docs []viewDoc, frames []*frame) ([]viewDoc, error) {
 }
 
 // encodeDocs encodes docs for v, windowed to window (0: none) as a
-// windowed subscriber's frames are (windowChanges).
-func encodeDocs(docs []viewDoc, v Variant, window int) [][]byte {
-	msgs := make([][]byte, 0, len(docs))
+// windowed subscriber's frames are (windowChanges). kept is the size of
+// the documents unwindowed: what they hold.
+func encodeDocs(docs []viewDoc, v Variant, window int) (msgs [][]byte, kept int) {
+	msgs = make([][]byte, 0, len(docs))
 	for _, d := range docs {
 		ch := d.ch.encode()
+		kept += len(ch)
 		if window > 0 && isWide(ch) {
 			ch = windowChanges(ch, window)
 		}
@@ -416,7 +425,7 @@ func encodeDocs(docs []viewDoc, v Variant, window int) [][]byte {
 		}
 		msgs = append(msgs, p)
 	}
-	return msgs
+	return msgs, kept
 }
 
 // changeDoc is a frame's change document (pipeline appendChanges; the

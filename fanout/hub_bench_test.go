@@ -18,11 +18,12 @@ import (
 // the CPU the fan-out adds on top of the writes.
 func BenchmarkHubDeliver(b *testing.B) {
 	ev := json.RawMessage(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"` + string(make([]byte, 0)) + `hello, world — a typical streamed token run of a few words"}`)
+	nc := connect(b, startNATS(b)) // the hub's requester needs one; nothing is sent
 	for _, n := range []int{1, 100, 1000} {
 		for _, shared := range []bool{true, false} {
 			name := fmt.Sprintf("subs=%d/shared=%v", n, shared)
 			b.Run(name, func(b *testing.B) {
-				h := newHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
+				h := newHub(nc, HubConfig{QueueBytes: 1 << 30}, nil, nil)
 				f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(16)}
 				subs := make([]*subscriber, n)
 				for i := range subs {
@@ -87,7 +88,7 @@ func BenchmarkOnMsg(b *testing.B) {
 }
 
 func benchOnMsg(b *testing.B, fold bool) {
-	h := newHub(nil, HubConfig{QueueBytes: 1 << 30}, nil, nil)
+	h := newHub(connect(b, startNATS(b)), HubConfig{QueueBytes: 1 << 30}, nil, nil) // nothing is sent
 	f := &feed{hub: h, subs: make(map[*subscriber]struct{}), ring: newRing(1024)}
 	startFold := func() {
 		if !fold {
