@@ -44,11 +44,13 @@ import (
 // For each n and transport:
 //
 //	max:   the closed loop of drive (frame i is published once every client
-//	       has read frame i-benchWindow): the rate at which the server delivers
-//	       every frame to every subscriber with a bounded backlog; drive fails
-//	       the run if any delivery is missing, so "sustained" means 100%
-//	       delivered and nobody dropped. Rounds alternate the servers; the
-//	       best round of each counts.
+//	       has read frame i-w): the rate at which the server delivers every
+//	       frame to every subscriber with a backlog of at most w frames;
+//	       drive fails the run if any delivery is missing, so "sustained"
+//	       means 100% delivered and nobody dropped. Rounds alternate the
+//	       servers, each at every window w of peerWindows; each server's
+//	       best run counts (tc_window, cf_window: its window), and the best
+//	       at the narrowest window is reported too (narrow_*).
 //	light: both offered the same fixed open-loop rate, lightDeliveries/s.
 //	peer:  both offered 90% of Centrifugo's max: latency at the same load,
 //	       near the peer's ceiling.
@@ -71,23 +73,34 @@ func BenchmarkFanoutPeer(b *testing.B) {
 					return // the probe run; use -benchtime 300x
 				}
 				frames := b.N * max(1, 5000/n)
-				var cf, tc benchResult
+				var cf, tc, cfNarrow, tcNarrow benchResult
 				for r := 0; r < benchRounds; r++ {
-					cf = cf.best(runCentrifugo(b, bin, tr, n, frames, 0))
-					tc = tc.best(runThreadcastProcess(b, tr, n, frames, 0))
+					for _, w := range peerWindows {
+						c := runCentrifugo(b, bin, tr, n, frames, 0, w)
+						t := runThreadcastProcess(b, tr, n, frames, 0, w)
+						cf, tc = cf.best(c), tc.best(t)
+						if w == peerWindows[0] {
+							cfNarrow, tcNarrow = cfNarrow.best(c), tcNarrow.best(t)
+						}
+					}
 				}
 				light := pacing(n, lightDeliveries)
 				lightFrames := max(20, int(3*lightDeliveries)/n) // about 3 s
-				cfLight := runCentrifugo(b, bin, tr, n, lightFrames, light)
-				tcLight := runThreadcastProcess(b, tr, n, lightFrames, light)
+				cfLight := runCentrifugo(b, bin, tr, n, lightFrames, light, 0)
+				tcLight := runThreadcastProcess(b, tr, n, lightFrames, light, 0)
 				peer := pacing(n, 0.9*cf.rate)
 				peerFrames := max(20, int(3*0.9*cf.rate)/n)
-				cfPeer := runCentrifugo(b, bin, tr, n, peerFrames, peer)
-				tcPeer := runThreadcastProcess(b, tr, n, peerFrames, peer)
+				cfPeer := runCentrifugo(b, bin, tr, n, peerFrames, peer, 0)
+				tcPeer := runThreadcastProcess(b, tr, n, peerFrames, peer, 0)
 
 				b.ReportMetric(tc.rate, "tc_deliv/s")
 				b.ReportMetric(cf.rate, "cf_deliv/s")
 				b.ReportMetric(tc.rate/cf.rate, "ratio")
+				b.ReportMetric(float64(tc.window), "tc_window")
+				b.ReportMetric(float64(cf.window), "cf_window")
+				b.ReportMetric(tcNarrow.rate, "narrow_tc_deliv/s")
+				b.ReportMetric(cfNarrow.rate, "narrow_cf_deliv/s")
+				b.ReportMetric(tcNarrow.rate/cfNarrow.rate, "narrow_ratio")
 				b.ReportMetric(tc.srvCPU, "tc_server_cpu_ns/deliv")
 				b.ReportMetric(cf.srvCPU, "cf_server_cpu_ns/deliv")
 				b.ReportMetric(tc.cpu, "tc_client_cpu_ns/deliv")
@@ -111,6 +124,16 @@ func BenchmarkFanoutPeer(b *testing.B) {
 		}
 	}
 }
+
+// peerWindows are the closed loop's windows, in frames: a server's
+// maximum is its best rate over them. The narrowest keeps the backlog
+// small but leaves both servers idle part of the time (every frame waits
+// for the slowest client to read the one a window before it, a round trip
+// through both processes) and caps what one socket write can carry at a
+// window's frames; the wider ones measure what each server sustains once
+// the loop no longer limits it. Each is well within both servers' queues
+// (128 frames of 256-byte events: 40 KB a subscriber).
+var peerWindows = []int{8, 32, 128}
 
 // lightDeliveries is the fixed light load, in deliveries per second summed
 // over the subscribers.
@@ -287,7 +310,7 @@ func (p *centrifugoPublisher) close() error {
 	return p.err
 }
 
-func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time.Duration) benchResult {
+func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time.Duration, window int) benchResult {
 	cf := startCentrifugo(b, bin)
 	defer cf.stop()
 	connect := url.QueryEscape(`{"subs":{"busy":{}}}`)
@@ -303,7 +326,7 @@ func runCentrifugo(b *testing.B, bin, transport string, n, frames int, pace time
 	c.waitSubscribed(b, "centrifugo subscribers", n, func() int { return int(c.seen.Load()) })
 	pub := newCentrifugoPublisher(cf.addr)
 	b.ResetTimer()
-	r := driveServer(b, cf.cmd.Process.Pid, c, n, frames, pace, func(i int) {
+	r := driveServer(b, cf.cmd.Process.Pid, c, n, frames, pace, window, func(i int) {
 		pub.publish(benchEvent(i, time.Now().UnixNano()))
 	})
 	if err := pub.close(); err != nil {
@@ -438,7 +461,7 @@ func (p *tcProcess) stop() {
 
 // runThreadcastProcess is runThreadcastOver with the fanout in a process
 // of its own (TestPeerServerProcess), fed over NATS by this one.
-func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace time.Duration) benchResult {
+func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace time.Duration, window int) benchResult {
 	p := startThreadcastProcess(b)
 	defer p.stop()
 	pub := natstest.Connect(b, p.nats)
@@ -449,14 +472,14 @@ func runThreadcastProcess(b *testing.B, transport string, n, frames int, pace ti
 	defer c.close()
 	c.waitSubscribed(b, "threadcast subscribers", n, func() int { return p.subscribers(b, benchVariant(transport)) })
 	b.ResetTimer()
-	return driveServer(b, p.cmd.Process.Pid, c, n, frames, pace, feed.publish)
+	return driveServer(b, p.cmd.Process.Pid, c, n, frames, pace, window, feed.publish)
 }
 
 // driveServer is drive with the CPU time of the server's process pid per
 // delivery (srvCPU).
-func driveServer(b *testing.B, pid int, c *benchClients, n, frames int, pace time.Duration, publish func(i int)) benchResult {
+func driveServer(b *testing.B, pid int, c *benchClients, n, frames int, pace time.Duration, window int, publish func(i int)) benchResult {
 	cpu0 := procCPU(b, pid)
-	r := drive(b, c, n, frames, pace, publish)
+	r := drive(b, c, n, frames, pace, window, publish)
 	r.srvCPU = float64((procCPU(b, pid) - cpu0).Nanoseconds()) / float64(n*frames)
 	return r
 }
