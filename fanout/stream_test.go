@@ -1,13 +1,19 @@
 package fanout
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 func TestJoinThenLive(t *testing.T) {
@@ -299,4 +305,93 @@ func TestWriteAfterIdleOutlastingWriteTimeout(t *testing.T) {
 	if n := counterValue(s.m.Ended.WithLabelValues(EndWrite)); n != 0 {
 		t.Fatalf("%v streams ended for a write", n)
 	}
+}
+
+// Over HTTP/1.1 an SSE stream takes its connection over from net/http: the
+// head says Connection: close and declares no length and no chunked
+// framing, so the body is the SSE bytes as written, ending when the stream
+// does. A client that goes away ends its stream at once, though nothing is
+// written to it for a minute (no heartbeat): the sink reads the connection,
+// as net/http's background read did, and sees it close.
+func TestSSEOwnsItsConnection(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "a;", "b;")
+	s, hs := newServer(t, nc, func(c *Config) { c.Heartbeat = time.Minute })
+
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/threads/t1/events HTTP/1.1\r\nHost: threadcast\r\nAuthorization: Bearer %s\r\n\r\n", token(t, "acme"))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.TransferEncoding != nil || resp.ContentLength != -1 || !resp.Close {
+		t.Fatalf("status %d, transfer encoding %v, length %d, close %v: want 200, none, -1 (until the connection closes), true",
+			resp.StatusCode, resp.TransferEncoding, resp.ContentLength, resp.Close)
+	}
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if _, err := http.ParseTime(resp.Header.Get("Date")); err != nil {
+		t.Errorf("Date %q: %v", resp.Header.Get("Date"), err)
+	}
+	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: func() { conn.Close() }}
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	th.publish(t, "c;")
+	a.follow(t, c, th.Text, 5*time.Second)
+
+	subs := s.m.Subscribers.WithLabelValues(AguiSSE.String())
+	if n := counterValue(subs); n != 1 {
+		t.Fatalf("%v subscribers, want 1", n)
+	}
+	conn.Close()
+	testsupport.WaitFor(t, 5*time.Second, "the stream to end with its client", func() bool {
+		return counterValue(subs) == 0 && counterValue(s.m.Ended.WithLabelValues(EndClient)) == 1
+	})
+}
+
+// Over HTTP/2 the connection is not the stream's to take: the sink writes
+// to the ResponseWriter, and the stream is the same.
+func TestSSEOverHTTP2(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "t1")
+	th.publish(t, "a;", "b;")
+	cfg := DefaultConfig()
+	cfg.AuthKey = testKey
+	s, err := New(nc, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(func() { s.Drain(); ts.Close() })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/threads/t1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token(t, "acme"))
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+		t.Fatalf("status %d over HTTP/%d, want 200 over HTTP/2", resp.StatusCode, resp.ProtoMajor)
+	}
+	c := &sseClient{resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
+	var a aguiModel
+	a.follow(t, c, th.Text, 5*time.Second)
+	th.publish(t, "c;")
+	a.follow(t, c, th.Text, 5*time.Second)
 }

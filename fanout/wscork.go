@@ -12,16 +12,18 @@ import (
 	"github.com/valyala/bytebufferpool"
 )
 
-// corkMax is the most a corked WebSocket connection gathers before it
+// corkMax is the most a corked connection gathers before it
 // writes through: a batch larger than this goes out in writes of about
 // this size, and a message larger than it (a snapshot) unbuffered.
 const corkMax = 64 << 10
 
-// corkConn is the socket under a WebSocket stream. The WebSocket library
-// flushes after every message; between cork and uncork what it flushes is
-// gathered and then written at once, so a batch of queued messages costs
-// the socket one write, as one Flush of the SSE sink does. Outside a batch
-// (pings, pongs, the close frame) writes go straight through.
+// corkConn is the socket under a WebSocket stream, and under an SSE
+// stream that took its connection over (sseSink.takeOver). The WebSocket
+// library flushes after every message; between cork and uncork what it
+// (or the SSE sink) writes is gathered and then written at once, so a
+// batch of queued messages costs the socket one write. Outside a batch
+// (pings, pongs, the close frame, the SSE head at the join) writes go
+// straight through.
 //
 // Every write to the socket has a deadline, moved while the client accepts
 // bytes (writeLocked), so a client that accepts no bytes for the write
