@@ -428,14 +428,20 @@ func (k *sseSink) takeOver(ctx context.Context) (context.Context, func()) {
 	if err != nil {
 		return ctx, nil
 	}
-	// net/http may have left a read deadline (its own background read's).
-	_ = conn.SetReadDeadline(time.Time{})
 	k.cc = &corkConn{Conn: conn, timeout: k.timeout}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	rd := brw.Reader
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(io.Discard, brw.Reader)
+		// A small buffer: reads go through rd's own, and a client sends
+		// nothing after its request (io.Copy would hold 8 KiB a stream).
+		var p [64]byte
+		for {
+			if _, err := rd.Read(p[:]); err != nil {
+				break
+			}
+		}
 		cancel()
 	}()
 	return ctx, func() {
