@@ -85,11 +85,11 @@ func BenchmarkFanoutPeer(b *testing.B) {
 					}
 				}
 				light := pacing(n, lightDeliveries)
-				lightFrames := max(20, int(3*lightDeliveries)/n) // about 3 s
+				lightFrames := max(20, int(latencySeconds*lightDeliveries)/n)
 				cfLight := runCentrifugo(b, bin, tr, n, lightFrames, light, 0)
 				tcLight := runThreadcastProcess(b, tr, n, lightFrames, light, 0)
 				peer := pacing(n, 0.9*cf.rate)
-				peerFrames := max(20, int(3*0.9*cf.rate)/n)
+				peerFrames := max(20, int(latencySeconds*0.9*cf.rate)/n)
 				cfPeer := runCentrifugo(b, bin, tr, n, peerFrames, peer, 0)
 				tcPeer := runThreadcastProcess(b, tr, n, peerFrames, peer, 0)
 
@@ -134,6 +134,10 @@ func BenchmarkFanoutPeer(b *testing.B) {
 // the loop no longer limits it. Each is well within both servers' queues
 // (128 frames of 256-byte events: 40 KB a subscriber).
 var peerWindows = []int{8, 32, 128}
+
+// latencySeconds is how long the open-loop runs (light, peer) last: long
+// enough that one hiccup of either process does not make the p99.
+const latencySeconds = 10
 
 // lightDeliveries is the fixed light load, in deliveries per second summed
 // over the subscribers.
