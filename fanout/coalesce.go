@@ -57,8 +57,9 @@ import (
 // and the next window starts after it. (The documents of any other view
 // window are what its messages encode, which QueueBytes bounds.) Only when
 // the consolidated queue still exceeds QueueBytes is the subscriber
-// resynchronised (ReasonOverflow), as without consolidation. A subscriber that passed the mark stays "slow"
-// until a Take finds little queued: what it takes is consolidated first.
+// resynchronised (ReasonOverflow), as without consolidation. A subscriber
+// that passed the mark stays "slow" until a Take finds little queued: what
+// it takes is consolidated first.
 //
 // Subscribers that keep up never reach the mark (unless one large frame
 // puts them past it) and write the shared encodings (frame.enc):

@@ -447,7 +447,6 @@ func (k *sseSink) takeOver(ctx context.Context) (context.Context, func()) {
 	return ctx, func() {
 		_ = conn.Close()
 		<-done
-		cancel()
 	}
 }
 
@@ -487,31 +486,23 @@ func (k *sseSink) open() error {
 }
 
 // writeChunk is the most written to a ResponseWriter under one write
-// deadline: a batch is
-// written item by item and a larger item (a consolidated backlog, the
-// snapshot of a long thread) in chunks, the deadline moved before every
-// writeChunk bytes, so that WriteTimeout bounds how long a client accepts
-// no bytes at all (no chunk of the connection's buffer, 4 KiB), not how
-// long a batch takes: a slow reader that keeps reading is never cut.
+// deadline: a batch is written item by item and a larger item (a
+// consolidated backlog, the snapshot of a long thread) in chunks, the
+// deadline moved before every writeChunk bytes, so that WriteTimeout
+// bounds how long a client accepts no bytes at all (no chunk of the
+// connection's buffer, 4 KiB), not how long a batch takes: a slow reader
+// that keeps reading is never cut.
 const writeChunk = 4 << 10
 
 func (k *sseSink) write(items []item) (int, error) {
 	if k.cc != nil {
-		k.cc.cork()
-		if err := k.start(); err != nil {
-			_ = k.cc.uncork()
+		if err := k.start(); err != nil { // written by open, in a stream
 			return 0, err
 		}
-		n := 0
-		for i := range items {
-			m, err := k.cc.Write(items[i].b)
-			n += m
-			if err != nil {
-				_ = k.cc.uncork()
-				return n, err
-			}
-		}
-		return n, k.cc.uncork()
+		return k.cc.batch(items, func(b []byte) error {
+			_, err := k.cc.Write(b)
+			return err
+		})
 	}
 	_ = k.start()
 	k.refresh()
@@ -587,16 +578,9 @@ type wsSink struct {
 }
 
 func (k *wsSink) write(items []item) (int, error) {
-	k.cc.cork()
-	n := 0
-	for i := range items {
-		if err := k.c.Write(context.Background(), websocket.MessageText, items[i].b); err != nil {
-			_ = k.cc.uncork()
-			return n, err
-		}
-		n += len(items[i].b)
-	}
-	return n, k.cc.uncork()
+	return k.cc.batch(items, func(b []byte) error {
+		return k.c.Write(context.Background(), websocket.MessageText, b)
+	})
 }
 
 func (k *wsSink) open() error { return nil }

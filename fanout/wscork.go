@@ -66,6 +66,22 @@ func (c *corkConn) cork() {
 	c.mu.Unlock()
 }
 
+// batch writes items corked, each with put (which writes to c): the
+// batch costs the socket one write (more past corkMax). It returns the
+// bytes of the items put.
+func (c *corkConn) batch(items []item, put func(b []byte) error) (int, error) {
+	c.cork()
+	n := 0
+	for i := range items {
+		if err := put(items[i].b); err != nil {
+			_ = c.uncork()
+			return n, err
+		}
+		n += len(items[i].b)
+	}
+	return n, c.uncork()
+}
+
 // uncork writes what was gathered and stops gathering; an idle stream
 // holds no buffer.
 func (c *corkConn) uncork() error {
