@@ -65,24 +65,52 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 	if prev >= seq {
 		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, wire.HeaderSeq, seq, wire.HeaderPrev, prev)
 	}
-	body, err := wire.ParseFrame(m.Data)
+	// The members are found by structure (scan.go) and the events alias
+	// the message: decoded with encoding/json, every event was a copy of
+	// its own, and a thread's ring holds thousands of frames.
+	f := &frame{seq: seq, prev: prev, size: len(m.Data) + 64, recvAt: time.Now().UnixNano()}
+	err = scanObject(m.Data, func(name, v []byte) error {
+		switch string(name) {
+		case "events":
+			if string(v) == "null" {
+				f.events = nil
+				return nil
+			}
+			evs, err := scanArray(v)
+			if err != nil {
+				return fmt.Errorf("events: %w", err)
+			}
+			f.events = evs
+		case "changes":
+			f.changes = v
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
 	}
-	f := &frame{seq: seq, prev: prev, events: body.Events, changes: body.Changes, size: len(m.Data) + 64, wide: isWide(body.Changes),
-		recvAt: time.Now().UnixNano()}
+	f.wide = isWide(f.changes)
 	if h := m.Header.Get(wire.HeaderSent); h != "" {
 		f.sentAt, _ = strconv.ParseInt(h, 10, 64)
 	}
 	if len(f.events) > 0 {
-		var ts struct {
-			Timestamp int64 `json:"timestamp"`
-		}
-		if json.Unmarshal(f.events[0], &ts) == nil {
-			f.eventTS = ts.Timestamp
-		}
+		f.eventTS = eventTimestamp(f.events[0])
 	}
 	return f, nil
+}
+
+// eventTimestamp returns the event's "timestamp" (Unix ms), 0 when it has
+// none or it is not an integer.
+func eventTimestamp(ev []byte) int64 {
+	var ts int64
+	_ = scanObject(ev, func(name, v []byte) error {
+		if string(name) != "timestamp" {
+			return nil
+		}
+		ts, _ = strconv.ParseInt(string(v), 10, 64)
+		return errStop
+	})
+	return ts
 }
 
 func headerUint(m *nats.Msg, name string) (uint64, error) {

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/threadcast/threadcast/internal/testsupport"
 	"github.com/threadcast/threadcast/wire"
 )
 
@@ -321,14 +324,85 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
+// checkFrameByJSON checks decodeFrame against encoding/json: on a body
+// encoding/json reads as an object whose member names are written plainly
+// and once each (as ingest writes them; decodeFrame matches names as
+// written), the frame holds the same events, byte for byte, and the same
+// changes, and it is refused exactly when events is neither an array nor
+// null.
+func checkFrameByJSON(t *testing.T, body []byte) {
+	t.Helper()
+	members, err := membersByJSON(body)
+	if err != nil {
+		return // invalid JSON: the scanner checks structure only
+	}
+	seen := map[string]bool{}
+	plain := scanObject(body, func(name, _ []byte) error {
+		if bytes.IndexByte(name, '\\') >= 0 || seen[string(name)] {
+			return errStop
+		}
+		seen[string(name)] = true
+		return nil
+	}) == nil
+	if !plain {
+		return
+	}
+	var want []json.RawMessage
+	evs, hasEvents := members["events"]
+	badEvents := hasEvents && evs != "null" && json.Unmarshal([]byte(evs), &want) != nil
+	fr, err := decodeFrame(frameMsg("9", "4", string(body)))
+	switch {
+	case badEvents && err == nil:
+		t.Fatalf("%.80q: accepted, but events %.40q is not an array", body, evs)
+	case badEvents:
+		return
+	case err != nil:
+		t.Fatalf("%.80q: %v; encoding/json reads it", body, err)
+	}
+	if len(fr.events) != len(want) {
+		t.Fatalf("%.80q: %d events, encoding/json %d", body, len(fr.events), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(fr.events[i], want[i]) {
+			t.Fatalf("%.80q: event %d %.40q, encoding/json %.40q", body, i, fr.events[i], want[i])
+		}
+	}
+	if string(fr.changes) != members["changes"] {
+		t.Fatalf("%.80q: changes %.40q, encoding/json %.40q", body, fr.changes, members["changes"])
+	}
+}
+
+// TestDecodeFrameByJSON: the frames ingest publishes for the pipeline's
+// test threads, and edge cases, decode as encoding/json reads them.
+func TestDecodeFrameByJSON(t *testing.T) {
+	for _, s := range []string{
+		`{}`, `{"events":null}`, `{"events":[]}`, ` { "events" : [ 1 , "a]" , {"b":[null]} ] , "changes" : {"x":"}"} } `,
+		`{"tenant":"t","thread":"a\"b","seq":5,"prev":2,"status":"running","events":[{"type":"X","timestamp":17}],"changes":null}`,
+		`{"events":"x"}`, `{"events":{}}`, `{"Events":[1]}`,
+	} {
+		checkFrameByJSON(t, []byte(s))
+	}
+	n := 0
+	for _, body := range ingestFrames(t) {
+		checkFrameByJSON(t, body)
+		n++
+	}
+	if n == 0 {
+		t.Fatal("ingest published no frames")
+	}
+}
+
 // FuzzDecodeFrame: any body either fails with ErrBadFrame or gives a frame
 // whose SSE encoding reads back, event by event, as the events (line
-// breaks normalised as SSE defines), with ids ending in the frame's seq.
+// breaks normalised as SSE defines), with ids ending in the frame's seq;
+// and it decodes as encoding/json reads it (checkFrameByJSON).
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(`{"events":[{"type":"A"},{"type":"B"}],"changes":{}}`)
 	f.Add("{\"events\":[{\r\n\"a\":\n1}]}")
 	f.Add(`{"events":[]}`)
+	f.Add(`{"events":"x","changes":[1,{"a":"\\"}]}`)
 	f.Fuzz(func(t *testing.T, body string) {
+		checkFrameByJSON(t, []byte(body))
 		fr, err := decodeFrame(frameMsg("9", "4", body))
 		if err != nil {
 			if !errors.Is(err, ErrBadFrame) {
@@ -360,4 +434,48 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("last id %q, want 9", got[len(got)-1][0])
 		}
 	})
+}
+
+// ingestFrames returns the bodies of the frames the real ingest publishes
+// for a stream of this package's tests (backpressureStream: appends, tool
+// call arguments, state patches, run boundaries), assembled from parts.
+func ingestFrames(t *testing.T) [][]byte {
+	t.Helper()
+	ns := startNATS(t)
+	startIngest(t, ns, 1)
+	js, err := jetstream.New(connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const thread = "frames"
+	nc := connect(t, ns)
+	var asm wire.Assembler
+	bodies := make(chan []byte, 1<<14)
+	if _, err := nc.Subscribe(wire.ViewSubject("acme", wire.EncodeThread(thread)), func(part *nats.Msg) {
+		if m, err := asm.Add(part); err == nil && m != nil {
+			bodies <- m.Data
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	last := publishAll(t, js, thread, backpressureStream(thread, 2, 60), 0)
+	var out [][]byte
+	testsupport.WaitFor(t, 20*time.Second, "the last frame", func() bool {
+		for {
+			select {
+			case b := <-bodies:
+				out = append(out, b)
+			default:
+				if len(out) == 0 {
+					return false
+				}
+				f, err := wire.ParseFrame(out[len(out)-1])
+				return err == nil && f.Seq == last
+			}
+		}
+	})
+	return out
 }
