@@ -646,6 +646,15 @@ func (f *feed) onMsg(part *nats.Msg) {
 			f.deliverLocked(s, fr)
 		}
 	}
+	// Encodings are kept for the newest frames only, which are what live
+	// subscribers take. A frame's encodings (one per variant, and the
+	// windowed ones) are not counted in RingBytes and would otherwise stay
+	// as long as the frame does: several times the frame's own bytes, and
+	// objects for the collector to mark. An older frame that a resuming
+	// subscriber takes from the ring is encoded again.
+	if i := f.ring.n - 1 - keepEncoded; i >= 0 {
+		f.ring.at(i).dropEncodings()
+	}
 	if f.advanced != nil {
 		close(f.advanced)
 		f.advanced = nil
@@ -821,15 +830,37 @@ func (f *feed) requestSnapshot(ctx context.Context, window int) (*snapshot, erro
 }
 
 // ring is a bounded FIFO of a thread's recent frames, oldest first, with
-// increasing seqs.
+// increasing seqs. Its buffer grows as frames come, up to capacity: a
+// thread that has framed a few times holds a few slots, not
+// RingFrames (1,024 by default) pointers for the collector to scan on
+// every cycle.
 type ring struct {
 	buf   []*frame
 	start int
 	n     int
 	bytes int
+	max   int // capacity in frames
 }
 
-func newRing(capacity int) ring { return ring{buf: make([]*frame, capacity)} }
+// keepEncoded is how many of a ring's newest frames keep their encodings.
+const keepEncoded = 8
+
+// ringInitial is the slots a ring starts with.
+const ringInitial = 8
+
+func newRing(capacity int) ring {
+	capacity = max(capacity, 1)
+	return ring{buf: make([]*frame, min(capacity, ringInitial)), max: capacity}
+}
+
+// grow doubles the buffer (up to max), the frames in order from slot 0.
+func (r *ring) grow() {
+	buf := make([]*frame, min(2*len(r.buf), r.max))
+	for i := range r.n {
+		buf[i] = r.at(i)
+	}
+	r.buf, r.start = buf, 0
+}
 
 func (r *ring) reset() {
 	clear(r.buf)
@@ -844,9 +875,12 @@ func (r *ring) at(i int) *frame { return r.buf[(r.start+i)%len(r.buf)] }
 // the evicted frames until the slice, one allocation per push of a busy
 // thread whose ring is full, showed in BenchmarkRingPush.)
 func (r *ring) push(fr *frame, maxBytes int) (evicted int, last uint64) {
-	for r.n > 0 && (r.n == len(r.buf) || r.bytes+fr.size > maxBytes) {
+	for r.n > 0 && (r.n == r.max || r.bytes+fr.size > maxBytes) {
 		last = r.evict()
 		evicted++
+	}
+	if r.n == len(r.buf) {
+		r.grow()
 	}
 	r.buf[(r.start+r.n)%len(r.buf)] = fr
 	r.n++

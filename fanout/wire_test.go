@@ -255,6 +255,40 @@ func TestRing(t *testing.T) {
 	}
 }
 
+// TestRingGrows: a ring's buffer grows with its frames, from a few slots
+// to its capacity and no further, keeping them in order through the
+// wrap-around, and evicts at its capacity, not at its buffer's size.
+func TestRingGrows(t *testing.T) {
+	const capacity = 100
+	r := newRing(capacity)
+	if len(r.buf) > ringInitial {
+		t.Fatalf("a new ring holds %d slots", len(r.buf))
+	}
+	evicted := 0
+	for seq := uint64(1); seq <= 250; seq++ {
+		n, _ := r.push(&frame{seq: seq, size: 1}, 1<<20)
+		evicted += n
+		if len(r.buf) > capacity || len(r.buf) < r.n {
+			t.Fatalf("after %d frames: %d slots for %d frames", seq, len(r.buf), r.n)
+		}
+		first := uint64(1)
+		if seq > capacity {
+			first = seq - capacity + 1
+		}
+		for i := range r.n {
+			if got := r.at(i).seq; got != first+uint64(i) {
+				t.Fatalf("after %d frames: frame %d is %d, want %d", seq, i, got, first+uint64(i))
+			}
+		}
+		if r.find(seq) == nil || (seq > capacity && r.find(first-1) != nil) {
+			t.Fatalf("after %d frames: find disagrees with the ring", seq)
+		}
+	}
+	if evicted != 150 || r.n != capacity {
+		t.Fatalf("evicted %d, %d left; want 150 and %d", evicted, r.n, capacity)
+	}
+}
+
 func TestRingTrim(t *testing.T) {
 	r := newRing(8)
 	for seq, size := range []int{0, 40, 30, 20, 10} {
