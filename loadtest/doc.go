@@ -141,6 +141,21 @@
 // alone on the first's NATS, as separate processes would be, so that its
 // ingest can be restarted alone (ingest-restart selects it).
 //
+// # The generator's own weight
+//
+// Without --target the load generator and the system it measures share one
+// process, so they share its collector: every cycle marks the generator's
+// heap too, and a mark phase slows every goroutine that allocates. So the
+// generator keeps its share small. The setup (tenants, tokens, every
+// thread's first run, the subscribers) is built, and its garbage collected,
+// before the clock starts; left to the collector, it would be marked in the
+// first seconds of the load, on the join storm they measure. Each thread's
+// current run is kept as one byte slice and its events' offsets
+// (simThread), not as some 400 demo.Event values: 2,000 threads' runs would
+// be close to a million small objects, 11 % of the process's heap objects
+// in the storm run of docs/latency.md. What remains of the generator is the
+// subscribers' folds, which the check needs, and their HTTP clients.
+//
 // # Concurrency
 //
 // Every goroutine (agents, subscribers, progress, scenario events, the

@@ -38,13 +38,14 @@ func (v variant) ws() bool       { return v == aguiWS || v == viewWS }
 // sub is one simulated subscriber. Its goroutine owns everything but the
 // atomics; the runner reads the rest only after that goroutine returned.
 type sub struct {
-	r     *runner
-	id    int
-	join  time.Time // not before
-	th    *threadInfo
-	v     variant
-	slow  bool
-	token string
+	r         *runner
+	id        int
+	join      time.Time     // not before
+	joinAfter time.Duration // join's offset from the start of the load
+	th        *threadInfo
+	v         variant
+	slow      bool
+	token     string
 
 	// The subscriber's fold of what it received: a reducer Thread for agui
 	// (the stream is AG-UI: any consumer folds it so), a viewDoc for view.
