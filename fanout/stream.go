@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -600,9 +601,12 @@ func (k *wsSink) probe() error {
 // ping sends a ping unless one is unanswered, and does not wait for the
 // pong: behind a slow reader's backlog it can take seconds, during which
 // the writer goes on. A goroutine waits for it, for at most staleFactor ×
-// the write timeout (pace.go), and closes the connection when it does not
-// come (the writer then ends with EndWrite); close waits for that
-// goroutine.
+// the write timeout (pace.go). A client that read nothing in that time is
+// gone: the goroutine closes the connection (the writer then ends with
+// EndWrite). One that has been reading all along (the connection took
+// bytes since the ping) is slow, not gone: its pong is behind what it had
+// still to read, so the goroutine pings again and waits as long again.
+// close waits for that goroutine.
 func (k *wsSink) ping() {
 	if !k.pinging.CompareAndSwap(false, true) {
 		return
@@ -611,11 +615,20 @@ func (k *wsSink) ping() {
 	go func() {
 		defer k.pings.Done()
 		defer k.pinging.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), staleFactor*k.timeout)
-		defer cancel()
-		if err := k.c.Ping(ctx); err != nil {
+		for {
+			from := k.cc.written.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), staleFactor*k.timeout)
+			err := k.c.Ping(ctx)
+			cancel()
+			if err == nil {
+				return
+			}
+			if errors.Is(err, context.DeadlineExceeded) && k.cc.written.Load() != from {
+				continue
+			}
 			k.pingFailed.Store(true)
 			_ = k.c.CloseNow()
+			return
 		}
 	}()
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -38,6 +39,8 @@ type corkConn struct {
 	mu       sync.Mutex
 	buf      *bytebufferpool.ByteBuffer // non-nil while corked
 	deadline time.Time                  // the socket's write deadline
+
+	written atomic.Int64 // bytes the socket took: whether the client reads (wsSink.ping)
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -117,6 +120,7 @@ func (c *corkConn) writeLocked(p []byte) (int, error) {
 		}
 		m, err := c.Conn.Write(p[n:])
 		n += m
+		c.written.Add(int64(m))
 		if err == nil || m == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, err
 		}

@@ -1,10 +1,14 @@
 package fanout
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -179,5 +183,126 @@ func TestCorkConnDeadlineMovesWithProgress(t *testing.T) {
 	}
 	if d := time.Since(start); d < cc.timeout-cc.timeout/8 {
 		t.Fatalf("gave up after %v, before the timeout", d)
+	}
+}
+
+// slowConn reads at most chunk bytes per pause: a client that reads
+// steadily and slowly.
+type slowConn struct {
+	net.Conn
+	chunk int
+	pause time.Duration
+}
+
+func (c slowConn) Read(p []byte) (int, error) {
+	time.Sleep(c.pause)
+	return c.Conn.Read(p[:min(len(p), c.chunk)])
+}
+
+// A WebSocket client that reads steadily but slowly, answering each ping
+// when it reaches it behind what it has still to read, is not cut: its
+// pongs come later than a ping is waited for (staleFactor × WriteTimeout),
+// but the connection takes bytes all along, which a gone client's does
+// not (TestWebSocketStalledClientTimesOut).
+func TestWebSocketSlowReaderPongsLate(t *testing.T) {
+	ns := startNATS(t)
+	th := newTestThread(t, connect(t, ns), "acme", "late")
+	th.publish(t, "start;")
+	const writeTimeout = 50 * time.Millisecond // a ping waits 300 ms for its pong
+	srv, hs := newServer(t, connect(t, ns), func(c *Config) {
+		c.WriteTimeout = writeTimeout
+		c.Heartbeat = 100 * time.Millisecond
+	})
+	raw, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	req := "GET /v1/threads/late/events?access_token=" + token(t, "acme") + " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := raw.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	// 16 KiB a second: the socket buffers' tens of kilobytes ahead of a
+	// ping take seconds to read.
+	br := bufio.NewReaderSize(slowConn{raw, 512, 30 * time.Millisecond}, 512)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	type result struct {
+		pings int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		for {
+			var h [2]byte
+			if _, r.err = io.ReadFull(br, h[:]); r.err != nil {
+				break
+			}
+			n := int(h[1] & 0x7f)
+			switch n {
+			case 126:
+				var x [2]byte
+				_, r.err = io.ReadFull(br, x[:])
+				n = int(binary.BigEndian.Uint16(x[:]))
+			case 127:
+				var x [8]byte
+				_, r.err = io.ReadFull(br, x[:])
+				n = int(binary.BigEndian.Uint64(x[:]))
+			}
+			p := make([]byte, n)
+			if r.err == nil {
+				_, r.err = io.ReadFull(br, p)
+			}
+			if r.err != nil {
+				break
+			}
+			switch op := h[0] & 0x0f; {
+			case op == 0x9: // a masked pong (mask 0) with the ping's payload
+				r.pings++
+				_, r.err = raw.Write(append([]byte{0x8a, 0x80 | byte(n), 0, 0, 0, 0}, p...))
+			case op == 0x8:
+				r.err = fmt.Errorf("closed by the server: %q", p)
+			case strings.Contains(string(p), "end;"):
+				done <- r
+				return
+			}
+			if r.err != nil {
+				break
+			}
+		}
+		done <- r
+	}()
+	testsupport.WaitFor(t, 10*time.Second, "the client subscribed", func() bool {
+		return counterValue(srv.m.Subscribers.WithLabelValues(AguiWS.String())) == 1
+	})
+	// Frames keep coming for 3 s, so that pings go out between them and
+	// wait behind what the client has still to read.
+	chunk := strings.Repeat("y", 400)
+	for range 300 {
+		th.publish(t, chunk)
+		time.Sleep(10 * time.Millisecond)
+	}
+	th.publish(t, "end;")
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("after %d pings: %v", r.pings, r.err)
+		}
+		if r.pings == 0 {
+			t.Fatal("no ping reached the client: the test shows nothing")
+		}
+		t.Logf("%d pings answered", r.pings)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the client did not read the last frame in 60 s")
+	}
+	if n := counterValue(srv.m.Ended.WithLabelValues(EndWrite)); n != 0 {
+		t.Fatalf("%v streams ended with reason write", n)
 	}
 }
