@@ -27,7 +27,8 @@ var (
 // frame is one view frame as the hub keeps it. Everything but enc is
 // immutable after decodeFrame; enc is written under the owning feed's lock
 // the first time a subscriber of that variant needs it, and cleared under
-// it when Sweep cuts a lingering feed (trimIdle); the byte slices in it are
+// it when Sweep cuts a lingering feed (trimIdle) and when the frame falls
+// behind its ring's newest keepEncoded (onMsg); the byte slices in it are
 // never written, so every subscriber's queue shares them read-only.
 type frame struct {
 	seq, prev uint64

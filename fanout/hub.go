@@ -646,6 +646,15 @@ func (f *feed) onMsg(part *nats.Msg) {
 			f.deliverLocked(s, fr)
 		}
 	}
+	// Encodings are kept for the newest frames only, which are what live
+	// subscribers take. A frame's encodings (one per variant, and the
+	// windowed ones) are not counted in RingBytes and would otherwise stay
+	// as long as the frame does: several times the frame's own bytes, and
+	// objects for the collector to mark. An older frame that a resuming
+	// subscriber takes from the ring is encoded again.
+	if i := f.ring.n - 1 - keepEncoded; i >= 0 {
+		f.ring.at(i).dropEncodings()
+	}
 	if f.advanced != nil {
 		close(f.advanced)
 		f.advanced = nil
@@ -832,6 +841,9 @@ type ring struct {
 	bytes int
 	max   int // capacity in frames
 }
+
+// keepEncoded is how many of a ring's newest frames keep their encodings.
+const keepEncoded = 8
 
 // ringInitial is the slots a ring starts with.
 const ringInitial = 8

@@ -1,12 +1,17 @@
 package fanout
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
 // 1,000 reconnects, each with a Last-Event-ID picked at random among every
@@ -87,5 +92,93 @@ func TestThousandRandomResumes(t *testing.T) {
 	t.Logf("%d frames, %d distinct ids; %v resumed from a ring, %v from a snapshot", frame, len(ids), resumes, joins)
 	if resumes < 100 || joins < 10 {
 		t.Fatalf("both paths must be exercised: %v ring resumes, %v snapshots", resumes, joins)
+	}
+}
+
+// TestOnlyNewestFramesKeepEncodings: of a thread's ring, only the newest
+// keepEncoded frames keep their encodings; an older one is encoded again,
+// byte for byte as the live stream had it, and a client resuming from an
+// older frame gets every later event.
+func TestOnlyNewestFramesKeepEncodings(t *testing.T) {
+	ns := startNATS(t)
+	th := newTestThread(t, connect(t, ns), "acme", "enc")
+	th.publish(t, "a;")
+	srv, hs := newServer(t, connect(t, ns), nil)
+	tok := token(t, "acme")
+	url := hs.URL + "/v1/threads/enc/events"
+	live := openSSE(t, url, tok, nil)
+	defer live.close()
+	const frames = 3 * keepEncoded
+	var want strings.Builder // the chunks after the second
+	var last string
+	for i := range frames {
+		last = fmt.Sprintf("b%d;", i)
+		th.publish(t, last)
+		if i >= 2 {
+			want.WriteString(last)
+		}
+	}
+	byID := map[string]sseMsg{} // what the live stream delivered after its snapshot, by id
+	var ids []string
+	for {
+		m, err := live.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m.data, `"delta":"b`) {
+			byID[m.id] = m
+			ids = append(ids, m.id)
+		}
+		if strings.Contains(m.data, last) {
+			break
+		}
+	}
+	if len(ids) != frames {
+		t.Fatalf("the live stream delivered %d chunks, want %d", len(ids), frames)
+	}
+
+	f := srv.hub.lookup("acme", "enc")
+	f.mu.Lock()
+	n := f.ring.n
+	for i := range n {
+		fr := f.ring.at(i)
+		if has, want := fr.enc[AguiSSE] != nil, i >= n-keepEncoded; has != want {
+			f.mu.Unlock()
+			t.Fatalf("ring frame %d of %d (seq %d): encoded %v, want %v", i, n, fr.seq, has, want)
+		}
+	}
+	// The oldest, encoded again, is what the live stream read.
+	fr := f.ring.at(0)
+	enc := bytes.Join(fr.encoding(AguiSSE, 0), nil)
+	f.mu.Unlock()
+	if n < frames {
+		t.Fatalf("the ring holds %d frames, want at least %d", n, frames)
+	}
+	again, err := testsupport.ReadSSE(bufio.NewReader(bytes.NewReader(enc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if had := byID[again.ID]; had.data != again.Data {
+		t.Fatalf("frame %d encoded again: id %q data %.80q; live: data %.80q", fr.seq, again.ID, again.Data, had.data)
+	}
+
+	// Resume after the second chunk: the events of every later frame, most
+	// of them no longer encoded, come again (consolidated, as a replay of
+	// that many frames is).
+	resumed := openSSE(t, url, tok, http.Header{"Last-Event-ID": {ids[1]}})
+	defer resumed.close()
+	var text strings.Builder
+	for !strings.HasSuffix(text.String(), last) {
+		m, err := resumed.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev struct{ Type, Delta string }
+		if json.Unmarshal([]byte(m.data), &ev) == nil && ev.Type == "TEXT_MESSAGE_CONTENT" {
+			text.WriteString(ev.Delta)
+		}
+	}
+	if text.String() != want.String() {
+		t.Fatalf("resumed after %s: text %q, want %q", ids[1], text.String(), want.String())
 	}
 }

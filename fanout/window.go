@@ -99,7 +99,8 @@ func (fr *frame) encoding(v Variant, window int) [][]byte {
 	return enc
 }
 
-// dropEncodings forgets every cached encoding (trimIdle).
+// dropEncodings forgets every cached encoding (trimIdle, and onMsg for a
+// frame behind its ring's newest keepEncoded).
 func (fr *frame) dropEncodings() {
 	clear(fr.enc[:])
 	fr.wenc = nil
