@@ -67,8 +67,9 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 		return nil, fmt.Errorf("%w: %s %d not after %s %d", ErrBadFrame, wire.HeaderSeq, seq, wire.HeaderPrev, prev)
 	}
 	// The members are found by structure (scan.go) and the events alias
-	// the message: decoded with encoding/json, every event was a copy of
-	// its own, and a thread's ring holds thousands of frames.
+	// the message: encoding/json would copy every event into an object of
+	// its own, and a thread's ring holds thousands of frames. Each slice's
+	// capacity ends with it, so that no append can reach into the message.
 	f := &frame{seq: seq, prev: prev, size: len(m.Data) + 64, recvAt: time.Now().UnixNano()}
 	err = scanObject(m.Data, func(name, v []byte) error {
 		switch string(name) {
@@ -83,7 +84,7 @@ func decodeFrame(m *nats.Msg) (*frame, error) {
 			}
 			f.events = evs
 		case "changes":
-			f.changes = v
+			f.changes = v[:len(v):len(v)]
 		}
 		return nil
 	})
