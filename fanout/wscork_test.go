@@ -102,19 +102,7 @@ func TestWebSocketStalledClientTimesOut(t *testing.T) {
 		c.Hub.QueueBytes = 64 << 20 // the deadline, not the queue, must end it
 	})
 	// A raw client: the handshake, then never a read.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(4 << 10)
-	}
-	req := "GET /v1/threads/stall/events?access_token=" + token(t, "acme") + " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	if _, err := conn.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
+	dialRawWS(t, hs.URL, "stall", token(t, "acme"))
 	testsupport.WaitFor(t, 10*time.Second, "the stalled client subscribed", func() bool {
 		return counterValue(srv.m.Subscribers.WithLabelValues(AguiWS.String())) == 1
 	})
@@ -213,19 +201,7 @@ func TestWebSocketSlowReaderPongsLate(t *testing.T) {
 		c.WriteTimeout = writeTimeout
 		c.Heartbeat = 100 * time.Millisecond
 	})
-	raw, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(4 << 10)
-	}
-	req := "GET /v1/threads/late/events?access_token=" + token(t, "acme") + " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	if _, err := raw.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
+	raw := dialRawWS(t, hs.URL, "late", token(t, "acme"))
 	// 16 KiB a second: the socket buffers' tens of kilobytes ahead of a
 	// ping take seconds to read.
 	br := bufio.NewReaderSize(slowConn{raw, 512, 30 * time.Millisecond}, 512)
@@ -305,4 +281,25 @@ func TestWebSocketSlowReaderPongsLate(t *testing.T) {
 	if n := counterValue(srv.m.Ended.WithLabelValues(EndWrite)); n != 0 {
 		t.Fatalf("%v streams ended with reason write", n)
 	}
+}
+
+// dialRawWS opens a raw TCP connection with a 4 KiB receive buffer and
+// sends a WebSocket handshake for thread's stream; it reads nothing. The
+// connection is closed when the test ends.
+func dialRawWS(t *testing.T, base, thread, tok string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	req := "GET /v1/threads/" + thread + "/events?access_token=" + tok + " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
