@@ -39,10 +39,24 @@ import (
 // after every hold, and a reader of a few messages a second would spend
 // most of its reading on them. A behind client released within
 // quickRelease (it read its backlog as soon as a probe let it say so)
-// keeps up again, and is paced as any other. One held within UnreadBytes
-// whose window has not moved for behindStill is written to all the same:
-// the window is rounded down to whole segments, and a client that has
-// read everything may never show less than UnreadBytes/4 unread.
+// keeps up again, and is paced as any other.
+//
+// The window shows unread bytes only to within a segment. A receiver
+// keeps announcing the window it last offered for as long as that is
+// within one segment of its free space, and sends no update for a read
+// that does not double it: so a client that has read everything may go on
+// announcing up to a segment (this side's MSS) less than its largest
+// window, for as long as it stays connected. On loopback, where a client
+// with a small buffer is offered segments of half its buffer or more, that
+// is more than UnreadBytes. A held client whose window is open and has not
+// moved for a while is therefore written to while what it shows unread is
+// within UnreadBytes plus a segment: it may well have read it all. The
+// while is stillFor, doubled after each such write up to half the cut-off
+// below, until the client is released as reading (within the limit): a
+// slow client that had not read it all gets few, large batches, as any
+// held one does. A client that has stopped reading takes those writes
+// into its window until the window shuts, and is then held (and in the
+// end cut, below).
 //
 // A client's receive window is re-announced lazily: a receiver that reads
 // part of its buffer sends no window update until the window would double
@@ -82,16 +96,18 @@ const (
 	// showed the client had read, at the first look after it) does not
 	// make the client behind.
 	quickRelease = 2 * paceTick
-	// behindStill: a behind client held within UnreadBytes whose window
-	// has not moved for it is written to (see pacer.next).
-	behindStill = time.Second
+	// stillFor: a held client whose open window has not moved for it is
+	// written to while it shows no more than a segment beyond the limit
+	// unread (see pacer.next); the wait doubles while that repeats.
+	stillFor = time.Second
 )
 
 // peerWindow reads a TCP connection's state for pacing. unread returns the
-// bytes the client has not read (see above) and whether the kernel tells
-// (false: do not pace).
+// bytes the client has not read (see above); slack, how many of them may
+// be the window's rounding alone (a segment while the window is open, 0
+// when it is shut); and whether the kernel tells (false: do not pace).
 type peerWindow interface {
-	unread() (unread int, ok bool)
+	unread() (unread, slack int, ok bool)
 }
 
 // pacer holds one stream's writer back while its client has more than
@@ -111,6 +127,9 @@ type pacer struct {
 	moved      time.Time // when the client was last seen reading (or the hold began)
 	probed     time.Time // the last probe
 	backoff    uint      // the next probe waits paceProbe << backoff
+	// stillWait is how long a held client's window must not move before
+	// it is written to within the window's rounding (0: stillFor).
+	stillWait time.Duration
 }
 
 // newPacer returns the pacer of a connection, or nil when it cannot be
@@ -123,7 +142,7 @@ func newPacer(tc *net.TCPConn, limit int, timeout time.Duration) *pacer {
 	if pw == nil {
 		return nil
 	}
-	if _, ok := pw.unread(); !ok {
+	if _, _, ok := pw.unread(); !ok {
 		return nil
 	}
 	return &pacer{pw: pw, limit: limit, timeout: staleFactor * timeout, now: time.Now}
@@ -150,20 +169,26 @@ func (p *pacer) next() paceAction {
 		return paceWrite
 	}
 	p.sinceCheck = 0
-	unread, ok := p.pw.unread()
+	unread, slack, ok := p.pw.unread()
 	now := p.now()
 	limit := p.limit
 	if p.behind {
 		limit = p.limit / 4
 	}
-	// A behind client within the normal limit whose window has not moved
-	// for behindStill is let go as well: a window opens in whole segments
-	// and is rounded down to them, so a drained client may go on showing
-	// more than limit/4 unread for as long as it stays connected.
-	still := p.behind && p.held && unread <= p.limit && now.Sub(p.moved) >= behindStill
+	if p.held && unread < p.last { // the client read some (probes only add)
+		p.moved, p.backoff = now, 0
+	}
+	// A held client whose window has not moved for a while is let go as
+	// well while its window's rounding could hide that it read everything.
+	still := p.held && unread <= p.limit+slack && now.Sub(p.moved) >= max(p.stillWait, stillFor)
 	if !ok || unread <= limit || still {
 		if p.held {
 			p.behind = ok && now.Sub(p.heldAt) > quickRelease
+		}
+		if still && unread > limit {
+			p.stillWait = min(2*max(p.stillWait, stillFor), p.timeout/2)
+		} else {
+			p.stillWait = 0
 		}
 		p.held = false
 		return paceWrite
@@ -175,9 +200,6 @@ func (p *pacer) next() paceAction {
 		// long as its acknowledgement takes.
 		p.held, p.heldAt, p.moved, p.last, p.probed, p.backoff = true, now, now, unread, now, 0
 		return paceProbeNow
-	}
-	if unread < p.last { // the client read some (probes only add)
-		p.moved, p.backoff = now, 0
 	}
 	p.last = unread
 	switch {

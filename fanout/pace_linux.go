@@ -36,14 +36,17 @@ func (w *tcpWindow) control(fd uintptr) {
 		uintptr(unsafe.Pointer(&w.info)), uintptr(unsafe.Pointer(&n)), 0)
 }
 
-func (w *tcpWindow) unread() (int, bool) {
+func (w *tcpWindow) unread() (unread, slack int, ok bool) {
 	w.info = unix.TCPInfo{}
 	if err := w.rc.Control(w.ctl); err != nil || w.err != 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	if w.info.Snd_wnd == 0 && w.max == 0 {
-		return 0, false // a kernel that does not report the peer's window
+		return 0, 0, false // a kernel that does not report the peer's window
 	}
 	w.max = max(w.max, w.info.Snd_wnd)
-	return int(w.max-w.info.Snd_wnd) + int(w.info.Notsent_bytes), true
+	if w.info.Snd_wnd > 0 {
+		slack = int(w.info.Snd_mss)
+	}
+	return int(w.max-w.info.Snd_wnd) + int(w.info.Notsent_bytes), slack, true
 }

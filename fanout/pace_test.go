@@ -2,10 +2,12 @@ package fanout
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,13 +17,13 @@ import (
 	"github.com/threadcast/threadcast/internal/testsupport"
 )
 
-// fakeWindow is a peerWindow whose unread bytes the test sets.
+// fakeWindow is a peerWindow whose unread bytes and slack the test sets.
 type fakeWindow struct {
-	n  int
-	ok bool
+	n, slack int
+	ok       bool
 }
 
-func (f *fakeWindow) unread() (int, bool) { return f.n, f.ok }
+func (f *fakeWindow) unread() (int, int, bool) { return f.n, f.slack, f.ok }
 
 // The pacer's decisions, step by step, on a clock the test moves.
 func TestPacerDecisions(t *testing.T) {
@@ -66,12 +68,12 @@ func TestPacerDecisions(t *testing.T) {
 	p.wrote(100)
 	step(0, 3<<10, paceProbeNow)
 	// A behind client within the limit whose window does not move is
-	// written to once it has not moved for behindStill, and stays behind.
+	// written to once it has not moved for stillFor, and stays behind.
 	step(paceTick, 3<<10, paceWait)
-	step(behindStill-paceTick-time.Millisecond, 3<<10, paceProbeNow)
+	step(stillFor-paceTick-time.Millisecond, 3<<10, paceProbeNow)
 	step(time.Millisecond, 3<<10, paceWrite)
 	if !p.behind {
-		t.Fatal("a behind client let go after behindStill is no longer behind")
+		t.Fatal("a behind client let go after stillFor is no longer behind")
 	}
 	p.wrote(100)
 	step(0, 3<<10, paceProbeNow)
@@ -91,7 +93,41 @@ func TestPacerDecisions(t *testing.T) {
 	if p.behind {
 		t.Fatal("a client released within quickRelease is behind")
 	}
-	// Held with no reading for the timeout: cut.
+	// Held past the limit, but by no more than the window's rounding (a
+	// segment, while the window is open): it may have read everything, so
+	// it is written to once its window has not moved for stillFor.
+	w.slack = 12 << 10
+	p.wrote(8 << 10)
+	step(0, 20<<10, paceProbeNow)
+	step(stillFor, 20<<10, paceWrite)
+	// Past limit + slack it is held however long its window stays still.
+	p.wrote(100)
+	step(0, 22<<10, paceProbeNow)
+	step(3*stillFor, 22<<10, paceProbeNow)
+	// Within it again, it is written to once its window has not moved
+	// for twice as long as before (the wait counts from its last move)...
+	step(0, 20<<10, paceWait)
+	step(2*stillFor-time.Millisecond, 20<<10, paceProbeNow)
+	step(time.Millisecond, 20<<10, paceWrite)
+	// ... and so on, up to half the timeout.
+	for wait := 4 * stillFor; wait <= p.timeout/2; wait *= 2 {
+		p.wrote(100)
+		step(0, 20<<10, paceProbeNow)
+		step(wait-time.Millisecond, 20<<10, paceProbeNow)
+		step(time.Millisecond, 20<<10, paceWrite)
+	}
+	p.wrote(100)
+	step(0, 20<<10, paceProbeNow)
+	step(p.timeout/2, 20<<10, paceWrite)
+	// A client released within the limit (it read) starts over.
+	p.wrote(100)
+	step(0, 1<<10, paceWrite)
+	p.wrote(100)
+	step(0, 20<<10, paceProbeNow)
+	step(stillFor, 20<<10, paceWrite)
+	// With the window shut, nothing is rounding: held with no reading for
+	// the timeout, it is cut.
+	w.slack = 0
 	p.wrote(8 << 10)
 	step(0, 20<<10, paceProbeNow)
 	step(time.Minute-time.Millisecond, 20<<10, paceProbeNow)
@@ -207,4 +243,71 @@ func TestPacedStalledClientIsCut(t *testing.T) {
 	if n := counterValue(s.Metrics().Paced.WithLabelValues(AguiSSE.String())); n == 0 {
 		t.Error("cut, but never held back: the write deadline cut it, not the pacer")
 	}
+}
+
+// throttledConn reads at most 4 KiB at a time and pauses after each read,
+// as a client reading through a small buffer does.
+type throttledConn struct {
+	net.Conn
+	pause time.Duration
+}
+
+func (c *throttledConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b[:min(len(b), 4<<10)])
+	time.Sleep(c.pause)
+	return n, err
+}
+
+// A client that keeps up, reading in small steps through a small receive
+// buffer, is not held until it is cut: the window it announces once it
+// has read everything may stay up to a segment below the largest it
+// announced (a receiver keeps offering the window it offered while that
+// is within a segment of its free space), which here is more than
+// UnreadBytes. Its writer, held on that window, must let it go once the
+// window has not moved for stillFor; held on, it would be cut at
+// staleFactor × the write timeout while the thread is quiet.
+func TestPacedDrainedClientIsNotCut(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pacing reads the peer's window from Linux's TCP_INFO")
+	}
+	s, base, js := startIngestServer(t, func(cfg *Config) {
+		cfg.UnreadBytes = 512
+		cfg.WriteTimeout = 200 * time.Millisecond
+	}, func(hs *httptest.Server) { hs.Config.ConnContext = withConn })
+	const thread = "drained-thread"
+	tok := token(t, "acme")
+	evs := backpressureStream(thread, 2, 200)
+	first := publishFirst(t, js, base, tok, thread, evs[0])
+	dial := sockopt.RecvBufferDialer(16 << 10)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &throttledConn{Conn: c, pause: 40 * time.Millisecond}, nil
+	}}}
+	r := openReader(t, client, base, tok, thread, false)
+	if err := r.readUntil(seqIs(first)); err != nil {
+		t.Fatal(err)
+	}
+	var target atomic.Uint64
+	done := make(chan error, 1)
+	go func() { done <- r.readUntil(target.Load) }()
+	publishAll(t, js, thread, evs[1:len(evs)-1], 2*time.Millisecond)
+	// Quiet for longer than a held client may show no reading.
+	time.Sleep(3 * staleFactor * 200 * time.Millisecond)
+	target.Store(publishAll(t, js, thread, evs[len(evs)-1:], 0))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		r.body.Close()
+		t.Fatal("the reader did not reach the last event")
+	}
+	if n := counterValue(s.Metrics().Ended.WithLabelValues(EndWrite)); n != 0 {
+		t.Errorf("%v streams cut for writing, want 0", n)
+	}
+	t.Logf("holds %v", counterValue(s.Metrics().Paced.WithLabelValues(AguiSSE.String())))
 }
