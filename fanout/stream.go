@@ -564,10 +564,10 @@ func (k *sseSink) end(reason string, cursor uint64) {
 	_, _ = k.write([]item{{b: b}})
 }
 
-// wsSink writes WebSocket messages: one wire message per item, framed by
-// corkConn.writeText, a batch of them in one socket write. The socket's
-// write deadline, moved while the client accepts bytes, bounds every
-// write. The library (c) reads, and writes the control frames.
+// wsSink writes WebSocket messages: one wire message per item, a batch of
+// them in one socket write (corkConn). The socket's write deadline, moved
+// while the client accepts bytes, bounds every write, so the messages are
+// written without a context of their own.
 type wsSink struct {
 	c       *websocket.Conn
 	cc      *corkConn
@@ -579,7 +579,9 @@ type wsSink struct {
 }
 
 func (k *wsSink) write(items []item) (int, error) {
-	return k.cc.batch(items, k.cc.writeText)
+	return k.cc.batch(items, func(b []byte) error {
+		return k.c.Write(context.Background(), websocket.MessageText, b)
+	})
 }
 
 func (k *wsSink) open() error { return nil }

@@ -2,7 +2,6 @@ package fanout
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/http"
@@ -20,9 +19,9 @@ import (
 const corkMax = 64 << 10
 
 // corkConn is the socket under a WebSocket stream, and under an SSE
-// stream that took its connection over (sseSink.takeOver). Between cork
-// and uncork the messages of a batch (WebSocket frames from writeText, or
-// what the SSE sink writes) are gathered and then written at once, so a
+// stream that took its connection over (sseSink.takeOver). The WebSocket
+// library flushes after every message; between cork and uncork what it
+// (or the SSE sink) writes is gathered and then written at once, so a
 // batch of queued messages costs the socket one write. Outside a batch
 // (pings, pongs, the close frame, the SSE head at the join) writes go
 // straight through.
@@ -59,51 +58,6 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		}
 	}
 	return c.writeLocked(p)
-}
-
-// writeText writes p as one WebSocket text message: a single unmasked
-// frame with FIN set (RFC 6455 §5.2), as the library would write it
-// without compression, which the stream's handshake never negotiates.
-// The library's own writer takes two locks per message and copies it
-// through its buffer; this copies it once, into the cork buffer, under
-// mu. The library still writes every control frame (pings, pongs, the
-// close frame), each flushed whole through Write under mu, so its frames
-// and these never interleave.
-func (c *corkConn) writeText(p []byte) error {
-	var hb [10]byte
-	h := appendTextHeader(hb[:0], len(p))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.buf != nil {
-		if c.buf.Len()+len(h)+len(p) > corkMax {
-			if err := c.flushLocked(); err != nil {
-				return err
-			}
-		}
-		if len(h)+len(p) <= corkMax {
-			c.buf.B = append(append(c.buf.B, h...), p...)
-			return nil
-		}
-	}
-	if _, err := c.writeLocked(h); err != nil {
-		return err
-	}
-	_, err := c.writeLocked(p)
-	return err
-}
-
-// appendTextHeader appends the header of an unmasked, final text frame of
-// n payload bytes: 7-bit, 16-bit or 64-bit length (RFC 6455 §5.2).
-func appendTextHeader(b []byte, n int) []byte {
-	const finText = 0x81
-	switch {
-	case n < 126:
-		return append(b, finText, byte(n))
-	case n <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(b, finText, 126), uint16(n))
-	default:
-		return binary.BigEndian.AppendUint64(append(b, finText, 127), uint64(n))
-	}
 }
 
 // cork starts gathering writes.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -303,70 +302,4 @@ func dialRawWS(t *testing.T, base, thread, tok string) net.Conn {
 		t.Fatal(err)
 	}
 	return conn
-}
-
-// writeText frames messages as the WebSocket library reads them, at every
-// length encoding's edges (7-bit up to 125, 16-bit from 126 to 65535,
-// 64-bit past it), gathered in one corked batch, past the cork's size, and
-// uncorked. (TestWebSocketBatchesWithPings has the library's pongs go
-// between them.)
-func TestCorkConnWriteTextFrames(t *testing.T) {
-	sizes := []int{0, 1, 125, 126, 127, 1000, 0xffff, 0x10000, corkMax - 4, corkMax, 3 * corkMax}
-	msg := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = 'a' + byte(i*7%26)
-		}
-		return b
-	}
-	served := make(chan error, 1)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cc := &corkConn{timeout: 5 * time.Second}
-		c, err := websocket.Accept(corkWriter{w, cc}, r, nil)
-		if err != nil {
-			served <- err
-			return
-		}
-		defer c.CloseNow()
-		ctx := c.CloseRead(context.Background())
-		var items []item
-		for _, n := range sizes {
-			items = append(items, item{b: msg(n)})
-		}
-		if _, err := cc.batch(items, cc.writeText); err != nil {
-			served <- err
-			return
-		}
-		for _, n := range sizes {
-			if err := cc.writeText(msg(n)); err != nil {
-				served <- err
-				return
-			}
-		}
-		served <- nil
-		<-ctx.Done()
-	}))
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	c.SetReadLimit(4 * corkMax)
-	for _, how := range []string{"corked", "uncorked"} {
-		for _, n := range sizes {
-			typ, b, err := c.Read(ctx)
-			if err != nil {
-				t.Fatalf("%s, message of %d bytes: %v", how, n, err)
-			}
-			if typ != websocket.MessageText || string(b) != string(msg(n)) {
-				t.Fatalf("%s: got a %v message of %d bytes, want text of %d", how, typ, len(b), n)
-			}
-		}
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
 }
