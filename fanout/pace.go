@@ -180,13 +180,14 @@ func (p *pacer) next() paceAction {
 	}
 	// A held client whose window has not moved for a while is let go as
 	// well while its window's rounding could hide that it read everything.
-	still := p.held && unread <= p.limit+slack && now.Sub(p.moved) >= max(p.stillWait, stillFor)
+	wait := max(p.stillWait, stillFor)
+	still := p.held && unread <= p.limit+slack && now.Sub(p.moved) >= wait
 	if !ok || unread <= limit || still {
 		if p.held {
 			p.behind = ok && now.Sub(p.heldAt) > quickRelease
 		}
 		if still && unread > limit {
-			p.stillWait = min(2*max(p.stillWait, stillFor), p.timeout/2)
+			p.stillWait = min(2*wait, p.timeout/2)
 		} else {
 			p.stillWait = 0
 		}

@@ -245,19 +245,6 @@ func TestPacedStalledClientIsCut(t *testing.T) {
 	}
 }
 
-// throttledConn reads at most 4 KiB at a time and pauses after each read,
-// as a client reading through a small buffer does.
-type throttledConn struct {
-	net.Conn
-	pause time.Duration
-}
-
-func (c *throttledConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b[:min(len(b), 4<<10)])
-	time.Sleep(c.pause)
-	return n, err
-}
-
 // A client that keeps up, reading in small steps through a small receive
 // buffer, is not held until it is cut: the window it announces once it
 // has read everything may stay up to a segment below the largest it
@@ -284,7 +271,7 @@ func TestPacedDrainedClientIsNotCut(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &throttledConn{Conn: c, pause: 40 * time.Millisecond}, nil
+		return slowConn{c, 4 << 10, 40 * time.Millisecond}, nil
 	}}}
 	r := openReader(t, client, base, tok, thread, false)
 	if err := r.readUntil(seqIs(first)); err != nil {
