@@ -121,10 +121,28 @@ func BenchmarkFanoutSSE(b *testing.B) {
 // time per delivery (servers and clients together): unlike wall-clock
 // rates it barely moves when other processes load the machine.
 // srvCPU is the same for a server in a process of its own (procCPU).
-// window is the closed loop's window (drive), 0 in an open loop.
+// window is the closed loop's window (drive), 0 in an open loop. lat
+// holds the run's latencies, sorted (pooled pools them).
 type benchResult struct {
 	rate, p50, p99, cpu, srvCPU float64
 	window                      int
+	lat                         []int64
+}
+
+// pooled is one result of several runs of the same load: their latencies
+// pooled, their rates and CPU costs averaged.
+func pooled(rs []benchResult) benchResult {
+	var p benchResult
+	for _, r := range rs {
+		p.lat = append(p.lat, r.lat...)
+		p.rate += r.rate / float64(len(rs))
+		p.cpu += r.cpu / float64(len(rs))
+		p.srvCPU += r.srvCPU / float64(len(rs))
+	}
+	slices.Sort(p.lat)
+	p.p50 = float64(p.lat[len(p.lat)/2]) / 1e3
+	p.p99 = float64(p.lat[len(p.lat)*99/100]) / 1e3
+	return p
 }
 
 // best keeps the round with the higher rate, and the lower CPU costs of
@@ -374,6 +392,7 @@ func drive(b *testing.B, c *benchClients, n, frames int, pace time.Duration, win
 		p50:    float64(all[len(all)/2]) / 1e3,
 		p99:    float64(all[len(all)*99/100]) / 1e3,
 		cpu:    float64(cpu.Nanoseconds()) / float64(n*frames),
+		lat:    all,
 	}
 }
 
