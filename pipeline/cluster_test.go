@@ -1,7 +1,7 @@
 //go:build cluster
 
-// The cluster fault test of issue 8 (an external test package: it runs fanout
-// nodes, and fanout imports pipeline).
+// The cluster fault test (an external test package: it runs fanout nodes,
+// and fanout imports pipeline).
 //
 //	go test -tags cluster -count=1 -v -run TestClusterFaults ./pipeline
 package pipeline_test

@@ -1,7 +1,7 @@
 package pipeline
 
-// NOTE: structure of this file. Leases is the dynamic partition ownership of
-// issue 8: one goroutine (Run's loop) owns every lease this instance holds
+// NOTE: structure of this file. Leases is the dynamic partition ownership:
+// one goroutine (Run's loop) owns every lease this instance holds
 // and every partition goroutine it started; partition goroutines only report
 // their end on a channel. LeasedIngest (lease_ingest.go) runs one Ingest per
 // held partition on top of it.

@@ -26,6 +26,13 @@ var ErrNoStoredMsg = errors.New("wire: no stored message on the subject")
 // JetStream clients bound their own API requests).
 const LeaderReadTimeout = 5 * time.Second
 
+// leaderAttemptTimeout bounds one request of a LeaderLast. A request in
+// flight when the stream's leader goes away can go unanswered: the old
+// leader never replies, and the new one never saw it. An unanswered
+// request is sent again, until the read's own deadline, so a failover costs
+// the read about this long rather than the whole deadline.
+const leaderAttemptTimeout = time.Second
+
 // jsNoMessageFound is JetStream's error code for a get that matched nothing
 // (JSNoMessageFoundErr).
 const jsNoMessageFound = 10037
@@ -53,7 +60,7 @@ func LeaderLast(ctx context.Context, nc *nats.Conn, api, stream, subject string)
 		ctx, cancel = context.WithTimeout(ctx, LeaderReadTimeout)
 		defer cancel()
 	}
-	reply, err := nc.RequestWithContext(ctx, api+"STREAM.MSG.GET."+stream, req)
+	reply, err := leaderRequest(ctx, nc, api+"STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, err
 	}
@@ -88,4 +95,20 @@ func LeaderLast(ctx context.Context, nc *nats.Conn, api, stream, subject string)
 		}
 	}
 	return m, nil
+}
+
+// leaderRequest sends req to subj and returns the reply, sending it again
+// each time an attempt goes unanswered for leaderAttemptTimeout (the
+// request is a read: answering it twice changes nothing), until ctx ends.
+// Any other failure (no responders: no JetStream API at all) is returned
+// at once.
+func leaderRequest(ctx context.Context, nc *nats.Conn, subj string, req []byte) (*nats.Msg, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, leaderAttemptTimeout)
+		reply, err := nc.RequestWithContext(actx, subj, req)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return reply, err
+		}
+	}
 }

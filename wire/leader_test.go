@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,10 +56,55 @@ func TestLeaderLast(t *testing.T) {
 	if _, err := LeaderLast(ended, nc, "$JS.API.", "S", "s.a"); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: %v", err)
 	}
-	// Nobody answers another API prefix: the request times out.
+	// Nobody serves another API prefix: no responders, answered at once
+	// and not asked again.
 	short, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel2()
-	if _, err := LeaderLast(short, nc, "$JS.elsewhere.API.", "S", "s.a"); err == nil {
-		t.Error("request to an API nobody serves succeeded")
+	if _, err := LeaderLast(short, nc, "$JS.elsewhere.API.", "S", "s.a"); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("request to an API nobody serves: %v, want no responders", err)
+	}
+}
+
+// TestLeaderLastAsksAgain: a request that goes unanswered (as one in flight
+// when the stream's leader goes away) is sent again after
+// leaderAttemptTimeout, and the read succeeds within its deadline. The API
+// here is a relay to the real one that drops the first request it gets.
+func TestLeaderLastAsksAgain(t *testing.T) {
+	ns := natstest.Start(t)
+	nc := natstest.Connect(t, ns.ClientURL())
+	js := natstest.JetStream(t, nc)
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.a", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	relay := natstest.Connect(t, ns.ClientURL())
+	var asked atomic.Int32
+	if _, err := relay.Subscribe("$JS.relay.API.STREAM.MSG.GET.S", func(m *nats.Msg) {
+		if asked.Add(1) == 1 {
+			return // lost
+		}
+		reply, err := relay.Request("$JS.API.STREAM.MSG.GET.S", m.Data, time.Second)
+		if err != nil {
+			t.Errorf("relay: %v", err)
+			return
+		}
+		_ = m.Respond(reply.Data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*leaderAttemptTimeout)
+	defer cancel()
+	m, err := LeaderLast(rctx, nc, "$JS.relay.API.", "S", "s.a")
+	if err != nil {
+		t.Fatalf("read with its first request lost: %v (requests seen: %d)", err, asked.Load())
+	}
+	if m.Seq != 1 || string(m.Data) != "a1" || asked.Load() != 2 {
+		t.Errorf("got seq %d %q after %d requests, want seq 1 a1 after 2", m.Seq, m.Data, asked.Load())
 	}
 }
