@@ -41,13 +41,27 @@ func TestCrashTapExactlyOnce(t *testing.T) {
 	defer sub.Unsubscribe()
 	child := startChild(t, s.ClientURL())
 	mustInterleave(t, js, streams, 0, 8, 1, seqs)
+	// Every thread holds one run, which its last event ends. Half the
+	// threads' last events are held back until checkpoints are refused
+	// (below), so that runs end after that whatever the ingest's pace:
+	// otherwise it may have ended every run by then.
+	var early, late []stream
+	for i, st := range streams {
+		if i%2 == 0 {
+			early = append(early, st)
+			continue
+		}
+		n := len(st.events) - 1
+		early = append(early, stream{st.tenant, st.thread, st.events[:n]})
+		late = append(late, stream{st.tenant, st.thread, st.events[n:]})
+	}
 	var wg sync.WaitGroup
 	mid := map[string][]uint64{}
 	var midErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		midErr = interleaved(js, streams, 8, 1000, 2, mid)
+		midErr = interleaved(js, early, 8, 1000, 2, mid)
 	}()
 	// Killed once runs have ended (their summaries published) while
 	// messages are in flight: the replayed tail holds run ends.
@@ -89,6 +103,11 @@ func TestCrashTapExactlyOnce(t *testing.T) {
 		t.Fatalf("refusing checkpoints: %v", err)
 	}
 	before := published.Load()
+	wg.Wait()
+	if midErr != nil {
+		t.Fatal(midErr)
+	}
+	mustInterleave(t, js, late, 0, 1, 1, mid) // after each thread's other events
 	waitFor(t, 60*time.Second, func() error {
 		if n := published.Load() - before; n < 20 {
 			return fmt.Errorf("%d run summaries published since checkpoints were refused", n)
@@ -104,10 +123,6 @@ func TestCrashTapExactlyOnce(t *testing.T) {
 	}
 	t.Logf("killed ingest mid-load, %d run summaries after checkpoints were refused: %s",
 		published.Load()-before, consumerState(t, js, &cfg))
-	wg.Wait()
-	if midErr != nil {
-		t.Fatal(midErr)
-	}
 	for k, v := range mid {
 		seqs[k] = append(seqs[k], v...)
 	}
