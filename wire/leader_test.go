@@ -14,18 +14,25 @@ import (
 	"github.com/threadcast/threadcast/internal/testsupport/natstest"
 )
 
+// streamS starts a NATS server with JetStream and a stream S on s.>, and
+// returns it, a connection and its JetStream.
+func streamS(t *testing.T) (*natstest.Server, *nats.Conn, jetstream.JetStream) {
+	ns := natstest.Start(t)
+	nc := natstest.Connect(t, ns.ClientURL())
+	js := natstest.JetStream(t, nc)
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, nc, js
+}
+
 // TestLeaderLast: the last message on a subject, with its sequence, headers
 // and data, as the stream stores it; ErrNoStoredMsg for a subject with
 // none; the server's error for a stream that does not exist; the caller's
 // context bounds the request.
 func TestLeaderLast(t *testing.T) {
-	ns := natstest.Start(t)
-	nc := natstest.Connect(t, ns.ClientURL())
-	js := natstest.JetStream(t, nc)
+	_, nc, js := streamS(t)
 	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range []*nats.Msg{
 		{Subject: "s.a", Data: []byte("a1")},
 		{Subject: "s.b", Data: []byte("b1")},
@@ -70,13 +77,8 @@ func TestLeaderLast(t *testing.T) {
 // leaderAttemptTimeout, and the read succeeds within its deadline. The API
 // here is a relay to the real one that drops the first request it gets.
 func TestLeaderLastAsksAgain(t *testing.T) {
-	ns := natstest.Start(t)
-	nc := natstest.Connect(t, ns.ClientURL())
-	js := natstest.JetStream(t, nc)
+	ns, nc, js := streamS(t)
 	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := js.Publish(ctx, "s.a", []byte("a1")); err != nil {
 		t.Fatal(err)
 	}
