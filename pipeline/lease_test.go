@@ -437,11 +437,23 @@ func TestFencedUnknownOutcome(t *testing.T) {
 		}
 		st.js = js
 	}
-	unanswered := func(st *fencedStore, key, val string) {
+	// unanswered puts val (then val', val'', … while the answer still
+	// beats the timeout, which a busy machine can let happen) until a put
+	// goes unanswered, and returns the value of that one.
+	unanswered := func(st *fencedStore, key, val string) string {
 		t.Helper()
-		if err := putWait(t, st, key, val); !errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
-			t.Fatalf("put %s: %v, want no answer", val, err)
+		for range 20 {
+			err := putWait(t, st, key, val)
+			if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+				return val
+			}
+			if err != nil {
+				t.Fatalf("put %s: %v, want no answer", val, err)
+			}
+			val += "'"
 		}
+		t.Fatalf("put %s: answered 20 times, want no answer", val)
+		return ""
 	}
 	holds := func(st *fencedStore, key, want string) {
 		t.Helper()
@@ -463,11 +475,11 @@ func TestFencedUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	answerless(a)
-	unanswered(a, "acme.t1", "a2")
-	holds(b, "acme.t1", "a2") // stored, although a never learned it
+	a2 := unanswered(a, "acme.t1", "a2")
+	holds(b, "acme.t1", a2) // stored, although a never learned it
 	// b takes over: reads a2, writes b1.
-	if v, err := b.Get(ctx, "acme.t1"); err != nil || string(v) != "a2" {
-		t.Fatalf("new owner reads %q, %v", v, err)
+	if v, err := b.Get(ctx, "acme.t1"); err != nil || string(v) != a2 {
+		t.Fatalf("new owner reads %q, %v; want %q", v, err, a2)
 	}
 	if err := putWait(t, b, "acme.t1", "b1"); err != nil {
 		t.Fatal(err)
@@ -489,8 +501,7 @@ func TestFencedUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	answerless(c)
-	unanswered(c, "acme.t2", "c1")
-	holds(c, "acme.t2", "c1")
+	holds(c, "acme.t2", unanswered(c, "acme.t2", "c1"))
 	c.js = b.js // answers again
 	if err := putWait(t, c, "acme.t2", "c2"); err != nil {
 		t.Fatalf("write after its own unanswered one: %v", err)
