@@ -158,6 +158,23 @@ func TestJoinSlots(t *testing.T) {
 	if n := m.GetHistogram().GetSampleCount(); n != 4 {
 		t.Fatalf("join waits observed %d, want 4 (the stream that gave up is not one)", n)
 	}
+	// The second stream waited out the first's stalled snapshot (300 ms
+	// and more) for its slot.
+	if sum := m.GetHistogram().GetSampleSum(); sum < 0.3 {
+		t.Fatalf("join waits sum to %.3fs, want at least the 0.3s the second stream was held", sum)
+	}
+	// Four streams made their first write: the first and second, the
+	// empty thread's and the third. Their joins hold both stalls: the
+	// first stream's snapshot and the second's wait for it.
+	if err := s.Metrics().Join.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetHistogram().GetSampleCount(); n != 4 {
+		t.Fatalf("joins observed %d, want 4 (the stream that gave up never joined)", n)
+	}
+	if sum := m.GetHistogram().GetSampleSum(); sum < 0.6 {
+		t.Fatalf("joins sum to %.3fs, want at least the 2 × 0.3s the first two were held", sum)
+	}
 
 	// A stream waiting for a slot when the server drains is refused.
 	stall := make(chan struct{})

@@ -36,6 +36,7 @@ type Metrics struct {
 	Paced           *prometheus.CounterVec   // stream writers that held back for a client with too much unread, by variant
 	Stage           *prometheus.HistogramVec // where a frame's time goes on this node, by stage (StageTransit, StageDeliver)
 	JoinWait        prometheus.Histogram     // how long streams waited for a join slot (Config.MaxJoins)
+	Join            prometheus.Histogram     // how long streams took to join: handler to first write, JoinWait included
 	stageTransit    prometheus.Observer
 	stageDeliver    prometheus.Observer
 	delivered       [numVariants]prometheus.Counter // Delivered's children, resolved once for the hot path
@@ -98,6 +99,9 @@ func NewMetrics() *Metrics {
 		JoinWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "threadcast_fanout_join_wait_seconds",
 			Help:    "How long a stream waited for one of the --max-joins slots before subscribing (0 when one was free).",
 			Buckets: wire.StageBuckets}),
+		Join: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "threadcast_fanout_join_seconds",
+			Help:    "How long a stream took to join: from its request reaching the stream handler (authorization included) to its first write (the snapshot or catch-up that brings it live, or its opening when there was nothing to send), the wait for a join slot included. Streams that end first are not counted.",
+			Buckets: wire.StageBuckets}),
 	}
 	m.stageTransit = m.Stage.WithLabelValues(StageTransit)
 	m.stageDeliver = m.Stage.WithLabelValues(StageDeliver)
@@ -127,7 +131,7 @@ func NewMetrics() *Metrics {
 	}
 	m.collectors = []prometheus.Collector{m.Subscribers, m.Feeds, m.Frames, m.BadFrames, m.BadReplies, m.BadTap, m.Delivered, m.BytesSent,
 		m.Resyncs, m.Drops, m.Snapshots, m.SnapshotRetries, m.Rejected, m.Latency, m.Ended, m.TapDropped, m.BogusCursors,
-		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced, m.Stage, m.JoinWait}
+		m.IdleFeeds, m.IdleEnded, m.QuotaRefused, m.Coalesced, m.CoalescedSaved, m.Paced, m.Stage, m.JoinWait, m.Join}
 	return m
 }
 

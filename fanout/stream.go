@@ -40,6 +40,7 @@ const maxRunInput = 1 << 20
 // events serves GET/POST /v1/threads/{thread}/events as SSE, or as
 // WebSocket when the request is an upgrade.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	c, thread, ok := s.authorizeThread(w, r)
 	if !ok {
 		return
@@ -81,11 +82,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	ctx := r.Context()
-	joined, ok := s.admitJoin(ctx, w)
+	release, ok := s.admitJoin(ctx, w)
 	if !ok {
 		return
 	}
-	defer joined()
+	defer release()
+	// The join ends with the stream's first write (pump): what a client
+	// waits for before it sees the thread.
+	joined := func() {
+		s.m.Join.Observe(time.Since(arrived).Seconds())
+		release()
+	}
 	sub, err := s.hub.SubscribeWindow(ctx, c.Tenant, thread, v, after, window)
 	if err != nil {
 		s.log.Warn("fanout: subscribe failed", "tenant", c.Tenant, "err", err)

@@ -344,7 +344,8 @@ func (r *runner) scrapeMetricsAt(base string) map[string]float64 {
 			"threadcast_fanout_streams_ended_total", "threadcast_fanout_frames_received_total", "threadcast_fanout_bad_frames_total",
 			"threadcast_fanout_snapshot_requests_total", "threadcast_fanout_requests_rejected_total",
 			"threadcast_fanout_coalesced_total", "threadcast_fanout_coalesced_saved_bytes_total", "threadcast_fanout_paced_total",
-			"threadcast_ingest_stage_seconds_bucket", "threadcast_fanout_stage_seconds_bucket"} {
+			"threadcast_ingest_stage_seconds_bucket", "threadcast_fanout_stage_seconds_bucket",
+			"threadcast_fanout_join_wait_seconds_bucket", "threadcast_fanout_join_seconds_bucket"} {
 			if strings.HasPrefix(line, p) {
 				if i := strings.LastIndexByte(line, ' '); i > 0 {
 					if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {

@@ -92,6 +92,8 @@ func writeMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "\nIngest publish: the event's `timestamp` (set by the load generator when it calls publish; 1 ms resolution) to JetStream storing it: "+
 			"the SDK's linger and the store. Consume: stored to taken up by the shard. Frame: taken up to the frame's publish (the frame interval and the apply). "+
 			"Fanout transit: the frame's publish to its receipt. Deliver: receipt to the write to a subscriber, per write (the oldest frame of the write). "+
+			"Join slot and join are per subscriber connection, not per event: the wait for one of the fanout's --max-joins slots, and the whole join, "+
+			"from the request reaching the stream handler to the first write (an event published while its subscriber joins reaches it no sooner). "+
 			"What is left of the end-to-end figures is the client's side: the socket and its read. "+
 			"Quantiles are interpolated within buckets that double from 100 µs, over the whole run (settle included); quantiles of stages do not add up.\n\n")
 	}

@@ -9,7 +9,8 @@ import (
 
 // StageOut is one stage of the server's latency budget: the
 // threadcast_ingest_stage_seconds and threadcast_fanout_stage_seconds
-// histograms, scraped after the run (summed over the fanout nodes), with
+// histograms, and the joins' (threadcast_fanout_join_wait_seconds,
+// threadcast_fanout_join_seconds), scraped after the run (summed over the fanout nodes), with
 // quantiles interpolated within their buckets (doubling from 100 µs: a
 // quantile is known to within its bucket).
 type StageOut struct {
@@ -21,13 +22,18 @@ type StageOut struct {
 }
 
 // stageFamilies are the histograms of the budget, in the order an event
-// meets their stages.
-var stageFamilies = []struct{ family, prefix string }{
-	{"threadcast_ingest_stage_seconds_bucket", "ingest "},
-	{"threadcast_fanout_stage_seconds_bucket", "fanout "},
+// meets their stages, then the joins': how long a subscriber waited for a
+// join slot, and for its first write (the slot's wait included). A family
+// with a stage label is a stage per value; one without is the stage named.
+var stageFamilies = []struct{ family, prefix, stage string }{
+	{"threadcast_ingest_stage_seconds_bucket", "ingest ", ""},
+	{"threadcast_fanout_stage_seconds_bucket", "fanout ", ""},
+	{"threadcast_fanout_join_wait_seconds_bucket", "fanout ", "join slot"},
+	{"threadcast_fanout_join_seconds_bucket", "fanout ", "join"},
 }
 
-var stageOrder = map[string]int{"ingest publish": 0, "ingest consume": 1, "ingest frame": 2, "fanout transit": 3, "fanout deliver": 4}
+var stageOrder = map[string]int{"ingest publish": 0, "ingest consume": 1, "ingest frame": 2, "fanout transit": 3, "fanout deliver": 4,
+	"fanout join slot": 5, "fanout join": 6}
 
 // takeStages removes the stage histograms' bucket series from m (keyed as
 // scrapeMetrics keys them) and returns the budget they make.
@@ -41,7 +47,10 @@ func takeStages(m map[string]float64) []StageOut {
 				continue
 			}
 			delete(m, k)
-			stage, le := labelValue(rest, "stage"), labelValue(rest, "le")
+			stage, le := f.stage, labelValue(rest, "le")
+			if stage == "" {
+				stage = labelValue(rest, "stage")
+			}
 			bound, err := strconv.ParseFloat(le, 64)
 			if stage == "" || err != nil {
 				continue

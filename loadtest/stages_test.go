@@ -16,12 +16,19 @@ func TestTakeStages(t *testing.T) {
 		`threadcast_fanout_stage_seconds_bucket{stage="deliver",le="0.001"}`: 0,
 		`threadcast_fanout_stage_seconds_bucket{stage="deliver",le="+Inf"}`:  10,
 		`threadcast_fanout_streams_ended_total{reason="write"}`:              3,
+		// The joins' histograms have no stage label: each is one stage.
+		`threadcast_fanout_join_seconds_bucket{le="0.0016"}`:      4,
+		`threadcast_fanout_join_seconds_bucket{le="0.0032"}`:      8,
+		`threadcast_fanout_join_seconds_bucket{le="+Inf"}`:        8,
+		`threadcast_fanout_join_wait_seconds_bucket{le="0.0001"}`: 8,
+		`threadcast_fanout_join_wait_seconds_bucket{le="+Inf"}`:   8,
 	}
 	got := takeStages(m)
 	if len(m) != 1 {
 		t.Fatalf("left %v, want only the counter", m)
 	}
-	if len(got) != 2 || got[0].Stage != "ingest consume" || got[1].Stage != "fanout deliver" {
+	if len(got) != 4 || got[0].Stage != "ingest consume" || got[1].Stage != "fanout deliver" ||
+		got[2].Stage != "fanout join slot" || got[3].Stage != "fanout join" {
 		t.Fatalf("stages %+v", got)
 	}
 	c := got[0]
@@ -39,5 +46,10 @@ func TestTakeStages(t *testing.T) {
 	// Everything past the last finite bound: the bound is what is known.
 	if d := got[1]; d.P50 != 1 || d.P99 != 1 {
 		t.Errorf("deliver %+v, want 1 ms (the largest finite bound)", d)
+	}
+	// join: p50 is rank 4, the top of [0, 1.6 ms]; p90 rank 7.2 in
+	// [1.6, 3.2 ms] holding ranks 4..8: 1.6 + 1.6×3.2/4 = 2.88 ms.
+	if j := got[3]; j.Count != 8 || math.Abs(j.P50-1.6) > 1e-9 || math.Abs(j.P90-2.88) > 1e-9 {
+		t.Errorf("join %+v, want 8 samples, p50 1.6 ms, p90 2.88 ms", j)
 	}
 }
