@@ -90,7 +90,7 @@ func BenchmarkFanoutPeer(b *testing.B) {
 				// The open-loop runs alternate which server goes first,
 				// and pool their rounds: a run's p99 is made by its few
 				// slowest frames, and the machine drifts between runs.
-				openLoop := func(deliveries float64) (cf, tc benchResult) {
+				openLoop := func(deliveries float64) (centrifugo, threadcast benchResult) {
 					pace, frames := pacing(n, deliveries), max(20, int(latencySeconds*deliveries)/n)
 					var cfs, tcs []benchResult
 					for r := 0; r < latencyRounds; r++ {
