@@ -44,6 +44,7 @@ type hotThread struct {
 	frameSeq uint64
 	framedAt time.Time // when its last frame was published (zero: none since loaded)
 	ckptSeq  uint64
+	ckptLen  int                // bytes of its last checkpoint record (0: none written since loaded)
 	dirtySeq uint64             // first stream seq applied since the checkpoint; 0 = clean
 	dirtyAt  time.Time          // when it became dirty
 	applied  int                // events applied since the checkpoint
@@ -680,8 +681,11 @@ func (s *shard) checkpoint(ctx context.Context, force bool) {
 				}
 				budget--
 			}
-			rec := appendCkptHeader(nil, t.th.Seq(), t.frameSeq, t.run.marshal())
+			// Sized by the thread's last checkpoint, and an eighth more for
+			// what was applied since: one allocation, not a doubling series.
+			rec := appendCkptHeader(make([]byte, 0, t.ckptLen+t.ckptLen/8), t.th.Seq(), t.frameSeq, t.run.marshal())
 			rec = appendThreadCheckpoint(rec, t.th)
+			t.ckptLen = len(rec)
 			put, err := s.putRecord(ctx, t, rec)
 			if err != nil {
 				s.m.CheckpointFails.Inc()

@@ -116,7 +116,6 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 	c := ckpt{
 		V: checkpointVersion, ThreadID: t.threadID, Seq: t.seq, Phase: uint8(t.phase),
 		Warnings: t.warnings, Rejection: t.rejection,
-		Messages: t.AppendMessages(nil), State: t.state.AppendJSON(nil),
 		Machine: t.m.checkpoint(t.subagents),
 	}
 	for _, r := range t.runs {
@@ -137,9 +136,10 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 		})
 	}
 	// The messages and the state, nearly all of a checkpoint, are JSON the
-	// reducer wrote itself: they are spliced in rather than handed to
-	// encoding/json, which would scan and compact every byte of them again
-	// (RawMessage). The rest goes through Marshal. Key order is free.
+	// reducer writes itself: they are written straight into dst rather than
+	// handed to encoding/json, which would scan and compact every byte of
+	// them again (RawMessage), and rather than built apart and copied. The
+	// rest goes through Marshal. Key order is free.
 	type plain ckpt
 	tail, err := json.Marshal(&struct {
 		*plain
@@ -152,10 +152,8 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 		// Every member is valid JSON by construction; this is a bug.
 		panic(fmt.Sprintf("reducer: BUG: checkpoint encoding: %v", err))
 	}
-	dst = append(dst, `{"messages":`...)
-	dst = append(dst, c.Messages...)
-	dst = append(dst, `,"state":`...)
-	dst = append(dst, c.State...)
+	dst = t.AppendMessages(append(dst, `{"messages":`...))
+	dst = t.state.AppendJSON(append(dst, `,"state":`...))
 	dst = append(dst, ',')
 	return append(dst, tail[1:]...)
 }
