@@ -73,8 +73,8 @@ func runCompact(e *env) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", w.name, w.events, w.bytes, ours.eventsOut, ours.bytesOut,
 			dur(ours.seconds), dur(only), theirs)
 		if ok {
-			e.record(summaryRow{"compact", w.name + ", output bytes ours/theirs", fmt.Sprintf("%.2f", float64(ours.bytesOut)/float64(th.BytesOut)), "no target (≤1 is smaller)", "-", 7})
-			e.record(summaryRow{"compact", w.name + ", speed ours vs theirs", fmt.Sprintf("%.2fx", th.Seconds/ours.seconds), "no target", "-", 7})
+			e.record(summaryRow{"compact", w.name + ", output bytes ours/theirs", fmt.Sprintf("%.2f", float64(ours.bytesOut)/float64(th.BytesOut)), "no target (≤1 is smaller)", "-"})
+			e.record(summaryRow{"compact", w.name + ", speed ours vs theirs", fmt.Sprintf("%.2fx", th.Seconds/ours.seconds), "no target", "-"})
 		}
 	}
 	return tw.Flush()

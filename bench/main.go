@@ -3,8 +3,7 @@
 //
 //	go run ./bench [-quick] [-oracle DIR] [-only NAME[,NAME]] [-runs N] [-ref-runs N] [-ref-json FILE]
 //
-// and closes with a summary table: every ratio next to its target from the
-// issues. The codec, ingest and fanout comparisons run those packages' own
+// and closes with a summary table: every ratio next to its target. The codec, ingest and fanout comparisons run those packages' own
 // side-by-side benchmarks (go test -bench) and read their metrics; -quick
 // runs everything shorter (a smoke run: the figures are noisier).
 //

@@ -60,7 +60,7 @@ func runPeer(e *env) error {
 			what := fmt.Sprintf("deliveries/s vs Centrifugo, %s subs, %s", subs, tr)
 			if len(m) == 0 {
 				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", subs, tr)
-				e.record(summaryRow{"peer", what, "not reported", "≥2x", "-", 22})
+				e.record(summaryRow{"peer", what, "not reported", "≥2x", "-"})
 				continue
 			}
 			ms := func(k string) string { return fmt.Sprintf("%.1f", m[k]/1000) }
@@ -69,7 +69,7 @@ func runPeer(e *env) error {
 				m["tc_server_cpu_ns/deliv"], m["cf_server_cpu_ns/deliv"],
 				ms("light_tc_p50_µs"), ms("light_tc_p99_µs"), ms("light_cf_p50_µs"), ms("light_cf_p99_µs"),
 				ms("peer_tc_p50_µs"), ms("peer_tc_p99_µs"), ms("peer_cf_p50_µs"), ms("peer_cf_p99_µs"))
-			e.record(summaryRow{"peer", what, fmt.Sprintf("%.2fx", m["ratio"]), "≥2x", verdict(m["ratio"], 2), 22})
+			e.record(summaryRow{"peer", what, fmt.Sprintf("%.2fx", m["ratio"]), "≥2x", verdict(m["ratio"], 2)})
 			for _, at := range []struct{ what, key string }{
 				{"at 90% of Centrifugo's maximum", "peer"},
 				{"at the light load", "light"},
@@ -80,7 +80,7 @@ func runPeer(e *env) error {
 					met = "NO"
 				}
 				e.record(summaryRow{"peer", fmt.Sprintf("p99 %s, %s subs, %s", at.what, subs, tr),
-					fmt.Sprintf("%s ms (cf %s ms)", ms(tc), ms(cf)), "≤ Centrifugo's", met, 22})
+					fmt.Sprintf("%s ms (cf %s ms)", ms(tc), ms(cf)), "≤ Centrifugo's", met})
 			}
 		}
 	}

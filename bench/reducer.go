@@ -123,7 +123,7 @@ func runReducer(e *env) error {
 			case r.rate > 0:
 				met = verdict(row.m.eventsPerSec/r.rate, map[string]float64{"100x": 100, "1000x": 1000}[target])
 			}
-			e.record(summaryRow{"reducer", w.name + ", " + row.pipeline + " vs " + row.refKey, ratio, goal, met, 3})
+			e.record(summaryRow{"reducer", w.name + ", " + row.pipeline + " vs " + row.refKey, ratio, goal, met})
 		}
 	}
 	return tw.Flush()

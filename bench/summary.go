@@ -7,14 +7,13 @@ import (
 )
 
 // summaryRow is one line of the closing table: a measured ratio (or
-// absolute figure) next to its target from the issues.
+// absolute figure) next to its target.
 type summaryRow struct {
 	comparison string
 	measure    string
 	value      string // as measured, formatted
-	target     string // as the issue states it
+	target     string // the goal, as the comparison states it
 	met        string // "yes", "NO", or "-" when not applicable / not run
-	issue      int
 }
 
 // record adds a row to the closing summary.
@@ -30,15 +29,11 @@ func verdict(got, want float64) string {
 
 // printSummary writes the closing table.
 func printSummary(w io.Writer, rows []summaryRow) error {
-	fmt.Fprintf(w, "\nSummary: each ratio next to its target (issue number in the last column)\n")
+	fmt.Fprintf(w, "\nSummary: each ratio next to its target\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "comparison\tmeasure\tmeasured\ttarget\tmet\tissue")
+	fmt.Fprintln(tw, "comparison\tmeasure\tmeasured\ttarget\tmet")
 	for _, r := range rows {
-		issue := "-"
-		if r.issue > 0 {
-			issue = fmt.Sprintf("#%d", r.issue)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.comparison, r.measure, r.value, r.target, r.met, issue)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.comparison, r.measure, r.value, r.target, r.met)
 	}
 	return tw.Flush()
 }
