@@ -145,6 +145,14 @@ func publishAll(t *testing.T, nc *nats.Conn, tenant, thread string, events []str
 // and at most the body read within d (streams are cut there).
 func httpDo(t *testing.T, method, url, tok, body string, d time.Duration) (int, string) {
 	t.Helper()
+	return httpDoUntil(t, method, url, tok, body, d, nil)
+}
+
+// httpDoUntil is httpDo that stops reading, before d, once the body read
+// so far satisfies done (nil: read to the end or d): a stream's positive
+// control waits as long as its data takes to come, and no longer.
+func httpDoUntil(t *testing.T, method, url, tok, body string, d time.Duration, done func(string) bool) (int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
@@ -168,7 +176,7 @@ func httpDo(t *testing.T, method, url, tok, body string, d time.Duration) (int, 
 	for {
 		line, err := r.ReadString('\n')
 		sb.WriteString(line)
-		if err != nil {
+		if err != nil || done != nil && done(sb.String()) {
 			break
 		}
 	}
@@ -577,13 +585,18 @@ func (m *matrix) http(t *testing.T) {
 			}
 		}
 	}
-	// Positive controls: A's token reads its data at each read door.
+	// Positive controls: A's token reads its data at each read door. A
+	// stream door (the events, the tap's replay) answers 200 at once and
+	// its data as it comes: on a cluster the replay's consumer may take
+	// more than a second to deliver. So each control reads until A's data
+	// is there, for up to 10 s.
+	hasA := func(body string) bool { return strings.Contains(body, m.threadA) || strings.Contains(body, m.secret) }
 	for _, d := range doors {
 		if !d.readsA {
 			continue
 		}
-		code, body := httpDo(t, d.method, d.url, m.tokA, "", time.Second)
-		if code != 200 || !strings.Contains(body, m.threadA) && !strings.Contains(body, m.secret) {
+		code, body := httpDoUntil(t, d.method, d.url, m.tokA, "", 10*time.Second, hasA)
+		if code != 200 || !hasA(body) {
 			t.Errorf("tenant A, %s: %d %.200s", d.name, code, body)
 		}
 	}
