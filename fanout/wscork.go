@@ -93,7 +93,13 @@ func (c *corkConn) uncork() error {
 	if c.buf == nil {
 		return nil
 	}
-	err := c.flushLocked()
+	var err error
+	if c.buf.Len() > 0 {
+		_, err = c.writeLocked(c.buf.B)
+	}
+	// Put, not Reset then Put: the pool sizes the buffers it keeps by the
+	// lengths it is given back, and would take an emptied one for a
+	// batch of nothing and drop every buffer larger than its smallest.
 	bytebufferpool.Put(c.buf)
 	c.buf = nil
 	return err

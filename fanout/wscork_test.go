@@ -303,3 +303,25 @@ func dialRawWS(t *testing.T, base, thread, tok string) net.Conn {
 	}
 	return conn
 }
+
+// discardConn takes every write whole and keeps nothing.
+type discardConn struct{ net.Conn }
+
+func (discardConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (discardConn) SetWriteDeadline(time.Time) error { return nil }
+
+// A corked batch takes its buffer from the pool and gives it back: once
+// warm, a batch allocates nothing, whatever it gathered.
+func TestCorkConnBatchReusesBuffer(t *testing.T) {
+	cc := &corkConn{Conn: discardConn{}, timeout: time.Minute}
+	put := func(p []byte) error { _, err := cc.Write(p); return err }
+	items := []item{{b: []byte(strings.Repeat("x", 256))}, {b: []byte(strings.Repeat("y", 3000))}}
+	for range 50_000 { // past the pool's calibration, after 42,000 buffers given back
+		if _, err := cc.batch(items, put); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(200, func() { _, _ = cc.batch(items, put) }); a >= 1 {
+		t.Fatalf("%.2f allocations per corked batch, want none", a)
+	}
+}
