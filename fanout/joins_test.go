@@ -158,10 +158,11 @@ func TestJoinSlots(t *testing.T) {
 	if n := m.GetHistogram().GetSampleCount(); n != 4 {
 		t.Fatalf("join waits observed %d, want 4 (the stream that gave up is not one)", n)
 	}
-	// The second stream waited out the first's stalled snapshot (300 ms
-	// and more) for its slot.
-	if sum := m.GetHistogram().GetSampleSum(); sum < 0.3 {
-		t.Fatalf("join waits sum to %.3fs, want at least the 0.3s the second stream was held", sum)
+	// The second stream waited out the first's stalled snapshot for its
+	// slot: the 300 ms the test held it, less what the request took to
+	// reach the server (a margin of 50 ms).
+	if sum := m.GetHistogram().GetSampleSum(); sum < 0.25 {
+		t.Fatalf("join waits sum to %.3fs, want about the 0.3s the second stream was held", sum)
 	}
 	// Four streams made their first write: the first and second, the
 	// empty thread's and the third. Their joins hold both stalls: the
@@ -172,8 +173,8 @@ func TestJoinSlots(t *testing.T) {
 	if n := m.GetHistogram().GetSampleCount(); n != 4 {
 		t.Fatalf("joins observed %d, want 4 (the stream that gave up never joined)", n)
 	}
-	if sum := m.GetHistogram().GetSampleSum(); sum < 0.6 {
-		t.Fatalf("joins sum to %.3fs, want at least the 2 × 0.3s the first two were held", sum)
+	if sum := m.GetHistogram().GetSampleSum(); sum < 0.5 {
+		t.Fatalf("joins sum to %.3fs, want about the 2 × 0.3s the first two were held", sum)
 	}
 
 	// A stream waiting for a slot when the server drains is refused.
