@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -510,7 +511,7 @@ func (k *sseSink) write(items []item) (int, error) {
 		return k.cc.batch(items, func(b []byte) error {
 			_, err := k.cc.Write(b)
 			return err
-		})
+		}, math.MaxInt) // one Write per item, whatever its size
 	}
 	_ = k.start()
 	k.refresh()
@@ -588,7 +589,7 @@ type wsSink struct {
 func (k *wsSink) write(items []item) (int, error) {
 	return k.cc.batch(items, func(b []byte) error {
 		return k.c.Write(context.Background(), websocket.MessageText, b)
-	})
+	}, wsDirectMax)
 }
 
 func (k *wsSink) open() error { return nil }

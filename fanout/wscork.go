@@ -18,6 +18,16 @@ import (
 // this size, and a message larger than it (a snapshot) unbuffered.
 const corkMax = 64 << 10
 
+// wsBufSize is the WebSocket library's write buffer on a hijacked
+// connection: it flushes a message in writes of this size, and at its
+// end. wsDirectMax is the largest message it surely writes in one: the
+// buffer less the longest header of a server's (unmasked) frame, 10 bytes
+// (RFC 6455 §5.2).
+const (
+	wsBufSize   = 4 << 10
+	wsDirectMax = wsBufSize - 10
+)
+
 // corkConn is the socket under a WebSocket stream, and under an SSE
 // stream that took its connection over (sseSink.takeOver). The WebSocket
 // library flushes after every message; between cork and uncork what it
@@ -70,9 +80,18 @@ func (c *corkConn) cork() {
 }
 
 // batch writes items corked, each with put (which writes to c): the
-// batch costs the socket one write (more past corkMax). It returns the
-// bytes of the items put.
-func (c *corkConn) batch(items []item, put func(b []byte) error) (int, error) {
+// batch costs the socket one write (more past corkMax). A batch of one
+// item of at most direct bytes, which put writes in one Write, is not
+// corked: it would cost the same one write, and a buffer from the pool
+// and a copy besides (most batches at a light load are one item). It
+// returns the bytes of the items put.
+func (c *corkConn) batch(items []item, put func(b []byte) error, direct int) (int, error) {
+	if len(items) == 1 && len(items[0].b) <= direct {
+		if err := put(items[0].b); err != nil {
+			return 0, err
+		}
+		return len(items[0].b), nil
+	}
 	c.cork()
 	n := 0
 	for i := range items {
@@ -150,7 +169,7 @@ func (w corkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.cc.Conn = conn
-	return w.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.cc, 4<<10)), nil
+	return w.cc, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.cc, wsBufSize)), nil
 }
 
 func (w corkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,11 +307,131 @@ func dialRawWS(t *testing.T, base, thread, tok string) net.Conn {
 	return conn
 }
 
+// countingConn counts the writes that reach the socket.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A batch costs the socket one write, corked or not: a lone message the
+// WebSocket library writes in one piece (up to wsDirectMax bytes) goes
+// straight through without a buffer from the pool; a larger one, which
+// the library writes in wsBufSize pieces, and a batch of several are
+// gathered. Every message reaches the client whole and in order.
+func TestCorkConnBatchWrites(t *testing.T) {
+	msg := func(n int, c byte) []byte { return []byte(strings.Repeat(string(c), n)) }
+	cases := []struct {
+		name      string
+		items     [][]byte
+		wantCork  bool
+		wantWrite int64
+	}{
+		{"one message of wsDirectMax bytes", [][]byte{msg(wsDirectMax, 'a')}, false, 1},
+		{"one small message", [][]byte{msg(10, 'b')}, false, 1},
+		{"one message a byte past wsDirectMax", [][]byte{msg(wsDirectMax+1, 'c')}, true, 1},
+		// Uncorked, the library would write this in two pieces.
+		{"one message of three buffers", [][]byte{msg(3*wsBufSize, 'g')}, true, 1},
+		{"three messages", [][]byte{msg(10, 'd'), msg(wsDirectMax, 'e'), msg(3, 'f')}, true, 1},
+	}
+	type result struct {
+		corked bool
+		writes int64
+		n      int
+		err    error
+	}
+	results := make(chan result, len(cases))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cc := &corkConn{timeout: 5 * time.Second}
+		c, err := websocket.Accept(corkWriter{w, cc}, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.CloseNow()
+		ctx := c.CloseRead(context.Background())
+		cc.mu.Lock()
+		counted := &countingConn{Conn: cc.Conn}
+		cc.Conn = counted
+		cc.mu.Unlock()
+		for _, tc := range cases {
+			var items []item
+			for _, b := range tc.items {
+				items = append(items, item{b: b})
+			}
+			var res result
+			before := counted.writes.Load()
+			res.n, res.err = cc.batch(items, func(b []byte) error {
+				res.corked = res.corked || cc.buf != nil
+				return c.Write(context.Background(), websocket.MessageText, b)
+			}, wsDirectMax)
+			res.writes = counted.writes.Load() - before
+			results <- res
+		}
+		<-ctx.Done()
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for _, tc := range cases {
+		res := <-results
+		want := 0
+		for _, b := range tc.items {
+			want += len(b)
+			typ, got, err := c.Read(ctx)
+			if err != nil || typ != websocket.MessageText || string(got) != string(b) {
+				t.Fatalf("%s: read %v %d bytes (%v), want text %d bytes of %q", tc.name, typ, len(got), err, len(b), b[:1])
+			}
+		}
+		if res.err != nil || res.n != want {
+			t.Errorf("%s: batch returned %d, %v; want %d, nil", tc.name, res.n, res.err, want)
+		}
+		if res.corked != tc.wantCork || res.writes != tc.wantWrite {
+			t.Errorf("%s: corked %v in %d socket writes, want corked %v in %d", tc.name, res.corked, res.writes, tc.wantCork, tc.wantWrite)
+		}
+	}
+}
+
 // discardConn takes every write whole and keeps nothing.
 type discardConn struct{ net.Conn }
 
 func (discardConn) Write(p []byte) (int, error)      { return len(p), nil }
 func (discardConn) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkCorkBatchOne is the writer's cost of a batch of one 256-byte
+// item (a light load's usual batch), corked (as a batch of several is)
+// against written straight through, side by side; the socket is a
+// discard, so what is left is the cork's: a pooled buffer, a copy, the
+// lock taken twice more.
+//
+//	go test ./fanout -run '^$' -bench BenchmarkCorkBatchOne -count 5
+func BenchmarkCorkBatchOne(b *testing.B) {
+	items := []item{{b: []byte(strings.Repeat("x", 256))}}
+	for _, bc := range []struct {
+		name   string
+		direct int
+	}{{"corked", 0}, {"direct", math.MaxInt}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cc := &corkConn{Conn: discardConn{}, timeout: time.Minute}
+			put := func(p []byte) error { _, err := cc.Write(p); return err }
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := cc.batch(items, put, bc.direct); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
 
 // A corked batch takes its buffer from the pool and gives it back: once
 // warm, a batch allocates nothing, whatever it gathered.
@@ -317,11 +440,11 @@ func TestCorkConnBatchReusesBuffer(t *testing.T) {
 	put := func(p []byte) error { _, err := cc.Write(p); return err }
 	items := []item{{b: []byte(strings.Repeat("x", 256))}, {b: []byte(strings.Repeat("y", 3000))}}
 	for range 50_000 { // past the pool's calibration, after 42,000 buffers given back
-		if _, err := cc.batch(items, put); err != nil {
+		if _, err := cc.batch(items, put, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if a := testing.AllocsPerRun(200, func() { _, _ = cc.batch(items, put) }); a >= 1 {
+	if a := testing.AllocsPerRun(200, func() { _, _ = cc.batch(items, put, 0) }); a >= 1 {
 		t.Fatalf("%.2f allocations per corked batch, want none", a)
 	}
 }
