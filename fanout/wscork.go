@@ -33,8 +33,9 @@ const (
 // library flushes after every message; between cork and uncork what it
 // (or the SSE sink) writes is gathered and then written at once, so a
 // batch of queued messages costs the socket one write. Outside a batch
-// (pings, pongs, the close frame, the SSE head at the join) writes go
-// straight through.
+// (pings, pongs, the close frame, the SSE head at the join), and for a
+// batch of one message written in one piece (batch), writes go straight
+// through.
 //
 // Every write to the socket has a deadline, moved while the client accepts
 // bytes (writeLocked), so a client that accepts no bytes for the write
