@@ -510,9 +510,23 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 		return err
 	})
 	out := map[string][]storedEvent{}
+	// Fresh after the faults, the consumer may have no leader for a moment:
+	// a fetch then gets no responders, and is made again, for up to 20 s.
+	// Any other error, or no responders past that, fails the test.
+	patience := time.Now().Add(20 * time.Second)
+	again := func(err error) bool {
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(patience) {
+			time.Sleep(200 * time.Millisecond)
+			return true
+		}
+		return false
+	}
 	for {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
+			if again(err) {
+				continue
+			}
 			t.Fatalf("read stream: %v", err)
 		}
 		n := 0
@@ -532,8 +546,11 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string][]storedEvent {
 				return out
 			}
 		}
-		if batch.Error() != nil {
-			t.Fatalf("read stream: %v", batch.Error())
+		if err := batch.Error(); err != nil {
+			if n == 0 && again(err) {
+				continue
+			}
+			t.Fatalf("read stream: %v", err)
 		}
 		if n == 0 {
 			t.Fatalf("read stream: nothing after the last fetch (want seq %d)", last)
