@@ -377,3 +377,13 @@ func (th *testThread) publishEvents(t testing.TB, evs ...string) uint64 {
 	}
 	return th.seq
 }
+
+// histogram returns h's sample count and sum.
+func histogram(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // stallSnapshots makes th answer its snapshot requests only once release
@@ -151,29 +150,24 @@ func TestJoinSlots(t *testing.T) {
 	}
 	var c aguiModel
 	c.follow(t, third.c, fast.Text, 5*time.Second)
-	var m dto.Metric
-	if err := s.Metrics().JoinWait.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.GetHistogram().GetSampleCount(); n != 4 {
+	n, sum := histogram(t, s.Metrics().JoinWait)
+	if n != 4 {
 		t.Fatalf("join waits observed %d, want 4 (the stream that gave up is not one)", n)
 	}
 	// The second stream waited out the first's stalled snapshot for its
 	// slot: the 300 ms the test held it, less what the request took to
 	// reach the server (a margin of 50 ms).
-	if sum := m.GetHistogram().GetSampleSum(); sum < 0.25 {
+	if sum < 0.25 {
 		t.Fatalf("join waits sum to %.3fs, want about the 0.3s the second stream was held", sum)
 	}
 	// Four streams made their first write: the first and second, the
 	// empty thread's and the third. Their joins hold both stalls: the
 	// first stream's snapshot and the second's wait for it.
-	if err := s.Metrics().Join.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.GetHistogram().GetSampleCount(); n != 4 {
+	n, sum = histogram(t, s.Metrics().Join)
+	if n != 4 {
 		t.Fatalf("joins observed %d, want 4 (the stream that gave up never joined)", n)
 	}
-	if sum := m.GetHistogram().GetSampleSum(); sum < 0.5 {
+	if sum < 0.5 {
 		t.Fatalf("joins sum to %.3fs, want about the 2 × 0.3s the first two were held", sum)
 	}
 

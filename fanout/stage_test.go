@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // The fanout's stage histograms time real frames: transit from ingest's
@@ -29,11 +28,7 @@ func TestStageHistograms(t *testing.T) {
 	}
 	elapsed := time.Since(began).Seconds()
 	for _, st := range []string{StageTransit, StageDeliver} {
-		var m dto.Metric
-		if err := s.Metrics().Stage.WithLabelValues(st).(prometheus.Histogram).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		c, sum := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		c, sum := histogram(t, s.Metrics().Stage.WithLabelValues(st).(prometheus.Histogram))
 		if c == 0 || sum < 0 || sum > float64(c)*elapsed {
 			t.Errorf("stage %s: %d samples summing to %v s, want some, each within the %v s the frames took", st, c, sum, elapsed)
 		}
