@@ -305,7 +305,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // mounts Handler inside h. Requests h routes elsewhere are drained like the
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
+	var inflight handlers
+	hs := &http.Server{Handler: inflight.track(s, h), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: withConn}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -334,6 +335,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	if werr := s.wait(sctx); werr != nil && err == nil {
 		err = werr
 	}
+	// Close does not wait for handlers; a request h routes elsewhere
+	// (not a stream) ends once its connection is closed, and is waited
+	// for here.
+	inflight.wait()
 	if errc != nil {
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
@@ -378,6 +383,40 @@ func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// handlers counts Serve's requests in flight, so that Serve returns only
+// after each has: http.Server.Close closes connections without waiting
+// for their handlers. A request that starts after wait began (its
+// connection read before the close) is answered 503 draining, untracked
+// work being what wait rules out.
+type handlers struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (hd *handlers) track(s *Server, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd.mu.Lock()
+		if hd.closed {
+			hd.mu.Unlock()
+			s.denyDraining(w)
+			return
+		}
+		hd.wg.Add(1)
+		hd.mu.Unlock()
+		defer hd.wg.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait refuses new requests and waits for those in flight.
+func (hd *handlers) wait() {
+	hd.mu.Lock()
+	hd.closed = true
+	hd.mu.Unlock()
+	hd.wg.Wait()
 }
 
 // reconcileCheck is how often the server looks for a NATS reconnect or
