@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,5 +54,56 @@ func TestRunSummarizer(t *testing.T) {
 	}
 	if _, ok := r.Reject(8, "again", now); ok {
 		t.Error("a rejection with no run open ended one")
+	}
+}
+
+// A run's summary is the same whether its thread stays in memory or is
+// evicted and reloaded from its checkpoint between any two events: the
+// open chunk streams (a chunk without an id continues the last one) travel
+// in the checkpoint too.
+func TestRunAccCheckpointBetweenEvents(t *testing.T) {
+	body := []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r1","timestamp":1000}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"a","timestamp":1001}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","delta":"b","timestamp":1002}
+{"type":"TEXT_MESSAGE_CHUNK","delta":"c","timestamp":1003}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","toolCallName":"fetch","delta":"{","timestamp":1900}
+{"type":"TOOL_CALL_CHUNK","delta":"\"q\":1","timestamp":1950}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","delta":"}","timestamp":1960}
+{"type":"RUN_FINISHED","threadId":"t","runId":"r1","timestamp":3000}`)
+	now := time.UnixMilli(9000)
+	var (
+		dec       codec.Decoder
+		ev        codec.Event
+		kept      runAcc
+		reloaded  runAcc
+		keptSum   RunSummary
+		reloadSum RunSummary
+	)
+	for seq := uint64(1); ; seq++ {
+		line, rest, ok := history.NextEvent(body)
+		if !ok {
+			break
+		}
+		body = rest
+		if err := dec.Decode(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if kept.observe(seq, &ev, now) {
+			keptSum = kept.s
+		}
+		var next runAcc
+		next.unmarshal(reloaded.marshal())
+		reloaded = next
+		if reloaded.observe(seq, &ev, now) {
+			reloadSum = reloaded.s
+		}
+	}
+	want := []ToolCallSpan{{ID: "c1", Name: "fetch", StartedAt: 1900, EndedAt: 1960}}
+	if keptSum.Messages != 1 || keptSum.ToolCalls != 1 || fmt.Sprint(keptSum.ToolCallSpans) != fmt.Sprint(want) {
+		t.Errorf("in memory: messages %d, tool calls %d, spans %+v; want 1, 1, %+v",
+			keptSum.Messages, keptSum.ToolCalls, keptSum.ToolCallSpans, want)
+	}
+	if fmt.Sprintf("%+v", reloadSum) != fmt.Sprintf("%+v", keptSum) {
+		t.Errorf("reloaded between events:\n%+v\nin memory:\n%+v", reloadSum, keptSum)
 	}
 }

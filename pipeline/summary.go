@@ -141,16 +141,21 @@ type runAcc struct {
 }
 
 // runSummaryState is the persisted form of runAcc (inside checkpoints).
+// LastMsg and LastTC are the ids of the run's latest text message and
+// tool call chunk streams: a chunk without an id continues them, also
+// after the thread was reloaded.
 type runSummaryState struct {
-	Open bool       `json:"open"`
-	S    RunSummary `json:"s"`
+	Open    bool       `json:"open"`
+	S       RunSummary `json:"s"`
+	LastMsg string     `json:"lastMsg,omitempty"`
+	LastTC  string     `json:"lastTC,omitempty"`
 }
 
 func (a *runAcc) marshal() []byte {
 	if !a.open {
 		return nil
 	}
-	b, _ := json.Marshal(runSummaryState{Open: true, S: a.s})
+	b, _ := json.Marshal(runSummaryState{Open: true, S: a.s, LastMsg: a.s.lastMsgID, LastTC: a.s.lastTC})
 	return b
 }
 
@@ -162,6 +167,7 @@ func (a *runAcc) unmarshal(b []byte) {
 	var st runSummaryState
 	if json.Unmarshal(b, &st) == nil && st.Open {
 		a.open, a.s = true, st.S
+		a.s.lastMsgID, a.s.lastTC = st.LastMsg, st.LastTC
 	}
 }
 
