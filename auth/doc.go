@@ -45,6 +45,17 @@
 // nothing to stop; while it runs, verifications whose key is held answer
 // with it, and only those needing a kid not held wait for the fetch.
 //
+// A Verifier remembers the tokens that verified, by their exact text, up
+// to CacheBytes: a dashboard opening many streams, or an agent publishing
+// through the bridge, presents the same token again and again, and a full
+// check costs 3 µs for HS256 and 40–85 µs for the asymmetric algorithms
+// against some 50–100 ns for a remembered one (BenchmarkVerifyHS256,
+// BenchmarkVerifyJWKS). A remembered token's exp and nbf are checked at
+// every use, and a JWKS token's only while the document its key came from
+// is current and fresh, so the cache changes no answer: a retired key
+// stops its tokens at the document's next fetch, as without it. Refused
+// tokens are not remembered.
+//
 // We implement the parser with the standard library's crypto rather than
 // take a JWT library: the format is small, the strictness above (canonical
 // encoding, pinned algorithms, typed errors, size bounds, no header-borne

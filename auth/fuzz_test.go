@@ -17,7 +17,8 @@ import (
 // and an Ed25519, a P-256 and an RSA key. A token it accepts must be
 // spelled canonically (each part re-encodes to itself) and must verify
 // with golang-jwt under the algorithm of the key that signed it: our
-// parser may be stricter than that implementation, never looser.
+// parser may be stricter than that implementation, never looser. Verified
+// again (from the cache), a token has the same answer.
 //
 //	go test -run '^$' -fuzz FuzzVerifier -fuzztime 60s ./auth
 func FuzzVerifier(f *testing.F) {
@@ -51,6 +52,11 @@ func FuzzVerifier(f *testing.F) {
 	keyOf := map[string]any{"ed": k.ed.Public().(ed25519.PublicKey), "ec": &k.ec.PublicKey, "rs": &k.rsa.PublicKey}
 	f.Fuzz(func(t *testing.T, tok string) {
 		cl, err := v.Verify(context.Background(), tok)
+		// Presented again, the token has the same answer (the second
+		// may come from the cache).
+		if again, err2 := v.Verify(context.Background(), tok); (err == nil) != (err2 == nil) || fmt.Sprint(again) != fmt.Sprint(cl) {
+			t.Fatalf("verified twice: %+v, %v; then %+v, %v", cl, err, again, err2)
+		}
 		if err != nil {
 			if cl.Tenant != "" {
 				t.Fatalf("claims leaked on error: %+v", cl)

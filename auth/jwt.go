@@ -337,15 +337,8 @@ func decodeClaims(b []byte, r claimRules) (Claims, error) {
 	if c.Tenant == "" || c.Expiry == 0 {
 		return Claims{}, fmt.Errorf("%w: tenant and exp are required", ErrMalformed)
 	}
-	// Compared on the side of now, which cannot overflow: exp and nbf
-	// are anything the issuer wrote, up to the largest int64.
-	now := r.now.Unix()
-	skew := int64(r.skew / time.Second)
-	if now-skew >= c.Expiry {
-		return Claims{}, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
-	}
-	if c.NotBefore != 0 && now+skew < c.NotBefore {
-		return Claims{}, fmt.Errorf("%w: not before %s", ErrNotYetValid, time.Unix(c.NotBefore, 0).UTC().Format(time.RFC3339))
+	if err := checkTimes(&c, r); err != nil {
+		return Claims{}, err
 	}
 	if r.issuer != "" && c.Issuer != r.issuer {
 		return Claims{}, fmt.Errorf("%w: %q", ErrIssuer, truncate(c.Issuer))
@@ -359,6 +352,21 @@ func decodeClaims(b []byte, r claimRules) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: want %q", ErrAudience, truncate(r.audience))
 	}
 	return c, nil
+}
+
+// checkTimes checks c's exp and nbf against r's clock and skew.
+func checkTimes(c *Claims, r claimRules) error {
+	// Compared on the side of now, which cannot overflow: exp and nbf
+	// are anything the issuer wrote, up to the largest int64.
+	now := r.now.Unix()
+	skew := int64(r.skew / time.Second)
+	if now-skew >= c.Expiry {
+		return fmt.Errorf("%w: at %s", ErrExpired, time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
+	}
+	if c.NotBefore != 0 && now+skew < c.NotBefore {
+		return fmt.Errorf("%w: not before %s", ErrNotYetValid, time.Unix(c.NotBefore, 0).UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Audience is the "aud" claim: one string or an array of strings on the

@@ -57,6 +57,11 @@ type VerifierConfig struct {
 	Now func() time.Time
 	// Logger logs JWKS fetch failures and skipped keys (nil: discard).
 	Logger *slog.Logger
+	// CacheBytes bounds the memory of the verified tokens Verify
+	// remembers (their text and claims): a token presented again costs a
+	// lookup, not a signature check. Zero means the default, negative
+	// remembers none.
+	CacheBytes int64
 }
 
 // JWKSSource is one trusted issuer and where its JWKS document is: a URL
@@ -76,6 +81,7 @@ func DefaultVerifierConfig() VerifierConfig {
 		RefreshInterval:    5 * time.Minute,
 		FetchTimeout:       10 * time.Second,
 		MaxJWKSBytes:       1 << 20,
+		CacheBytes:         4 << 20,
 	}
 }
 
@@ -90,6 +96,7 @@ type Verifier struct {
 	log     *slog.Logger
 	client  *http.Client
 	sources map[string]*source // by issuer
+	cache   *tokenCache        // nil when CacheBytes < 0
 
 	fetches, fetchErrors, throttled atomic.Uint64
 }
@@ -126,6 +133,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.MaxJWKSBytes <= 0 {
 		cfg.MaxJWKSBytes = d.MaxJWKSBytes
 	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = d.CacheBytes
+	}
 	if cfg.ClockSkew < 0 {
 		return nil, fmt.Errorf("auth: negative clock skew %v", cfg.ClockSkew)
 	}
@@ -137,7 +147,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 			return nil, ErrShortKey
 		}
 	}
-	v := &Verifier{cfg: cfg, now: cfg.Now, log: cfg.Logger, client: cfg.HTTPClient, sources: map[string]*source{}}
+	v := &Verifier{cfg: cfg, now: cfg.Now, log: cfg.Logger, client: cfg.HTTPClient, sources: map[string]*source{},
+		cache: newTokenCache(cfg.CacheBytes)}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -226,15 +237,44 @@ const maxDeadline = 1 << 62
 // kid. Any other is checked with the key its (iss, kid) names, under the
 // algorithm that key was published with: a token whose header names
 // another algorithm is ErrAlgorithm (no algorithm confusion).
+//
+// A token that verified is remembered (CacheBytes): presented again, it is
+// not checked again, only its exp and nbf and, for a JWKS token, that the
+// document its key came from is still current. The Claims returned for it
+// share their slices with the other calls' results: read them, do not
+// modify them.
 func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
+	rules := claimRules{now: v.now(), skew: v.cfg.ClockSkew, audience: v.cfg.Audience}
+	if e := v.cache.get(token); e != nil {
+		if e.ks == nil || (e.src.keys.Load() == e.ks && rules.now.Sub(e.ks.fetched) < v.cfg.RefreshInterval) {
+			if err := checkTimes(&e.c, rules); err != nil {
+				v.cache.drop(token)
+				v.cache.count(true)
+				return Claims{}, err
+			}
+			v.cache.count(true)
+			return e.c, nil
+		}
+		v.cache.drop(token)
+	}
+	v.cache.count(false)
+	c, src, ks, err := v.verify(ctx, token, rules)
+	if err == nil && (ks == nil || rules.now.Sub(ks.fetched) < v.cfg.RefreshInterval) {
+		v.cache.put(token, c, src, ks)
+	}
+	return c, err
+}
+
+// verify is Verify without the cache; src and ks are the JWKS source and
+// document whose key verified the token (nil for a shared key).
+func (v *Verifier) verify(ctx context.Context, token string, rules claimRules) (Claims, *source, *keySet, error) {
 	p, err := parse(token)
 	if err != nil {
-		return Claims{}, err
+		return Claims{}, nil, nil, err
 	}
-	rules := claimRules{now: v.now(), skew: v.cfg.ClockSkew, audience: v.cfg.Audience}
 	if p.hdr.Alg == AlgHS256 {
 		if len(v.cfg.SharedKeys) == 0 {
-			return Claims{}, fmt.Errorf("%w: HS256 without a shared key", ErrAlgorithm)
+			return Claims{}, nil, nil, fmt.Errorf("%w: HS256 without a shared key", ErrAlgorithm)
 		}
 		err = ErrSignature
 		for _, k := range v.cfg.SharedKeys {
@@ -243,9 +283,10 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 			}
 		}
 		if err != nil {
-			return Claims{}, err
+			return Claims{}, nil, nil, err
 		}
-		return decodeClaims(p.claims, rules)
+		c, err := decodeClaims(p.claims, rules)
+		return c, nil, nil, err
 	}
 	// The issuer picks the key set, so the claims are read before the
 	// signature is checked; nothing in them is trusted until it is, and
@@ -254,24 +295,25 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 		Issuer string `json:"iss"`
 	}
 	if err := json.Unmarshal(p.claims, &peek); err != nil {
-		return Claims{}, fmt.Errorf("%w: claims are not JSON", ErrMalformed)
+		return Claims{}, nil, nil, fmt.Errorf("%w: claims are not JSON", ErrMalformed)
 	}
 	src := v.sources[peek.Issuer]
 	if src == nil {
-		return Claims{}, fmt.Errorf("%w: %q", ErrIssuer, truncate(peek.Issuer))
+		return Claims{}, nil, nil, fmt.Errorf("%w: %q", ErrIssuer, truncate(peek.Issuer))
 	}
 	if p.hdr.Kid == "" {
-		return Claims{}, fmt.Errorf("%w: the token has no kid", ErrUnknownKey)
+		return Claims{}, nil, nil, fmt.Errorf("%w: the token has no kid", ErrUnknownKey)
 	}
-	k, err := v.lookup(ctx, src, p.hdr.Kid)
+	k, ks, err := v.lookup(ctx, src, p.hdr.Kid)
 	if err != nil {
-		return Claims{}, err
+		return Claims{}, nil, nil, err
 	}
 	if err := checkSignature(&p, k.Alg, k.pub); err != nil {
-		return Claims{}, err
+		return Claims{}, nil, nil, err
 	}
 	rules.issuer = src.cfg.Issuer
-	return decodeClaims(p.claims, rules)
+	c, err := decodeClaims(p.claims, rules)
+	return c, src, ks, err
 }
 
 // lookup returns src's key kid, refreshing the document first when the
@@ -281,7 +323,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 // waiting for a fetch another verification started: only the one that
 // starts it waits, so a JWKS endpoint that hangs costs one verification
 // per MinRefreshInterval its FetchTimeout, not every verification.
-func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, error) {
+func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, *keySet, error) {
 	ks := src.keys.Load()
 	held := ks != nil && ks.byKid[kid] != nil
 	if !held || v.now().Sub(ks.fetched) >= v.cfg.RefreshInterval {
@@ -292,12 +334,12 @@ func (v *Verifier) lookup(ctx context.Context, src *source, kid string) (*Key, e
 		ks = src.keys.Load()
 	}
 	if ks == nil {
-		return nil, fmt.Errorf("%w: issuer %q: no keys held", ErrKeySource, truncate(src.cfg.Issuer))
+		return nil, nil, fmt.Errorf("%w: issuer %q: no keys held", ErrKeySource, truncate(src.cfg.Issuer))
 	}
 	if k := ks.byKid[kid]; k != nil {
-		return k, nil
+		return k, ks, nil
 	}
-	return nil, fmt.Errorf("%w: kid %q of issuer %q", ErrUnknownKey, truncate(kid), truncate(src.cfg.Issuer))
+	return nil, nil, fmt.Errorf("%w: kid %q of issuer %q", ErrUnknownKey, truncate(kid), truncate(src.cfg.Issuer))
 }
 
 // errThrottled is refresh's answer within MinRefreshInterval of the last
@@ -424,11 +466,17 @@ type VerifierStats struct {
 	FetchErrors uint64 // of them, failed (unreachable, invalid, too large)
 	Throttled   uint64 // refreshes skipped by MinRefreshInterval
 	Keys        int    // keys held, all sources
+	// The verified tokens remembered (VerifierConfig.CacheBytes): the
+	// verifications they answered and those they did not, and what is held.
+	CacheHits, CacheMisses uint64
+	CacheEntries           int
+	CacheBytes             int64
 }
 
 // Stats returns the counters.
 func (v *Verifier) Stats() VerifierStats {
 	st := VerifierStats{Fetches: v.fetches.Load(), FetchErrors: v.fetchErrors.Load(), Throttled: v.throttled.Load()}
+	st.CacheHits, st.CacheMisses, st.CacheEntries, st.CacheBytes = v.cache.stats()
 	for _, s := range v.sources {
 		if ks := s.keys.Load(); ks != nil {
 			st.Keys += len(ks.byKid)

@@ -45,12 +45,17 @@ func legacyVerify(key []byte, token string, now time.Time) (Claims, error) {
 }
 
 // The HS256 path, old and new side by side: what every request of a
-// deployment on --auth-key pays.
+// deployment on --auth-key pays, the first time a token is presented
+// (Verifier) and again (Verifier-cached).
 //
 //	go test -run '^$' -bench 'VerifyHS256' -benchtime 20000x -count 3 ./auth
 func BenchmarkVerifyHS256(b *testing.B) {
 	tok, _ := Mint(testKey, Claims{Tenant: "acme", Threads: []string{"t*"}, Scope: "read", Expiry: t0.Add(time.Hour).Unix()})
-	v, err := NewVerifier(VerifierConfig{SharedKeys: [][]byte{testKey}, Now: func() time.Time { return t0 }})
+	v, err := NewVerifier(VerifierConfig{SharedKeys: [][]byte{testKey}, Now: func() time.Time { return t0 }, CacheBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cached, err := NewVerifier(VerifierConfig{SharedKeys: [][]byte{testKey}, Now: func() time.Time { return t0 }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,9 +73,11 @@ func BenchmarkVerifyHS256(b *testing.B) {
 	run("legacy", func() (Claims, error) { return legacyVerify(testKey, tok, t0) })
 	run("Verify", func() (Claims, error) { return Verify(testKey, tok, t0) })
 	run("Verifier", func() (Claims, error) { return v.Verify(context.Background(), tok) })
+	run("Verifier-cached", func() (Claims, error) { return cached.Verify(context.Background(), tok) })
 }
 
-// The asymmetric algorithms from a held JWKS (no fetch in the loop).
+// The asymmetric algorithms from a held JWKS (no fetch in the loop), each
+// token checked in full (no cache) and presented again (cached).
 //
 //	go test -run '^$' -bench 'VerifyJWKS' -benchtime 2000x ./auth
 func BenchmarkVerifyJWKS(b *testing.B) {
@@ -81,13 +88,17 @@ func BenchmarkVerifyJWKS(b *testing.B) {
 	if err := os.WriteFile(path, doc, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	v, err := NewVerifier(VerifierConfig{JWKS: []JWKSSource{{Issuer: testIssuer, File: path}}, Audience: "threadcast", Now: c.now})
-	if err != nil {
-		b.Fatal(err)
+	verifier := func(cacheBytes int64) *Verifier {
+		v, err := NewVerifier(VerifierConfig{JWKS: []JWKSSource{{Issuer: testIssuer, File: path}}, Audience: "threadcast", Now: c.now, CacheBytes: cacheBytes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := v.Refresh(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return v
 	}
-	if err := v.Refresh(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	v, cached := verifier(-1), verifier(0)
 	for _, tt := range []struct {
 		name string
 		m    jwt.SigningMethod
@@ -95,13 +106,18 @@ func BenchmarkVerifyJWKS(b *testing.B) {
 		kid  string
 	}{{"EdDSA", jwt.SigningMethodEdDSA, k.ed, "ed"}, {"ES256", jwt.SigningMethodES256, k.ec, "ec"}, {"RS256", jwt.SigningMethodRS256, k.rsa, "rs"}} {
 		tok := jwtMint(b, tt.m, tt.key, tt.kid, claimsAt(c, nil))
-		b.Run(tt.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if cl, err := v.Verify(context.Background(), tok); err != nil || cl.Tenant != "acme" {
-					b.Fatal(err)
+		for _, vv := range []struct {
+			name string
+			v    *Verifier
+		}{{tt.name, v}, {tt.name + "-cached", cached}} {
+			b.Run(vv.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if cl, err := vv.v.Verify(context.Background(), tok); err != nil || cl.Tenant != "acme" {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

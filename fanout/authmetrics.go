@@ -6,7 +6,7 @@ import (
 	"github.com/threadcast/threadcast/auth"
 )
 
-// VerifierCollectors exports v's JWKS counters (no labels). New registers
+// VerifierCollectors exports v's JWKS and token cache counters (no labels). New registers
 // them for its Verifier; a process checking tokens without a fanout
 // registers them itself.
 func VerifierCollectors(v *auth.Verifier) []prometheus.Collector {
@@ -22,5 +22,11 @@ func VerifierCollectors(v *auth.Verifier) []prometheus.Collector {
 			func(s auth.VerifierStats) uint64 { return s.Throttled }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_auth_jwks_keys", Help: "Signing keys held from JWKS documents."},
 			func() float64 { return float64(v.Stats().Keys) }),
+		counter("threadcast_auth_token_cache_hits_total", "Token verifications answered by a token verified before (its exp, nbf and key document checked again).",
+			func(s auth.VerifierStats) uint64 { return s.CacheHits }),
+		counter("threadcast_auth_token_cache_misses_total", "Token verifications that checked the signature and decoded the claims.",
+			func(s auth.VerifierStats) uint64 { return s.CacheMisses }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "threadcast_auth_token_cache_bytes", Help: "Memory of the verified tokens remembered (--token-cache-bytes bounds it)."},
+			func() float64 { return float64(v.Stats().CacheBytes) }),
 	}
 }

@@ -16,7 +16,7 @@ import (
 type Flags struct {
 	jwksURL, jwksFile, issuer, audience string
 	skew, minInterval, refresh, timeout time.Duration
-	maxBytes                            int64
+	maxBytes, cacheBytes                int64
 }
 
 // Register declares the flags on fs with the defaults of
@@ -33,6 +33,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.DurationVar(&f.refresh, "jwks-refresh", d.RefreshInterval, "refetch the JWKS when it is older than this (new keys, retired keys)")
 	fs.DurationVar(&f.timeout, "jwks-fetch-timeout", d.FetchTimeout, "bound on one JWKS fetch")
 	fs.Int64Var(&f.maxBytes, "jwks-max-bytes", d.MaxJWKSBytes, "largest JWKS document accepted, in `bytes`; a larger one is a failed fetch")
+	fs.Int64Var(&f.cacheBytes, "token-cache-bytes", d.CacheBytes, "memory, in `bytes`, of the verified tokens remembered so that a token presented again is not checked again (its exp, nbf and key document are); 0 remembers none")
 	return f
 }
 
@@ -47,6 +48,12 @@ func (f *Flags) Apply(cfg *auth.VerifierConfig) error {
 		return errors.New("--issuer needs --jwks-url or --jwks-file")
 	case f.skew < 0 || f.minInterval <= 0 || f.refresh <= 0 || f.timeout <= 0 || f.maxBytes <= 0:
 		return errors.New("--token-clock-skew must not be negative; --jwks-min-interval, --jwks-refresh, --jwks-fetch-timeout and --jwks-max-bytes must be positive")
+	case f.cacheBytes < 0:
+		return errors.New("--token-cache-bytes must not be negative (0 remembers no token)")
+	}
+	cfg.CacheBytes = f.cacheBytes
+	if f.cacheBytes == 0 {
+		cfg.CacheBytes = -1
 	}
 	cfg.FetchTimeout = f.timeout
 	cfg.MaxJWKSBytes = f.maxBytes

@@ -38,6 +38,19 @@ func TestApply(t *testing.T) {
 		{name: "zero refresh", give: []string{"--jwks-refresh", "0s"}, wantErr: "must be positive"},
 		{name: "zero fetch timeout", give: []string{"--jwks-fetch-timeout", "0s"}, wantErr: "must be positive"},
 		{name: "zero max bytes", give: []string{"--jwks-max-bytes", "0"}, wantErr: "must be positive"},
+		{name: "negative cache", give: []string{"--token-cache-bytes", "-1"}, wantErr: "must not be negative"},
+		{name: "no cache", give: []string{"--token-cache-bytes", "0"},
+			want: func() auth.VerifierConfig {
+				c := auth.DefaultVerifierConfig()
+				c.CacheBytes = -1
+				return c
+			}()},
+		{name: "cache bound", give: []string{"--token-cache-bytes", "65536"},
+			want: func() auth.VerifierConfig {
+				c := auth.DefaultVerifierConfig()
+				c.CacheBytes = 65536
+				return c
+			}()},
 		{name: "fetch bounds", give: []string{"--jwks-fetch-timeout", "2s", "--jwks-max-bytes", "4096"},
 			want: func() auth.VerifierConfig {
 				c := auth.DefaultVerifierConfig()
@@ -65,7 +78,7 @@ func TestApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Audience != tt.want.Audience || got.ClockSkew != tt.want.ClockSkew || got.MinRefreshInterval != tt.want.MinRefreshInterval ||
-				got.RefreshInterval != tt.want.RefreshInterval || got.FetchTimeout != tt.want.FetchTimeout || got.MaxJWKSBytes != tt.want.MaxJWKSBytes || len(got.JWKS) != len(tt.want.JWKS) || len(got.JWKS) == 1 && got.JWKS[0] != tt.want.JWKS[0] {
+				got.RefreshInterval != tt.want.RefreshInterval || got.FetchTimeout != tt.want.FetchTimeout || got.MaxJWKSBytes != tt.want.MaxJWKSBytes || got.CacheBytes != tt.want.CacheBytes || len(got.JWKS) != len(tt.want.JWKS) || len(got.JWKS) == 1 && got.JWKS[0] != tt.want.JWKS[0] {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 			if f.HasJWKS() != (len(tt.want.JWKS) > 0) {
