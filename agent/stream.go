@@ -95,6 +95,7 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 		opts.Window = DefaultStreamWindow
 	}
 	sr := codec.NewStreamReader(r)
+	defer sr.Close()
 	if opts.MaxEventBytes > 0 {
 		sr.SetMaxEventSize(opts.MaxEventBytes)
 	}

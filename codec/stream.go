@@ -10,8 +10,10 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/threadcast/threadcast/internal/jsonscan"
 )
@@ -123,6 +125,55 @@ func (s *StreamReader) Next() ([]byte, error) {
 	return ev, nil
 }
 
+// Close gives the reader's read buffer back for other readers to reuse
+// (an HTTP bridge reads a small body per request): the bytes the last Next
+// returned are invalid after it, and Next returns ErrStreamClosed.
+// Calling it is optional; a reader dropped unclosed is collected as usual.
+func (s *StreamReader) Close() {
+	if s.err == ErrStreamClosed {
+		return
+	}
+	poison(s.last)
+	s.last = nil
+	putReadBuf(s.buf)
+	s.buf, s.start, s.end = nil, 0, 0
+	s.err = ErrStreamClosed
+}
+
+// ErrStreamClosed is what a StreamReader's Next returns after Close.
+var ErrStreamClosed = errors.New("codec: stream reader closed")
+
+// readBufs keep the read buffers a StreamReader reads with, one pool per
+// size from initialReadSize to fullReadSize (each twice the last), for
+// the next reader; larger ones, grown for a large event, are left to the
+// collector.
+var readBufs [5]sync.Pool
+
+func readBufPool(size int) *sync.Pool {
+	for i, n := 0, initialReadSize; n <= fullReadSize; i, n = i+1, n*2 {
+		if size == n {
+			return &readBufs[i]
+		}
+	}
+	return nil
+}
+
+func getReadBuf(size int) []byte {
+	if p := readBufPool(size); p != nil {
+		if b, ok := p.Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, size)
+}
+
+func putReadBuf(b []byte) {
+	if p := readBufPool(len(b)); p != nil && cap(b) == len(b) {
+		poison(b)
+		p.Put(&b)
+	}
+}
+
 // fill reads more input, compacting or growing the buffer as needed. It
 // reports whether any byte was added.
 func (s *StreamReader) fill() bool {
@@ -143,8 +194,9 @@ func (s *StreamReader) fill() bool {
 			if lim := s.max + 4096; size > lim && lim > s.end {
 				size = lim
 			}
-			nb := make([]byte, size)
+			nb := getReadBuf(size)
 			copy(nb, s.buf[:s.end])
+			putReadBuf(s.buf)
 			s.buf = nb
 		}
 	}

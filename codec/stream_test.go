@@ -191,7 +191,16 @@ func TestStreamReaderCorpus(t *testing.T) {
 
 // streamBytes reads every event of body with a new StreamReader.
 func streamBytes(tb testing.TB, body string) {
+	streamBytesClose(tb, body, false)
+}
+
+// streamBytesClose reads body's events and, when close, closes the reader
+// (its buffer goes back to the pool).
+func streamBytesClose(tb testing.TB, body string, close bool) {
 	sr := NewStreamReader(strings.NewReader(body))
+	if close {
+		defer sr.Close()
+	}
 	for {
 		if _, err := sr.Next(); err != nil {
 			if err != io.EOF {
@@ -199,6 +208,40 @@ func streamBytes(tb testing.TB, body string) {
 			}
 			return
 		}
+	}
+}
+
+// A closed reader's buffer serves the next reader: reading a small body
+// then allocates next to nothing. Next after Close fails, and an event
+// held past Close is poisoned (under tcpoison).
+func TestStreamReaderClose(t *testing.T) {
+	body := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n"
+	for range 10 {
+		streamBytesClose(t, body, true)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 100
+	for range runs {
+		streamBytesClose(t, body, true)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 1<<10 {
+		t.Errorf("a %d-byte body read by a closed reader allocated %d bytes per reader, want at most 1 KiB", len(body), per)
+	}
+
+	sr := NewStreamReader(strings.NewReader(body + body))
+	ev, err := sr.Next()
+	if err != nil || string(ev) != strings.TrimSuffix(body, "\n") {
+		t.Fatalf("first event %q, %v", ev, err)
+	}
+	sr.Close()
+	sr.Close()
+	if _, err := sr.Next(); !errors.Is(err, ErrStreamClosed) {
+		t.Errorf("Next after Close: %v, want ErrStreamClosed", err)
+	}
+	if poisonEnabled && strings.Trim(string(ev), "#") != "" {
+		t.Errorf("an event held past Close reads %q, want it poisoned", ev)
 	}
 }
 
@@ -226,7 +269,8 @@ func TestStreamReaderSmallBodyBuffer(t *testing.T) {
 
 // BenchmarkStreamReaderBody reads a body of one small event and one of
 // 1,000 (61 KB) with a new reader each time, as the bridge does per
-// request.
+// request: dropped (its buffer left to the collector) and closed (its
+// buffer back to the pool, as the bridge does).
 func BenchmarkStreamReaderBody(b *testing.B) {
 	ev := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n"
 	for _, n := range []int{1, 1000} {
@@ -236,6 +280,13 @@ func BenchmarkStreamReaderBody(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
 				streamBytes(b, body)
+			}
+		})
+		b.Run(strconv.Itoa(n)+"-closed", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				streamBytesClose(b, body, true)
 			}
 		})
 	}
