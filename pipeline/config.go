@@ -83,6 +83,14 @@ type Config struct {
 	// CheckpointInterval.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
+	// CheckpointAckTimeout bounds the wait for a checkpoint write's
+	// answer: one not answered by then fails (its outcome unknown: it may
+	// have been stored) and the shard writes the checkpoint again. Without
+	// it, a write whose answer was lost (a route cut between this
+	// process's server and the bucket's leader) would never report, and
+	// its thread's partition would never ack again. Across slow routes
+	// (a cluster stretched over regions) it may need to be longer.
+	CheckpointAckTimeout time.Duration
 
 	// FrameInterval is the least time between two frames of a thread:
 	// the batches of a busy thread that arrive closer together are
@@ -189,38 +197,39 @@ func (c *Config) MaxEventBytes() int { return int(c.MaxMsgSize) - EventHeaderRoo
 // DefaultConfig returns a fresh Config with the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Stream:             wire.DefaultStream,
-		Bucket:             wire.DefaultViewsKV,
-		Partitions:         wire.DefaultParts,
-		Instance:           0,
-		Instances:          1,
-		Shards:             4,
-		Replicas:           1,
-		MaxAge:             7 * 24 * time.Hour,
-		MaxBytes:           -1,
-		MaxMsgSize:         DefaultMaxMsgSize,
-		MaxViewBytes:       DefaultMaxViewBytes,
-		Duplicates:         2 * time.Minute,
-		KVMaxBytes:         -1,
-		DeadLetters:        wire.DefaultDeadLetters,
-		DeadLetterMaxAge:   7 * 24 * time.Hour,
-		DeadLetterMaxBytes: 256 << 20,
-		ConsumerPrefix:     "ingest",
-		ConsumerMemory:     true,
-		MaxAckPending:      20000,
-		AckWait:            2 * time.Minute,
-		QueueLen:           4096,
-		CheckpointEvery:    1024,
-		CheckpointInterval: time.Second,
-		FrameInterval:      5 * time.Millisecond,
-		MemoryBudget:       256 << 20,
-		Tap:                true,
-		TapKeep:            TapKeepSummaries,
-		TapStream:          wire.DefaultTapStream,
-		TapMaxAge:          DefaultTapMaxAge,
-		TapMaxBytes:        DefaultTapMaxBytes,
-		TapDuplicates:      DefaultTapDuplicates,
-		TapMaxInFlight:     DefaultTapMaxInFlight,
+		Stream:               wire.DefaultStream,
+		Bucket:               wire.DefaultViewsKV,
+		Partitions:           wire.DefaultParts,
+		Instance:             0,
+		Instances:            1,
+		Shards:               4,
+		Replicas:             1,
+		MaxAge:               7 * 24 * time.Hour,
+		MaxBytes:             -1,
+		MaxMsgSize:           DefaultMaxMsgSize,
+		MaxViewBytes:         DefaultMaxViewBytes,
+		Duplicates:           2 * time.Minute,
+		KVMaxBytes:           -1,
+		DeadLetters:          wire.DefaultDeadLetters,
+		DeadLetterMaxAge:     7 * 24 * time.Hour,
+		DeadLetterMaxBytes:   256 << 20,
+		ConsumerPrefix:       "ingest",
+		ConsumerMemory:       true,
+		MaxAckPending:        20000,
+		AckWait:              2 * time.Minute,
+		QueueLen:             4096,
+		CheckpointEvery:      1024,
+		CheckpointInterval:   time.Second,
+		CheckpointAckTimeout: 10 * time.Second,
+		FrameInterval:        5 * time.Millisecond,
+		MemoryBudget:         256 << 20,
+		Tap:                  true,
+		TapKeep:              TapKeepSummaries,
+		TapStream:            wire.DefaultTapStream,
+		TapMaxAge:            DefaultTapMaxAge,
+		TapMaxBytes:          DefaultTapMaxBytes,
+		TapDuplicates:        DefaultTapDuplicates,
+		TapMaxInFlight:       DefaultTapMaxInFlight,
 	}
 }
 
@@ -261,6 +270,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max ack pending %d, queue %d", ErrConfig, c.MaxAckPending, c.QueueLen)
 	case c.CheckpointEvery < 1 || c.CheckpointInterval <= 0:
 		return fmt.Errorf("%w: checkpoint every %d / %v", ErrConfig, c.CheckpointEvery, c.CheckpointInterval)
+	case c.CheckpointAckTimeout <= 0:
+		return fmt.Errorf("%w: checkpoint ack timeout %v", ErrConfig, c.CheckpointAckTimeout)
 	case c.AckWait <= c.CheckpointInterval:
 		return fmt.Errorf("%w: ack wait %v must exceed the checkpoint interval %v", ErrConfig, c.AckWait, c.CheckpointInterval)
 	case c.ConsumerPrefix == "" || !tokenSafe(c.ConsumerPrefix):

@@ -18,15 +18,10 @@ type kvStore struct {
 	prefix string // "$KV.<bucket>."
 }
 
-// putAckTimeout bounds the wait for a put's answer: a put not answered by
-// then fails (its outcome unknown: it may have been stored) and the shard
-// writes the checkpoint again. Without it, a put whose answer was lost (a
-// route cut between the client's server and the bucket's leader) would
-// never report, and its thread's partition would never ack again.
-const putAckTimeout = 10 * time.Second
-
-func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket string) (*kvStore, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16), jetstream.WithPublishAsyncTimeout(putAckTimeout))
+// newKVStore writes kv's records asynchronously; a put not answered within
+// ackTimeout fails (Config.CheckpointAckTimeout).
+func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket string, ackTimeout time.Duration) (*kvStore, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16), jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		return nil, err
 	}

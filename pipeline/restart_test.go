@@ -343,7 +343,7 @@ func TestStoredFloorUntrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := newKVStore(nc, kv, cfg.Bucket)
+	store, err := newKVStore(nc, kv, cfg.Bucket, cfg.CheckpointAckTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

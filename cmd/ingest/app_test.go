@@ -96,6 +96,13 @@ func TestParseConfig(t *testing.T) {
 			return nil
 		}},
 		{name: "bad JWKS flags", give: []string{"--issuer", "i"}, wantErr: "--issuer needs"},
+		{name: "checkpoint ack timeout", give: []string{"--checkpoint-ack-timeout", "45s"}, check: func(c config) error {
+			if c.Pipeline.CheckpointAckTimeout != 45*time.Second {
+				return fmt.Errorf("checkpoint ack timeout %v", c.Pipeline.CheckpointAckTimeout)
+			}
+			return nil
+		}},
+		{name: "zero checkpoint ack timeout", give: []string{"--checkpoint-ack-timeout", "0s"}, wantErr: "checkpoint ack timeout"},
 		{name: "defaults: memory consumers, default snapshot queue", check: func(c config) error {
 			if !c.Pipeline.ConsumerMemory || c.Pipeline.SnapshotQueue != pipeline.DefaultSnapshotQueue {
 				return fmt.Errorf("consumer memory %v, snapshot queue %d", c.Pipeline.ConsumerMemory, c.Pipeline.SnapshotQueue)

@@ -117,6 +117,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&p.SnapshotQueue, "snapshot-queue", pipeline.DefaultSnapshotQueue, "threads with queued snapshot requests per shard; past it a request is answered busy")
 	fs.IntVar(&p.CheckpointEvery, "checkpoint-every", p.CheckpointEvery, "checkpoint a thread after this many events")
 	fs.DurationVar(&p.CheckpointInterval, "checkpoint-interval", p.CheckpointInterval, "checkpoint a dirty thread after this long")
+	fs.DurationVar(&p.CheckpointAckTimeout, "checkpoint-ack-timeout", p.CheckpointAckTimeout, "a checkpoint write not answered within this long fails and is written again (longer across slow routes)")
 	fs.Int64Var(&p.MemoryBudget, "memory-budget", p.MemoryBudget, "bytes of hot views per shard before eviction")
 	fs.DurationVar(&p.FrameInterval, "frame-interval", p.FrameInterval, "least time between two frames of a thread: closer batches of a busy thread are coalesced, a thread quiet for longer is framed at once (0: after every batch)")
 	fs.BoolVar(&p.Tap, "tap", p.Tap, "publish the analytics tap")
