@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -103,7 +104,10 @@ func (s *Server) readDeadLetters(ctx context.Context, c auth.Claims, after uint6
 		Replicas:          1,
 		InactiveThreshold: 30 * time.Second, // a backstop: deleted below
 	}
-	if after > 0 {
+	switch {
+	case after == math.MaxUint64:
+		return out, false, nil // no seq comes after it
+	case after > 0:
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	cons, err := js.CreateConsumer(ctx, s.cfg.DeadLetters, cc)

@@ -967,7 +967,11 @@ func TestDeadLetters(t *testing.T) {
 	if p := get(token(t, "acme", "t2"), ""); len(p.DeadLetters) != 1 || p.DeadLetters[0].Thread != "t2" {
 		t.Fatalf("thread-scoped token: %+v", p)
 	}
-	for _, q := range []string{"?limit=0", "?limit=1001", "?after=x"} {
+	// The largest cursor has nothing after it: an empty last page.
+	if p := get(acme, "?after=18446744073709551615"); len(p.DeadLetters) != 0 || p.Next != "" {
+		t.Errorf("after the largest seq: %+v, want an empty last page", p)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?after=x", "?after=18446744073709551616"} {
 		if code, _ := do(t, "GET", hs.URL+"/v1/deadletters"+q, acme, "", nil); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", q, code)
 		}

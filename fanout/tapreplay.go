@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,7 +32,7 @@ type tapSince struct {
 func parseTapSince(since, lastEventID string) (tapSince, bool, error) {
 	if lastEventID != "" {
 		n, err := strconv.ParseUint(lastEventID, 10, 64)
-		if err != nil || n == 0 {
+		if err != nil || n == 0 || n == math.MaxUint64 {
 			return tapSince{}, false, fmt.Errorf("Last-Event-ID: %q is not a tap stream seq", truncateID(lastEventID))
 		}
 		return tapSince{seq: n + 1}, true, nil

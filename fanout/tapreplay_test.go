@@ -232,6 +232,7 @@ func TestTapReplayErrors(t *testing.T) {
 		{"?since=2026-13-01T00:00:00Z", "", "is neither an RFC 3339 time"},
 		{"", "abc", `Last-Event-ID: "abc" is not a tap stream seq`},
 		{"?since=1", "0", `Last-Event-ID: "0" is not a tap stream seq`},
+		{"", "18446744073709551615", `Last-Event-ID: "18446744073709551615" is not a tap stream seq`},
 	} {
 		var hdr http.Header
 		if tt.lastID != "" {
