@@ -18,7 +18,10 @@
 //     in the same thread);
 //   - the metrics gen_ai.client.token.usage (a histogram by
 //     gen_ai.token.type, per usage entry) and gen_ai.client.operation.duration
-//     (the run's duration).
+//     (the run's duration). Their provider, model and error.type values
+//     are what producers wrote, so each tenant's are bounded: the first
+//     MaxAttrValues of each attribute, cut at pipeline.MaxSpanString
+//     bytes, and OtherValue for the rest; spans carry every value.
 //
 // Trace and span ids are derived from tenant, thread and run id (TraceID), so
 // a run summarised twice (a tail replayed after a crash) yields the same

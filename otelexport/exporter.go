@@ -41,6 +41,7 @@ type Exporter struct {
 	mp     *sdkmetric.MeterProvider
 	tokens metric.Int64Histogram
 	dur    metric.Float64Histogram
+	values *attrValues // the metrics' bounded attribute values
 
 	queue    chan *pipeline.RunSummary
 	stop     chan struct{}
@@ -157,7 +158,7 @@ func newExporter(cfg Config, se sdktrace.SpanExporter, reader sdkmetric.Reader, 
 	}
 	e := &Exporter{
 		cfg: cfg, log: log, exclude: map[string]bool{}, m: m,
-		tp: tp, tracer: tp.Tracer(scope), mp: mp, tokens: tokens, dur: dur,
+		tp: tp, tracer: tp.Tracer(scope), mp: mp, tokens: tokens, dur: dur, values: newAttrValues(MaxAttrValues),
 		queue: make(chan *pipeline.RunSummary, cfg.RunQueue),
 		stop:  make(chan struct{}), done: make(chan struct{}),
 	}

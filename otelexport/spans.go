@@ -255,15 +255,18 @@ func usageAttrs(s *pipeline.RunSummary) []attribute.KeyValue {
 
 // metrics records s's token usage, one measurement per usage entry and
 // token type, and its duration.
+//
+// The provider, model and error.type values are bounded per tenant
+// (MaxAttrValues).
 func (e *Exporter) metrics(s *pipeline.RunSummary, provider, model, errType string) {
 	ctx := context.Background()
 	for _, u := range s.Usage {
 		base := []attribute.KeyValue{AttrOperationName.String(OpInvokeAgent), AttrTenant.String(s.Tenant)}
-		if u.Provider != "" {
-			base = append(base, AttrProviderName.String(u.Provider))
+		if v := e.values.value(s.Tenant, valProvider, u.Provider); v != "" {
+			base = append(base, AttrProviderName.String(v))
 		}
-		if u.Model != "" {
-			base = append(base, AttrRequestModel.String(u.Model))
+		if v := e.values.value(s.Tenant, valModel, u.Model); v != "" {
+			base = append(base, AttrRequestModel.String(v))
 		}
 		if u.InputTokens != nil {
 			e.tokens.Record(ctx, *u.InputTokens, metric.WithAttributes(append(base, AttrTokenType.String(TokenTypeInput))...))
@@ -273,14 +276,14 @@ func (e *Exporter) metrics(s *pipeline.RunSummary, provider, model, errType stri
 		}
 	}
 	a := []attribute.KeyValue{AttrOperationName.String(OpInvokeAgent), AttrTenant.String(s.Tenant)}
-	if provider != "" {
-		a = append(a, AttrProviderName.String(provider))
+	if v := e.values.value(s.Tenant, valProvider, provider); v != "" {
+		a = append(a, AttrProviderName.String(v))
 	}
-	if model != "" {
-		a = append(a, AttrRequestModel.String(model))
+	if v := e.values.value(s.Tenant, valModel, model); v != "" {
+		a = append(a, AttrRequestModel.String(v))
 	}
-	if errType != "" {
-		a = append(a, AttrErrorType.String(errType))
+	if v := e.values.value(s.Tenant, valErrType, errType); v != "" {
+		a = append(a, AttrErrorType.String(v))
 	}
 	e.dur.Record(ctx, float64(s.DurationMs)/1000, metric.WithAttributes(a...))
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,45 @@ func TestRunAccCheckpointBetweenEvents(t *testing.T) {
 	}
 	if fmt.Sprintf("%+v", reloadSum) != fmt.Sprintf("%+v", keptSum) {
 		t.Errorf("reloaded between events:\n%+v\nin memory:\n%+v", reloadSum, keptSum)
+	}
+}
+
+// The strings a producer writes into a summary are cut: RUN_ERROR's
+// message at MaxRunError bytes, its code and the usage's provider and
+// model at MaxSpanString.
+func TestRunSummaryBoundsProducerStrings(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	body := []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r1"}
+{"type":"RUN_FINISHED","threadId":"t","runId":"r1","usage":[{"provider":"` + long + `","model":"` + long + `","inputTokens":1}]}
+{"type":"RUN_STARTED","threadId":"t","runId":"r2"}
+{"type":"RUN_ERROR","message":"` + long + `","code":"` + long + `"}`)
+	var (
+		r    RunSummarizer
+		dec  codec.Decoder
+		ev   codec.Event
+		sums []RunSummary
+	)
+	for seq := uint64(1); ; seq++ {
+		line, rest, ok := history.NextEvent(body)
+		if !ok {
+			break
+		}
+		body = rest
+		if err := dec.Decode(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := r.Observe(seq, &ev, time.UnixMilli(1)); ok {
+			sums = append(sums, s)
+		}
+	}
+	if len(sums) != 2 {
+		t.Fatalf("%d summaries, want 2", len(sums))
+	}
+	ok, bad := sums[0], sums[1]
+	if len(ok.Usage) != 1 || len(ok.Usage[0].Provider) != MaxSpanString || len(ok.Usage[0].Model) != MaxSpanString {
+		t.Errorf("finished run: usage %+v", ok.Usage)
+	}
+	if bad.Outcome != "error" || len(bad.Error) != MaxRunError || len(bad.Code) != MaxSpanString {
+		t.Errorf("failed run: outcome %q, error %d bytes, code %d bytes", bad.Outcome, len(bad.Error), len(bad.Code))
 	}
 }

@@ -74,6 +74,12 @@ const (
 	MaxSpanString = 128
 )
 
+// MaxRunError bounds a RunSummary's Error (RUN_ERROR's message), in bytes;
+// its Code, Outcome and each Usage's Provider and Model are cut at
+// MaxSpanString. They are what a producer wrote, and a summary travels in
+// checkpoints, on the tap and into OpenTelemetry attributes.
+const MaxRunError = 1024
+
 // ToolCallSpan is one tool call of a run. Times are ms since the epoch,
 // from the events' timestamps when they carry one, else the time ingest
 // applied them.
@@ -243,7 +249,7 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 		if sa := a.subagent(e.SubagentRunID); sa != nil {
 			sa.EndedAt, sa.Outcome = eventTime(e, now), "success"
 			if e.Outcome != nil && e.Outcome.Type != "" {
-				sa.Outcome = strings.Clone(e.Outcome.Type)
+				sa.Outcome = spanString(e.Outcome.Type)
 			}
 		}
 	case codec.TypeSubagentError:
@@ -254,12 +260,12 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 	case codec.TypeRunFinished:
 		a.s.Outcome = "success"
 		if e.Outcome != nil && e.Outcome.Type != "" {
-			a.s.Outcome = strings.Clone(e.Outcome.Type)
+			a.s.Outcome = spanString(e.Outcome.Type)
 		}
 		a.end(e, now)
 		return true
 	case codec.TypeRunError:
-		a.s.Outcome, a.s.Error, a.s.Code = "error", strings.Clone(e.Message), strings.Clone(e.Code)
+		a.s.Outcome, a.s.Error, a.s.Code = "error", strings.Clone(truncateN(e.Message, MaxRunError)), spanString(e.Code)
 		a.end(e, now)
 		return true
 	}
@@ -355,7 +361,7 @@ func (a *runAcc) end(e *codec.Event, now time.Time) {
 	a.s.DurationMs = max(0, a.s.EndedAt-a.s.StartedAt)
 	for _, u := range e.Usage {
 		a.s.Usage = append(a.s.Usage, Usage{
-			Provider: strings.Clone(u.Provider), Model: strings.Clone(u.Model),
+			Provider: spanString(u.Provider), Model: spanString(u.Model),
 			InputTokens: count(u.InputTokens), OutputTokens: count(u.OutputTokens),
 			TotalTokens: count(u.TotalTokens), ReasoningTokens: count(u.ReasoningTokens),
 			CachedInputTokens: count(u.CachedInputTokens), CacheWriteInputTokens: count(u.CacheWriteInputTokens),
