@@ -1041,6 +1041,11 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 		return nil
 	}
 	t.ckptSeq, t.frameSeq = rec.seq, rec.frameSeq
+	if t.compact != nil && t.th.ChunkLanesOpen() > 0 {
+		// The frames go on from the middle of chunk streams that the
+		// compactor has not seen open: it must not fold their closures away.
+		t.compact = compact.NewMidStream()
+	}
 	t.viewMem = t.th.MemSize()
 	t.run.unmarshal(rec.run)
 	s.m.Loads.Inc()
