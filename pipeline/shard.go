@@ -376,7 +376,16 @@ func (p *partState) track(seq uint64, msg jetstream.Msg) {
 
 // apply decodes one message — one event or a JSONL batch — and applies its
 // events to t, all with the message's stream seq.
+//
+// A message with no event in it (an empty or blank body) changes nothing:
+// it is dead-lettered, and the thread is neither framed nor checkpointed
+// for it.
 func (s *shard) apply(t *hotThread, seq uint64, data []byte, h nats.Header) {
+	if _, _, ok := history.NextEvent(data); !ok {
+		s.m.Rejected.WithLabelValues(wire.ErrKindDecode).Inc()
+		s.deadLetter(t.key.tenant, t.key.token, data, wire.ErrKindDecode, "the message holds no event", seq, 0, "")
+		return
+	}
 	s.dropSnapshot(t)
 	lines := 0
 	for {
