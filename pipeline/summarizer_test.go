@@ -58,27 +58,16 @@ func TestRunSummarizer(t *testing.T) {
 	}
 }
 
-// A run's summary is the same whether its thread stays in memory or is
-// evicted and reloaded from its checkpoint between any two events: the
-// open chunk streams (a chunk without an id continues the last one) travel
-// in the checkpoint too.
-func TestRunAccCheckpointBetweenEvents(t *testing.T) {
-	body := []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r1","timestamp":1000}
-{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"a","timestamp":1001}
-{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","delta":"b","timestamp":1002}
-{"type":"TEXT_MESSAGE_CHUNK","delta":"c","timestamp":1003}
-{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","toolCallName":"fetch","delta":"{","timestamp":1900}
-{"type":"TOOL_CALL_CHUNK","delta":"\"q\":1","timestamp":1950}
-{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","delta":"}","timestamp":1960}
-{"type":"RUN_FINISHED","threadId":"t","runId":"r1","timestamp":3000}`)
+// summarizeTwice sums body's run in memory (kept) and, in parallel, with
+// the accumulator written to its checkpoint form and read back between
+// every two events (reloaded).
+func summarizeTwice(t *testing.T, body []byte) (kept, reloaded RunSummary) {
+	t.Helper()
 	now := time.UnixMilli(9000)
 	var (
-		dec       codec.Decoder
-		ev        codec.Event
-		kept      runAcc
-		reloaded  runAcc
-		keptSum   RunSummary
-		reloadSum RunSummary
+		dec      codec.Decoder
+		ev       codec.Event
+		acc, rel runAcc
 	)
 	for seq := uint64(1); ; seq++ {
 		line, rest, ok := history.NextEvent(body)
@@ -89,23 +78,60 @@ func TestRunAccCheckpointBetweenEvents(t *testing.T) {
 		if err := dec.Decode(line, &ev); err != nil {
 			t.Fatal(err)
 		}
-		if kept.observe(seq, &ev, now) {
-			keptSum = kept.s
+		if acc.observe(seq, &ev, now) {
+			kept = acc.s
 		}
 		var next runAcc
-		next.unmarshal(reloaded.marshal())
-		reloaded = next
-		if reloaded.observe(seq, &ev, now) {
-			reloadSum = reloaded.s
+		next.unmarshal(rel.marshal())
+		rel = next
+		if rel.observe(seq, &ev, now) {
+			reloaded = rel.s
 		}
 	}
-	want := []ToolCallSpan{{ID: "c1", Name: "fetch", StartedAt: 1900, EndedAt: 1960}}
-	if keptSum.Messages != 1 || keptSum.ToolCalls != 1 || fmt.Sprint(keptSum.ToolCallSpans) != fmt.Sprint(want) {
-		t.Errorf("in memory: messages %d, tool calls %d, spans %+v; want 1, 1, %+v",
-			keptSum.Messages, keptSum.ToolCalls, keptSum.ToolCallSpans, want)
-	}
-	if fmt.Sprintf("%+v", reloadSum) != fmt.Sprintf("%+v", keptSum) {
-		t.Errorf("reloaded between events:\n%+v\nin memory:\n%+v", reloadSum, keptSum)
+	return kept, reloaded
+}
+
+// A run's summary is the same whether its thread stays in memory or is
+// evicted and reloaded from its checkpoint between any two events: the
+// open chunk streams (a chunk without an id continues the last one)
+// travel in the checkpoint too, and ids read back as they were kept (cut
+// on a character boundary, and valid UTF-8 even when the event's escape
+// was a lone surrogate).
+func TestRunAccCheckpointBetweenEvents(t *testing.T) {
+	long := strings.Repeat("a", MaxSpanString-1) + "é" // a cut at MaxSpanString bytes would split é
+	for _, tt := range []struct {
+		name, events string
+		want         []ToolCallSpan
+		messages     int
+	}{
+		{name: "chunk streams", events: `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","role":"assistant","delta":"a","timestamp":1001}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m1","delta":"b","timestamp":1002}
+{"type":"TEXT_MESSAGE_CHUNK","delta":"c","timestamp":1003}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","toolCallName":"fetch","delta":"{","timestamp":1900}
+{"type":"TOOL_CALL_CHUNK","delta":"\"q\":1","timestamp":1950}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c1","delta":"}","timestamp":1960}`,
+			want: []ToolCallSpan{{ID: "c1", Name: "fetch", StartedAt: 1900, EndedAt: 1960}}, messages: 1},
+		{name: "long multibyte id", events: `{"type":"TOOL_CALL_START","toolCallId":"` + long + `","toolCallName":"f","timestamp":1100}
+{"type":"TOOL_CALL_END","toolCallId":"` + long + `","timestamp":1200}`,
+			want: []ToolCallSpan{{ID: long[:MaxSpanString-1], Name: "f", StartedAt: 1100, EndedAt: 1200}}},
+		{name: "lone surrogates", events: `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m\ud800","role":"assistant","delta":"a","timestamp":1001}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m\ud800","delta":"b","timestamp":1002}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c\ud800","toolCallName":"fetch","delta":"{","timestamp":1900}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c\ud800","delta":"}","timestamp":1960}`,
+			want: []ToolCallSpan{{ID: "c\uFFFD", Name: "fetch", StartedAt: 1900, EndedAt: 1960}}, messages: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kept, reloaded := summarizeTwice(t, []byte(`{"type":"RUN_STARTED","threadId":"t","runId":"r1","timestamp":1000}
+`+tt.events+`
+{"type":"RUN_FINISHED","threadId":"t","runId":"r1","timestamp":3000}`))
+			if kept.Messages != tt.messages || kept.ToolCalls != len(tt.want) || fmt.Sprint(kept.ToolCallSpans) != fmt.Sprint(tt.want) {
+				t.Errorf("in memory: messages %d, tool calls %d, spans %+v; want %d, %d, %+v",
+					kept.Messages, kept.ToolCalls, kept.ToolCallSpans, tt.messages, len(tt.want), tt.want)
+			}
+			if fmt.Sprintf("%+v", reloaded) != fmt.Sprintf("%+v", kept) {
+				t.Errorf("reloaded between events:\n%+v\nin memory:\n%+v", reloaded, kept)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/threadcast/threadcast/codec"
 )
@@ -190,7 +191,7 @@ func eventTime(e *codec.Event, now time.Time) int64 {
 func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 	if e.Type == codec.TypeRunStarted {
 		a.open = true
-		a.s = RunSummary{RunID: strings.Clone(e.RunID), StartSeq: seq, StartedAt: eventTime(e, now),
+		a.s = RunSummary{RunID: strings.Clone(validUTF8(e.RunID)), StartSeq: seq, StartedAt: eventTime(e, now),
 			ParentRunID: spanString(e.ParentRunID)}
 	}
 	if !a.open {
@@ -202,16 +203,16 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 	case codec.TypeTextMessageStart:
 		a.s.Messages++
 	case codec.TypeTextMessageChunk:
-		if e.MessageID != "" && e.MessageID != a.s.lastMsgID {
-			a.s.lastMsgID = strings.Clone(e.MessageID)
+		if id := validUTF8(e.MessageID); id != "" && id != a.s.lastMsgID {
+			a.s.lastMsgID = strings.Clone(id)
 			a.s.Messages++
 		}
 	case codec.TypeToolCallStart:
 		a.s.ToolCalls++
 		a.startTool(e, now, false)
 	case codec.TypeToolCallChunk:
-		if e.ToolCallID != "" && e.ToolCallID != a.s.lastTC {
-			a.s.lastTC = strings.Clone(e.ToolCallID)
+		if id := validUTF8(e.ToolCallID); id != "" && id != a.s.lastTC {
+			a.s.lastTC = strings.Clone(id)
 			a.s.ToolCalls++
 			a.startTool(e, now, true)
 		} else if tc := a.tool(a.s.lastTC); tc != nil && !tc.Result {
@@ -229,7 +230,7 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 		for i := range e.Messages {
 			if m := &e.Messages[i]; m.Error != "" && m.ToolCallID != "" {
 				if tc := a.tool(m.ToolCallID); tc != nil {
-					tc.Error = truncate(m.Error)
+					tc.Error = spanText(m.Error)
 				}
 			}
 		}
@@ -255,7 +256,7 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 	case codec.TypeSubagentError:
 		if sa := a.subagent(e.SubagentRunID); sa != nil {
 			sa.EndedAt, sa.Outcome = eventTime(e, now), "error"
-			sa.Error, sa.Code = truncate(e.Message), truncate(e.Code)
+			sa.Error, sa.Code = spanText(e.Message), spanText(e.Code)
 		}
 	case codec.TypeRunFinished:
 		a.s.Outcome = "success"
@@ -265,7 +266,7 @@ func (a *runAcc) observe(seq uint64, e *codec.Event, now time.Time) bool {
 		a.end(e, now)
 		return true
 	case codec.TypeRunError:
-		a.s.Outcome, a.s.Error, a.s.Code = "error", strings.Clone(truncateN(e.Message, MaxRunError)), spanString(e.Code)
+		a.s.Outcome, a.s.Error, a.s.Code = "error", strings.Clone(validUTF8(cutUTF8(e.Message, MaxRunError))), spanString(e.Code)
 		a.end(e, now)
 		return true
 	}
@@ -277,7 +278,7 @@ func (a *runAcc) reject(seq uint64, reason string, now time.Time) bool {
 	if !a.open {
 		return false
 	}
-	a.s.EndSeq, a.s.Outcome, a.s.Error = seq, "rejected", truncate(reason)
+	a.s.EndSeq, a.s.Outcome, a.s.Error = seq, "rejected", spanText(reason)
 	a.s.EndedAt = now.UnixMilli()
 	a.s.DurationMs = max(0, a.s.EndedAt-a.s.StartedAt)
 	a.closeSpans()
@@ -318,7 +319,7 @@ func (a *runAcc) tool(id string) *ToolCallSpan {
 	if id == "" {
 		return nil
 	}
-	id = truncateN(id, MaxSpanString)
+	id = spanKey(id)
 	for i := len(a.s.ToolCallSpans) - 1; i >= 0; i-- {
 		if a.s.ToolCallSpans[i].ID == id {
 			return &a.s.ToolCallSpans[i]
@@ -329,7 +330,7 @@ func (a *runAcc) tool(id string) *ToolCallSpan {
 
 // subagent returns the kept invocation id while it is active, or nil.
 func (a *runAcc) subagent(id string) *SubagentSpan {
-	id = truncateN(id, MaxSpanString)
+	id = spanKey(id)
 	for i := len(a.s.SubagentSpans) - 1; i >= 0; i-- {
 		if sa := &a.s.SubagentSpans[i]; sa.RunID == id && sa.Outcome == "" {
 			return sa
@@ -354,7 +355,43 @@ func (a *runAcc) closeSpans() {
 }
 
 // spanString is a copy of s cut at MaxSpanString bytes.
-func spanString(s string) string { return strings.Clone(truncateN(s, MaxSpanString)) }
+func spanString(s string) string { return strings.Clone(spanKey(s)) }
+
+// spanKey is s as a summary keeps and compares it: cut at MaxSpanString
+// bytes on a character boundary, and valid UTF-8 (validUTF8).
+func spanKey(s string) string { return validUTF8(cutUTF8(s, MaxSpanString)) }
+
+// spanText is a copy of a message kept in a summary, cut at 64 bytes (with
+// "…") on a character boundary, and valid UTF-8.
+func spanText(s string) string {
+	if c := cutUTF8(s, 64); len(c) < len(s) {
+		return validUTF8(c) + "…"
+	}
+	return strings.Clone(validUTF8(s))
+}
+
+// cutUTF8 is s cut at n bytes at most, on a character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// validUTF8 is s, or s with its invalid bytes replaced by U+FFFD when it
+// is not valid UTF-8. The codec decodes an escaped lone surrogate to such
+// bytes (WTF-8), and JSON replaces them when a summary is written into a
+// checkpoint: what a summary keeps and compares must read back as it was
+// written, so it is made valid on the way in.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 func (a *runAcc) end(e *codec.Event, now time.Time) {
 	a.s.EndedAt = eventTime(e, now)
