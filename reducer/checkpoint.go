@@ -135,6 +135,7 @@ func (t *Thread) AppendCheckpoint(dst []byte) []byte {
 			Result: s.result, Outcome: s.outcome, ErrMessage: s.errMessage, ErrCode: optStr(s.errCode, s.hasCode),
 		})
 	}
+	_ = c.mapStrings(ckEscape) // escaping fails never
 	// The messages and the state, nearly all of a checkpoint, are JSON the
 	// reducer writes itself: they are written straight into dst rather than
 	// handed to encoding/json, which would scan and compact every byte of
@@ -204,6 +205,9 @@ func LoadCheckpoint(data []byte) (*Thread, error) {
 	}
 	if c.V != checkpointVersion {
 		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrCheckpoint, c.V, checkpointVersion)
+	}
+	if err := c.mapStrings(ckUnescape); err != nil {
+		return nil, err
 	}
 	if c.Phase > uint8(phaseRejected) {
 		return nil, fmt.Errorf("%w: phase %d", ErrCheckpoint, c.Phase)

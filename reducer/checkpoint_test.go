@@ -80,6 +80,57 @@ func TestCheckpointEverySplit(t *testing.T) {
 	}
 }
 
+// TestCheckpointSplitLoneSurrogates is TestCheckpointEverySplit on a
+// stream whose ids, names and texts hold escaped lone surrogates, which
+// are valid JSON (and valid JavaScript strings) and decode to bytes that
+// are not UTF-8: a checkpoint must give them back as they were, or a
+// thread reloaded inside the stream no longer finds its open message, tool
+// call, step or chunk lane.
+func TestCheckpointSplitLoneSurrogates(t *testing.T) {
+	var events []json.RawMessage
+	for _, e := range []string{
+		`{"type":"RUN_STARTED","threadId":"thread-1","runId":"r\ud800"}`,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m\ud800","role":"assistant"}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m\ud800","delta":"a\udfff"}`,
+		`{"type":"TOOL_CALL_START","toolCallId":"c\udc00","toolCallName":"f\ud800","parentMessageId":"m\ud800"}`,
+		`{"type":"TOOL_CALL_ARGS","toolCallId":"c\udc00","delta":"{}"}`,
+		`{"type":"STEP_STARTED","stepName":"s\ud800"}`,
+		`{"type":"TEXT_MESSAGE_END","messageId":"m\ud800"}`,
+		`{"type":"TOOL_CALL_END","toolCallId":"c\udc00"}`,
+		`{"type":"STEP_FINISHED","stepName":"s\ud800"}`,
+		`{"type":"TEXT_MESSAGE_CHUNK","messageId":"k\ud800","role":"assistant","delta":"x"}`,
+		`{"type":"TEXT_MESSAGE_CHUNK","delta":"y"}`,
+		`{"type":"TOOL_CALL_CHUNK","toolCallId":"\u0000c","toolCallName":"g","delta":"{"}`,
+		`{"type":"TOOL_CALL_CHUNK","delta":"}"}`,
+		`{"type":"RUN_FINISHED","threadId":"thread-1","runId":"r\ud800"}`,
+	} {
+		events = append(events, json.RawMessage(e))
+	}
+	want := &corpusRun{thread: NewThread("thread-1"), fatalIdx: -1, proto: "1.0"}
+	feedRange(want, events, 0, len(events))
+	if want.fatalIdx >= 0 || len(want.warnIdx) > 0 {
+		t.Fatalf("the stream itself: fatal at %d, warnings %v", want.fatalIdx, want.warnText)
+	}
+	wantView := want.thread.AppendView(nil)
+	for k := 0; k <= len(events); k++ {
+		got := &corpusRun{thread: NewThread("thread-1"), fatalIdx: -1, proto: "1.0"}
+		feedRange(got, events, 0, k)
+		cp := got.thread.AppendCheckpoint(nil)
+		loaded, err := LoadCheckpoint(cp)
+		if err != nil {
+			t.Fatalf("k=%d: LoadCheckpoint: %v\n%s", k, err, cp)
+		}
+		if again := loaded.AppendCheckpoint(nil); !bytes.Equal(again, cp) {
+			t.Fatalf("k=%d: checkpoint does not round-trip\nfirst  %s\nsecond %s", k, cp, again)
+		}
+		got.thread = loaded
+		feedRange(got, events, k, len(events))
+		if gotView := got.thread.AppendView(nil); !bytes.Equal(gotView, wantView) || got.fatalIdx != -1 || len(got.warnIdx) > 0 {
+			t.Fatalf("k=%d: fatal at %d, warnings %v, view\n%s\nwant\n%s", k, got.fatalIdx, got.warnText, gotView, wantView)
+		}
+	}
+}
+
 func TestLoadCheckpointErrors(t *testing.T) {
 	good := NewThread("t").AppendCheckpoint(nil)
 	tests := []struct {
@@ -92,6 +143,7 @@ func TestLoadCheckpointErrors(t *testing.T) {
 		{"bad messages", strings.Replace(string(good), `"messages":[]`, `"messages":[{"id":1}]`, 1)},
 		{"bad active index", strings.Replace(string(good), `"machine":{`, `"machine":{"active":[3],`, 1)},
 		{"bad lane kind", strings.Replace(string(good), `"machine":{`, `"machine":{"lanes":[{"o":{},"k":9,"id":"x","tag":{}}],`, 1)},
+		{"bad marked string", strings.Replace(string(good), `"machine":{`, `"machine":{"closed":["\u0000not base64!"],`, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
