@@ -72,6 +72,10 @@ type Config struct {
 	// Idempotency-Key request header (see Bridge). nil: a request with
 	// the header is refused with 400, since it could not be honoured.
 	Idempotency jetstream.KeyValue
+	// IdempotencySecret keys the Nats-Msg-Ids of keyed requests' events
+	// (IdempotencySecret returns the deployment's); required, of at least
+	// MinIdempotencySecret bytes, with Idempotency.
+	IdempotencySecret []byte
 	// IdempotencyWindow is how long a key is remembered: the stream's
 	// Duplicates window, which the bucket's TTL equals
 	// (IdempotencyKVConfig). It is quoted in answers; zero: 2 minutes.
@@ -207,6 +211,9 @@ type bridgeCounters struct {
 func New(cfg Config) (*Bridge, error) {
 	if cfg.Publisher == nil || cfg.Verify == nil {
 		return nil, fmt.Errorf("%w: the bridge needs a Publisher and a Verify function", pipeline.ErrConfig)
+	}
+	if cfg.Idempotency != nil && len(cfg.IdempotencySecret) < MinIdempotencySecret {
+		return nil, fmt.Errorf("%w: an idempotency bucket needs a secret of at least %d bytes (IdempotencySecret)", pipeline.ErrConfig, MinIdempotencySecret)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
@@ -369,7 +376,7 @@ func (b *Bridge) ingest(w http.ResponseWriter, r *http.Request) {
 	var kr *keyedRequest
 	if keyed {
 		var done bool
-		if kr, in, done = b.beginKeyed(w, r, idemID(tenant, thread, key), in, &opts); done {
+		if kr, in, done = b.beginKeyed(w, r, idemID(b.cfg.IdempotencySecret, tenant, thread, key), in, &opts); done {
 			return
 		}
 		defer b.unclaim(kr.id)

@@ -12,7 +12,9 @@
 // quotas (package quota) and refused with 507 while the event store is full
 // (pipeline.StorageWatch). With an idempotency bucket (EnsureIdempotencyBucket)
 // a request that carries an Idempotency-Key is answered once: a retry gets
-// the first answer back (idempotency.go).
+// the first answer back (idempotency.go). Its events' Nats-Msg-Ids are keyed
+// with the deployment's secret (IdempotencySecret), since the stream
+// de-duplicates ids across tenants.
 //
 // # Concurrency contract
 //

@@ -18,6 +18,8 @@ package bridge
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -124,9 +126,14 @@ func parseIdempotencyKey(v string) (key string, ok bool, err error) {
 	return key, true, nil
 }
 
-// idemID names a (tenant, thread, key): tenants and threads never share one.
-func idemID(tenant, thread, key string) string {
-	h := sha256.New()
+// idemID names a (tenant, thread, key): tenants and threads never share
+// one. It is keyed with the deployment's secret (IdempotencySecret): the
+// event stream de-duplicates Nats-Msg-Ids across all tenants, so an id that
+// anyone could compute from a tenant, thread and guessable key would let
+// another tenant, publishing first with it, have that tenant's events
+// dropped as duplicates, or learn from its own ack whether the key was used.
+func idemID(secret []byte, tenant, thread, key string) string {
+	h := hmac.New(sha256.New, secret)
 	for _, s := range []string{tenant, thread, key} {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})
@@ -135,10 +142,48 @@ func idemID(tenant, thread, key string) string {
 	return hex.EncodeToString(h.Sum(nil)[:20])
 }
 
-// IdempotencyMsgID is the Nats-Msg-Id of event index of a bridge request
-// with the idempotency key key for tenant and thread.
-func IdempotencyMsgID(tenant, thread, key string, index int) string {
-	return idemMsgID(idemID(tenant, thread, key), index)
+// IdempotencyMsgID is the Nats-Msg-Id of event index of a request to b with
+// the idempotency key key for tenant and thread.
+func (b *Bridge) IdempotencyMsgID(tenant, thread, key string, index int) string {
+	return idemMsgID(idemID(b.cfg.IdempotencySecret, tenant, thread, key), index)
+}
+
+// idemSecretKey is the checkpoint bucket's key of IdempotencySecret's
+// secret. Tenants never start with '_' (wire.ValidTenant): no checkpoint
+// key collides.
+const idemSecretKey = "_s.bridge-idempotency"
+
+// MinIdempotencySecret is the shortest Config.IdempotencySecret accepted.
+const MinIdempotencySecret = 16
+
+// IdempotencySecret returns the secret that keys the ids of keyed requests
+// (Config.IdempotencySecret), creating it on first use: 32 random bytes in
+// cfg's checkpoint bucket (which EnsureStreams creates), which every ingest
+// of the deployment shares, so that a retry reaching another bridge
+// instance, or the same one restarted, gets the same ids, and which no
+// tenant can read.
+func IdempotencySecret(ctx context.Context, js jetstream.JetStream, cfg *pipeline.Config) ([]byte, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: the checkpoint bucket %s holds the idempotency secret: %w", cfg.Bucket, err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	if _, err := kv.Create(ctx, idemSecretKey, secret); err == nil {
+		return secret, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, fmt.Errorf("bridge: create the idempotency secret: %w", err)
+	}
+	e, err := kv.Get(ctx, idemSecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: read the idempotency secret: %w", err)
+	}
+	if len(e.Value()) < MinIdempotencySecret {
+		return nil, fmt.Errorf("bridge: the idempotency secret in %s is %d bytes, want at least %d", cfg.Bucket, len(e.Value()), MinIdempotencySecret)
+	}
+	return e.Value(), nil
 }
 
 func idemMsgID(id string, index int) string { return "tc-idem." + id + "." + strconv.Itoa(index) }

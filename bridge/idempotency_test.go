@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +30,7 @@ import (
 	"github.com/threadcast/threadcast/natsembed"
 	"github.com/threadcast/threadcast/pipeline"
 	"github.com/threadcast/threadcast/reducer"
+	"github.com/threadcast/threadcast/wire"
 )
 
 // idemNode is one "process": an embedded JetStream server on dir, the event
@@ -60,10 +65,14 @@ func startIdemNode(t testing.TB, dir string) *idemNode {
 	cfg := pipeline.DefaultConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := n.js.CreateOrUpdateStream(ctx, pipeline.StreamConfig(&cfg)); err != nil {
+	if _, _, err := pipeline.EnsureStreams(ctx, n.js, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := bridge.EnsureIdempotencyBucket(ctx, n.js, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := bridge.IdempotencySecret(ctx, n.js, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +80,7 @@ func startIdemNode(t testing.TB, dir string) *idemNode {
 		t.Fatal(err)
 	}
 	n.br, err = bridge.New(bridge.Config{Publisher: n.pub, Verify: bridgeVerify,
-		Idempotency: kv, IdempotencyWindow: cfg.Duplicates})
+		Idempotency: kv, IdempotencySecret: secret, IdempotencyWindow: cfg.Duplicates})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +368,65 @@ func TestBridgeIdempotencyKeyForms(t *testing.T) {
 	if got := len(n.env.stored(t)["t-forms"]); got != 2*len(events) {
 		t.Errorf("%d events stored, want %d (two keys, once each)", got, 2*len(events))
 	}
-	if bridge.IdempotencyMsgID("acme", "t", "k", 3) == bridge.IdempotencyMsgID("globex", "t", "k", 3) {
+	if n.br.IdempotencyMsgID("acme", "t", "k", 3) == n.br.IdempotencyMsgID("globex", "t", "k", 3) {
 		t.Error("two tenants share a message id for the same key")
+	}
+}
+
+// The Nats-Msg-Ids of a keyed request cannot be had from its tenant,
+// thread and key alone: the event stream de-duplicates ids across every
+// tenant, so another tenant publishing first with ids it could compute
+// would have this tenant's events dropped as duplicates. Here globex
+// publishes, on its own thread, with the ids an unkeyed hash of (acme,
+// thread, key) gives; acme's keyed request is stored whole all the same,
+// and its retry is still answered from the first.
+func TestBridgeIdempotencyIDsAreKeyed(t *testing.T) {
+	n := startIdemNode(t, t.TempDir())
+	body, events := idemRun("t-pre", 3)
+	const key = "order-42"
+	h := sha256.New()
+	for _, s := range []string{"acme", "t-pre", key} {
+		h.Write([]byte(strconv.Itoa(len(s)) + ":" + s))
+	}
+	guess := hex.EncodeToString(h.Sum(nil)[:20])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subj, _ := wire.EventSubject("globex", "g")
+	for i := range events {
+		id := "tc-idem." + guess + "." + strconv.Itoa(i)
+		if id == n.br.IdempotencyMsgID("acme", "t-pre", key, i) {
+			t.Fatalf("event %d's id is the unkeyed hash of its tenant, thread and key", i)
+		}
+		if _, err := n.js.Publish(ctx, subj, []byte(`{"type":"RUN_STARTED","threadId":"g","runId":"r"}`), jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status, _, resp := postKey(t, n, "t-pre", key, body); status != http.StatusOK || resp.Accepted != len(events) {
+		t.Fatalf("acme's keyed request: %d %+v", status, resp)
+	}
+	if got := len(n.env.stored(t)["t-pre"]); got != len(events) {
+		t.Errorf("%d of acme's %d events stored", got, len(events))
+	}
+	if status, hdr, _ := postKey(t, n, "t-pre", key, body); status != http.StatusOK || hdr.Get(bridge.HeaderIdempotentReplay) != "true" {
+		t.Errorf("the retry: %d, replay %q", status, hdr.Get(bridge.HeaderIdempotentReplay))
+	}
+
+	// The secret is the deployment's: asked again, the same; a bridge
+	// without one refuses an idempotency bucket.
+	cfg := pipeline.DefaultConfig()
+	a, err := bridge.IdempotencySecret(ctx, n.js, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bridge.IdempotencySecret(ctx, n.js, &cfg)
+	if err != nil || !bytes.Equal(a, b) || len(a) < bridge.MinIdempotencySecret {
+		t.Errorf("the secret asked twice: %x, %x, %v", a, b, err)
+	}
+	kv, err := bridge.EnsureIdempotencyBucket(ctx, n.js, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.New(bridge.Config{Publisher: n.pub, Verify: bridgeVerify, Idempotency: kv, IdempotencySecret: a[:8]}); !errors.Is(err, pipeline.ErrConfig) {
+		t.Errorf("a short secret: %v, want ErrConfig", err)
 	}
 }

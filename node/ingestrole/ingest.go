@@ -111,7 +111,7 @@ func (s *Side) StartIngest() (http.Handler, error) {
 	}
 	bc := bridge.Config{Publisher: s.bridge, Verify: verify, Quota: lim,
 		MaxEventBytes: s.cfg.Pipeline.MaxEventBytes(), IdempotencyWindow: pc.Duplicates, Window: s.cfg.BridgeWindow, Storage: s.storage}
-	if bc.Idempotency, err = s.idempotencyBucket(&pc); err != nil {
+	if bc.Idempotency, bc.IdempotencySecret, err = s.idempotency(&pc); err != nil {
 		return nil, err
 	}
 	if retained != nil {
@@ -125,16 +125,24 @@ func (s *Side) StartIngest() (http.Handler, error) {
 	return b, nil
 }
 
-// idempotencyBucket creates or updates the bucket of the bridge's first
-// answers (the Idempotency-Key records).
-func (s *Side) idempotencyBucket(pc *pipeline.Config) (jetstream.KeyValue, error) {
+// idempotency creates or updates the bucket of the bridge's first answers
+// (the Idempotency-Key records) and reads the secret of their ids.
+func (s *Side) idempotency(pc *pipeline.Config) (jetstream.KeyValue, []byte, error) {
 	js, err := s.jetStream()
 	if err != nil {
-		return nil, fmt.Errorf("%w: jetstream: %w", node.ErrNats, err)
+		return nil, nil, fmt.Errorf("%w: jetstream: %w", node.ErrNats, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.node.Drain)
 	defer cancel()
-	return bridge.EnsureIdempotencyBucket(ctx, js, pc)
+	kv, err := bridge.EnsureIdempotencyBucket(ctx, js, pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	secret, err := bridge.IdempotencySecret(ctx, js, pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kv, secret, nil
 }
 
 // newIngester builds ingest in the configured partition mode.
