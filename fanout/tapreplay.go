@@ -26,9 +26,9 @@ type tapSince struct {
 }
 
 // parseTapSince reads ?since= (an RFC 3339 time, or a tap stream seq) and
-// Last-Event-ID (the seq of the last message a replay delivered: the
-// replay resumes after it, and it wins over ?since=). ok is false when
-// neither is given.
+// Last-Event-ID (the id of the last message a replay delivered, a tap
+// stream seq: the replay resumes after it, and it wins over ?since=). ok
+// is false when neither is given.
 func parseTapSince(since, lastEventID string) (tapSince, bool, error) {
 	if lastEventID != "" {
 		n, err := strconv.ParseUint(lastEventID, 10, 64)
@@ -65,9 +65,8 @@ func truncateID(s string) string {
 // consumer filtered on the tenant's tap subjects (one per ?types= entry):
 // the replay and the live part are the same consumer, so there is neither
 // a gap nor a duplicate where one becomes the other. Each SSE message has
-// the tap stream seq as its id (of its last part, for a message in parts),
-// so a client reconnecting with Last-Event-ID resumes after it. The
-// consumer pulls at most tapPullBatch messages ahead and the handler holds
+// a tap stream seq as its id (tapResume), so a client reconnecting with
+// Last-Event-ID resumes after it. The consumer pulls at most tapPullBatch messages ahead and the handler holds
 // at most tapPending: a reader that cannot keep up is not cut, the stream
 // waits for it (the messages stay in the tap stream).
 func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims, types []string, since tapSince, ndjson bool) {
@@ -115,8 +114,10 @@ func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims
 		return
 	}
 	// The pump moves messages from the consumer to ch; this handler owns
-	// it: Stop ends its Next, and the handler waits for it to return.
-	ch := make(chan *nats.Msg, tapPending)
+	// it: Stop ends its Next, and the handler waits for it to return. The
+	// stream seq travels beside the message, not in its header: the parts
+	// of a message must keep the same headers to be joined.
+	ch := make(chan tapPart, tapPending)
 	done := make(chan struct{})
 	pumpCtx, stopPump := context.WithCancel(r.Context())
 	go func() {
@@ -130,13 +131,8 @@ func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims
 			if err != nil {
 				continue
 			}
-			h := m.Headers()
-			if h == nil {
-				h = nats.Header{}
-			}
-			h[jetstream.SequenceHeader] = []string{strconv.FormatUint(meta.Sequence.Stream, 10)}
 			select {
-			case ch <- &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: h}:
+			case ch <- tapPart{&nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: m.Headers()}, meta.Sequence.Stream}:
 			case <-pumpCtx.Done():
 				return
 			}
@@ -149,18 +145,19 @@ func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims
 	}()
 	all := c.AllThreads()
 	parts := wire.Assembler{Max: s.hub.cfg.MaxMessageBytes}
-	s.streamMsgs(w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), nil, func(part *nats.Msg, dst []byte) []byte {
-		seq := part.Header.Get(jetstream.SequenceHeader)
-		m, err := parts.Add(part)
+	var resume tapResume
+	streamMsgs(s, w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), nil, func(part tapPart, dst []byte) []byte {
+		m, err := parts.Add(part.msg)
 		if err != nil {
 			s.m.BadTap.Inc()
 		}
+		id := resume.add(&parts, part)
 		if m == nil {
 			return dst
 		}
 		if !all {
-			id, err := wire.DecodeThread(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
-			if err != nil || !c.AllowsThread(id) {
+			thread, err := wire.DecodeThread(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+			if err != nil || !c.AllowsThread(thread) {
 				return dst
 			}
 		}
@@ -169,10 +166,52 @@ func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims
 			return append(dst, '\n')
 		}
 		dst = append(dst, "id: "...)
-		dst = append(dst, seq...)
+		dst = strconv.AppendUint(dst, id, 10)
 		dst = append(dst, '\n')
 		return appendData(dst, m.Data)
 	})
+}
+
+// tapPart is a message of the tap stream (whole, or a part of one) and
+// its stream seq.
+type tapPart struct {
+	msg *nats.Msg
+	seq uint64
+}
+
+// tapResume gives each message a replay delivers its SSE id: the seq
+// after which a replay resumes (Last-Event-ID) with nothing lost. That is
+// the seq of the part just read, but for a message in assembly: its parts
+// before that seq would not be replayed, and the message would be lost
+// whole, so the id stays below its first part until it is delivered or
+// discarded. Messages of other subjects come between the parts of one in
+// the tap stream (every shard publishes into it), so a message delivered
+// while another is in assembly gets an id below its own seq: resuming after
+// it replays it again, with the one in assembly. A resume loses nothing,
+// repeats nothing when no message was in assembly, and never starts inside
+// a message. Ids never decrease.
+type tapResume struct {
+	first map[string]uint64 // by subject: the seq of the first part of the message in assembly
+}
+
+// add records part, which parts has just taken, and returns the id of a
+// message delivered with it.
+func (r *tapResume) add(parts *wire.Assembler, part tapPart) uint64 {
+	subj := part.msg.Subject
+	switch {
+	case !parts.PendingOn(subj):
+		delete(r.first, subj)
+	case strings.HasPrefix(part.msg.Header.Get(wire.HeaderPart), "0/"):
+		if r.first == nil {
+			r.first = make(map[string]uint64)
+		}
+		r.first[subj] = part.seq // a new message (one before it on subj, unfinished, was discarded)
+	}
+	id := part.seq
+	for _, seq := range r.first { // at most the Assembler's MaxOpen entries
+		id = min(id, seq-1)
+	}
+	return id
 }
 
 // tapPullBatch is how many messages a tap replay's consumer pulls ahead.

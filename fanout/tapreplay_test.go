@@ -222,6 +222,81 @@ func TestTapReplaySeam(t *testing.T) {
 	quiet(t, ch, 300*time.Millisecond)
 }
 
+// TestTapReplayPartedMessage: a tap message the pipeline sent in parts
+// (wire.Publish, stored part by part in the tap stream) is replayed whole,
+// with an id that a resume (Last-Event-ID) can start after. Another
+// thread's message stored between its parts is delivered before it with
+// the seq before the parted message's first part as its id: resuming
+// after that id replays the parted message (and the other one again)
+// rather than losing it. The parted message's id is its last part's seq:
+// resuming after it starts at the next message, not inside it.
+func TestTapReplayPartedMessage(t *testing.T) {
+	e := newTapEnv(t)
+	first := e.pub(t, "acme", "RUN_STARTED", "t0", `{"n":0}`)
+	big := `{"n":"` + strings.Repeat("x", 3000) + `"}`
+	store := &tapStore{t: t, js: e.js, between: func() uint64 {
+		return e.pub(t, "acme", "RUN_STARTED", "t2", `{"n":2}`)
+	}}
+	m := &nats.Msg{Subject: wire.TapSubject("acme", "RUN_STARTED", wire.EncodeThread("t1")), Data: []byte(big),
+		Header: nats.Header{wire.HeaderSeq: {"7"}}}
+	if err := wire.Publish(store, m, 1024); err != nil { // 3 parts
+		t.Fatal(err)
+	}
+	if len(store.seqs) != 3 {
+		t.Fatalf("stored %d parts, want 3", len(store.seqs))
+	}
+	next := e.pub(t, "acme", "RUN_STARTED", "t3", `{"n":3}`)
+
+	tests := []struct {
+		name   string
+		lastID uint64 // 0: from first
+		want   []tapMsg
+	}{
+		{"from the start", 0, []tapMsg{{first, `{"n":0}`}, {store.seqs[0] - 1, `{"n":2}`}, {store.seqs[2], big}, {next, `{"n":3}`}}},
+		{"after the message between the parts", store.seqs[0] - 1, []tapMsg{{store.seqs[0] - 1, `{"n":2}`}, {store.seqs[2], big}, {next, `{"n":3}`}}},
+		{"after the parted message", store.seqs[2], []tapMsg{{next, `{"n":3}`}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lastID := ""
+			if tt.lastID != 0 {
+				lastID = strconv.FormatUint(tt.lastID, 10)
+			}
+			ch, stop := tapStream(t, e.url+"?since="+strconv.FormatUint(first, 10), token(t, "acme"), lastID)
+			defer stop()
+			got := take(t, ch, len(tt.want), 5*time.Second)
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("message %d: id %d, %d bytes; want id %d, %d bytes", i, got[i].id, len(got[i].data), tt.want[i].id, len(tt.want[i].data))
+				}
+			}
+			quiet(t, ch, 300*time.Millisecond)
+		})
+	}
+}
+
+// tapStore is a wire.Publisher that stores each message in the tap stream
+// and waits for its seq (seqs), with another message (between) stored
+// after the first: the interleaving of two shards publishing at once.
+type tapStore struct {
+	t       *testing.T
+	js      jetstream.JetStream
+	between func() uint64
+	seqs    []uint64
+}
+
+func (s *tapStore) PublishMsg(m *nats.Msg) error {
+	ack, err := s.js.PublishMsg(s.t.Context(), m)
+	if err != nil {
+		return err
+	}
+	s.seqs = append(s.seqs, ack.Sequence)
+	if len(s.seqs) == 1 {
+		s.between()
+	}
+	return nil
+}
+
 func TestTapReplayErrors(t *testing.T) {
 	e := newTapEnv(t)
 	tok := token(t, "acme")

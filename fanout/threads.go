@@ -378,7 +378,7 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 		s.deny(w, http.StatusServiceUnavailable, "unavailable")
 		return
 	}
-	s.streamMsgs(w, r, ch, false, s.cfg.Verifier.Deadline(c), nil, func(m *nats.Msg, dst []byte) []byte {
+	streamMsgs(s, w, r, ch, false, s.cfg.Verifier.Deadline(c), nil, func(m *nats.Msg, dst []byte) []byte {
 		var body struct {
 			Thread string `json:"thread"`
 			Seq    uint64 `json:"seq"`
@@ -485,7 +485,7 @@ func (s *Server) tap(w http.ResponseWriter, r *http.Request) {
 		}
 		return false
 	}
-	s.streamMsgs(w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), slow, func(part *nats.Msg, dst []byte) []byte {
+	streamMsgs(s, w, r, ch, ndjson, s.cfg.Verifier.Deadline(c), slow, func(part *nats.Msg, dst []byte) []byte {
 		if only != nil && !only[tapType(part.Subject)] {
 			return dst
 		}
@@ -559,13 +559,14 @@ func tapType(subj string) string {
 	return subj[j+1 : i]
 }
 
-// streamMsgs writes messages from ch, batching whatever is already queued
-// into one write and flush, with heartbeats, lifetime, drain and the
-// token's expiry (at expires, an SSE stream gets ": end
+// streamMsgs writes the messages from ch (NATS messages, or what a
+// handler makes of them) as enc encodes them, batching whatever is
+// already queued into one write and flush, with heartbeats, lifetime,
+// drain and the token's expiry (at expires, an SSE stream gets ": end
 // reason=token_expired") like pump. Once slow (nil: never) reports that
 // messages for this reader were dropped, it ends the stream after a last
 // "slow reader" comment (SSE), counted as EndSlow.
-func (s *Server) streamMsgs(w http.ResponseWriter, r *http.Request, ch <-chan *nats.Msg, ndjson bool, expires time.Time, slow func() bool, enc func(*nats.Msg, []byte) []byte) {
+func streamMsgs[M any](s *Server, w http.ResponseWriter, r *http.Request, ch <-chan M, ndjson bool, expires time.Time, slow func() bool, enc func(M, []byte) []byte) {
 	h := w.Header()
 	if ndjson {
 		h.Set("Content-Type", "application/x-ndjson")

@@ -199,6 +199,13 @@ func (a *Assembler) Add(msg *nats.Msg) (*nats.Msg, error) {
 // Pending reports whether a message is in assembly.
 func (a *Assembler) Pending() bool { return len(a.open) > 0 }
 
+// PendingOn reports whether a message on subject is in assembly: its first
+// part was taken and its last is still to come.
+func (a *Assembler) PendingOn(subject string) bool {
+	_, ok := a.open[subject]
+	return ok
+}
+
 func (a *Assembler) drop(subject string) {
 	delete(a.open, subject)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,21 +210,32 @@ func TestAssemblerWholeAfterLoss(t *testing.T) {
 }
 
 // TestAssemblerInterleavedSubjects: a wildcard subscription (the tap) gets
-// other subjects' messages between one message's parts.
+// other subjects' messages between one message's parts. PendingOn names
+// the subjects with a message begun and not yet ended after each part.
 func TestAssemblerInterleavedSubjects(t *testing.T) {
 	a, b := randomBody(3000), randomBody(2500)
 	pa, pb := split(t, "tap.x.A.t1", nil, a, 1000), split(t, "tap.x.A.t2", nil, b, 1000)
 	small := &nats.Msg{Subject: "tap.x.B.t3", Data: []byte("{}")}
 	order := []*nats.Msg{pa[0], pb[0], small, pa[1], pb[1], pb[2], pa[2]}
+	pending := []string{"t1", "t1 t2", "t1 t2", "t1 t2", "t1 t2", "t1", ""}
 	var asm Assembler
 	var got [][]byte
-	for _, m := range order {
+	for i, m := range order {
 		w, err := asm.Add(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if w != nil {
 			got = append(got, w.Data)
+		}
+		var on []string
+		for _, subj := range []string{"tap.x.A.t1", "tap.x.A.t2", "tap.x.B.t3"} {
+			if asm.PendingOn(subj) {
+				on = append(on, subj[len("tap.x.A."):])
+			}
+		}
+		if strings.Join(on, " ") != pending[i] {
+			t.Errorf("after message %d: pending on %q, want %q", i, on, pending[i])
 		}
 	}
 	if len(got) != 3 || !bytes.Equal(got[0], small.Data) || !bytes.Equal(got[1], b) || !bytes.Equal(got[2], a) {
