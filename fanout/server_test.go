@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/threadcast/threadcast/auth"
@@ -508,6 +510,80 @@ func TestThreadList(t *testing.T) {
 			t.Fatalf("live entry %q %v", m.data, err)
 		}
 		break
+	}
+}
+
+// TestThreadListLiveParts: the live thread list gives one entry per
+// frame, whole or in parts (wire.Publish, as the pipeline sends a frame
+// above its max payload), with the thread from the subject, the seq from
+// Tc-Seq and the status from Tc-Status; a frame without Tc-Status has the
+// status of its body when whole, none when in parts.
+func TestThreadListLiveParts(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	c := openSSE(t, hs.URL+"/v1/threads?live=1", token(t, "acme"), nil)
+	defer c.close()
+	pad := strings.Repeat("p", 1000)
+	tests := []struct {
+		thread    string
+		status    string // Tc-Status ("": none)
+		partSize  int    // 0: whole
+		wantEntry string
+	}{
+		{"whole", "finished", 0, `{"thread":"whole","seq":11,"status":"finished"}`},
+		{"in.parts", "finished", 256, `{"thread":"in.parts","seq":12,"status":"finished"}`},
+		{"whole-no-header", "", 0, `{"thread":"whole-no-header","seq":13,"status":"finished"}`},
+		{"parts-no-header", "", 256, `{"thread":"parts-no-header","seq":14}`},
+		{"last", "idle", 0, `{"thread":"last","seq":15,"status":"idle"}`},
+	}
+	for i, tt := range tests {
+		seq := strconv.Itoa(11 + i)
+		status := tt.status
+		if status == "" {
+			status = "finished"
+		}
+		body := fmt.Sprintf(`{"tenant":"acme","thread":%q,"seq":%s,"prev":0,"status":%q,"events":[{"type":"CUSTOM","name":"pad","value":%q}]}`,
+			tt.thread, seq, status, pad)
+		h := nats.Header{wire.HeaderSeq: {seq}, wire.HeaderPrev: {"0"}}
+		if tt.status != "" {
+			h[wire.HeaderStatus] = []string{tt.status}
+		}
+		size := tt.partSize
+		if size == 0 {
+			size = len(body)
+		}
+		if err := wire.Publish(nc, &nats.Msg{Subject: wire.ViewSubject("acme", wire.EncodeThread(tt.thread)), Header: h, Data: []byte(body)}, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timer := time.AfterFunc(5*time.Second, c.cancel)
+	defer timer.Stop()
+	var got []string
+	for len(got) < len(tests) {
+		m, err := c.next()
+		if err != nil {
+			t.Fatalf("entries %q, then %v", got, err)
+		}
+		if m.data == "" {
+			continue
+		}
+		var ti ThreadInfo
+		if err := json.Unmarshal([]byte(m.data), &ti); err != nil || ti.Updated.IsZero() {
+			t.Fatalf("entry %q: %v", m.data, err)
+		}
+		ti.Updated = time.Time{}
+		b, _ := json.Marshal(struct {
+			Thread string `json:"thread"`
+			Seq    uint64 `json:"seq,omitempty"`
+			Status string `json:"status,omitempty"`
+		}{ti.Thread, ti.Seq, ti.Status})
+		got = append(got, string(b))
+	}
+	for i, tt := range tests {
+		if got[i] != tt.wantEntry {
+			t.Errorf("entry %d: %s, want %s", i, got[i], tt.wantEntry)
+		}
 	}
 }
 

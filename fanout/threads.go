@@ -355,6 +355,12 @@ func threadInfo(h nats.Header, key string, at time.Time, allow func(string) bool
 }
 
 // threadListLive streams {"thread","seq","status","updated"} per frame.
+// An entry is read from the subject and the headers alone (the thread from
+// the subject's token, Tc-Seq, Tc-Status), which every part of a frame in
+// parts carries: a frame's entry is written at its first part, and the
+// list holds nothing of any frame whatever the threads it follows or the
+// size of their frames. A whole frame without Tc-Status has its status
+// read from the body.
 func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.Claims, allow func(string) bool) {
 	tenant := c.Tenant
 	end, ok := s.beginStream(w, tenant, "", false)
@@ -379,15 +385,27 @@ func (s *Server) threadListLive(w http.ResponseWriter, r *http.Request, c auth.C
 		return
 	}
 	streamMsgs(s, w, r, ch, false, s.cfg.Verifier.Deadline(c), nil, func(m *nats.Msg, dst []byte) []byte {
-		var body struct {
-			Thread string `json:"thread"`
-			Seq    uint64 `json:"seq"`
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(m.Data, &body) != nil || !allow(body.Thread) {
+		part := m.Header.Get(wire.HeaderPart)
+		if part != "" && !strings.HasPrefix(part, "0/") {
 			return dst
 		}
-		b, _ := json.Marshal(ThreadInfo{Thread: body.Thread, Seq: body.Seq, Status: body.Status, Updated: time.Now().UTC()})
+		thread, err := wire.DecodeThread(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+		if err != nil || !allow(thread) {
+			return dst
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(wire.HeaderSeq), 10, 64)
+		if err != nil {
+			return dst
+		}
+		status := m.Header.Get(wire.HeaderStatus)
+		if status == "" && part == "" {
+			var body struct {
+				Status string `json:"status"`
+			}
+			_ = json.Unmarshal(m.Data, &body)
+			status = body.Status
+		}
+		b, _ := json.Marshal(ThreadInfo{Thread: thread, Seq: seq, Status: status, Updated: time.Now().UTC()})
 		return appendData(dst, b)
 	})
 }

@@ -30,9 +30,10 @@ func counter(t testing.TB, c prometheus.Counter) float64 {
 }
 
 // TestFramesFoldToView follows a thread's frames: their Tc-Prev chain is
-// dense, the last one reaches the last seq, and folding the frames'
-// (compacted) events into an empty thread gives the same messages and state
-// as the thread's view.
+// dense, the last one reaches the last seq, each carries its status in
+// Tc-Status as in its body, and folding the frames' (compacted) events
+// into an empty thread gives the same messages and state as the thread's
+// view.
 func TestFramesFoldToView(t *testing.T) {
 	checkNoGoroutineLeak(t)
 	s := runServer(t)
@@ -71,6 +72,9 @@ func TestFramesFoldToView(t *testing.T) {
 			}
 			if hp != prev || f.Prev != prev || f.Seq != seq || seq <= prev {
 				t.Fatalf("%s: frame seq %d prev %d (body %d/%d), want prev %d", st.thread, seq, hp, f.Seq, f.Prev, prev)
+			}
+			if hs := msg.Header.Get(wire.HeaderStatus); f.Status == "" || hs != f.Status {
+				t.Fatalf("%s: frame %d: %s %q, body status %q", st.thread, seq, wire.HeaderStatus, hs, f.Status)
 			}
 			for _, raw := range f.Events {
 				if err := dec.Decode(bytes.Clone(raw), &ev); err != nil {

@@ -159,6 +159,7 @@ type shard struct {
 	// reference): one header map and message per shard instead of per frame.
 	frameMsg                  nats.Msg
 	frameHdrSeq, frameHdrPrev [1]string
+	frameHdrStatus            [1]string
 	ds                        []delivery // the batch being handled (run), reused
 	// preloaded holds threads whose checkpoints preload read for the batch
 	// being handled; thread takes them from here.
@@ -188,7 +189,8 @@ func newShard(id int, cfg *Config, log *slog.Logger, m *Metrics, pub Publisher, 
 		snapq:   newSnapQueue(cfg.SnapshotQueue),
 		threads: make(map[threadKey]*hotThread),
 	}
-	s.frameMsg.Header = nats.Header{wire.HeaderSeq: s.frameHdrSeq[:], wire.HeaderPrev: s.frameHdrPrev[:], wire.HeaderSent: s.frameHdrSent[:]}
+	s.frameMsg.Header = nats.Header{wire.HeaderSeq: s.frameHdrSeq[:], wire.HeaderPrev: s.frameHdrPrev[:], wire.HeaderSent: s.frameHdrSent[:],
+		wire.HeaderStatus: s.frameHdrStatus[:]}
 	s.snapHdr = nats.Header{wire.HeaderSeq: s.snapHdrSeq[:]}
 	s.partSize = partSizeOf(pub, cfg)
 	return s
@@ -639,8 +641,9 @@ func (s *shard) frame(t *hotThread) {
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"prev":`...)
 	b = strconv.AppendUint(b, t.frameSeq, 10)
+	status := t.th.Status().String()
 	b = append(b, `,"status":"`...)
-	b = append(b, t.th.Status().String()...)
+	b = append(b, status...)
 	b = append(b, `","events":`...)
 	b, s.evs = appendCompacted(b, t.compact, s.evs)
 	n := len(b)
@@ -652,6 +655,7 @@ func (s *shard) frame(t *hotThread) {
 	}
 	b = append(b, '}')
 	s.frameHdrSeq[0], s.frameHdrPrev[0] = strconv.FormatUint(seq, 10), strconv.FormatUint(t.frameSeq, 10)
+	s.frameHdrStatus[0] = status
 	s.frameMsg.Subject, s.frameMsg.Data = t.subject, b
 	// A frame that could not be sent is lost like one a subscriber missed:
 	// the next frame's Tc-Prev (this seq) shows the gap, and frameSeq

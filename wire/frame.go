@@ -31,9 +31,10 @@ import (
 //
 // Headers:
 //
-//	Tc-Seq:  S   the stream sequence the thread's view reflects after this frame
-//	Tc-Prev: P   the Tc-Seq of the thread's previous frame (0: none since the
-//	             thread was created or reloaded from nothing)
+//	Tc-Seq:    S   the stream sequence the thread's view reflects after this frame
+//	Tc-Prev:   P   the Tc-Seq of the thread's previous frame (0: none since the
+//	               thread was created or reloaded from nothing)
+//	Tc-Status: st  the body's "status", for readers of the headers alone
 //
 // Body (JSON object):
 //

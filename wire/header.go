@@ -34,7 +34,9 @@ const (
 	// listing reads status and last activity from headers alone, never the
 	// records: the reducer status ("idle", "running", ...) and the Unix ms
 	// time of the last applied event (its own timestamp when it has one,
-	// else the time ingest applied it).
+	// else the time ingest applied it). A frame carries HeaderStatus too
+	// (the body's "status"), so that the live listing reads it from any of
+	// the frame's parts.
 	HeaderStatus    = "Tc-Status"
 	HeaderLastEvent = "Tc-Last-Event"
 )
