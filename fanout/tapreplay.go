@@ -66,9 +66,10 @@ func truncateID(s string) string {
 // the replay and the live part are the same consumer, so there is neither
 // a gap nor a duplicate where one becomes the other. Each SSE message has
 // a tap stream seq as its id (tapResume), so a client reconnecting with
-// Last-Event-ID resumes after it. The consumer pulls at most tapPullBatch messages ahead and the handler holds
-// at most tapPending: a reader that cannot keep up is not cut, the stream
-// waits for it (the messages stay in the tap stream).
+// Last-Event-ID resumes after it. The consumer pulls at most tapPullBatch
+// messages ahead and the handler holds at most tapPending: a reader that
+// cannot keep up is not cut, the stream waits for it (the messages stay in
+// the tap stream).
 func (s *Server) tapReplay(w http.ResponseWriter, r *http.Request, c auth.Claims, types []string, since tapSince, ndjson bool) {
 	if s.cfg.TapStream == "" {
 		s.denyDetail(w, http.StatusNotFound, "tap_not_durable", "this node keeps no tap stream: only the live tap (without since) is served")
