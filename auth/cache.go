@@ -96,7 +96,12 @@ func (tc *tokenCache) put(token string, c Claims, src *source, ks *keySet) {
 	}
 	tc.mu.Lock()
 	if old := tc.cur[token]; old != nil {
+		delete(tc.cur, token)
 		tc.curBytes -= old.size
+	}
+	if old := tc.old[token]; old != nil {
+		delete(tc.old, token)
+		tc.oldBytes -= old.size
 	}
 	tc.addLocked(token, e)
 	tc.mu.Unlock()

@@ -188,3 +188,34 @@ func TestVerifierCacheConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A token put again (verified again after its entry no longer held) is
+// held once, and the bytes counted are those held, across generations.
+func TestTokenCacheAccounting(t *testing.T) {
+	c := Claims{Tenant: "acme"}
+	size := int64(len("token-0")) + claimsSize(&c) + cacheOverhead
+	tc := newTokenCache(5 * size) // two entries a generation
+	for i := range 200 {
+		tok := fmt.Sprintf("token-%d", i%3)
+		tc.put(tok, c, nil, nil)
+		if i%4 == 0 {
+			tc.get(fmt.Sprintf("token-%d", i%5))
+		}
+		tc.mu.Lock()
+		var sum int64
+		for k, e := range tc.cur {
+			if tc.old[k] != nil {
+				t.Fatalf("step %d: %s is in both generations", i, k)
+			}
+			sum += e.size
+		}
+		cur := sum
+		for _, e := range tc.old {
+			sum += e.size
+		}
+		if cur != tc.curBytes || sum != tc.curBytes+tc.oldBytes || sum > tc.max {
+			t.Fatalf("step %d: counted %d + %d, held %d + %d (max %d)", i, tc.curBytes, tc.oldBytes, cur, sum-cur, tc.max)
+		}
+		tc.mu.Unlock()
+	}
+}
