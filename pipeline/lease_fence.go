@@ -48,7 +48,9 @@ var ErrFenced = errors.New("pipeline: checkpoint fenced: another instance wrote 
 // revs and unsure are owned by the shard goroutine that owns the store (Get,
 // Put, forget and the futures' Wait/Result all run there). They hold the
 // keys of the shard's hot threads: the shard forgets a key when it evicts
-// its thread (forget), and reads it again (Get) before it writes it again.
+// its thread, and when it read the key for a thread it does not keep hot
+// (a snapshot of a cold thread: shard.forgetCold), and reads it again (Get)
+// before it writes it again.
 type fencedStore struct {
 	*kvStore
 	// api and streamName address the bucket's stream KV_<bucket> (its
@@ -154,8 +156,8 @@ func (s *fencedStore) remember(key string, rev uint64) {
 	delete(s.unsure, key)
 }
 
-// forget drops what the store knows of key: its thread was evicted, and is
-// read again (Get) before it is written again.
+// forget drops what the store knows of key: its thread is not hot (evicted,
+// or only read), and is read again (Get) before it is written again.
 func (s *fencedStore) forget(key string) {
 	delete(s.revs, key)
 	delete(s.unsure, key)

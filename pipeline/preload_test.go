@@ -141,3 +141,80 @@ func TestPreloadColdSnapshots(t *testing.T) {
 		t.Errorf("%d threads kept hot by snapshots of cold ones", len(s.threads))
 	}
 }
+
+// The fenced store remembers a revision only for the shard's hot threads:
+// reading a checkpoint to answer a snapshot of a cold thread (one at a
+// time or preloaded together), or to preload a thread the batch then does
+// not take (a redelivery), leaves no revision behind, so the store's memory
+// does not grow with every thread ever served. A hot thread's revision
+// stays: it fences the thread's next write.
+func TestFencedRevsHoldOnlyHotThreads(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	cfg := testConfig()
+	cfg.Tap = false
+	store := newTestFencedStore(t, nc, cfg.Bucket, nil)
+	sh := newShard(0, &cfg, discardLogger(), NewMetrics(nil), &countPub{}, store)
+	for p := range cfg.Partitions {
+		sh.parts[p] = &partState{p: p, dirty: make(map[*hotThread]struct{})}
+	}
+	ctx := context.Background()
+	var acked []uint64
+	msg := func(seq uint64, thread string) *testMsg {
+		tok := wire.EncodeThread(thread)
+		return &testMsg{subject: wire.StoredSubject(wire.Partition("acme", tok, cfg.Partitions), "acme", tok), seq: seq, acked: &acked,
+			data: fmt.Appendf(nil, `{"type":"RUN_STARTED","threadId":%q,"runId":"r"}`, thread)}
+	}
+	snap := func(thread string) snapGroup {
+		tok := wire.EncodeThread(thread)
+		subj := wire.SnapSubject(wire.Partition("acme", tok, cfg.Partitions), "acme", tok)
+		return snapGroup{subject: subj, reqs: []*nats.Msg{{Subject: subj, Reply: "_INBOX.x"}}}
+	}
+
+	// One hot thread, checkpointed; and checkpoints of threads that are
+	// not in memory (written by a shard that is gone).
+	sh.now = time.Now()
+	sh.handle(ctx, msg(1, "hot"), 0)
+	sh.flush(ctx, true)
+	hotKey := wire.CheckpointKey("acme", wire.EncodeThread("hot"))
+	for i := range 10 {
+		if err := putWait(t, store.kvStore, wire.CheckpointKey("acme", wire.EncodeThread(fmt.Sprintf("stored%d", i))), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i := range 100 { // answered one at a time: snapshot reads each
+		sh.snapshot(ctx, snap(fmt.Sprintf("cold%d", i)))
+	}
+	var gs []snapGroup // answered together: preloadCold reads them
+	for i := range 10 {
+		gs = append(gs, snap(fmt.Sprintf("stored%d", i)), snap(fmt.Sprintf("new%d", i)))
+	}
+	gs = append(gs, snap("hot"))
+	sh.preloadCold(ctx, gs)
+	for _, g := range gs {
+		sh.snapshot(ctx, g)
+	}
+	clear(sh.cold)
+	// Redeliveries of threads not in memory: preloaded, then skipped.
+	for _, ps := range sh.parts {
+		ps.lastSeq = 1000
+	}
+	var ds []delivery
+	for i := range 10 {
+		ds = append(ds, delivery{msg: msg(uint64(500+i), fmt.Sprintf("redelivered%d", i))})
+	}
+	sh.preload(ctx, ds)
+	for _, d := range ds {
+		sh.handle(ctx, d.msg, 0)
+	}
+	sh.dropPreloaded()
+
+	if len(sh.threads) != 1 {
+		t.Fatalf("%d hot threads, want 1", len(sh.threads))
+	}
+	if _, ok := store.revs[hotKey]; len(store.revs) != 1 || !ok {
+		t.Errorf("the fenced store remembers %d keys (the hot thread's among them: %t), want only the hot thread's",
+			len(store.revs), ok)
+	}
+}

@@ -241,7 +241,7 @@ func (s *shard) run(stop <-chan struct{}, hardCtx context.Context) {
 				ds[i] = delivery{}
 			}
 			s.ds = ds[:0]
-			clear(s.preloaded) // read for this batch only
+			s.dropPreloaded() // read for this batch only
 			if wait := s.cfg.FrameInterval - s.now.Sub(last); wait > 0 {
 				// Within the interval only the threads that framed
 				// within it wait: a thread quiet for longer gains
@@ -1004,8 +1004,19 @@ func (s *shard) preload(ctx context.Context, ds []delivery) {
 	for i, t := range todo {
 		if errs[i] != nil {
 			delete(s.preloaded, t.key)
+			s.forgetCold(t.key) // a failed read may have got as far as the head
 		}
 	}
+}
+
+// dropPreloaded drops the threads preload read that the batch did not take
+// (a redelivery is skipped before its thread is looked up): they are not
+// hot, so the store forgets their keys too.
+func (s *shard) dropPreloaded() {
+	for k := range s.preloaded {
+		s.forgetCold(k)
+	}
+	clear(s.preloaded)
 }
 
 // loadAll loads ts from their checkpoints, preloadParallel at a time, and
@@ -1066,8 +1077,25 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 }
 
 // keyForgetter is a CheckpointStore that keeps state per key (the fenced
-// store's revisions): evict tells it when a thread's key is no longer hot.
+// store's revisions) for every key it reads. That state is for the hot
+// threads, whose checkpoints the shard writes: evict tells it when a
+// thread's key is no longer hot, and forgetCold when a key was read for a
+// thread that never became hot (a snapshot of a cold thread, a preload the
+// batch did not take). Otherwise it would grow with every thread ever
+// read, outside MemoryBudget.
 type keyForgetter interface{ forget(key string) }
+
+// forgetCold tells the store to forget k's key unless k is hot: a hot
+// thread's key keeps its revision, which fences its next write, and a
+// thread that becomes hot later reads its key again (load).
+func (s *shard) forgetCold(k threadKey) {
+	if s.threads[k] != nil {
+		return
+	}
+	if f, ok := s.store.(keyForgetter); ok {
+		f.forget(wire.CheckpointKey(k.tenant, k.token))
+	}
+}
 
 // touch moves t to the head of the LRU list.
 func (s *shard) touch(t *hotThread) {

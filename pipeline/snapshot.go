@@ -47,6 +47,7 @@ func (s *shard) preloadCold(ctx context.Context, gs []snapGroup) {
 		s.cold = make(map[threadKey]*hotThread)
 	}
 	for i, err := range s.loadAll(ctx, todo) {
+		s.forgetCold(todo[i].key) // read to answer, not to write
 		if err == nil {
 			s.cold[todo[i].key] = todo[i]
 		}
@@ -184,7 +185,9 @@ func (s *shard) snapshot(ctx context.Context, g snapGroup) {
 	}
 	if t == nil {
 		t = coldThread(part, k)
-		if err := s.load(ctx, t); err != nil {
+		err := s.load(ctx, t)
+		s.forgetCold(k) // read to answer, not to write: no revision to keep
+		if err != nil {
 			s.m.Snapshots.WithLabelValues("error").Add(float64(len(g.reqs)))
 			snapErrorAll(g.reqs, wire.SnapErrStore, err.Error())
 			return
