@@ -45,13 +45,18 @@ func loadFloor(ctx context.Context, store CheckpointStore, p int) (uint64, error
 	return seq, nil
 }
 
-// storeFloor writes ps's floor, seq (just acked), at most every
-// floorInterval unless force. While running, the write is not awaited: a
-// lost one leaves an older floor, which is safe. At shutdown (force) it is
-// awaited, bounded by ctx and floorWait, so a stop that returned has stored
-// its final floor and the next start replays nothing it need not; until
-// then the write could still be in flight when the next ingest reads it.
-func (s *shard) storeFloor(ctx context.Context, ps *partState, seq uint64, force bool) {
+// storeFloor writes ps's floor, the seq it last acked (ps.acked), when that
+// is past the stored one, at most every floorInterval unless force. It is
+// called on every ack pass, whether or not the pass acked anything, so an
+// ack that came too soon after the last write is stored by a later pass
+// (within floorInterval of it) or at shutdown. While running, the write is
+// not awaited: a lost one leaves an older floor, which is safe. At shutdown
+// (force) it is awaited, bounded by ctx and floorWait, so a stop that
+// returned has stored its final floor and the next start replays nothing it
+// need not; until then the write could still be in flight when the next
+// ingest reads it.
+func (s *shard) storeFloor(ctx context.Context, ps *partState, force bool) {
+	seq := ps.acked
 	if !s.cfg.ConsumerMemory || seq <= ps.floor || (!force && s.now.Sub(ps.floorAt) < floorInterval) {
 		return
 	}

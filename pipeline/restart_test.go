@@ -328,6 +328,63 @@ func TestServerRestartLosesConsumers(t *testing.T) {
 	checkViews(t, nc, cfg.Partitions, streams, seqs)
 }
 
+// TestGracefulStopStoresFinalFloor: a graceful stop stores each partition's
+// final floor, the last seq it acked (floor.go, storeFloor), even when it has
+// nothing left to ack at the stop and its last ack came within floorInterval
+// of the previous floor write, which therefore did not store it: the next
+// start replays only what came after that ack.
+func TestGracefulStopStoresFinalFloor(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	js, _ := jetstream.New(nc)
+	cfg := testConfig()
+	ti := startIngest(t, nc, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subj, _ := wire.EventSubject("acme", "fl")
+	p := wire.Partition("acme", wire.EncodeThread("fl"), cfg.Partitions)
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackedTo := func(seq uint64) {
+		waitFor(t, 10*time.Second, func() error {
+			c, err := st.Consumer(ctx, cfg.ConsumerName(p))
+			if err != nil {
+				return err
+			}
+			if f := c.CachedInfo().AckFloor.Stream; f < seq {
+				return fmt.Errorf("ack floor %d, want %d", f, seq)
+			}
+			return nil
+		})
+	}
+	a1, err := js.Publish(ctx, subj, []byte(`{"type":"RUN_STARTED","threadId":"fl","runId":"r1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackedTo(a1.Sequence)
+	a2, err := js.Publish(ctx, subj, []byte(`{"type":"RUN_FINISHED","threadId":"fl","runId":"r1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackedTo(a2.Sequence)
+	if err := ti.stop(); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, floorKey(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := strconv.ParseUint(string(e.Value()), 10, 64); f != a2.Sequence {
+		t.Errorf("stored floor after a graceful stop %d, want the acked %d", f, a2.Sequence)
+	}
+}
+
 // TestStoredFloorUntrusted: a floor record that is not a number, or that
 // lies past the stream's end (left by an earlier stream of the same name),
 // is not started after: the consumer starts at the stream's beginning,

@@ -107,6 +107,7 @@ type partState struct {
 	pending []pendingMsg // in stream order
 	lastSeq uint64       // highest stream seq delivered (redeliveries are ≤)
 	ackedAt time.Time    // when the last ack was sent
+	acked   uint64       // the stream seq of the last ack (0: none)
 	floor   uint64       // the last floor stored in the bucket (floor.go)
 	floorAt time.Time    // when it was stored
 	blocked uint64       // a delivered message that could not be applied (0: none): nothing from it on is acked
@@ -881,11 +882,14 @@ func (s *shard) ack(ctx context.Context, ps *partState, force bool) {
 		i++
 	}
 	if i == 0 {
+		// Nothing new to ack, but the last ack may have come within
+		// floorInterval of the last floor write and not be stored yet.
+		s.storeFloor(ctx, ps, force)
 		return
 	}
 	_ = ps.pending[i-1].msg.Ack() // AckAll: covers every earlier message of the consumer
-	ps.ackedAt = s.now
-	s.storeFloor(ctx, ps, ps.pending[i-1].seq, force)
+	ps.ackedAt, ps.acked = s.now, ps.pending[i-1].seq
+	s.storeFloor(ctx, ps, force)
 	// Drop the acked prefix. When it is at least as long as the rest, the
 	// rest moves to the front, so the array is reused instead of outgrown
 	// (it holds pointers: every reallocation is GC work); otherwise the

@@ -179,10 +179,11 @@ func (m floorFailStore) Put(ctx context.Context, key string, v []byte, h nats.He
 }
 
 // TestFloorFollowsAcks: a shard stores its partition's floor after acking
-// it (at most every floorInterval unless forced), never beyond what it
-// acked; a floor write that fails loses nothing but the floor (the acks
-// stand, the stored floor stays older, which is safe) and is retried at the
-// next ack; loadFloor reports a failing store as an error.
+// it (at most every floorInterval unless forced, and then even at a pass
+// that acks nothing new), never beyond what it acked; a floor write that
+// fails loses nothing but the floor (the acks stand, the stored floor stays
+// older, which is safe) and is retried at the next ack pass; loadFloor
+// reports a failing store as an error.
 func TestFloorFollowsAcks(t *testing.T) {
 	mem := memStore{}
 	s := unitShard(testConfig(), 3, floorFailStore{mem})
@@ -224,6 +225,11 @@ func TestFloorFollowsAcks(t *testing.T) {
 	}
 	if got, _ := loadFloor(ctx, mem, 3); got != 11 {
 		t.Errorf("floor rewritten within floorInterval: %d", got)
+	}
+	s.now = s.now.Add(floorInterval)
+	s.flush(ctx, false) // nothing new to ack
+	if got, _ := loadFloor(ctx, mem, 3); got != 12 {
+		t.Errorf("floor %d after floorInterval with nothing new acked, want the last ack 12", got)
 	}
 	s.now = s.now.Add(floorInterval)
 	s.handle(ctx, msg(13, "b"), 0)
