@@ -126,6 +126,9 @@ func FuzzApply(f *testing.F) {
 		if !json.Valid(after) {
 			t.Fatalf("invalid output %q", after)
 		}
+		if n := d.TextLen(); n != len(after) {
+			t.Fatalf("after Apply(%s) on %s: TextLen %d, text %s of %d bytes", opsString(ops), before, n, after, len(after))
+		}
 		if (err == nil) != wantOK {
 			t.Fatalf("Apply(%s) on %s: err %v, reference ok %v", opsString(ops), before, err, wantOK)
 		}
@@ -482,6 +485,9 @@ func FuzzMergeShallow(f *testing.F) {
 		before := d.AppendJSON(nil)
 		err = d.MergeShallow([]byte(src))
 		after := d.AppendJSON(nil)
+		if n := d.TextLen(); n != len(after) {
+			t.Fatalf("after MergeShallow(%s into %s): TextLen %d, text %s of %d bytes", src, target, n, after, len(after))
+		}
 		merges := []func(*Doc) error{func(u *Doc) error { return u.MergeShallow([]byte(src)) }}
 		if json.Valid([]byte(src)) {
 			merges = append(merges, func(u *Doc) error { return u.MergeShallowDecoded(codec.Raw(src)) })

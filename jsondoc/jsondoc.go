@@ -173,6 +173,20 @@ func (d *Doc) Size() int {
 	return d.size
 }
 
+// TextLen returns the length of the value's compact JSON text: what
+// AppendJSON appends. Unlike Size, it does not depend on how much of the
+// value has been split into nodes, so a Doc and one set from its text
+// report the same. It is O(1) for a value not changed since it was set;
+// after patches it walks the containers they changed (their unchanged
+// children count by their text), so a caller measures it once per change,
+// not per read.
+func (d *Doc) TextLen() int {
+	if d.root == nil {
+		return len(nullRaw)
+	}
+	return d.root.textLen()
+}
+
 // AppendJSON appends the value as compact JSON to dst and returns the
 // extended slice. Unmodified subtrees are copied verbatim from the text
 // they were parsed from; object members keep insertion order (a replaced

@@ -411,6 +411,39 @@ func TestSizeTracksContent(t *testing.T) {
 	}
 }
 
+// TestTextLen: TextLen is the length of the text AppendJSON writes, through
+// patches that split, dirty and restructure the value (duplicate and
+// escaped names, names a patch adds, a failed patch rolled back), and a Doc
+// set from that text reports the same length, however split the first was.
+func TestTextLen(t *testing.T) {
+	d := mustParse(t, `{"a":{"x":"`+strings.Repeat("x", 50)+`"},"b":[1,2,3],"d\u0075p":1,"dup":2,"e":{}}`)
+	steps := []string{
+		`[{"op":"add","path":"/b/-","value":"yy"}]`,
+		`[{"op":"copy","from":"/a","path":"/new name"}]`,
+		`[{"op":"add","path":"/dup","value":[1,{"q":"\"quoted\""}]}]`,
+		`[{"op":"move","from":"/b/1","path":"/a/y"}]`,
+		`[{"op":"remove","path":"/b/0"},{"op":"remove","path":"/b/0"}]`,
+		`[{"op":"remove","path":"/a/x"},{"op":"remove","path":"/nope"}]`,
+		`[{"op":"add","path":"/e/\u00e9\t","value":null}]`,
+		`[{"op":"replace","path":"","value":[]}]`,
+		`[{"op":"add","path":"/0","value":{"k":1}}]`,
+	}
+	for _, step := range steps {
+		_ = d.Apply(mustPatch(t, step))
+		text := d.AppendJSON(nil)
+		if got := d.TextLen(); got != len(text) {
+			t.Fatalf("after %s: TextLen %d, text %s of %d bytes", step, got, text, len(text))
+		}
+		if got := mustParse(t, string(text)).TextLen(); got != len(text) {
+			t.Errorf("after %s: TextLen of a Doc parsed from the text %d, want %d", step, got, len(text))
+		}
+	}
+	var zero Doc
+	if got := zero.TextLen(); got != len("null") {
+		t.Errorf("zero Doc: TextLen %d, want 4", got)
+	}
+}
+
 func TestClone(t *testing.T) {
 	d := mustParse(t, `{"a":[1,2]}`)
 	c1 := d.Clone() // clean source

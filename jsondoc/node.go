@@ -477,6 +477,31 @@ func (n *node) appendTo(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+// textLen is the length of appendTo's output, without writing it: a clean
+// node's text, a dirty container's children with their separators.
+func (n *node) textLen() int {
+	if n.raw != nil {
+		return len(n.raw)
+	}
+	s := 2 // brackets
+	if n.kind == KindArray {
+		es := n.elems()
+		for _, e := range es {
+			s += e.textLen()
+		}
+		return s + max(len(es)-1, 0)
+	}
+	for m := n.first; m != nil; m = m.next {
+		if m.keyRaw != "" {
+			s += len(m.keyRaw)
+		} else {
+			s += quotedLen(m.key)
+		}
+		s += 1 + m.val.textLen() // the colon, the value
+	}
+	return s + max(n.n-1, 0)
+}
+
 // size approximates n's memory: its text plus a per-node overhead, in the
 // same units Doc.size accumulates. A clean node's children are views of its
 // text, so only dirty nodes (those on a path that changed) are descended

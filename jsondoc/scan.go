@@ -379,3 +379,14 @@ func hasEscape(lit []byte) bool { return bytes.IndexByte(lit, '\\') >= 0 }
 // the one JSON string encoder of the module (only what JSON requires is
 // escaped; invalid UTF-8 becomes U+FFFD, so the output is always valid JSON).
 func appendQuoted(dst []byte, s string) []byte { return codec.AppendString(dst, s) }
+
+// quotedLen is len(appendQuoted(nil, s)), written out only for a string
+// that needs an escape or holds non-ASCII bytes (a rare member name).
+func quotedLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return len(appendQuoted(nil, s))
+		}
+	}
+	return len(s) + 2
+}

@@ -104,13 +104,15 @@ type Config struct {
 	// shard; beyond it, clean least-recently-used threads are evicted.
 	MemoryBudget int64
 
-	// MaxViewBytes bounds one thread's view (the reducer's MemSize, about
-	// its encoded size). An event that would take a view past it is not
-	// applied: the thread's run ends rejected with ErrViewTooLarge as its
-	// reason (a RUN_ERROR for AG-UI subscribers), the event is
-	// dead-lettered (kind too-big) and counted (ViewLimit). The thread
-	// stays readable; only events that keep it within the limit apply
-	// after. 0 means no limit.
+	// MaxViewBytes bounds one thread's view as reducer.Thread.ViewSize
+	// measures it: about its encoded size, and the same whether the thread
+	// was built in memory or reloaded from its checkpoint, so that a replay
+	// decides as the first pass did. An event that would take a view past
+	// it is not applied: the thread's run ends rejected with
+	// ErrViewTooLarge as its reason (a RUN_ERROR for AG-UI subscribers),
+	// the event is dead-lettered (kind too-big) and counted (ViewLimit).
+	// The thread stays readable; only events that keep it within the limit
+	// apply after. 0 means no limit.
 	MaxViewBytes int64
 
 	// ReplyWindow is how much of a large snapshot reply is sent before the

@@ -497,3 +497,93 @@ func TestViewLimit(t *testing.T) {
 	}
 	checkViews(t, nc, cfg.Partitions, []stream{{"acme", small, smallEvents}}, map[string][]uint64{"acme/" + small: smallSeqs})
 }
+
+// TestViewLimitSameAfterEviction: whether an event passes MaxViewBytes does
+// not depend on whether its thread was evicted and reloaded before it. The
+// stream makes Thread.MemSize differ between the two (a live thread's text
+// buffer has grown by appending, a reloaded one's is exact), and the limit
+// is set between them; the thread's status after the event must be the
+// same either way.
+func TestViewLimitSameAfterEviction(t *testing.T) {
+	first := []string{
+		`{"type":"RUN_STARTED","threadId":"mv","runId":"r1"}`,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`,
+	}
+	for i := 0; i < 300; i++ {
+		first = append(first, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"0123456789"}`)
+	}
+	second := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"` + strings.Repeat("x", 100) + `"}`
+
+	// The thread's memory live and reloaded: the limit goes between them.
+	th := reducer.NewThread("mv")
+	var d codec.Decoder
+	var e codec.Event
+	for _, s := range first {
+		if err := d.Decode([]byte(s), &e); err != nil {
+			t.Fatal(err)
+		}
+		th.Apply(1, &e)
+	}
+	live := th.MemSize()
+	re, err := reducer.LoadCheckpoint(th.AppendCheckpoint(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloaded := re.MemSize()
+	if live == reloaded {
+		t.Fatalf("MemSize %d both live and reloaded: the stream no longer tells the layouts apart", live)
+	}
+	limit := int64(min(live, reloaded) + len(second) + 1) // between the two
+
+	status := func(budget int64) string {
+		s := runServer(t)
+		nc := connect(t, s)
+		js, _ := jetstream.New(nc)
+		cfg := testConfig()
+		cfg.MaxViewBytes = limit
+		cfg.CheckpointEvery = 1
+		cfg.Metrics = NewMetrics(nil)
+		if budget > 0 {
+			cfg.MemoryBudget = budget
+		}
+		ti := startIngest(t, nc, cfg)
+		defer ti.stop()
+		subj, _ := wire.EventSubject("acme", "mv")
+		pub := func(body string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: []byte(body)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pub(strings.Join(first, "\n"))
+		waitFor(t, 10*time.Second, func() error {
+			if counter(t, cfg.Metrics.Checkpoints) == 0 {
+				return errors.New("no checkpoint yet")
+			}
+			if budget > 0 && counter(t, cfg.Metrics.Evictions) == 0 {
+				return errors.New("not evicted yet")
+			}
+			return nil
+		})
+		pub(second)
+		var st string
+		waitFor(t, 10*time.Second, func() error {
+			snap, err := snapshot(nc, cfg.Partitions, "acme", "mv")
+			if err != nil {
+				return err
+			}
+			if snap.Seq < 2 {
+				return fmt.Errorf("seq %d", snap.Seq)
+			}
+			st = fmt.Sprint(viewOf(t, snap.View)["status"])
+			return nil
+		})
+		return st
+	}
+	kept, evicted := status(0), status(1)
+	t.Logf("MemSize live %d, reloaded %d, MaxViewBytes %d", live, reloaded, limit)
+	if kept != evicted {
+		t.Errorf("status kept in memory %q, evicted and reloaded %q", kept, evicted)
+	}
+}

@@ -54,11 +54,11 @@ type hotThread struct {
 	run      runAcc
 	lastAt   int64 // Unix ms of the last event applied (wire.HeaderLastEvent); 0: none since loaded
 	mem      int   // th.MemSize() + len(snap)
-	// viewMem is th.MemSize() when last measured (load, frame) and
+	// viewSize is th.ViewSize() when last measured (load, frame) and
 	// viewGrown the bytes of the events applied since: their sum bounds
 	// the view from above cheaply, and only near MaxViewBytes is the view
 	// measured again (overView).
-	viewMem, viewGrown int
+	viewSize, viewGrown int
 	// snap is the encoded snapshot reply at snapSeq (nil: none cached);
 	// dropped by the next apply (snapshot.go).
 	snap    []byte
@@ -442,7 +442,7 @@ func (s *shard) applyOne(t *hotThread, seq uint64, line []byte, idx int) {
 	}
 	if s.overView(t, len(line)) {
 		err := fmt.Errorf("%w: the view holds %d bytes and this event of %d bytes would take it past the limit of %d (MaxViewBytes, --max-view-bytes)",
-			ErrViewTooLarge, t.viewMem, len(line), s.cfg.MaxViewBytes)
+			ErrViewTooLarge, t.viewSize, len(line), s.cfg.MaxViewBytes)
 		s.m.ViewLimit.Inc()
 		s.m.Rejected.WithLabelValues(wire.ErrKindTooBig).Inc()
 		s.deadLetter(t.key.tenant, t.key.token, line, wire.ErrKindTooBig, err.Error(), seq, idx, "")
@@ -498,18 +498,22 @@ var ErrViewTooLarge = errors.New("pipeline: thread view too large")
 // overView reports whether applying an event of n bytes could take t's
 // view past MaxViewBytes: the view's measured size plus the bytes applied
 // since bounds it (an event adds at most about its own size), and only
-// when that bound passes the limit is the view measured again.
+// when that bound passes the limit is the view measured again. The size is
+// reducer.Thread.ViewSize, not MemSize: MemSize depends on whether the
+// thread was built in memory or reloaded (grown buffers, split documents),
+// and the same stream must be judged the same either way, a replay after
+// an eviction or a crash included.
 func (s *shard) overView(t *hotThread, n int) bool {
 	limit := s.cfg.MaxViewBytes
 	if limit <= 0 {
 		return false
 	}
-	if int64(t.viewMem+t.viewGrown+n) <= limit {
+	if int64(t.viewSize+t.viewGrown+n) <= limit {
 		t.viewGrown += n
 		return false
 	}
-	t.viewMem, t.viewGrown = t.th.MemSize(), 0
-	if int64(t.viewMem+n) > limit {
+	t.viewSize, t.viewGrown = t.th.ViewSize(), 0
+	if int64(t.viewSize+n) > limit {
 		return true
 	}
 	t.viewGrown = n
@@ -625,8 +629,8 @@ func (s *shard) frameThread(t *hotThread) {
 	t.framedAt = s.now
 	t.inBatch = false
 	old := t.mem
-	t.viewMem, t.viewGrown = t.th.MemSize(), 0
-	t.mem = t.viewMem + len(t.snap)
+	t.mem = t.th.MemSize() + len(t.snap)
+	t.viewSize, t.viewGrown = t.th.ViewSize(), 0
 	s.mem += int64(t.mem - old)
 }
 
@@ -1074,7 +1078,7 @@ func (s *shard) load(ctx context.Context, t *hotThread) error {
 		// compactor has not seen open: it must not fold their closures away.
 		t.compact = compact.NewMidStream()
 	}
-	t.viewMem = t.th.MemSize()
+	t.viewSize = t.th.ViewSize()
 	t.run.unmarshal(rec.run)
 	s.m.Loads.Inc()
 	return nil

@@ -57,15 +57,15 @@
 //
 // # Files
 //
-// thread.go (the Thread, its invariants, Status, MemSize), apply.go (Apply,
-// Reject, Warn, the lifecycle gate and dispatch), machine.go (run-scoped
-// tracking), one file per family: lifecycle.go, text.go, tools.go,
-// reasoning.go, chunks.go (lanes and chunk expansion), state.go,
-// activity.go, subagents.go, reconcile.go (MESSAGES_SNAPSHOT), messages.go
-// (message storage and indexes), input.go (SetInput); then view.go (the
-// view document), snapshot.go (the view as AG-UI events), window.go (both
-// for the newest N messages only, and pages of older ones), checkpoint.go,
-// journal.go (Flush), copy.go (helpers). The Compactor, which
+// thread.go (the Thread, its invariants, Status, MemSize, ViewSize),
+// apply.go (Apply, Reject, Warn, the lifecycle gate and dispatch),
+// machine.go (run-scoped tracking), one file per family: lifecycle.go,
+// text.go, tools.go, reasoning.go, chunks.go (lanes and chunk expansion),
+// state.go, activity.go, subagents.go, reconcile.go (MESSAGES_SNAPSHOT),
+// messages.go (message storage and indexes), input.go (SetInput); then
+// view.go (the view document), snapshot.go (the view as AG-UI events),
+// window.go (both for the newest N messages only, and pages of older ones),
+// checkpoint.go, journal.go (Flush), copy.go (helpers). The Compactor, which
 // shortens a stream without changing its view, is package reducer/compact.
 //
 // # Verdicts

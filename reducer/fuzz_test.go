@@ -15,8 +15,10 @@ import (
 // (reopens, wrong owners, dropped targets, nested runs) are frequent. Every
 // event is a valid event for the codec; the sequence is anything. It checks:
 // no panic; the index invariants of Thread; the view is JSON; a checkpoint
-// taken at a fuzzer-chosen point and continued gives the same view; and the
-// snapshot events rebuild the final messages and state on a fresh Thread.
+// taken at a fuzzer-chosen point and continued gives the same view and
+// ViewSize; MemSize and ViewSize measured incrementally equal a full
+// measure; and the snapshot events rebuild the final messages and state on
+// a fresh Thread.
 func FuzzApply(f *testing.F) {
 	f.Add([]byte{0, 3, 4, 5, 1}, byte(2))
 	f.Add([]byte{0, 6, 6, 10, 10, 17, 1, 0, 21, 2, 0, 26, 6, 27, 1}, byte(5))
@@ -62,11 +64,14 @@ func FuzzApply(f *testing.F) {
 		}
 		client.apply(t, thr, thr.Flush())
 		client.check(t, thr, "journal client")
-		if got := thr.MemSize(); true {
-			thr.j.memAll = true
-			if want := thr.MemSize(); got != want {
-				t.Fatalf("incremental MemSize %d, full %d", got, want)
+		if got, gotView := thr.MemSize(), thr.ViewSize(); true {
+			thr.j.memAll, thr.j.viewStateOK = true, false
+			if want, wantView := thr.MemSize(), thr.ViewSize(); got != want || gotView != wantView {
+				t.Fatalf("incremental MemSize %d and ViewSize %d, full %d and %d", got, gotView, want, wantView)
 			}
+		}
+		if restored != nil && restored.ViewSize() != thr.ViewSize() {
+			t.Fatalf("checkpoint at %d then replay: ViewSize %d, live %d", k, restored.ViewSize(), thr.ViewSize())
 		}
 		view := thr.AppendView(nil)
 		if !json.Valid(view) {

@@ -83,10 +83,13 @@ type journal struct {
 	// bytes less and one never flushed (threadcast reduce, bench/) 128.
 	out *Changes
 
-	// Memory accounting rides on the same marks (MemSize): messages touched
-	// since the last MemSize, or memAll after a structural change.
-	memDirty []*message
-	memAll   bool
+	// Memory accounting rides on the same marks (MemSize, ViewSize):
+	// messages touched since the last measure, or memAll after a
+	// structural change; viewStateOK is false once the state changed
+	// since ViewSize last measured it.
+	memDirty    []*message
+	memAll      bool
+	viewStateOK bool
 }
 
 // touchSeq is where a seq-only change would be recorded; Changes.Seq is
@@ -146,11 +149,13 @@ func (j *journal) structuralNow() {
 }
 
 func (j *journal) stateReplaced() {
+	j.viewStateOK = false
 	j.state = StateReplaced
 	j.dropOps()
 }
 
 func (j *journal) stateDelta(patch []byte) {
+	j.viewStateOK = false
 	if j.state == StateReplaced {
 		return
 	}

@@ -1,6 +1,8 @@
 package reducer
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -118,4 +120,90 @@ func TestMemoryDroppedMessagesReleased(t *testing.T) {
 	t.Logf("thread holds %d bytes after dropping %d bytes of message ids; MemSize %d", held, dropped, thr.MemSize())
 	runtime.KeepAlive(thr)
 	runtime.KeepAlive(decoded)
+}
+
+// TestViewSizeSurvivesCheckpoint: ViewSize, which the pipeline's view
+// limit is decided on, is the same for a Thread built event by event and
+// for that Thread loaded from its checkpoint, after every event of streams
+// whose buffers grow by appending (text, tool arguments) and whose
+// documents are split by patches (state, activity content, metadata), and
+// of every conformance case and official fixture. MemSize is not: it
+// counts grown buffers' capacity and split documents' nodes.
+func TestViewSizeSurvivesCheckpoint(t *testing.T) {
+	type give struct {
+		name   string
+		thread *Thread
+		proto  string
+		events []json.RawMessage
+	}
+	lines := func(ls ...string) []json.RawMessage {
+		out := make([]json.RawMessage, len(ls))
+		for i, l := range ls {
+			out[i] = json.RawMessage(l)
+		}
+		return out
+	}
+	text := []string{vRS, `{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}`}
+	args := []string{vRS, `{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":"m1"}`}
+	for range 40 {
+		text = append(text, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"0123456789"}`)
+		args = append(args, `{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{\"k\":1}"}`)
+	}
+	docs := []string{vRS,
+		`{"type":"STATE_SNAPSHOT","snapshot":{"a":{"b":[1,2]},"c":"x","c":"dup"}}`,
+		`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a/b/-","value":{"n":"\u00e9"}},{"op":"copy","from":"/a","path":"/d"}]}`,
+		`{"type":"ACTIVITY_SNAPSHOT","messageId":"a1","activityType":"plan","content":{"steps":[{"s":1}]}}`,
+		`{"type":"ACTIVITY_DELTA","messageId":"a1","activityType":"plan","patch":[{"op":"add","path":"/steps/-","value":{"s":2}}]}`,
+		`{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant","metadata":{"k":1}}`,
+		`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"hi","metadata":{"j":[true]}}`,
+		`{"type":"STATE_DELTA","delta":[{"op":"move","from":"/d","path":"/a/e"},{"op":"remove","path":"/c"}]}`,
+		vRF,
+	}
+	cases := []give{
+		{name: "text appended", thread: NewThread("t"), events: lines(text...)},
+		{name: "arguments appended", thread: NewThread("t"), events: lines(args...)},
+		{name: "documents patched", thread: NewThread("t"), events: lines(docs...)},
+	}
+	for _, file := range loadJSONFiles(t, "cases") {
+		var c corpusCase
+		readJSON(t, file, &c)
+		cases = append(cases, give{name: "cases/" + filepath.Base(file), thread: startThread(t, c.Initial), proto: "1.0", events: c.Events})
+	}
+	for _, file := range loadJSONFiles(t, "official") {
+		var f officialFixture
+		readJSON(t, file, &f)
+		thr := NewThread("official")
+		if len(f.Input) > 0 {
+			var in codec.RunInput
+			if err := codec.DecodeRunInput(f.Input, &in); err != nil {
+				t.Fatalf("%s: input: %v", file, err)
+			}
+			if err := thr.SetInput(&in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cases = append(cases, give{name: "official/" + filepath.Base(file), thread: thr, events: f.Stream})
+	}
+	memDiffers := false
+	for _, tt := range cases {
+		r := &corpusRun{thread: tt.thread, fatalIdx: -1, proto: tt.proto}
+		for i := range tt.events {
+			ok := feedRange(r, tt.events, i, i+1)
+			re, err := LoadCheckpoint(tt.thread.AppendCheckpoint(nil))
+			if err != nil {
+				t.Fatalf("%s: event %d: %v", tt.name, i, err)
+			}
+			if got, want := re.ViewSize(), tt.thread.ViewSize(); got != want {
+				t.Errorf("%s: after event %d: ViewSize %d reloaded, %d live", tt.name, i, got, want)
+				break
+			}
+			memDiffers = memDiffers || re.MemSize() != tt.thread.MemSize()
+			if !ok {
+				break
+			}
+		}
+	}
+	if !memDiffers {
+		t.Error("MemSize was the same live and reloaded throughout: the streams do not exercise what ViewSize is for")
+	}
 }

@@ -47,8 +47,10 @@ type Thread struct {
 	res Result  // reused: Result.Warnings is valid until the next call
 	j   journal // change journal for the fanout's view mode
 
-	memMsgs int    // sum of messages' memSize (see MemSize)
-	scratch []byte // reused by comparisons (reconcile.go)
+	memMsgs   int    // sum of messages' memSize (see MemSize)
+	viewMsgs  int    // sum of messages' viewSize (see ViewSize)
+	viewState int    // state.TextLen() when journal.viewStateOK
+	scratch   []byte // reused by comparisons (reconcile.go)
 }
 
 // NewThread returns an empty Thread for threadID, whose state is {} (the
@@ -191,7 +193,8 @@ type message struct {
 
 	jEpoch   uint64 // journal bookkeeping, see journal.go
 	jTextOff int
-	memSize  int // size at the last MemSize
+	memSize  int // size at the last MemSize or ViewSize
+	viewSize int // view size at the last MemSize or ViewSize
 
 	role         role
 	hasContent   bool
@@ -339,43 +342,82 @@ var subStatusNames = [...]string{"active", "finished", "suspended", "error", "ab
 // It re-measures only the messages changed since the previous call (all of
 // them after a restatement), so calling it after every batch costs O(changes).
 func (t *Thread) MemSize() int {
-	const perRun = 200
+	t.measure()
+	return 512 + t.state.Size() + (len(t.runs)+len(t.subagents))*threadPerRun + t.memMsgs + t.m.size()
+}
+
+// ViewSize approximates the bytes of the Thread's view, for limits on it.
+// MemSize counts the memory holding the view, which depends on how the
+// Thread got there (buffers grown by appending, documents split by
+// patches); ViewSize counts what the view holds (text and argument
+// lengths, documents by their JSON text), so a Thread built event by event
+// and the same Thread loaded from its checkpoint report the same, and a
+// limit on it decides the same either way. Its cost is MemSize's (the
+// messages changed since the previous call), and once after each state
+// change the state's jsondoc.Doc.TextLen: O(1) for a state set whole, the
+// containers patches changed for one patched.
+func (t *Thread) ViewSize() int {
+	t.measure()
+	if !t.j.viewStateOK {
+		t.viewState, t.j.viewStateOK = t.state.TextLen(), true
+	}
+	return 512 + t.viewState + (len(t.runs)+len(t.subagents))*threadPerRun + t.viewMsgs + t.m.size()
+}
+
+// threadPerRun is what MemSize and ViewSize count per run and per subagent
+// invocation.
+const threadPerRun = 200
+
+// measure brings memMsgs and viewMsgs up to date: it re-measures the
+// messages changed since the previous call (all of them after a
+// restatement).
+func (t *Thread) measure() {
 	j := &t.j
 	if j.memAll {
-		t.memMsgs = 0
+		t.memMsgs, t.viewMsgs = 0, 0
 		for _, m := range t.msgs {
-			m.memSize, m.memMark = messageSize(m), false
+			m.memSize, m.viewSize = messageSize(m)
+			m.memMark = false
 			t.memMsgs += m.memSize
+			t.viewMsgs += m.viewSize
 		}
 		j.memAll = false
 	} else {
 		for _, m := range j.memDirty {
-			n := messageSize(m)
-			t.memMsgs += n - m.memSize
-			m.memSize, m.memMark = n, false
+			mem, view := messageSize(m)
+			t.memMsgs += mem - m.memSize
+			t.viewMsgs += view - m.viewSize
+			m.memSize, m.viewSize, m.memMark = mem, view, false
 		}
 	}
 	clear(j.memDirty)
 	j.memDirty = j.memDirty[:0]
-	return 512 + t.state.Size() + (len(t.runs)+len(t.subagents))*perRun + t.memMsgs + t.m.size()
 }
 
-// messageSize approximates one message's bytes, tool calls included.
-func messageSize(m *message) int {
+// messageSize approximates one message's bytes, tool calls included: in
+// memory (buffer capacities, documents' nodes: MemSize) and in the view
+// (lengths, documents' text: ViewSize).
+func messageSize(m *message) (mem, view int) {
 	const perMessage, perCall = 160, 96
-	n := perMessage + len(m.id) + cap(m.text) + len(m.raw) + len(m.name) +
+	n := perMessage + len(m.id) + len(m.raw) + len(m.name) +
 		len(m.toolCallID) + len(m.errText) + len(m.activityType) + len(m.encrypted)
+	mem, view = n+cap(m.text), n+len(m.text)
 	if m.doc != nil {
-		n += m.doc.Size()
+		mem += m.doc.Size()
+		view += m.doc.TextLen()
 	}
 	if m.meta != nil {
-		n += m.meta.Size()
+		mem += m.meta.Size()
+		view += m.meta.TextLen()
 	}
 	for _, c := range m.toolCalls {
-		n += perCall + len(c.id) + len(c.name) + cap(c.args) + len(c.encrypted)
+		n := perCall + len(c.id) + len(c.name) + len(c.encrypted)
+		mem += n + cap(c.args)
+		view += n + len(c.args)
 		if c.meta != nil {
-			n += c.meta.Size()
+			mem += c.meta.Size()
+			view += c.meta.TextLen()
 		}
 	}
-	return n
+	return mem, view
 }
