@@ -579,53 +579,22 @@ func (f *feed) start(ctx context.Context) error {
 // onMsg runs on the subscription's own goroutine (nats.go delivers one
 // subscription's messages in order, one at a time).
 func (f *feed) onMsg(part *nats.Msg) {
-	// A frame in parts is handled when its last part arrives, whole; one
-	// that lost a part is dropped whole, and the next frame's Tc-Prev
-	// shows the gap to its subscribers as for a frame lost whole.
-	m, err := f.parts.Add(part)
-	if err != nil {
-		f.hub.m.BadFrames.Inc()
-		f.hub.log.Warn("fanout: dropping frame", "subject", part.Subject, "err", err)
-	}
-	if m == nil {
-		return
-	}
-	fr, err := decodeFrame(m)
-	if err != nil {
-		f.hub.m.BadFrames.Inc()
-		f.hub.log.Warn("fanout: dropping frame", "subject", m.Subject, "err", err)
-		return
-	}
-	f.hub.m.Frames.Inc()
-	if fr.sentAt > 0 {
-		f.hub.m.stageTransit.Observe(float64(fr.recvAt-fr.sentAt) / 1e9)
-	}
+	fr := f.decode(part)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Writers are woken once per burst, not once per frame: while more
 	// frames wait in the subscription, enqueue only marks subscribers
-	// dirty, and the last frame of the burst wakes them all. A writer then
-	// takes several frames in one write — fewer syscalls on both ends of
-	// the connection, which is what the fan-out benchmark's profile is made
-	// of. A burst is cut every maxHeld frames, so that a long one neither
-	// delays the first frames nor fills queues unseen. (Pending counts the
-	// messages nats.go has read but not finished handing to us, this one
-	// included: it is decremented after the callback returns.)
+	// dirty, and the last message of the burst wakes them all. A writer
+	// then takes several frames in one write — fewer syscalls on both ends
+	// of the connection, which is what the fan-out benchmark's profile is
+	// made of. The last message may be one that delivers nothing (a part,
+	// a dropped frame): it ends the burst all the same, or the frames
+	// before it would wait for the next heartbeat.
 	f.holding = true
-	defer func() {
-		f.holding = false
-		f.held++
-		// m.Sub, not f.sub: f.sub is set when Subscribe returns, which
-		// can be after the first message's callback started.
-		if n, _, err := m.Sub.Pending(); err != nil || n <= 1 || f.held >= maxHeld {
-			f.held = 0
-			for i, s := range f.dirty {
-				s.notifyData()
-				f.dirty[i] = nil
-			}
-			f.dirty = f.dirty[:0]
-		}
-	}()
+	defer f.endBurstLocked(part.Sub, fr != nil)
+	if fr == nil {
+		return
+	}
 	if f.known && fr.seq <= f.hi {
 		return // the feed (or an adopted snapshot) is already past it
 	}
@@ -659,6 +628,57 @@ func (f *feed) onMsg(part *nats.Msg) {
 		close(f.advanced)
 		f.advanced = nil
 	}
+}
+
+// decode returns the frame that part completes, or nil: a part that is not
+// the last, or a message dropped (counted in BadFrames). A frame in parts
+// is handled when its last part arrives, whole; one that lost a part is
+// dropped whole, and the next frame's Tc-Prev shows the gap to its
+// subscribers as for a frame lost whole.
+func (f *feed) decode(part *nats.Msg) *frame {
+	m, err := f.parts.Add(part)
+	if err != nil {
+		f.hub.m.BadFrames.Inc()
+		f.hub.log.Warn("fanout: dropping frame", "subject", part.Subject, "err", err)
+	}
+	if m == nil {
+		return nil
+	}
+	fr, err := decodeFrame(m)
+	if err != nil {
+		f.hub.m.BadFrames.Inc()
+		f.hub.log.Warn("fanout: dropping frame", "subject", m.Subject, "err", err)
+		return nil
+	}
+	f.hub.m.Frames.Inc()
+	if fr.sentAt > 0 {
+		f.hub.m.stageTransit.Observe(float64(fr.recvAt-fr.sentAt) / 1e9)
+	}
+	return fr
+}
+
+// endBurstLocked ends onMsg's handling of one message (framed: it was a
+// frame) and wakes the dirty subscribers' writers when no more messages
+// wait in sub, or every maxHeld frames, so that a long burst neither
+// delays the first frames nor fills queues unseen. Pending counts the
+// messages nats.go has read but not finished handing to us, this one
+// included: it is decremented after the callback returns. sub is the
+// message's, not f.sub, which is set when Subscribe returns, possibly
+// after the first message's callback started.
+func (f *feed) endBurstLocked(sub *nats.Subscription, framed bool) {
+	f.holding = false
+	if framed {
+		f.held++
+	}
+	if n, _, err := sub.Pending(); err == nil && n > 1 && f.held < maxHeld {
+		return
+	}
+	f.held = 0
+	for i, s := range f.dirty {
+		s.notifyData()
+		f.dirty[i] = nil
+	}
+	f.dirty = f.dirty[:0]
 }
 
 // deliverLocked enqueues fr to the live subscriber s, or flags a resync

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +247,42 @@ func TestSnapshotLostPartRetried(t *testing.T) {
 	}
 	if n := counterValue(srv.m.BadReplies); n != 1 {
 		t.Errorf("bad replies %v, want 1", n)
+	}
+}
+
+// TestFrameNotHeldBehindDroppedMessage: a frame followed at once by a
+// message the feed drops (malformed here; equally a part of a frame still
+// in assembly, or one of a frame that lost a part) reaches subscribers
+// without waiting for the next heartbeat: the dropped message, the last of
+// its burst, still wakes the writers the frame before it marked dirty.
+func TestFrameNotHeldBehindDroppedMessage(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "hb")
+	th.publish(t, "a;")
+	_, hs := newServer(t, nc, nil) // Heartbeat 15 s
+	c := openSSE(t, hs.URL+"/v1/threads/hb/events", token(t, "acme"), nil)
+	defer c.close()
+	var m aguiModel
+	m.follow(t, c, th.Text, 2*time.Second)
+	for i := 0; i < 5; i++ {
+		// A frame and, right behind it, a message that is not a frame.
+		th.publish(t, "x"+strconv.Itoa(i)+";")
+		if err := th.nc.PublishMsg(&nats.Msg{Subject: wire.ViewSubject("acme", "hb"), Data: []byte(`{}`),
+			Header: nats.Header{wire.HeaderSeq: {"bogus"}}}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		timer := time.AfterFunc(3*time.Second, c.cancel)
+		for m.text != th.Text() {
+			msg, err := c.next()
+			if err != nil {
+				t.Fatalf("frame %d: not delivered within %v (text %q, want %q)", i, time.Since(start).Round(time.Millisecond), shorten(m.text), shorten(th.Text()))
+			}
+			if msg.data != "" {
+				m.apply(t, msg.data)
+			}
+		}
+		timer.Stop()
 	}
 }
