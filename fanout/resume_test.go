@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,60 @@ func TestOnlyNewestFramesKeepEncodings(t *testing.T) {
 	}
 	if text.String() != want.String() {
 		t.Fatalf("resumed after %s: text %q, want %q", ids[1], text.String(), want.String())
+	}
+}
+
+// followView reads a view-mode stream until it has the frame at seq: the
+// feed's ring then holds every frame up to it.
+func followView(t *testing.T, c *sseClient, seq uint64) {
+	t.Helper()
+	for {
+		m, err := c.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.id == strconv.FormatUint(seq, 10) {
+			return
+		}
+	}
+}
+
+// TestResumeReplayOverQueueBytes: an agui client resumes from a cursor
+// the ring holds, on a node where only a dashboard (view mode) reads the
+// thread, and the frames after the cursor are more than QueueBytes, even
+// consolidated. The replay cannot be sent; the client gets the thread from
+// a snapshot instead, on the first attempt, never a stream that ends
+// before writing anything (which its reconnect with the same cursor would
+// meet again, forever).
+func TestResumeReplayOverQueueBytes(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "ro")
+	cur := th.publish(t, "a;")
+	_, hs := newServer(t, nc, func(c *Config) { c.Hub.QueueBytes = 8 << 10 })
+	tok := token(t, "acme")
+	dash := openSSE(t, hs.URL+"/v1/threads/ro/events?mode=view", tok, nil)
+	defer dash.close()
+	for i := 0; i < 20; i++ { // 20 KB of text after the cursor
+		th.publish(t, strconv.Itoa(i)+strings.Repeat("b", 1000)+";")
+	}
+	followView(t, dash, th.seq)
+
+	c := openSSE(t, hs.URL+"/v1/threads/ro/events", tok, http.Header{"Last-Event-Id": {strconv.FormatUint(cur, 10)}})
+	defer c.close()
+	m := aguiModel{text: "a;"} // what the client holds at its cursor
+	timer := time.AfterFunc(2*time.Second, c.cancel)
+	defer timer.Stop()
+	for m.text != th.Text() {
+		msg, err := c.next()
+		if err != nil || strings.Contains(msg.comment, "end reason") {
+			t.Fatalf("the resume from %d ended with %q %v; text %q, want %q", cur, msg.comment, err, shorten(m.text), shorten(th.Text()))
+		}
+		if msg.data != "" {
+			m.apply(t, msg.data)
+		}
+	}
+	if m.snapshots != 1 {
+		t.Fatalf("%d snapshots, want 1 (the replay does not fit)", m.snapshots)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -394,4 +395,46 @@ func TestSSEOverHTTP2(t *testing.T) {
 	a.follow(t, c, th.Text, 5*time.Second)
 	th.publish(t, "c;")
 	a.follow(t, c, th.Text, 5*time.Second)
+}
+
+// TestJoinStaleCachedSnapshot: a fresh agui joiner on a node whose cached
+// snapshot is older than the ring's newest frames by more than QueueBytes
+// (another client joined a while ago and has kept up since). The cached
+// snapshot and the frames after it do not fit in the queue; the joiner
+// gets a fresh snapshot instead, on the first attempt, never a stream that
+// ends before writing anything (which every reconnect, finding the same
+// cached snapshot, would meet again).
+func TestJoinStaleCachedSnapshot(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "jo")
+	th.publish(t, "a;")
+	_, hs := newServer(t, nc, func(c *Config) { c.Hub.QueueBytes = 8 << 10 })
+	tok := token(t, "acme")
+	first := openSSE(t, hs.URL+"/v1/threads/jo/events", tok, nil)
+	defer first.close()
+	var fm aguiModel
+	fm.follow(t, first, th.Text, 2*time.Second) // its join caches the snapshot
+	for i := 0; i < 20; i++ {                   // 20 KB of text, read as it comes: nobody falls behind
+		th.publish(t, strconv.Itoa(i)+strings.Repeat("b", 1000)+";")
+		fm.follow(t, first, th.Text, 2*time.Second)
+	}
+
+	c := openSSE(t, hs.URL+"/v1/threads/jo/events", tok, nil)
+	defer c.close()
+	var m aguiModel
+	timer := time.AfterFunc(2*time.Second, c.cancel)
+	defer timer.Stop()
+	for m.text != th.Text() {
+		msg, err := c.next()
+		if err != nil || strings.Contains(msg.comment, "end reason") {
+			t.Fatalf("the join ended with %q %v; text %q, want %q", msg.comment, err, shorten(m.text), shorten(th.Text()))
+		}
+		if msg.data != "" {
+			m.apply(t, msg.data)
+		}
+	}
+	if m.snapshots != 1 {
+		t.Fatalf("%d snapshots, want 1", m.snapshots)
+	}
 }

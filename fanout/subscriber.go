@@ -232,6 +232,19 @@ func (s *subscriber) enqueue(msgs [][]byte, fr *frame, seq uint64, ts int64, for
 	}
 }
 
+// rewindLocked undoes a look at the feed that brought s live (catchUp) but
+// whose queue overflowed on the way: s is out of the feed's deliveries
+// again, at last with run open, its queue empty and not slow (feed.mu
+// held).
+func (s *subscriber) rewindLocked(last uint64, run string) {
+	s.state, s.last, s.run = stJoining, last, run
+	s.mu.Lock()
+	clear(s.queue)
+	s.queue, s.queued, s.resync, s.slow = s.queue[:0], 0, "", false
+	s.nextCoalesce = s.feed.hub.cfg.CoalesceBytes
+	s.mu.Unlock()
+}
+
 // dropLocked drops the queue and flags a resync (feed.mu held).
 func (s *subscriber) dropLocked(reason string) {
 	s.state = stResync
@@ -253,9 +266,12 @@ func (s *subscriber) notify() {
 // catchUp brings s live: from the ring when after (a client's cursor) is a
 // position the feed still has, else with the feed's latest snapshot when the
 // ring continues from it, else with a new snapshot request (shared with
-// every subscriber of the thread that needs one at the same time). Each
-// attempt is bounded; a snapshot the feed cannot continue from (older than
-// the ring) is retried a few times before giving up with ErrCatchUp.
+// every subscriber of the thread that needs one at the same time). Frames
+// from the ring that do not fit in s's queue count as a position the feed
+// does not have: a new snapshot, with fewer frames after it, is asked for.
+// Each attempt is bounded; a snapshot the feed cannot continue from (older
+// than the ring, or with more frames after it than the queue takes) is
+// retried a few times before giving up with ErrCatchUp.
 //
 // A snapshot older than what the client already has (its cursor, or what
 // this subscriber delivered before a resync) is held back: it would take
@@ -314,6 +330,9 @@ type catchUpRun struct {
 	// checked: the stream was asked about the client's cursor; bogus: it
 	// holds nothing that far, so the cursor raises no floor.
 	checked, bogus bool
+	// overflowed: the frames after the client's cursor did not fit in the
+	// queue; a snapshot, newer, leaves fewer to send.
+	overflowed bool
 }
 
 // catchUpStep is what one look at the feed decided.
@@ -354,8 +373,21 @@ func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resum
 	clear(s.queue)
 	s.queue, s.queued, s.resync = s.queue[:0], 0, ""
 	s.mu.Unlock()
-	if c.after.Valid && f.resumeLocked(s, c.after) {
-		return stepLive, nil, true, nil
+	// A replay larger than the queue (the ring holds several QueueBytes)
+	// would leave s dropped as it goes live, and an agui subscriber cannot
+	// be resynchronised in place: its stream would end before writing
+	// anything, and so would the client's reconnect with the same cursor.
+	// So a look whose replay overflowed is undone, and a snapshot newer
+	// than where the replay started, with fewer frames after it, is used
+	// instead.
+	last, run := s.last, s.run
+	if c.after.Valid && !c.overflowed && f.resumeLocked(s, c.after) {
+		if s.state == stLive {
+			return stepLive, nil, true, nil
+		}
+		s.rewindLocked(last, run)
+		c.overflowed = true
+		return stepRequest, nil, false, nil
 	}
 	floor := s.last
 	if c.after.Valid && c.after.Index < 0 && c.after.Seq > floor && !c.bogus {
@@ -380,6 +412,10 @@ func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resum
 			f.startVerdictsLocked(sn)
 		}
 		f.replayLocked(s, sn.seq)
+		if s.state != stLive {
+			s.rewindLocked(last, run)
+			return stepRequest, nil, false, nil
+		}
 		return stepLive, nil, false, nil
 	case fitFuture:
 		// Frames up to the snapshot are in flight: wait for them a
