@@ -238,3 +238,50 @@ func TestResumeReplayOverQueueBytes(t *testing.T) {
 		t.Fatalf("%d snapshots, want 1 (the replay does not fit)", m.snapshots)
 	}
 }
+
+// endSink is a sink that records how its stream ended.
+type endSink struct {
+	items  int // written
+	reason string
+	cursor uint64
+}
+
+func (k *endSink) open() error                      { return nil }
+func (k *endSink) write(items []item) (int, error)  { k.items += len(items); return 0, nil }
+func (k *endSink) heartbeat() error                 { return nil }
+func (k *endSink) probe() error                     { return nil }
+func (k *endSink) end(reason string, cursor uint64) { k.reason, k.cursor = reason, cursor }
+
+// TestResyncBeforeFirstWriteKeepsCursor: an agui stream that resumed from
+// the client's cursor and must end for a resync before its writer wrote
+// anything names that cursor in its end hint: the client holds exactly
+// what it held, and resumes from there (not from 0, a fresh snapshot).
+func TestResyncBeforeFirstWriteKeepsCursor(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "rc")
+	th.publish(t, "a;")
+	srv, hs := newServer(t, nc, nil)
+	dash := openSSE(t, hs.URL+"/v1/threads/rc/events?mode=view", token(t, "acme"), nil)
+	defer dash.close()
+	cur := th.publish(t, "b;")
+	th.publish(t, "c;")
+	followView(t, dash, th.seq)
+
+	sub, err := srv.hub.Subscribe(t.Context(), "acme", "rc", AguiSSE, ParseCursor(strconv.FormatUint(cur, 10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	f := sub.feed
+	f.mu.Lock()
+	sub.dropLocked(ReasonGap) // before its writer takes the frame after the cursor
+	f.mu.Unlock()
+	var k endSink
+	if reason := srv.pump(t.Context(), sub, &k, nil, nil, false, time.Now().Add(time.Hour)); reason != EndResync || k.items != 0 {
+		t.Fatalf("stream ended %q after %d items, want %q after none", reason, k.items, EndResync)
+	}
+	if k.reason != EndResync || k.cursor != cur {
+		t.Fatalf("end hint reason=%s after=%d, want reason=%s after=%d", k.reason, k.cursor, EndResync, cur)
+	}
+}

@@ -238,7 +238,7 @@ func (s *Server) pump(ctx context.Context, sub *subscriber, sk sink, pc *pacer, 
 	defer context.AfterFunc(s.drainCtx, sub.notify)()
 	bytesSent := s.m.BytesSent.WithLabelValues(sub.Variant().String())
 	var buf []item
-	var cursor uint64
+	cursor := sub.start // what the client holds until a Take says more
 	if sk.open() != nil {
 		return EndWrite
 	}

@@ -44,6 +44,11 @@ type subscriber struct {
 	state subState
 	last  uint64 // seq of the last frame (or snapshot) enqueued
 	run   string // agui: the run the client has open ("" none), runs.go
+	// start is the cursor the client held when it joined, where it can
+	// resume from if its stream ends before anything is written: its
+	// cursor when the ring held it, else 0 (a fresh start). Written by the
+	// join, before the writer starts.
+	start uint64
 
 	mu     sync.Mutex
 	queue  []item
@@ -517,7 +522,7 @@ func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 	if f.fitLocked(after.Seq) != fitOK {
 		return false
 	}
-	s.last, s.state = after.Seq, stLive
+	s.last, s.state, s.start = after.Seq, stLive, after.Seq
 	s.mu.Lock()
 	s.cursor = after.Seq
 	s.mu.Unlock()
