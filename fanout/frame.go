@@ -43,6 +43,10 @@ type frame struct {
 	wenc      []windowEnc // those encodings (window.go), guarded like enc
 	run       runState    // frameRun's cache, guarded like enc
 	runDone   bool
+	// runBefore is the run open before the frame, as its feed knew it when
+	// the frame came (onMsg), or learnt it later from a snapshot
+	// (learnRunLocked); guarded by the feed's lock.
+	runBefore openRun
 	// verdicts are the events' verdicts on the view (coalesce.go), set
 	// under the feed's lock before the frame is delivered when the feed's
 	// verdict fold follows it; nil otherwise. Never written afterwards.

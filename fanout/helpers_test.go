@@ -66,6 +66,7 @@ type testThread struct {
 	runID      string // the open run the snapshots restate ("r1" if empty)
 	pad        string // added to every event (not to the text): big frames, small snapshots
 	unknown    bool   // snapshots say the thread was never written: no events, an empty view
+	finished   bool   // snapshots restate the run as finished: no run is open
 	sub        *nats.Subscription
 	// partSize, when set, sends frames and snapshot replies in parts of
 	// that size (wire.Publish), as the pipeline does above its max
@@ -135,6 +136,9 @@ func (th *testThread) answer(m *nats.Msg) {
 	evs := []string{
 		fmt.Sprintf(`{"type":"RUN_STARTED","threadId":%q,"runId":%q}`, th.id, run),
 		`{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m1","role":"assistant","content":` + string(mustJSON(text)) + `}]}`,
+	}
+	if th.finished {
+		evs = append(evs, fmt.Sprintf(`{"type":"RUN_FINISHED","threadId":%q,"runId":%q}`, th.id, run))
 	}
 	if th.unknown {
 		evs, view = nil, []byte(`{"messages":[]}`)

@@ -545,6 +545,7 @@ type feed struct {
 	snap     *snapshot         // the latest whole snapshot
 	wsnaps   map[int]*snapshot // the latest windowed ones, by window (at most maxCachedWindows)
 	calls    map[int]*snapCall // snapshot requests in flight, by window (0: whole)
+	run      openRun           // the run open at hi (runs.go)
 	advanced chan struct{}     // closed when hi moves; made on demand by waiters
 	holding  bool              // onMsg is delivering: enqueue defers wake-ups to dirty
 	held     int               // frames delivered since the last wake-up pass
@@ -601,7 +602,10 @@ func (f *feed) onMsg(part *nats.Msg) {
 	if !f.known || fr.prev != f.hi {
 		f.ring.reset()
 		f.lo, f.known = fr.prev, true
+		f.run = openRun{} // what came before fr was not seen
 	}
+	fr.runBefore = f.run
+	f.run = f.run.after(frameRun(fr))
 	if n, last := f.ring.push(fr, f.hub.cfg.RingBytes); n > 0 {
 		f.lo = last
 	}
@@ -695,9 +699,7 @@ func (f *feed) deliverLocked(s *subscriber, fr *frame) {
 	enc := fr.encoding(s.variant, s.window)
 	s.last = fr.seq
 	if !s.variant.ViewMode() {
-		if st := frameRun(fr); st.changed {
-			s.run = st.open
-		}
+		s.run = s.run.after(frameRun(fr))
 	}
 	s.enqueue(enc, fr, fr.seq, fr.eventTS, false)
 }
@@ -747,14 +749,16 @@ func (f *feed) replayLocked(s *subscriber, seq uint64) {
 // subscriber takes one by one; from that many on they are consolidated.
 const replayCoalesceMin = 8
 
-// adoptLocked makes seq (a snapshot newer than the feed) the feed's
-// position when the frames up to it never came: frames at or before it are
-// then ignored. Every live subscriber behind it is resynchronised now
+// adoptLocked makes sn's seq (a snapshot newer than the feed) the feed's
+// position, and sn's run the run open there, when the frames up to it never
+// came: frames at or before it are then ignored. Every live subscriber behind it is resynchronised now
 // (ReasonGap): the frames it lacks will never reach the feed, and the
 // thread may send no next frame whose Tc-Prev would show the gap.
-func (f *feed) adoptLocked(seq uint64) {
+func (f *feed) adoptLocked(sn *snapshot) {
+	seq := sn.seq
 	f.ring.reset()
 	f.lo, f.hi, f.known = seq, seq, true
+	f.run = snapshotRun(sn)
 	n := 0
 	for s := range f.subs {
 		if s.state == stLive && s.last < seq {
@@ -765,6 +769,40 @@ func (f *feed) adoptLocked(seq uint64) {
 	if n > 0 {
 		f.hub.m.Drops.WithLabelValues(ReasonGap).Add(float64(n))
 	}
+}
+
+// runAtLocked returns the run open at seq, a position the feed can continue
+// from (fitLocked: fitOK).
+func (f *feed) runAtLocked(seq uint64) openRun {
+	if seq == f.hi {
+		return f.run
+	}
+	if fr := f.ring.find(seq); fr != nil {
+		return fr.runBefore.after(frameRun(fr))
+	}
+	if f.ring.n > 0 { // seq is lo, the prev of the oldest frame
+		return f.ring.at(0).runBefore
+	}
+	return f.run
+}
+
+// learnRunLocked learns the run open at each position after sn, a
+// snapshot the feed can continue from (fitLocked: fitOK), from sn, when the
+// feed does not know the run open now. A feed that does not has seen no
+// run event since its ring last restarted: no frame in the ring changes
+// the run, and none knows the run open before it.
+func (f *feed) learnRunLocked(sn *snapshot) {
+	if f.run.known {
+		return
+	}
+	o := snapshotRun(sn)
+	for i := 0; i < f.ring.n; i++ {
+		if fr := f.ring.at(i); fr.seq > sn.seq {
+			fr.runBefore = o
+			o = o.after(frameRun(fr))
+		}
+	}
+	f.run = o
 }
 
 // maxCachedWindows bounds the windowed snapshots a feed caches: windows
@@ -838,7 +876,7 @@ func (f *feed) requestSnapshot(ctx context.Context, window int) (*snapshot, erro
 			// (every later frame is still to come, in order). Nobody is
 			// live yet (going live needs a known position), so nobody is
 			// resynchronised.
-			f.adoptLocked(sn.seq)
+			f.adoptLocked(sn)
 		}
 		f.startVerdictsLocked(sn)
 	}

@@ -109,7 +109,7 @@ func (f *feed) reconcile(ctx context.Context) bool {
 			return false
 		}
 		if !time.Now().Before(deadline) {
-			f.adoptLocked(sn.seq) // resynchronises every live subscriber: all are behind it
+			f.adoptLocked(sn) // resynchronises every live subscriber: all are behind it
 			f.mu.Unlock()
 			return true
 		}

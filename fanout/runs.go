@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 )
 
 // NOTE: keeping an agui stream a valid AG-UI stream.
@@ -26,12 +25,32 @@ import (
 // The hub also tracks the run each agui client has open, from the run
 // events it was sent, so that a POSTed stream (an AG-UI HttpAgent, which
 // waits for the response to end) can end once no run is open and
-// everything was written (subscriber.idle).
+// everything was written (subscriber.idle). A client that resumes from a
+// cursor was sent the events before it on an earlier stream: the feed
+// keeps the run open before each frame of its ring (frame.runBefore), so
+// the resumed stream starts with the run the client has open. Where the
+// feed does not know it (its first frame came before any snapshot, or
+// after a gap, and no run event since), the stream does not end as idle
+// before a run event tells.
 
 // runState is what a sequence of events leaves of the run lifecycle.
 type runState struct {
 	changed bool   // the events contain a run lifecycle event
 	open    string // after them: the open run's id, or "" when none is open
+}
+
+// openRun is the run open at a position of a thread.
+type openRun struct {
+	id    string // the open run's id, "" when none is open
+	known bool   // false: not known, the events before the position were not seen
+}
+
+// after returns the run open after events whose effect is st.
+func (o openRun) after(st runState) openRun {
+	if st.changed {
+		return openRun{id: st.open, known: true}
+	}
+	return o
 }
 
 // runOf scans events for RUN_STARTED / RUN_FINISHED / RUN_ERROR.
@@ -67,29 +86,37 @@ func firstRunStarted(events []json.RawMessage) (string, bool) {
 // errStop ends a scan early (runEvent).
 var errStop = errors.New("stop")
 
-// runEvent returns an event's type and, for a run event, its runId. It
-// stops scanning once the type shows the event is not a run event, so a
-// MESSAGES_SNAPSHOT of a long thread (tens of megabytes, its type first,
-// as the codec writes it) costs a few bytes, not a parse.
+// runEvent returns a run event's type and runId; ok is false for any
+// other event. It stops scanning once the type shows the event is not a
+// run event, so a MESSAGES_SNAPSHOT of a long thread (tens of megabytes,
+// its type first, as the codec writes it) costs a few bytes, not a parse,
+// and allocates nothing: every frame's events are scanned (onMsg).
 func runEvent(ev []byte) (typ, runID string, ok bool) {
-	var idRaw []byte
+	var typRaw, idRaw []byte
 	err := scanObject(ev, func(name, v []byte) error {
 		switch string(name) {
 		case "type":
-			typ = unquoted(v)
-			if !strings.HasPrefix(typ, "RUN_") {
+			if !bytes.HasPrefix(v, []byte(`"RUN_`)) {
 				return errStop
 			}
+			typRaw = v
 		case "runId":
 			idRaw = v
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStop) || typ == "" {
+	if err != nil || typRaw == nil {
 		return "", "", false
 	}
-	if idRaw != nil && json.Unmarshal(idRaw, &runID) != nil {
+	if typ = unquoted(typRaw); typ == "" {
 		return "", "", false
+	}
+	if idRaw != nil {
+		var id string
+		if json.Unmarshal(idRaw, &id) != nil {
+			return "", "", false
+		}
+		runID = id
 	}
 	return typ, runID, true
 }
@@ -111,6 +138,16 @@ func frameRun(fr *frame) runState {
 	return fr.run
 }
 
+// snapshotRun returns the run open at sn: its events restate the thread
+// for a fresh consumer, the run lifecycle included. Called with feed.mu
+// held.
+func snapshotRun(sn *snapshot) openRun {
+	if !sn.runDone {
+		sn.run, sn.runDone = runOf(sn.events), true
+	}
+	return openRun{id: sn.run.open, known: true}
+}
+
 // snapshotFor returns the wire messages that bring s to sn, and false when
 // no valid splice exists (an agui resync: see the NOTE). Called with
 // feed.mu held.
@@ -125,20 +162,18 @@ func snapshotFor(s *subscriber, sn *snapshot, join bool) ([][]byte, bool) {
 	if !join {
 		return nil, false
 	}
-	if !sn.runDone {
-		sn.run, sn.runDone = runOf(sn.events), true
-	}
-	s.run = sn.run.open
+	s.run = snapshotRun(sn)
 	return sn.enc[v], true
 }
 
-// idle reports whether the subscriber's client has no run open and nothing
-// is queued for it: where a POSTed AG-UI stream ends.
+// idle reports whether the subscriber's client has no run open (known to
+// have none) and nothing is queued for it: where a POSTed AG-UI stream
+// ends.
 func (s *subscriber) idle() bool {
 	f := s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state == stLive && s.run == "" && len(s.queue) == 0 && s.resync == ""
+	return s.state == stLive && s.run.known && s.run.id == "" && len(s.queue) == 0 && s.resync == ""
 }

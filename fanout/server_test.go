@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,6 +225,138 @@ func TestRunInputPOST(t *testing.T) {
 	}
 	if time.Since(start) > time.Second {
 		t.Fatalf("POST stream did not end when the run finished (%v)", time.Since(start))
+	}
+}
+
+// TestPOSTResumeInsideRun: a POSTed agui stream (an AG-UI HttpAgent) that
+// resumes from a cursor inside an open run stays open until the run
+// finishes, then ends. The run started before the cursor, on an earlier
+// stream: the replay after it has no run event, and the stream must not
+// take that for "no run open". Both for a cursor at a frame's end and for
+// one inside a frame ("<seq>.<i>").
+func TestPOSTResumeInsideRun(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	_, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	for _, tt := range []struct {
+		name   string
+		cursor func(seq uint64) string // of the frame publishing "b;", "c;"
+		held   string                  // the text the client has at the cursor
+	}{
+		{"frame", func(seq uint64) string { return strconv.FormatUint(seq, 10) }, "a;b;c;"},
+		{"inside a frame", func(seq uint64) string { return strconv.FormatUint(seq, 10) + ".0" }, "a;b;"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tt.name, " ", "-")
+			th := newTestThread(t, connect(t, ns), "acme", id)
+			th.publish(t, "a;")
+			u := hs.URL + "/v1/threads/" + id + "/events"
+			// A GET subscriber keeps the feed (and its ring) on the node.
+			g := openSSE(t, u, tok, nil)
+			defer g.close()
+			var gm aguiModel
+			gm.follow(t, g, th.Text, 2*time.Second) // its snapshot: run r1 is open
+			cur := th.publish(t, "b;", "c;")
+			th.publish(t, "d;")
+			gm.follow(t, g, th.Text, 2*time.Second)
+
+			req, _ := http.NewRequest("POST", u+"?after="+tt.cursor(cur), strings.NewReader(`{"threadId":"`+id+`","runId":"r2","messages":[]}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Accept", "text/event-stream")
+			ss, status := testsupport.OpenSSE(t, req)
+			if status != http.StatusOK {
+				t.Fatalf("status %d", status)
+			}
+			c := &sseClient{resp: ss.Resp, br: ss.BR, cancel: ss.Cancel}
+			defer c.close()
+			m := aguiModel{text: tt.held}
+			m.follow(t, c, th.Text, 2*time.Second) // the stream would end here if it took r1 for closed
+			th.publishEvents(t, `{"type":"RUN_FINISHED","threadId":"`+id+`","runId":"r1"}`)
+			timer := time.AfterFunc(2*time.Second, c.cancel)
+			defer timer.Stop()
+			for {
+				msg, err := c.next()
+				if err != nil {
+					t.Fatalf("the stream resumed inside run r1 ended before the run finished (%v)", err)
+				}
+				if strings.Contains(msg.data, `"RUN_FINISHED"`) {
+					break
+				}
+			}
+			if msg, err := c.next(); err != io.EOF {
+				t.Fatalf("after the run finished, the stream went on: %+v %v", msg, err)
+			}
+		})
+	}
+}
+
+// TestPOSTResumeRunFromLaterSnapshot: the feed's first frame came before
+// its first snapshot (a busy thread), so the feed saw no run event of its
+// own; the snapshot it then continues from says no run is open. A POSTed
+// stream resuming after that snapshot ends once it has written the frames
+// after its cursor, as an HttpAgent expects when no run is open.
+func TestPOSTResumeRunFromLaterSnapshot(t *testing.T) {
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	th := newTestThread(t, connect(t, ns), "acme", "late")
+	th.finished = true
+	th.publish(t, "a;")
+	srv, hs := newServer(t, nc, nil)
+	tok := token(t, "acme")
+	// The first snapshot request is answered once the feed has a frame
+	// published after it was asked.
+	_ = th.sub.Unsubscribe()
+	var first sync.Once
+	sub, err := th.nc.Subscribe(th.sub.Subject, func(m *nats.Msg) {
+		first.Do(func() {
+			seq := th.publish(t, "b;")
+			f := srv.hub.lookup("acme", "late")
+			for {
+				f.mu.Lock()
+				if f.known && f.hi >= seq {
+					f.mu.Unlock()
+					break
+				}
+				if f.advanced == nil {
+					f.advanced = make(chan struct{})
+				}
+				advanced := f.advanced
+				f.mu.Unlock()
+				<-advanced
+			}
+		})
+		th.answer(m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	u := hs.URL + "/v1/threads/late/events"
+	// A GET subscriber keeps the feed (and its ring) on the node.
+	g := openSSE(t, u, tok, nil)
+	defer g.close()
+	var gm aguiModel
+	gm.follow(t, g, th.Text, 2*time.Second)
+	cur := th.publish(t, "c;")
+	th.publish(t, "d;")
+	gm.follow(t, g, th.Text, 2*time.Second)
+
+	req, _ := http.NewRequest("POST", u+"?after="+strconv.FormatUint(cur, 10), strings.NewReader(`{"threadId":"late","runId":"r2","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
+	ss, status := testsupport.OpenSSE(t, req)
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	c := &sseClient{resp: ss.Resp, br: ss.BR, cancel: ss.Cancel}
+	defer c.close()
+	m := aguiModel{text: "a;b;c;"}
+	m.follow(t, c, th.Text, 2*time.Second)
+	timer := time.AfterFunc(2*time.Second, c.cancel)
+	defer timer.Stop()
+	if msg, err := c.next(); err != io.EOF {
+		t.Fatalf("with no run open and everything written, the stream went on: %+v %v", msg, err)
 	}
 }
 

@@ -42,8 +42,8 @@ type subscriber struct {
 
 	// Guarded by feed.mu.
 	state subState
-	last  uint64 // seq of the last frame (or snapshot) enqueued
-	run   string // agui: the run the client has open ("" none), runs.go
+	last  uint64  // seq of the last frame (or snapshot) enqueued
+	run   openRun // agui: the run the client has open, runs.go
 	// start is the cursor the client held when it joined, where it can
 	// resume from if its stream ends before anything is written: its
 	// cursor when the ring held it, else 0 (a fresh start). Written by the
@@ -241,7 +241,7 @@ func (s *subscriber) enqueue(msgs [][]byte, fr *frame, seq uint64, ts int64, for
 // whose queue overflowed on the way: s is out of the feed's deliveries
 // again, at last with run open, its queue empty and not slow (feed.mu
 // held).
-func (s *subscriber) rewindLocked(last uint64, run string) {
+func (s *subscriber) rewindLocked(last uint64, run openRun) {
 	s.state, s.last, s.run = stJoining, last, run
 	s.mu.Lock()
 	clear(s.queue)
@@ -411,6 +411,7 @@ func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resum
 		if !ok {
 			return stepFailed, nil, false, ErrRunSplice
 		}
+		f.learnRunLocked(sn)
 		s.last, s.state = sn.seq, stLive
 		s.enqueue(enc, nil, sn.seq, 0, true)
 		if sn.window == 0 {
@@ -430,7 +431,7 @@ func (c *catchUpRun) lookLocked() (step catchUpStep, waitCh chan struct{}, resum
 			c.waitUntil = time.Now().Add(f.hub.cfg.JoinWait)
 		}
 		if !time.Now().Before(c.waitUntil) {
-			f.adoptLocked(sn.seq)
+			f.adoptLocked(sn)
 			return stepAgain, nil, false, nil
 		}
 		if f.advanced == nil {
@@ -512,9 +513,7 @@ func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 			return false
 		}
 		s.last, s.state = fr.seq, stLive
-		if st := runOf(fr.events[:after.Index+1]); st.changed { // what the client saw of this frame
-			s.run = st.open
-		}
+		s.run = fr.runBefore.after(runOf(fr.events[:after.Index+1])) // what the client saw of this frame
 		s.enqueue(encodePartial(fr, s.variant, after.Index), nil, fr.seq, fr.eventTS, true)
 		f.replayLocked(s, fr.seq)
 		return true
@@ -523,6 +522,7 @@ func (f *feed) resumeLocked(s *subscriber, after Cursor) bool {
 		return false
 	}
 	s.last, s.state, s.start = after.Seq, stLive, after.Seq
+	s.run = f.runAtLocked(after.Seq)
 	s.mu.Lock()
 	s.cursor = after.Seq
 	s.mu.Unlock()
