@@ -565,7 +565,18 @@ func (f *feed) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fanout: subscribe: %w", err)
 	}
+	// Under the shard lock, which Close holds while it unsubscribes every
+	// feed: either Close finds the subscription, or this finds the hub
+	// closed and unsubscribes it here.
+	sh := h.shard(f.key)
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		_ = sub.Unsubscribe()
+		return ErrHubClosed
+	}
 	f.sub = sub
+	sh.mu.Unlock()
 	// The server must have registered the subscription before we ask for
 	// a snapshot, or frames published in between would be lost.
 	fctx, cancel := context.WithTimeout(ctx, h.cfg.SnapshotTimeout)

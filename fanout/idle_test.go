@@ -647,3 +647,27 @@ func TestIdleRingEmptied(t *testing.T) {
 	}
 	c.close()
 }
+
+// A hub closed while feeds are starting leaves no subscription behind:
+// each starting feed's subscription is either found by Close or
+// unsubscribed by the feed itself when it finds the hub closed (and the
+// two never touch it at once: run with -race).
+func TestCloseWhileFeedsStart(t *testing.T) {
+	for round := range 20 {
+		nc := connect(t, startNATS(t))
+		h := newHub(nc, DefaultHubConfig(), nil, nil)
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Go(func() {
+				if f, err := h.acquire(context.Background(), "acme", fmt.Sprintf("t%d", i)); err == nil {
+					h.release(f)
+				}
+			})
+		}
+		h.Close()
+		wg.Wait()
+		if n := nc.NumSubscriptions(); n != 0 {
+			t.Fatalf("round %d: %d subscriptions left after Close", round, n)
+		}
+	}
+}
