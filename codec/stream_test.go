@@ -212,7 +212,7 @@ func streamBytesClose(tb testing.TB, body string, close bool) {
 }
 
 // A closed reader's buffer serves the next reader: reading a small body
-// then allocates next to nothing. Next after Close fails, and an event
+// then allocates little. Next after Close fails, and an event
 // held past Close is poisoned (under tcpoison).
 func TestStreamReaderClose(t *testing.T) {
 	body := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}` + "\n"
@@ -226,8 +226,10 @@ func TestStreamReaderClose(t *testing.T) {
 		streamBytesClose(t, body, true)
 	}
 	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 1<<10 {
-		t.Errorf("a %d-byte body read by a closed reader allocated %d bytes per reader, want at most 1 KiB", len(body), per)
+	// Half the 4 KiB buffer: a reader that drops its buffer allocates it
+	// whole, and under -race sync.Pool drops a quarter of what it is given.
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 2<<10 {
+		t.Errorf("a %d-byte body read by a closed reader allocated %d bytes per reader, want at most 2 KiB", len(body), per)
 	}
 
 	sr := NewStreamReader(strings.NewReader(body + body))
