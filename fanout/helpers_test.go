@@ -166,7 +166,8 @@ func (th *testThread) publish(t testing.TB, chunks ...string) uint64 {
 	body := fmt.Sprintf(`{"tenant":%q,"thread":%q,"seq":%d,"prev":%d,"status":"running","events":[%s],"changes":{"append":%s}}`,
 		th.tenant, th.id, th.seq, prev, strings.Join(evs, ","), mustJSON(strings.Join(chunks, "")))
 	m := &nats.Msg{Subject: wire.ViewSubject(th.tenant, th.token), Data: []byte(body), Header: nats.Header{
-		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)}}}
+		wire.HeaderSeq: {strconv.FormatUint(th.seq, 10)}, wire.HeaderPrev: {strconv.FormatUint(prev, 10)},
+		wire.HeaderStatus: {"running"}}}
 	if err := th.send(m); err != nil {
 		t.Error(err)
 	}
