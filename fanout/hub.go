@@ -371,7 +371,10 @@ func (h *hub) acquire(ctx context.Context, tenant, thread string) (*feed, error)
 	f.refs++
 	sh.mu.Unlock()
 	if creator {
-		f.err = f.start(ctx)
+		// Not under ctx: the feed is every acquirer's, and a creator that
+		// leaves must not fail the others waiting on ready with its own
+		// cancellation. start is bounded by SnapshotTimeout.
+		f.err = f.start(context.WithoutCancel(ctx))
 		close(f.ready)
 	} else {
 		select {

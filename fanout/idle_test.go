@@ -671,3 +671,22 @@ func TestCloseWhileFeedsStart(t *testing.T) {
 		}
 	}
 }
+
+// A feed started for a caller that has already left (its context
+// cancelled) starts all the same: it is every acquirer's, and the others
+// waiting for it must not get that caller's cancellation.
+func TestAcquireOutlivesItsCreator(t *testing.T) {
+	h, _ := newIdleHub(t, 10, 10)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	f, err := h.acquire(gone, "acme", "t1")
+	if err != nil {
+		t.Fatalf("a feed started for a cancelled caller: %v", err)
+	}
+	g, err := h.acquire(context.Background(), "acme", "t1")
+	if err != nil || g != f {
+		t.Fatalf("the next acquirer: %v (same feed: %v)", err, g == f)
+	}
+	h.release(f)
+	h.release(g)
+}
