@@ -72,8 +72,37 @@ type hotThread struct {
 	// was loaded). Only its chunks may be reused or purged.
 	chunkGen uint64
 	chunkN   int
+	// stray are chunk generations written for heads that were not
+	// confirmed (failed, or their chunks' writes did), at most maxStray:
+	// once a head of another generation is confirmed, nothing reads them,
+	// and they are purged with the previous generation's chunks.
+	stray []chunkSet
 	// LRU list (most recent at s.lruHead).
 	prev, next *hotThread
+}
+
+// chunkSet names the chunks of one generation of a thread's checkpoint.
+type chunkSet struct {
+	gen uint64
+	n   int
+}
+
+// maxStray bounds a thread's stray chunk generations; past it the oldest
+// is forgotten (its chunks stay in the bucket).
+const maxStray = 8
+
+// addStray records chunks written for a head that was not confirmed.
+func (t *hotThread) addStray(gen uint64, n int) {
+	for i := range t.stray {
+		if t.stray[i].gen == gen {
+			t.stray[i].n = max(t.stray[i].n, n)
+			return
+		}
+	}
+	if len(t.stray) == maxStray {
+		t.stray = append(t.stray[:0], t.stray[1:]...)
+	}
+	t.stray = append(t.stray, chunkSet{gen, n})
 }
 
 // pendingPut is a checkpoint write the store has not confirmed yet.
@@ -749,6 +778,9 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 			s.m.CheckpointFails.Inc()
 			s.log.Warn("checkpoint not stored", "err", err)
 			t.nextDirty = 0
+			if p.chunkN > 0 && p.chunkGen != t.chunkGen {
+				t.addStray(p.chunkGen, p.chunkN)
+			}
 			continue
 		}
 		s.m.Checkpoints.Inc()
@@ -757,10 +789,18 @@ func (s *shard) confirmPuts(ctx context.Context, wait bool) {
 		// chunks: only now may they go (purged before the head was
 		// confirmed, a failed head write would leave a head pointing at
 		// purged chunks: an unreadable checkpoint, the thread restarted
-		// empty).
+		// empty). Nor at a stray generation's: a head whose write failed
+		// may still have been stored, but this one supersedes it.
+		key := wire.CheckpointKey(t.key.tenant, t.key.token)
 		if t.chunkN > 0 && (p.chunkN == 0 || p.chunkGen != t.chunkGen) {
-			s.purgeChunks(wire.CheckpointKey(t.key.tenant, t.key.token), t.chunkGen, t.chunkN)
+			s.purgeChunks(key, t.chunkGen, t.chunkN)
 		}
+		for _, c := range t.stray {
+			if p.chunkN == 0 || c.gen != p.chunkGen {
+				s.purgeChunks(key, c.gen, c.n)
+			}
+		}
+		t.stray = t.stray[:0]
 		t.chunkGen, t.chunkN = p.chunkGen, p.chunkN
 		if t.nextDirty == 0 { // nothing applied since the write was issued
 			t.dirtySeq = 0
@@ -798,6 +838,9 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 	for i := 0; i < n; i++ {
 		f, err := s.store.Put(ctx, chunkKey(key, gen, i), rec[i*chunk:min(len(rec), (i+1)*chunk)], nil)
 		if err != nil {
+			if i > 0 {
+				t.addStray(gen, i)
+			}
 			return nil, err
 		}
 		futs = append(futs, f)
@@ -806,10 +849,14 @@ func (s *shard) putRecord(ctx context.Context, t *hotThread, rec []byte) (*pendi
 	defer cancel()
 	for _, f := range futs {
 		if err := f.Wait(wctx); err != nil {
+			t.addStray(gen, n)
 			return nil, fmt.Errorf("pipeline: checkpoint chunk: %w", err)
 		}
 	}
 	f, err := s.store.Put(ctx, key, chunkHead(gen, n), meta)
+	if err != nil {
+		t.addStray(gen, n)
+	}
 	put.f, put.chunkGen, put.chunkN = f, gen, n
 	return put, err
 }

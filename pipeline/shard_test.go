@@ -378,3 +378,45 @@ func TestRunEndWaitsForTheInterval(t *testing.T) {
 		t.Fatal("not checkpointed once the interval passed")
 	}
 }
+
+// TestChunkPurgeStrayGeneration: the chunks written for a head whose write
+// failed are purged once a head of a later generation is confirmed, with
+// the previous generation's: nothing reads them any more, and kept they
+// would fill the bucket a failed write at a time.
+func TestChunkPurgeStrayGeneration(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxMsgSize = 2048 // chunks of 1 KiB
+	store := &headFailStore{memStore: memStore{}}
+	s := unitShard(cfg, 0, store)
+	var acked []uint64
+	big := func(seq uint64, body string) *testMsg {
+		return &testMsg{subject: wire.StoredSubject(0, "acme", "big"), seq: seq, acked: &acked, data: []byte(body)}
+	}
+	delta := func(c byte) string {
+		return `{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","role":"assistant","delta":"` + strings.Repeat(string(c), 1500) + `"}`
+	}
+	ctx := context.Background()
+	key := wire.CheckpointKey("acme", "big")
+	s.now = time.Now()
+	s.handle(ctx, big(1, `{"type":"RUN_STARTED","threadId":"big","runId":"r"}`+"\n"+delta('a')), 0)
+	s.flush(ctx, true)
+	store.failKey = key
+	s.handle(ctx, big(2, delta('b')), 0)
+	s.flush(ctx, true) // generation 2's chunks are written, its head is not
+	store.failKey = ""
+	s.handle(ctx, big(3, delta('c')), 0)
+	s.flush(ctx, true) // generation 3's head is confirmed
+	gen, n, chunked, err := parseChunkHead(store.memStore[key])
+	if err != nil || !chunked || gen != 3 {
+		t.Fatalf("stored head: gen %d, %d chunks, chunked %v, %v; want generation 3", gen, n, chunked, err)
+	}
+	for k := range store.memStore {
+		if strings.HasPrefix(k, "_c.") && !strings.HasPrefix(k, chunkKey(key, 3, 0)[:len(chunkKey(key, 3, 0))-1]) {
+			t.Errorf("chunk %s of a superseded generation is still stored", k)
+		}
+	}
+	fresh := &hotThread{key: threadKey{"acme", "big"}, id: "big"}
+	if err := s.load(ctx, fresh); err != nil || fresh.ckptSeq != 3 {
+		t.Fatalf("checkpoint seq %d (want 3), err %v", fresh.ckptSeq, err)
+	}
+}
