@@ -764,10 +764,11 @@ func (f *feed) replayLocked(s *subscriber, seq uint64) {
 const replayCoalesceMin = 8
 
 // adoptLocked makes sn's seq (a snapshot newer than the feed) the feed's
-// position, and sn's run the run open there, when the frames up to it never
-// came: frames at or before it are then ignored. Every live subscriber behind it is resynchronised now
-// (ReasonGap): the frames it lacks will never reach the feed, and the
-// thread may send no next frame whose Tc-Prev would show the gap.
+// position, and sn's run the run open there, when the frames up to it
+// never came: frames at or before it are then ignored. Every live
+// subscriber behind it is resynchronised now (ReasonGap): the frames it
+// lacks will never reach the feed, and the thread may send no next frame
+// whose Tc-Prev would show the gap.
 func (f *feed) adoptLocked(sn *snapshot) {
 	seq := sn.seq
 	f.ring.reset()
