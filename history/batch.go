@@ -16,11 +16,14 @@ import (
 // the rest of the batch. ok is
 // false when only whitespace remains. The returned slices alias data.
 //
-// Fast path: a line that starts with '{' and ends with '}' is taken whole
-// without scanning it (JSON text holds no raw newline, so such a line can
-// only be a whole object, or invalid — which the decoder reports). This is
-// every line the SDK sends; only multi-line (pretty-printed) objects are
-// scanned: scanning every line costs a tenth of the shard's CPU.
+// Fast path: a line that starts with '{' and ends with '}', followed by
+// nothing or by a line that starts with '{', is taken whole without
+// scanning it. A JSON string holds no raw newline, and a '}' that ends a
+// line inside an object is followed by ',', '}' or ']', never by '{', so
+// such a line can only be a whole object, or invalid — which the decoder
+// reports. This is every line the SDK sends; only multi-line
+// (pretty-printed) objects are scanned, and a line followed by anything
+// else: scanning every line costs a tenth of the shard's CPU.
 func NextEvent(data []byte) (event, rest []byte, ok bool) {
 	i := 0
 	for i < len(data) && isSpace(data[i]) {
@@ -35,7 +38,7 @@ func NextEvent(data []byte) (event, rest []byte, ok bool) {
 		if nl := bytes.IndexByte(data[i:], '\n'); nl >= 0 {
 			end = i + nl
 		}
-		if line := trimRight(data[i:end]); line[len(line)-1] == '}' {
+		if line := trimRight(data[i:end]); line[len(line)-1] == '}' && startsEvent(data[end:]) {
 			return line, data[end:], true
 		}
 	}
@@ -63,6 +66,16 @@ func NextEvent(data []byte) (event, rest []byte, ok bool) {
 	}
 	// Unterminated: the rest is one (malformed) event.
 	return trimRight(data[start:]), nil, true
+}
+
+// startsEvent reports whether rest, after whitespace, is empty or starts
+// with '{'.
+func startsEvent(rest []byte) bool {
+	i := 0
+	for i < len(rest) && isSpace(rest[i]) {
+		i++
+	}
+	return i == len(rest) || rest[i] == '{'
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

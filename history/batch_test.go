@@ -18,6 +18,9 @@ func TestNextEvent(t *testing.T) {
 		{"pretty nested line looks whole", "{\n \"snapshot\":\n  {\"a\": 1}\n}", []string{"{\n \"snapshot\":\n  {\"a\": 1}\n}"}},
 		{"garbage line", "not json\n{\"b\":2}", []string{"not json", `{"b":2}`}},
 		{"garbage lines are one piece", "a\nb\n  c\r\n\n{\"b\":2}\nd\ne", []string{"a\nb\n  c", `{"b":2}`, "d\ne"}},
+		{"first line closes an inner object", "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":1}\n}\n{\"b\":2}", []string{"{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":1}\n}", `{"b":2}`}},
+		{"first line closes an object in an array", "{\"a\":[{\"b\":1}\n ,{\"c\":2}]}", []string{"{\"a\":[{\"b\":1}\n ,{\"c\":2}]}"}},
+		{"whole line before garbage", "{\"a\":1}\nnot json", []string{`{"a":1}`, "not json"}},
 		{"unterminated", "{\"a\":\n1", []string{"{\"a\":\n1"}},
 		{"two on a line", `{"a":1}{"b":2}`, []string{`{"a":1}{"b":2}`}}, // JSONL: one per line; the decoder rejects it
 		{"only space", " \n\t ", nil},
