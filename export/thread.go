@@ -117,7 +117,9 @@ func (f *threadFold) applyOne(seq uint64, stored time.Time, line []byte) {
 		if f.ev.Type == codec.TypeRunStarted {
 			f.run = strings.Clone(f.ev.RunID)
 		}
-		if f.ev.ToolCallID != "" {
+		if f.ev.ToolCallID != "" && f.ev.Type != codec.TypeToolCallResult {
+			// A result is an event of its tool message, not of the
+			// call: rows() takes its seq from that message.
 			f.touchCall(f.ev.ToolCallID, seq, at)
 		}
 		f.flush(seq, at)
