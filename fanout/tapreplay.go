@@ -27,12 +27,14 @@ type tapSince struct {
 
 // parseTapSince reads ?since= (an RFC 3339 time, or a tap stream seq) and
 // Last-Event-ID (the id of the last message a replay delivered, a tap
-// stream seq: the replay resumes after it, and it wins over ?since=). ok
-// is false when neither is given.
+// stream seq or 0, tapResume's id for a message delivered while the
+// stream's first message was a part of one in assembly: the replay
+// resumes after it, and it wins over ?since=). ok is false when neither is
+// given.
 func parseTapSince(since, lastEventID string) (tapSince, bool, error) {
 	if lastEventID != "" {
 		n, err := strconv.ParseUint(lastEventID, 10, 64)
-		if err != nil || n == 0 || n == math.MaxUint64 {
+		if err != nil || n == math.MaxUint64 {
 			return tapSince{}, false, fmt.Errorf("Last-Event-ID: %q is not a tap stream seq", truncateID(lastEventID))
 		}
 		return tapSince{seq: n + 1}, true, nil
