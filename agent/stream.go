@@ -144,9 +144,11 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 				break
 			}
 		}
-		// Wait for room in the window before taking this event's copy.
+		// Wait for room in the window before taking this event's copy. An
+		// event that failed frees its room like a stored one (pop records
+		// it); only the end of ctx ends the stream here.
 		for opts.Window > 0 && len(pending) > 0 && pendingBytes+len(ev) > opts.Window {
-			if _, err := pending[0].fut.Wait(ctx); err != nil {
+			if _, err := pending[0].fut.Wait(ctx); err != nil && !isDone(pending[0].fut) {
 				streamErr = fmt.Errorf("agent: waiting for acks: %w", err)
 				break
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/threadcast/threadcast/agent"
 	"github.com/threadcast/threadcast/codec"
 	"github.com/threadcast/threadcast/internal/testsupport"
+	"github.com/threadcast/threadcast/pipeline"
 )
 
 // corpusCase is the part of a conformance case these tests use.
@@ -229,4 +230,30 @@ func withThread(events []json.RawMessage, thread string) []json.RawMessage {
 		out[i] = threadIDMember.ReplaceAll(ev, append([]byte(`"threadId"$1:$2`), bytes.ReplaceAll(id, []byte("$"), []byte("$$"))...))
 	}
 	return out
+}
+
+// TestPublishStreamWindowPastFailedEvent: an event the stream refuses for
+// good (here, over the stream's max message size) while the window is full
+// is one failed event, not the end of the stream: the events after it are
+// read and published.
+func TestPublishStreamWindowPastFailedEvent(t *testing.T) {
+	env := startJS(t, true)
+	cfg := pipeline.DefaultConfig()
+	cfg.MaxMsgSize = 1024
+	ctx := testCtx(t)
+	if _, err := env.js.CreateStream(ctx, pipeline.StreamConfig(&cfg)); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, env, withLinger(0))
+	big := `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 2000) + `"}`
+	body := strings.Join([]string{string(contentEvent("m", 0)), big, string(contentEvent("m", 2)), string(contentEvent("m", 3))}, "\n")
+	// A window of one byte: each event waits for the one before it.
+	res, err := agent.PublishStream(ctx, p, "acme", "t", strings.NewReader(body), agent.StreamOptions{Window: 1})
+	if err != nil {
+		t.Fatalf("PublishStream: %v; want no error (one event failed)", err)
+	}
+	if res.Events != 4 || res.Accepted != 3 || res.FailedCount != 1 || len(res.Failed) != 1 || res.Failed[0].Index != 1 ||
+		!errors.Is(res.Failed[0].Err, agent.ErrPublish) {
+		t.Fatalf("result %+v; want 4 events, 3 accepted and event 1 failed with ErrPublish", res)
+	}
 }
