@@ -37,13 +37,21 @@ func (f *Future) Result() (Ack, error) { return f.ack, f.err }
 
 // Wait waits until the future resolves or ctx ends, and returns the result.
 // If ctx ends first it returns ctx.Err(); the event stays pending and still
-// resolves later.
+// resolves later. A future already resolved returns its result whatever
+// the state of ctx.
 func (f *Future) Wait(ctx context.Context) (Ack, error) {
 	select {
 	case <-f.done:
 		return f.ack, f.err
 	case <-ctx.Done():
-		return Ack{}, ctx.Err()
+		// select picks at random among ready cases: the future may have
+		// resolved by now, and its result is the answer then.
+		select {
+		case <-f.done:
+			return f.ack, f.err
+		default:
+			return Ack{}, ctx.Err()
+		}
 	}
 }
 

@@ -184,7 +184,7 @@ func PublishStream(ctx context.Context, p *Publisher, tenant, thread string, r i
 	}
 	res.Format = sr.Format()
 	for _, pe := range pending {
-		if _, err := pe.fut.Wait(ctx); err != nil && ctx.Err() != nil {
+		if _, err := pe.fut.Wait(ctx); err != nil && !isDone(pe.fut) {
 			return res, fmt.Errorf("agent: waiting for acks: %w", err)
 		}
 		collect(pe.fut, pe.index)

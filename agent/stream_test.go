@@ -2,8 +2,10 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -255,5 +257,46 @@ func TestPublishStreamWindowPastFailedEvent(t *testing.T) {
 	if res.Events != 4 || res.Accepted != 3 || res.FailedCount != 1 || len(res.Failed) != 1 || res.Failed[0].Index != 1 ||
 		!errors.Is(res.Failed[0].Err, agent.ErrPublish) {
 		t.Fatalf("result %+v; want 4 events, 3 accepted and event 1 failed with ErrPublish", res)
+	}
+}
+
+// ackedThenCancel is a body that, once its events are read, waits until
+// the Publisher has acked want events and then cancels the stream's ctx
+// before it ends.
+type ackedThenCancel struct {
+	t      *testing.T
+	body   *strings.Reader
+	p      *agent.Publisher
+	want   uint64
+	cancel context.CancelFunc
+}
+
+func (r *ackedThenCancel) Read(b []byte) (int, error) {
+	if r.body.Len() > 0 {
+		return r.body.Read(b)
+	}
+	testsupport.WaitFor(r.t, 10*time.Second, "every event acked", func() bool { return r.p.Stats().Acked >= r.want })
+	r.cancel()
+	return 0, io.EOF
+}
+
+// TestPublishStreamCountsAckedAfterCtxEnds: when the ctx ends after every
+// event is stored, the result still counts each of them as accepted (a
+// caller told fewer would send the others again).
+func TestPublishStreamCountsAckedAfterCtxEnds(t *testing.T) {
+	env := startJS(t, false)
+	p := newPublisher(t, env, withLinger(time.Millisecond))
+	const n = 32
+	var body strings.Builder
+	for i := range n {
+		body.Write(contentEvent("m", i))
+		body.WriteByte('\n')
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	r := &ackedThenCancel{t: t, body: strings.NewReader(body.String()), p: p, want: n, cancel: cancel}
+	res, err := agent.PublishStream(ctx, p, "acme", "t", r, agent.StreamOptions{})
+	if err != nil || res.Events != n || res.Accepted != n {
+		t.Fatalf("result %+v, %v; want %d events, all accepted, no error", res, err, n)
 	}
 }
