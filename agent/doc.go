@@ -93,6 +93,9 @@
 // starts one goroutine, which Close stops and waits for; acks arrive on
 // nats.go's own goroutines, which belong to the connection. Publish copies
 // the event before returning. Futures are safe to share. Close stops intake,
-// drains (sends everything queued and waits for the acks, under its ctx) and
-// then returns; close the NATS connection only after it.
+// drains (sends everything queued and waits for the acks, under its ctx),
+// removes the subscription for acks (and the listener of the connection's
+// status that goes with it) from the connection, and then returns; close
+// the NATS connection only after it. Publishers may come and go on one
+// connection.
 package agent

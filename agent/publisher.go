@@ -731,7 +731,8 @@ func (p *Publisher) flushLocked() chan struct{} {
 // queued and waits for every pending event to resolve, then stops the
 // Publisher's goroutine. If ctx ends first, the events still pending are
 // resolved with ErrClosed (they may or may not have been stored), the
-// goroutine is stopped all the same, and Close returns ctx.Err(). Close is
+// goroutine is stopped all the same, and Close returns ctx.Err(). Either
+// way it then takes its subscription for acks off the connection. Close is
 // idempotent; later calls return nil at once. It does not close the NATS
 // connection, which the caller owns.
 func (p *Publisher) Close(ctx context.Context) error {
@@ -753,6 +754,11 @@ func (p *Publisher) Close(ctx context.Context) error {
 		}
 		close(p.stop)
 		<-p.done
+		// The JetStream context's ack subscription and its listener of the
+		// connection's status (a goroutine of nats.go's) live on the
+		// caller's connection until removed; nothing is pending any more
+		// (what was is resolved), so no ack is lost with them.
+		p.js.CleanupPublisher()
 	})
 	if !first {
 		return nil

@@ -711,6 +711,36 @@ func TestNoGoroutineLeak(t *testing.T) {
 	base.Exited(t)
 }
 
+// TestCloseLeavesConnectionClean: Publishers that come and go on a
+// connection that stays open (the caller's) leave no subscription and no
+// goroutine on it once closed.
+func TestCloseLeavesConnectionClean(t *testing.T) {
+	env := startJS(t, false)
+	ctx := testCtx(t)
+	subs := env.nc.NumSubscriptions()
+	base := testsupport.CountGoroutines()
+	for i := range 3 {
+		p, err := agent.New(env.nc, withLinger(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := p.Publish(ctx, "acme", "t", contentEvent("m", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := env.nc.NumSubscriptions(); n != subs {
+		t.Errorf("%d subscriptions on the connection after Close, want %d", n, subs)
+	}
+	base.Exited(t)
+}
+
 // TestRetriedBatchIsStoredOnce: a whole batch whose ack is lost is re-sent as
 // the same message; every event of it reports the duplicate ack.
 func TestRetriedBatchIsStoredOnce(t *testing.T) {
