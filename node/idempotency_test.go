@@ -62,3 +62,34 @@ func TestNodeBridgeIdempotencyKey(t *testing.T) {
 			v.View.Messages[0].Content == "hello" && v.View.Status == "finished"
 	})
 }
+
+// TestNodeBridgeBatchesFitMaxMsgSize: with a max message size below the
+// publisher's default batch size (and the server's max_payload, which is
+// at least 1 MiB), the bridge's batches still fit in one stream message:
+// a body of many small events, larger than the limit in all, is stored.
+func TestNodeBridgeBatchesFitMaxMsgSize(t *testing.T) {
+	c := testConfig(t)
+	c.Pipeline.MaxMsgSize = 16 << 10
+	n, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+	const events = 400
+	var body strings.Builder
+	body.WriteString(`{"type":"RUN_STARTED","threadId":"th.b","runId":"r1"}` + "\n")
+	body.WriteString(`{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}` + "\n")
+	for range events - 4 {
+		body.WriteString(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"` + strings.Repeat("x", 200) + `"}` + "\n")
+	}
+	body.WriteString(`{"type":"TEXT_MESSAGE_END","messageId":"m1"}` + "\n")
+	body.WriteString(`{"type":"RUN_FINISHED","threadId":"th.b","runId":"r1"}` + "\n")
+	code, b := do(t, "POST", n.URL()+"/v1/ingest/acme/th.b", token(t, "acme"), body.String())
+	var resp struct {
+		Accepted    int `json:"accepted"`
+		FailedCount int `json:"failedCount"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(b), &resp) != nil || resp.Accepted != events || resp.FailedCount != 0 {
+		t.Fatalf("%d %.300s; want 200 with all %d events accepted", code, b, events)
+	}
+}

@@ -50,7 +50,7 @@ func (s *Side) StartAgents() error {
 		}
 		d := demoConn{tenant: t, close: closeConn}
 		s.demoConns = append(s.demoConns, d)
-		if d.pub, err = agent.New(nc, agent.DefaultConfig()); err != nil {
+		if d.pub, err = agent.New(nc, s.publisherConfig()); err != nil {
 			return fmt.Errorf("node: demo publisher: %w", err)
 		}
 		s.demoConns[len(s.demoConns)-1] = d

@@ -102,7 +102,7 @@ func (s *Side) StartIngest() (http.Handler, error) {
 	if !s.cfg.Bridge {
 		return nil, nil
 	}
-	if s.bridge, err = agent.New(s.h.Conn(), agent.DefaultConfig()); err != nil {
+	if s.bridge, err = agent.New(s.h.Conn(), s.publisherConfig()); err != nil {
 		return nil, fmt.Errorf("node: bridge publisher: %w", err)
 	}
 	verify := func(*http.Request, string) error { return nil } // BridgeNoAuth
@@ -123,6 +123,17 @@ func (s *Side) StartIngest() (http.Handler, error) {
 	}
 	s.h.Registry().MustRegister(b.Collectors()...) // threadcast_bridge_*, as README lists
 	return b, nil
+}
+
+// publisherConfig is the configuration of the node's own publishers (the
+// bridge's, the demo's). A batch is one message of the event stream, so
+// it must fit the stream's max message size, which can be below both the
+// default batch size and the server's max_payload (the only bound a
+// Publisher learns by itself): a larger batch would be refused whole.
+func (s *Side) publisherConfig() agent.Config {
+	c := agent.DefaultConfig()
+	c.MaxBatchBytes = min(c.MaxBatchBytes, s.cfg.Pipeline.MaxEventBytes())
+	return c
 }
 
 // idempotency creates or updates the bucket of the bridge's first answers
