@@ -703,7 +703,12 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-ch: // done as well: select picked at random
+			return nil
+		default:
+			return ctx.Err()
+		}
 	}
 }
 
@@ -749,8 +754,14 @@ func (p *Publisher) Close(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			err = ctx.Err()
-			p.abandon()
+			// select picks at random among ready cases: a drain that is
+			// complete (nothing to abandon) is not a ctx that ended first.
+			select {
+			case <-ch:
+			default:
+				err = ctx.Err()
+				p.abandon()
+			}
 		}
 		close(p.stop)
 		<-p.done

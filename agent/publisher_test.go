@@ -686,6 +686,35 @@ func TestCloseAbandonsAtDeadline(t *testing.T) {
 	}
 }
 
+// TestCloseDrainedWithEndedCtx: a Flush or Close that has nothing left to
+// wait for returns nil even when its ctx has already ended: nothing was
+// abandoned.
+func TestCloseDrainedWithEndedCtx(t *testing.T) {
+	env := startJS(t, false)
+	ctx := testCtx(t)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 20 {
+		p, err := agent.New(env.nc, withLinger(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := p.Publish(ctx, "acme", "t", contentEvent("m", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ended); err != nil {
+			t.Fatalf("Flush %d with everything acked: %v, want nil", i, err)
+		}
+		if err := p.Close(ended); err != nil {
+			t.Fatalf("Close %d with everything acked: %v, want nil", i, err)
+		}
+	}
+}
+
 // TestNoGoroutineLeak: after Close and closing the connection, nothing the
 // Publisher started is left running.
 func TestNoGoroutineLeak(t *testing.T) {
