@@ -1,10 +1,11 @@
 package quota
 
 // NOTE: a Limiter is numShards shards, a tenant's by FNV-1a of its name.
-// Each shard has one mutex over its map of tenant states and their LRU list
-// (most recent at head). Every call looks its tenant up (creating it, which
-// may forget others: forget), does its arithmetic under the lock, and
-// returns; no call blocks or takes a second lock.
+// Each shard has one mutex over its map of tenant states and the LRU list
+// of those that hold nothing (most recent at head). Every call looks its
+// tenant up (creating it, which may forget others: forget), does its
+// arithmetic under the lock, and returns; no call blocks or takes a second
+// lock.
 
 import (
 	"fmt"
@@ -30,7 +31,11 @@ type limShard struct {
 }
 
 // tenantState is what a Limiter keeps of one tenant. Invariant: it is in
-// its shard's map iff it is in the shard's LRU list.
+// its shard's LRU list iff it is in the shard's map and holds nothing. A
+// tenant holding something cannot be forgotten, so it is kept out of the
+// list: forget, which looks at a few entries from the cold end only, would
+// otherwise stop at holders (streams open for hours drift there) and never
+// reach the tenants behind them.
 type tenantState struct {
 	name       string
 	lim        Limits
@@ -104,11 +109,33 @@ func (l *Limiter) state(s *limShard, tenant string, now time.Time) *tenantState 
 		t = &tenantState{name: tenant, lim: lim,
 			ev: bucket{tokens: lim.eventsBurst(), at: now}, by: bucket{tokens: lim.bytesBurst(), at: now}}
 		s.m[tenant] = t
-	} else {
+		s.pushFront(t)
+	} else if !t.holds() {
 		s.unlink(t)
+		s.pushFront(t)
 	}
 	t.last = now
-	t.next = s.head
+	return t
+}
+
+// forget drops tenants from the cold end of the list (which holds only
+// tenants holding nothing): those idle for IdleAfter, and, while the shard
+// is full, the least recently used.
+func (l *Limiter) forget(s *limShard, now time.Time) {
+	for t, n := s.tail, 0; t != nil && n < 8; n++ {
+		if len(s.m) < l.perShard && now.Sub(t.last) < l.cfg.IdleAfter {
+			return // the rest is more recent still
+		}
+		prev := t.prev
+		s.unlink(t)
+		delete(s.m, t.name)
+		t = prev
+	}
+}
+
+// pushFront puts t, in no list, at the head of the list.
+func (s *limShard) pushFront(t *tenantState) {
+	t.prev, t.next = nil, s.head
 	if s.head != nil {
 		s.head.prev = t
 	}
@@ -116,21 +143,16 @@ func (l *Limiter) state(s *limShard, tenant string, now time.Time) *tenantState 
 	if s.tail == nil {
 		s.tail = t
 	}
-	return t
 }
 
-// forget drops tenants holding nothing from the cold end: those idle for
-// IdleAfter, and, while the shard is full, the least recently used.
-func (l *Limiter) forget(s *limShard, now time.Time) {
-	for t, n := s.tail, 0; t != nil && n < 8; n++ {
-		prev := t.prev
-		if !t.holds() && (len(s.m) >= l.perShard || now.Sub(t.last) >= l.cfg.IdleAfter) {
-			s.unlink(t)
-			delete(s.m, t.name)
-		} else if now.Sub(t.last) < l.cfg.IdleAfter && len(s.m) < l.perShard {
-			return // the rest is more recent still
-		}
-		t = prev
+// settle keeps t in the list iff it holds nothing, after a change of its
+// holds; held is whether it held something before.
+func (s *limShard) settle(t *tenantState, held bool) {
+	switch holds := t.holds(); {
+	case holds && !held:
+		s.unlink(t)
+	case !holds && held:
+		s.pushFront(t)
 	}
 }
 
@@ -243,7 +265,9 @@ func (l *Limiter) hold(tenant string, k Kind, n int64, field func(*tenantState) 
 	if lim > 0 && *v+n > lim {
 		return &ExceededError{Tenant: tenant, Kind: k, Limit: float64(lim), Remaining: lim - *v, RetryAfter: holdRetry}
 	}
+	held := t.holds()
 	*v += n
+	s.settle(t, held)
 	return nil
 }
 
@@ -252,8 +276,15 @@ func (l *Limiter) release(tenant string, f func(*tenantState)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.m[tenant]; t != nil { // a holding tenant is never forgotten
+		held := t.holds()
 		f(t)
 		t.last = l.cfg.Now()
+		if !t.holds() {
+			if !held {
+				s.unlink(t) // in the list already
+			}
+			s.pushFront(t) // the most recent
+		}
 	}
 }
 
@@ -278,7 +309,9 @@ func (l *Limiter) AcquireThread(tenant, thread string) error {
 	if t.threads == nil {
 		t.threads = make(map[string]int)
 	}
+	held := t.holds()
 	t.threads[thread] = 1
+	s.settle(t, held)
 	return nil
 }
 

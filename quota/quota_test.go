@@ -393,3 +393,53 @@ func TestWindowExhausted(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldersDoNotPinTheTable: tenants holding streams, however many sit
+// at the cold end of their shard, neither stop the shard from forgetting
+// the tenants behind them that hold nothing (idle, or least recently used
+// when the shard is full) nor make a new tenant be refused for them.
+func TestHoldersDoNotPinTheTable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, Limits{EventsPerSec: 1}, func(c *Config) {
+			c.MaxTenants, c.IdleAfter = 16*10, time.Minute // 10 tenants a shard
+		})
+		// Names of one shard.
+		shard := l.shard("x")
+		var names []string
+		for i := 0; len(names) < 12; i++ {
+			if name := fmt.Sprint("t", i); l.shard(name) == shard {
+				names = append(names, name)
+			}
+		}
+		holders, idle, fill, late := names[:8], names[8], names[9], names[10:]
+		for _, h := range holders {
+			if err := l.AcquireStream(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Take(idle, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if err := l.Take(fill, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		if l.Usage(idle).Known {
+			t.Error("a tenant idle for IdleAfter behind holding tenants is still known")
+		}
+		// The shard full: 8 holders and 2 that hold nothing.
+		for _, name := range late {
+			if err := l.Take(name, 1, 0); err != nil {
+				t.Fatalf("a new tenant in a shard of %d holders and others holding nothing: %v", len(holders), err)
+			}
+		}
+		if n := len(l.Tenants()); n > 10 {
+			t.Errorf("%d tenants kept, want ≤ 10", n)
+		}
+		for _, h := range holders {
+			if u := l.Usage(h); !u.Known || u.Streams != 1 {
+				t.Errorf("holder %s: %+v", h, u)
+			}
+		}
+	})
+}
