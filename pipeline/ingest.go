@@ -196,7 +196,7 @@ func (in *Ingest) newShards(ctx context.Context, js jetstream.JetStream, kv jets
 	cfg := &in.cfg
 	shards := make([]*shard, nShards)
 	for i := range shards {
-		base, err := newKVStore(in.nc, kv, cfg.Bucket, cfg.CheckpointAckTimeout)
+		base, err := newKVStore(in.nc, kv, cfg.Bucket, cfg.Domain, cfg.CheckpointAckTimeout)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pipeline: kv store: %w", err)
 		}

@@ -15,17 +15,28 @@ import (
 type kvStore struct {
 	kv     jetstream.KeyValue
 	js     jetstream.JetStream
-	prefix string // "$KV.<bucket>."
+	prefix string // "$KV.<bucket>.": the subjects the records are stored on
+	// pub is what a record is published on: prefix, behind the JetStream
+	// API prefix of the bucket's domain when it has one (as KeyValue.Put
+	// does), so that a put from a server of another domain (a leaf node's)
+	// reaches the bucket.
+	pub string
 }
 
-// newKVStore writes kv's records asynchronously; a put not answered within
-// ackTimeout fails (Config.CheckpointAckTimeout).
-func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket string, ackTimeout time.Duration) (*kvStore, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1<<16), jetstream.WithPublishAsyncTimeout(ackTimeout))
+// newKVStore writes kv's records, in JetStream domain (empty: the
+// connection's own), asynchronously; a put not answered within ackTimeout
+// fails (Config.CheckpointAckTimeout).
+func newKVStore(nc *nats.Conn, kv jetstream.KeyValue, bucket, domain string, ackTimeout time.Duration) (*kvStore, error) {
+	js, err := newJetStream(nc, domain, jetstream.WithPublishAsyncMaxPending(1<<16), jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore{kv: kv, js: js, prefix: "$KV." + bucket + "."}, nil
+	prefix := "$KV." + bucket + "."
+	pub := prefix
+	if domain != "" {
+		pub = apiPrefix(js.Options()) + prefix
+	}
+	return &kvStore{kv: kv, js: js, prefix: prefix, pub: pub}, nil
 }
 
 func (s *kvStore) Get(ctx context.Context, key string) ([]byte, error) {
@@ -40,7 +51,7 @@ func (s *kvStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (s *kvStore) Put(_ context.Context, key string, value []byte, meta nats.Header) (PutFuture, error) {
-	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Data: value, Header: meta})
+	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.pub + key, Data: value, Header: meta})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +61,7 @@ func (s *kvStore) Put(_ context.Context, key string, value []byte, meta nats.Hea
 // Purge publishes a KV purge marker (what KeyValue.Purge does) without
 // waiting for it.
 func (s *kvStore) Purge(key string) error {
-	_, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.prefix + key, Header: nats.Header{
+	_, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.pub + key, Header: nats.Header{
 		"KV-Operation": {"PURGE"},
 		"Nats-Rollup":  {"sub"},
 	}})

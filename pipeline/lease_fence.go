@@ -188,7 +188,7 @@ func (s *fencedStore) Put(ctx context.Context, key string, value []byte, meta na
 	for k, v := range meta { // meta is the caller's: copied, never changed
 		h[k] = v
 	}
-	msg := &nats.Msg{Subject: s.prefix + key, Data: value, Header: h}
+	msg := &nats.Msg{Subject: s.pub + key, Data: value, Header: h}
 	f, err := s.js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, err // not sent: the revision is still rev

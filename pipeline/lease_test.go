@@ -63,7 +63,7 @@ func newTestFencedStore(t *testing.T, nc *nats.Conn, bucket string, onFence func
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := newKVStore(nc, kv, bucket, DefaultConfig().CheckpointAckTimeout)
+	base, err := newKVStore(nc, kv, bucket, "", DefaultConfig().CheckpointAckTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

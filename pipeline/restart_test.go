@@ -400,7 +400,7 @@ func TestStoredFloorUntrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := newKVStore(nc, kv, cfg.Bucket, cfg.CheckpointAckTimeout)
+	store, err := newKVStore(nc, kv, cfg.Bucket, "", cfg.CheckpointAckTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
