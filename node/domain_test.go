@@ -123,3 +123,30 @@ func TestNodeCheckpointsInDomain(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 }
+
+// TestNodeRetainedQuotaInDomain: with the pipeline in a JetStream domain
+// (--js-domain) other than the one of the server ingest connects to (a
+// leaf node's), the retained-events quota counts the tenant's messages in
+// the event stream of that domain, and ingest sheds past it.
+func TestNodeRetainedQuotaInDomain(t *testing.T) {
+	n, leaf, _ := domainNode(t, func(c *Config) {
+		c.Quota.Default.EventsRetained = 3
+		c.Quota.RetainedEvery = 100 * time.Millisecond
+	})
+	defer func() { _ = n.Stop() }()
+	nc, err := nats.Connect(leaf.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	testsupport.WaitFor(t, 20*time.Second, "events shed over the retained quota", func() bool {
+		// One run's worth more each time; the count is polled.
+		for _, ev := range []string{`{"type":"RUN_STARTED","threadId":"t","runId":"r"}`, `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`} {
+			if err := nc.Publish("agui.acme.t.events", []byte(ev)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = nc.Flush()
+		return sumCounter(t, n, "threadcast_ingest_quota_shed_events_total", "acme") > 0
+	})
+}

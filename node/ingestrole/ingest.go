@@ -64,9 +64,9 @@ func (s *Side) StartIngest() (http.Handler, error) {
 	}
 	var retained *pipeline.RetainedCounter
 	if s.node.Quota.Retained() {
-		js, err := jetstream.New(s.h.Conn())
+		js, err := s.jetStream() // the event stream is in Pipeline.Domain
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: jetstream: %w", node.ErrNats, err)
 		}
 		retained = pipeline.NewRetainedCounter(js, pc.Stream, s.node.Quota, s.node.Quota.RetainedEvery, pc.Logger)
 		pc.Retained = retained.Check
