@@ -98,8 +98,9 @@ type Config struct {
 	// the fields an override leaves out from Default).
 	Tenants map[string]Limits
 	// IdleAfter: a tenant holding nothing and unused for this long is
-	// forgotten. It is at least the time a bucket takes to refill, so that
-	// forgetting one (a full bucket when next seen) admits nothing more.
+	// forgotten, once its buckets are full again (a burst may take longer
+	// to refill), so that forgetting one (a full bucket when next seen)
+	// admits nothing more.
 	IdleAfter time.Duration
 	// MaxTenants bounds the tenants the Limiter keeps state for.
 	MaxTenants int

@@ -27,8 +27,8 @@
 // # Bounded state
 //
 // The Limiter keeps state only for tenants it has seen, in shards of a map
-// with an LRU list each. A tenant holding nothing and unused for IdleAfter is
-// forgotten (its buckets would be full again by then); past MaxTenants the
+// with an LRU list each. A tenant holding nothing, unused for IdleAfter and
+// whose buckets are full again is forgotten; past MaxTenants the
 // least recently used tenant holding nothing is forgotten at once, so a
 // flood of distinct tenant names costs at most MaxTenants entries. Only a
 // tenant whose every shard entry holds something (open streams, bodies in

@@ -58,6 +58,12 @@ type bucket struct {
 	at     time.Time
 }
 
+// full reports whether b holds cap at now (always, without a rate: the
+// bucket is not used).
+func (b *bucket) full(now time.Time, rate, cap float64) bool {
+	return rate <= 0 || b.tokens+now.Sub(b.at).Seconds()*rate >= cap
+}
+
 func (b *bucket) refill(now time.Time, rate, cap float64) {
 	if d := now.Sub(b.at); d > 0 {
 		b.tokens = math.Min(cap, b.tokens+d.Seconds()*rate)
@@ -119,18 +125,27 @@ func (l *Limiter) state(s *limShard, tenant string, now time.Time) *tenantState 
 }
 
 // forget drops tenants from the cold end of the list (which holds only
-// tenants holding nothing): those idle for IdleAfter, and, while the shard
-// is full, the least recently used.
+// tenants holding nothing): those idle for IdleAfter whose buckets are full
+// again, and, while the shard is full, the least recently used.
 func (l *Limiter) forget(s *limShard, now time.Time) {
 	for t, n := s.tail, 0; t != nil && n < 8; n++ {
 		if len(s.m) < l.perShard && now.Sub(t.last) < l.cfg.IdleAfter {
 			return // the rest is more recent still
 		}
 		prev := t.prev
-		s.unlink(t)
-		delete(s.m, t.name)
+		if len(s.m) >= l.perShard || t.refilled(now) {
+			s.unlink(t)
+			delete(s.m, t.name)
+		}
 		t = prev
 	}
+}
+
+// refilled reports whether t's buckets are full at now: forgetting t then
+// gives it nothing (a tenant seen anew starts with full buckets). A burst
+// can take longer than IdleAfter to refill.
+func (t *tenantState) refilled(now time.Time) bool {
+	return t.ev.full(now, t.lim.EventsPerSec, t.lim.eventsBurst()) && t.by.full(now, t.lim.BytesPerSec, t.lim.bytesBurst())
 }
 
 // pushFront puts t, in no list, at the head of the list.

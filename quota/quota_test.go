@@ -443,3 +443,24 @@ func TestHoldersDoNotPinTheTable(t *testing.T) {
 		}
 	})
 }
+
+// TestForgetIdleKeepsDebt: a tenant idle for IdleAfter whose bucket is not
+// full again yet (a burst that takes longer than IdleAfter to refill) is
+// kept: forgetting it would give it a full bucket when next seen, more
+// than its rate refilled.
+func TestForgetIdleKeepsDebt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, Limits{EventsPerSec: 1, EventsBurst: 1000}, func(c *Config) { c.IdleAfter = time.Minute })
+		if err := l.Take("a", 1000, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute) // 120 events refilled
+		for i := 0; i < 16*8; i++ { // touch every shard: forgetting is lazy
+			_ = l.Take(fmt.Sprint("new", i), 1, 0)
+		}
+		exceeded(t, l.Take("a", 200, 0), KindEvents)
+		if err := l.Take("a", 100, 0); err != nil {
+			t.Fatalf("what refilled: %v", err)
+		}
+	})
+}
