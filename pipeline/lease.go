@@ -112,6 +112,10 @@ type Leases struct {
 
 	mu   sync.Mutex
 	held []int // for Held; the loop's own state is in leaseState
+
+	// passed, when set before Run, is called on Run's goroutine once its
+	// first pass (renew, claim up to the fair share) is over.
+	passed func()
 }
 
 // NewLeases validates cfg and returns Leases that will use nc (the caller
@@ -194,6 +198,9 @@ func (l *Leases) Run(ctx context.Context, run PartitionFunc) error {
 	tick := time.NewTicker(l.cfg.renewEvery())
 	defer tick.Stop()
 	st.step(false)
+	if l.passed != nil {
+		l.passed()
+	}
 	for {
 		select {
 		case <-ctx.Done():

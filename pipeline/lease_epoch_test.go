@@ -152,3 +152,27 @@ func TestPartitionConsumersNames(t *testing.T) {
 		t.Fatalf("partition 1 consumers %v, want %v", got, want)
 	}
 }
+
+// TestLeasedIngestReadyHeld: a LeasedIngest is ready only once its first
+// lease pass is over and every partition whose lease it holds runs with
+// its consumer bound — not while a claimed partition has not started.
+func TestLeasedIngestReadyHeld(t *testing.T) {
+	bound := NewRestarting(nil)
+	bound.cur = &fakeService{ready: true}
+	li := &LeasedIngest{leases: &Leases{held: []int{0, 1}}, ins: map[int]*Restarting{0: bound}}
+	if li.Ready() {
+		t.Error("ready before the first lease pass")
+	}
+	li.started.Store(true)
+	if li.Ready() {
+		t.Error("ready while held partition 1 runs nothing")
+	}
+	li.leases.held = []int{0}
+	if !li.Ready() {
+		t.Error("not ready with every held partition bound")
+	}
+	li.leases.held = nil
+	if !li.Ready() {
+		t.Error("a standby holding nothing is not ready")
+	}
+}

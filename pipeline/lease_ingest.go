@@ -31,7 +31,7 @@ type LeasedIngest struct {
 	leases *Leases
 
 	running atomic.Bool
-	started atomic.Bool // the lease loop made its first pass
+	started atomic.Bool // the lease loop's first pass is over
 	mu      sync.Mutex
 	ins     map[int]*Restarting // running partitions
 }
@@ -62,17 +62,19 @@ func NewLeasedIngest(nc *nats.Conn, cfg Config, lc LeaseConfig) (*LeasedIngest, 
 // Held returns the partitions this instance holds, ascending.
 func (li *LeasedIngest) Held() []int { return li.leases.Held() }
 
-// Ready reports whether the lease loop runs and every held partition's
-// consumer is bound. An instance holding no partition (more instances than
-// partitions, or just started) is ready: it is a standby.
+// Ready reports whether the lease loop has made its first pass and every
+// partition whose lease it holds runs with its consumer bound (a partition
+// claimed but not started yet is not). An instance holding no partition
+// (more instances than partitions) is ready: it is a standby.
 func (li *LeasedIngest) Ready() bool {
 	if !li.started.Load() {
 		return false
 	}
+	held := li.leases.Held()
 	li.mu.Lock()
 	defer li.mu.Unlock()
-	for _, in := range li.ins {
-		if !in.Ready() {
+	for _, p := range held {
+		if in := li.ins[p]; in == nil || !in.Ready() {
 			return false
 		}
 	}
@@ -107,7 +109,6 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 	}
 	pdrain := min(drain, li.lc.PartitionDrain())
 	run := func(pctx context.Context, p int, epoch uint64) error {
-		li.started.Store(true)
 		cfg := li.cfg
 		// Instance p of P owns exactly partition p.
 		cfg.Instance, cfg.Instances, cfg.Shards = p, cfg.Partitions, 1
@@ -132,9 +133,9 @@ func (li *LeasedIngest) Run(ctx context.Context, drain time.Duration) error {
 		}
 		return err
 	}
-	// Ready once the first lease pass is over even when nothing is held (a
-	// standby); a pass takes at most one renewal period.
-	t := time.AfterFunc(li.lc.renewEvery(), func() { li.started.Store(true) })
-	defer t.Stop()
+	// Ready once the first lease pass is over, even when nothing is held (a
+	// standby), and not before: until then the partitions it will claim
+	// are not known.
+	li.leases.passed = func() { li.started.Store(true) }
 	return li.leases.Run(ctx, run)
 }
