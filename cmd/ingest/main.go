@@ -38,6 +38,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Once the shutdown starts, a second signal kills the process the
+	// default way (no acknowledged event is lost: see README).
+	context.AfterFunc(ctx, stop)
 	a := newApp(cfg, os.Stderr)
 	memlimit.Configure(a.log, cfg.MemoryLimitRatio, os.Getenv, os.DirFS("/"))
 	if err := a.Run(ctx); err != nil {
