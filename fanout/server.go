@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/threadcast/threadcast/auth"
+	"github.com/threadcast/threadcast/internal/inflight"
 	"github.com/threadcast/threadcast/quota"
 	"github.com/threadcast/threadcast/wire"
 )
@@ -305,8 +306,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.
 // mounts Handler inside h. Requests h routes elsewhere are drained like the
 // fanout's own: Serve returns after they have all returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
-	var inflight handlers
-	hs := &http.Server{Handler: inflight.track(s, h), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
+	reqs := inflight.Requests{Deny: s.denyDraining}
+	hs := &http.Server{Handler: reqs.Track(h), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: withConn}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -338,7 +339,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, h http.Handler, shu
 	// Close does not wait for handlers; a request h routes elsewhere
 	// (not a stream) ends once its connection is closed, and is waited
 	// for here.
-	inflight.wait()
+	reqs.Wait()
 	if errc != nil {
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
@@ -383,40 +384,6 @@ func (s *Server) sweepLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		}
 	}
-}
-
-// handlers counts Serve's requests in flight, so that Serve returns only
-// after each has: http.Server.Close closes connections without waiting
-// for their handlers. A request that starts after wait began (its
-// connection read before the close) is answered 503 draining, untracked
-// work being what wait rules out.
-type handlers struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (hd *handlers) track(s *Server, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd.mu.Lock()
-		if hd.closed {
-			hd.mu.Unlock()
-			s.denyDraining(w)
-			return
-		}
-		hd.wg.Add(1)
-		hd.mu.Unlock()
-		defer hd.wg.Done()
-		h.ServeHTTP(w, r)
-	})
-}
-
-// wait refuses new requests and waits for those in flight.
-func (hd *handlers) wait() {
-	hd.mu.Lock()
-	hd.closed = true
-	hd.mu.Unlock()
-	hd.wg.Wait()
 }
 
 // reconcileCheck is how often the server looks for a NATS reconnect or

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/threadcast/threadcast/connlimit"
+	"github.com/threadcast/threadcast/internal/inflight"
 )
 
 func (n *Node) startHTTP(h http.Handler) error {
@@ -54,8 +54,11 @@ func (n *Node) startHTTP(h http.Handler) error {
 // used when the fanout, whose Serve does this, is off. The error is
 // serving's, else the shutdown's (the timeout).
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, log *slog.Logger, set func(*http.Server)) error {
-	var reqs inflight
-	hs := &http.Server{Handler: reqs.track(h), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	reqs := inflight.Requests{Deny: func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "stopping", http.StatusServiceUnavailable)
+	}}
+	hs := &http.Server{Handler: reqs.Track(h), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	set(hs)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -76,46 +79,13 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, timeout tim
 	// Close does not wait for handlers: a request past the bound ends once
 	// its connection is closed, and is waited for here, so that what the
 	// node stops next (the bridge's publisher) has no request left.
-	reqs.wait()
+	reqs.Wait()
 	if errc != nil {
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
 		}
 	}
 	return err
-}
-
-// inflight counts serveHTTP's requests in flight. A request that starts
-// after wait began (its connection read before the close) is answered 503,
-// untracked work being what wait rules out.
-type inflight struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (f *inflight) track(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "stopping", http.StatusServiceUnavailable)
-			return
-		}
-		f.wg.Add(1)
-		f.mu.Unlock()
-		defer f.wg.Done()
-		h.ServeHTTP(w, r)
-	})
-}
-
-// wait refuses new requests and waits for those in flight.
-func (f *inflight) wait() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
 }
 
 // readyz answers 200 when every enabled part can do its job: the node not
